@@ -1,0 +1,20 @@
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+dev: ## run the whole stack in one process (harvest dev)
+	go run ./cmd/harvest dev
+
+test: ## run the test suite with -race (starts its own PostgreSQL and NATS)
+	go test -race -count=1 ./...
+
+lint: ## gofmt, go vet, and go mod tidy must leave no diff
+	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
+	go vet ./...
+	go mod tidy -diff
+
+build: ## build the four binaries into ./bin
+	go build -o bin/ ./cmd/...
+
+.PHONY: help dev test lint build

@@ -1,0 +1,102 @@
+package harvest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/wire"
+)
+
+// ActivityContext is what an activity receives: a context.Context that is
+// cancelled when the worker gives the attempt up, plus the invocation's
+// identity.
+type ActivityContext struct {
+	context.Context
+	info ActivityInfo
+}
+
+// ActivityInfo describes one activity attempt.
+type ActivityInfo struct {
+	ExecutionID    string
+	WorkflowName   string
+	ActivityName   string
+	ActivityID     int
+	Attempt        int
+	IdempotencyKey dedup.ActivityKey
+	ScheduledAt    time.Time
+}
+
+// IdempotencyKey is the stable key of this logical activity invocation:
+// the same for every attempt, redelivery and replay, different for every
+// other invocation. Hand it, or a Subkey of it, to downstream systems that
+// deduplicate.
+func (c *ActivityContext) IdempotencyKey() dedup.ActivityKey { return c.info.IdempotencyKey }
+
+// Attempt is the attempt number, from 1.
+func (c *ActivityContext) Attempt() int { return c.info.Attempt }
+
+// ExecutionID is the workflow execution that scheduled the activity.
+func (c *ActivityContext) ExecutionID() string { return c.info.ExecutionID }
+
+// Info describes the attempt.
+func (c *ActivityContext) Info() ActivityInfo { return c.info }
+
+// activityFunc is a registered activity, with JSON in and out.
+type activityFunc func(ctx *ActivityContext, input json.RawMessage) (any, error)
+
+// NonRetryableError marks a failure that retrying cannot fix, such as a
+// validation or authorization failure.
+type NonRetryableError struct {
+	Err error
+}
+
+func (e *NonRetryableError) Error() string { return e.Err.Error() }
+func (e *NonRetryableError) Unwrap() error { return e.Err }
+
+// NonRetryable wraps err so the activity is not retried.
+func NonRetryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &NonRetryableError{Err: err}
+}
+
+// failureOf turns an error into its wire form.
+func failureOf(err error) *wire.Failure {
+	f := &wire.Failure{Message: err.Error(), Type: errorType(err)}
+	var nr *NonRetryableError
+	if errors.As(err, &nr) {
+		f.NonRetryable = true
+		f.Type = errorType(nr.Err)
+	}
+	return f
+}
+
+func errorType(err error) string {
+	t := reflect.TypeOf(err)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.PkgPath() == "" {
+		return t.Name()
+	}
+	return t.PkgPath() + "." + t.Name()
+}
+
+// decodeInput decodes a JSON input into a T; an absent input is T's zero
+// value.
+func decodeInput[T any](raw json.RawMessage) (T, error) {
+	var in T
+	if len(raw) == 0 || string(raw) == "null" {
+		return in, nil
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return in, fmt.Errorf("decode input: %w", err)
+	}
+	return in, nil
+}

@@ -1,0 +1,131 @@
+// Command harvest is Harvest's command line: `harvest dev` runs the whole
+// stack in one process, `harvest migrate` applies the schema.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harvest-engine/harvest/config"
+	"github.com/harvest-engine/harvest/devstack"
+	"github.com/harvest-engine/harvest/service"
+	"github.com/harvest-engine/harvest/store"
+	"github.com/harvest-engine/harvest/streams"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "harvest:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "harvest",
+		Short:         "Harvest: durable workflows for webhook- and event-driven work",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newDev(), newMigrate())
+	return root
+}
+
+func newDev() *cobra.Command {
+	var (
+		addr     string
+		stateDir string
+		shards   int
+		natsPort int
+		cfgPath  string
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run ingest, scheduler and a worker with the examples in one process",
+		Long: `Run the whole stack in one process: an embedded NATS server with JetStream
+(store under --state-dir) and a private PostgreSQL started from the local
+binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("config") {
+				if _, err := os.Stat(cfgPath); err != nil {
+					cfgPath = "" // run from elsewhere than the repository: defaults
+				}
+			}
+			cfg, err := config.Load(cfgPath)
+			if err != nil {
+				return err
+			}
+			log := cfg.Logger()
+			ctx, stop := service.SignalContext()
+			defer stop()
+			stack, err := devstack.Start(ctx, devstack.Config{
+				StateDir: stateDir, Addr: addr, NATSURL: cfg.NATSURL, NATSPort: natsPort, DatabaseURL: cfg.DatabaseURL,
+				Streams:     streams.Config{Shards: shards},
+				OutcomeWait: time.Duration(cfg.OutcomeWait),
+				Logger:      log,
+			})
+			if err != nil {
+				return err
+			}
+			log.Info("harvest dev ready", "url", stack.URL(), "nats", stack.NATSURL(), "state_dir", stateDir)
+			<-ctx.Done()
+			log.Info("harvest dev stopping")
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return stack.Stop(stopCtx)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
+	cmd.Flags().StringVar(&stateDir, "state-dir", ".harvest", "where the embedded NATS store and the private PostgreSQL live")
+	cmd.Flags().IntVar(&shards, "shards", streams.DefaultShards, "logical shards (fixed for a state dir's life)")
+	cmd.Flags().IntVar(&natsPort, "nats-port", 0, "embedded NATS client port (0 picks a free one)")
+	cmd.Flags().StringVar(&cfgPath, "config", envOr("HARVEST_CONFIG", "configs/harvest.dev.yaml"), "YAML configuration file (HARVEST_CONFIG)")
+	return cmd
+}
+
+func newMigrate() *cobra.Command {
+	var databaseURL string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the PostgreSQL schema migrations",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(os.Getenv("HARVEST_CONFIG"))
+			if err != nil {
+				return err
+			}
+			if databaseURL != "" {
+				cfg.DatabaseURL = databaseURL
+			}
+			ctx, stop := service.SignalContext()
+			defer stop()
+			db, err := service.ConnectDB(ctx, cfg, cfg.Logger())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			applied, err := store.Migrate(ctx, db)
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "schema is up to date")
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "applied migrations %v\n", applied)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL URL (default HARVEST_DATABASE_URL)")
+	return cmd
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,78 @@
+// Command ingest serves Harvest's HTTP API: it publishes start commands to
+// JetStream and answers with their outcome, and reads executions and their
+// history from PostgreSQL (which it never writes).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/harvest-engine/harvest/config"
+	"github.com/harvest-engine/harvest/ingest"
+	"github.com/harvest-engine/harvest/service"
+)
+
+func main() {
+	configPath := flag.String("config", os.Getenv("HARVEST_CONFIG"), "YAML configuration file (HARVEST_CONFIG)")
+	flag.Parse()
+	if err := run(*configPath); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest:", err)
+		os.Exit(1)
+	}
+}
+
+func run(configPath string) error {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger().With("service", "ingest")
+	ctx, stop := service.SignalContext()
+	defer stop()
+	nc, top, err := service.ConnectNATS(ctx, cfg, "harvest-ingest", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	// Reads only, and lazily: ingest accepts starts while PostgreSQL is down.
+	var db *pgxpool.Pool
+	if cfg.DatabaseURL != "" {
+		if db, err = pgxpool.New(ctx, cfg.DatabaseURL); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		defer db.Close()
+	}
+	api, err := ingest.New(ingest.Config{
+		Topology: top, NC: nc, DB: db, OutcomeWait: time.Duration(cfg.OutcomeWait), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := api.Start(ctx); err != nil {
+		return err
+	}
+	defer api.Stop(context.Background())
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("ingest ready", "addr", cfg.HTTPAddr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("ingest stopping")
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+// Command worker runs Harvest's example workflows (onboarding, charge) from
+// a task queue. Your own workers embed the harvest package the same way.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/config"
+	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/service"
+)
+
+func main() {
+	configPath := flag.String("config", os.Getenv("HARVEST_CONFIG"), "YAML configuration file (HARVEST_CONFIG)")
+	flag.Parse()
+	if err := run(*configPath); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(configPath string) error {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger().With("service", "worker")
+	ctx, stop := service.SignalContext()
+	defer stop()
+	nc, top, err := service.ConnectNATS(ctx, cfg, "harvest-worker", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	w, err := harvest.NewWorker(harvest.WorkerConfig{
+		Topology: top, TaskQueue: cfg.TaskQueue, TaskAckWait: time.Duration(cfg.TaskAckWait), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	examples.Register(w, examples.NewServices())
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("worker ready")
+	<-ctx.Done()
+	log.Info("worker stopping")
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return w.Stop(stopCtx)
+}

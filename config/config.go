@@ -1,0 +1,156 @@
+// Package config loads the configuration of Harvest's services: a YAML file
+// (see configs/), then HARVEST_* environment variables over it. Every
+// field has a documented default, so an empty file is valid.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Duration is a time.Duration written as "5s", "24h" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Config is the configuration every Harvest service reads; each uses the
+// fields it needs.
+type Config struct {
+	// NATSURL is the NATS server (HARVEST_NATS_URL).
+	NATSURL string `yaml:"nats_url"`
+	// DatabaseURL is the PostgreSQL server (HARVEST_DATABASE_URL).
+	DatabaseURL string `yaml:"database_url"`
+	// HTTPAddr is ingest's listen address (HARVEST_HTTP_ADDR), default
+	// 127.0.0.1:8080.
+	HTTPAddr string `yaml:"http_addr"`
+	// Shards is the number of logical shards (HARVEST_SHARDS), default 16;
+	// fixed for a deployment's life.
+	Shards int `yaml:"shards"`
+	// OutcomeWait bounds how long a start waits for its outcome
+	// (HARVEST_OUTCOME_WAIT), default 5s.
+	OutcomeWait Duration `yaml:"outcome_wait"`
+	// StartIdempotencyWindow is how long a start's idempotency claim lasts
+	// (HARVEST_START_IDEMPOTENCY_WINDOW), default 24h.
+	StartIdempotencyWindow Duration `yaml:"start_idempotency_window"`
+	// TaskQueue a worker pulls from (HARVEST_TASK_QUEUE), default "default".
+	TaskQueue string `yaml:"task_queue"`
+	// TaskAckWait is how long a vanished worker's task waits before another
+	// worker gets it (HARVEST_TASK_ACK_WAIT), default 30s.
+	TaskAckWait Duration `yaml:"task_ack_wait"`
+	// LeaseTTL is how long a scheduler's shard lease lasts unrenewed
+	// (HARVEST_LEASE_TTL), default 5s.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// LogLevel is debug, info, warn or error (HARVEST_LOG_LEVEL), default
+	// info.
+	LogLevel string `yaml:"log_level"`
+}
+
+// Load reads path (if not empty) and applies the environment over it.
+func Load(path string) (Config, error) {
+	var c Config
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("read config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := c.applyEnv(os.Getenv); err != nil {
+		return c, err
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:8080"
+	}
+	return c, c.Validate()
+}
+
+func (c *Config) applyEnv(get func(string) string) error {
+	str := func(dst *string, name string) {
+		if v := get(name); v != "" {
+			*dst = v
+		}
+	}
+	dur := func(dst *Duration, name string) error {
+		if v := get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*dst = Duration(d)
+		}
+		return nil
+	}
+	str(&c.NATSURL, "HARVEST_NATS_URL")
+	str(&c.DatabaseURL, "HARVEST_DATABASE_URL")
+	str(&c.HTTPAddr, "HARVEST_HTTP_ADDR")
+	str(&c.TaskQueue, "HARVEST_TASK_QUEUE")
+	str(&c.LogLevel, "HARVEST_LOG_LEVEL")
+	if v := get("HARVEST_SHARDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("HARVEST_SHARDS: %w", err)
+		}
+		c.Shards = n
+	}
+	return errors.Join(
+		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
+		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
+		dur(&c.TaskAckWait, "HARVEST_TASK_ACK_WAIT"),
+		dur(&c.LeaseTTL, "HARVEST_LEASE_TTL"),
+	)
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Shards < 0:
+		return fmt.Errorf("config: shards %d: want a positive number", c.Shards)
+	case c.OutcomeWait < 0:
+		return fmt.Errorf("config: outcome_wait %s: want a positive duration", time.Duration(c.OutcomeWait))
+	case c.StartIdempotencyWindow < 0:
+		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
+	}
+	if _, err := c.Level(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Level is the configured log level.
+func (c Config) Level() (slog.Level, error) {
+	var l slog.Level
+	if c.LogLevel == "" {
+		return slog.LevelInfo, nil
+	}
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return l, fmt.Errorf("config: log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}
+
+// Logger builds the service's logger: text on stderr at the configured
+// level.
+func (c Config) Logger() *slog.Logger {
+	l, _ := c.Level()
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,134 @@
+package dedup_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/dedup"
+)
+
+func TestValidateKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, raw, want string
+		err             error
+	}{
+		{"plain", "evt_123", "evt_123", nil},
+		{"trimmed", "  evt_123\t", "evt_123", nil},
+		{"empty", "", "", dedup.ErrKeyEmpty},
+		{"blank", " \t\n", "", dedup.ErrKeyEmpty},
+		{"exactly max", strings.Repeat("k", 512), strings.Repeat("k", 512), nil},
+		{"max after trim", " " + strings.Repeat("k", 512) + " ", strings.Repeat("k", 512), nil},
+		{"too long", strings.Repeat("k", 513), "", dedup.ErrKeyTooLong},
+		{"reserved", "conn:abc", "", dedup.ErrKeyReserved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := dedup.ValidateKey(tc.raw)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func FuzzValidateKey(f *testing.F) {
+	for _, s := range []string{"", " ", "evt", "conn:x", strings.Repeat("a", 600), "\x00\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		key, err := dedup.ValidateKey(raw)
+		if err != nil {
+			if !errors.Is(err, dedup.ErrKeyEmpty) && !errors.Is(err, dedup.ErrKeyTooLong) && !errors.Is(err, dedup.ErrKeyReserved) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		if key == "" || len(key) > dedup.MaxKeyBytes || key != strings.TrimSpace(key) || strings.HasPrefix(key, "conn:") {
+			t.Fatalf("accepted bad key %q", key)
+		}
+	})
+}
+
+func TestActivityKeysAreDistinct(t *testing.T) {
+	t.Parallel()
+	seen := make(map[dedup.ActivityKey]bool, 10000)
+	for range 10000 {
+		k := dedup.NewActivityKey()
+		require.Len(t, k.String(), 36)
+		require.False(t, seen[k], "collision on %s", k)
+		seen[k] = true
+	}
+}
+
+func TestSubkey(t *testing.T) {
+	t.Parallel()
+	parent := dedup.ActivityKey("11111111-2222-3333-4444-555555555555")
+	other := dedup.ActivityKey("66666666-2222-3333-4444-555555555555")
+	require.Equal(t, parent.String()+"/db", parent.Subkey("db").String())
+	require.Equal(t, parent.Subkey("db"), parent.Subkey("db"), "deterministic")
+	require.NotEqual(t, parent, parent.Subkey("db"))
+	require.NotEqual(t, parent.Subkey("db"), parent.Subkey("email"))
+	require.NotEqual(t, parent.Subkey("db"), other.Subkey("db"))
+	require.Equal(t, parent.String()+"/db/users", parent.Subkey("db").Subkey("users").String())
+	require.NotEqual(t, parent.Subkey("a/b"), parent.Subkey("a").Subkey("b"), "a slash in a name is escaped")
+	require.Equal(t, parent.String()+"/a%2Fb", parent.Subkey("a/b").String())
+	require.Equal(t, parent.String()+"/default", parent.Subkey("").String())
+	require.Equal(t, parent.String()+"/caf%C3%A9%20x", parent.Subkey("café x").String())
+}
+
+func FuzzSubkey(f *testing.F) {
+	f.Add("db", "email")
+	f.Add("a/b", "a%2Fb")
+	f.Add("", "\x00")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		parent := dedup.NewActivityKey()
+		ka, kb := parent.Subkey(a), parent.Subkey(b)
+		for _, k := range []dedup.ActivityKey{ka, kb} {
+			s := k.String()
+			if !utf8.ValidString(s) || strings.Count(s, "/") != 1 {
+				t.Fatalf("subkey %q is not one printable segment", s)
+			}
+			for _, c := range []byte(s) {
+				if c <= ' ' || c >= 0x7f {
+					t.Fatalf("subkey %q has a non-printable byte", s)
+				}
+			}
+		}
+		if (ka == kb) != (a == b || (a == "" && b == "default") || (a == "default" && b == "")) {
+			t.Fatalf("Subkey(%q)=%q, Subkey(%q)=%q", a, ka, b, kb)
+		}
+	})
+}
+
+func TestStartRouting(t *testing.T) {
+	t.Parallel()
+	const shards = 16
+	// A minted workflow id lands on the shard of the key it was minted for,
+	// so a later start that names it explicitly reaches the same shard.
+	for i := range 200 {
+		key := "evt-" + strings.Repeat("x", i%7) + string(rune('a'+i%26))
+		shard := dedup.StartShard(shards, "onboarding", "", key)
+		id := dedup.MintWorkflowID(shards, shard, "onboarding")
+		require.Equal(t, shard, dedup.StartShard(shards, "onboarding", id, ""))
+		require.Equal(t, shard, dedup.StartShard(shards, "onboarding", id, key), "an explicit id wins over the key")
+	}
+	require.Equal(t, dedup.StartCommandID("a", "k"), dedup.StartCommandID("a", "k"))
+	require.NotEqual(t, dedup.StartCommandID("a", "k"), dedup.StartCommandID("b", "k"))
+	require.NotEqual(t, dedup.StartCommandID("ab", "c"), dedup.StartCommandID("a", "bc"), "parts are length-prefixed")
+}
+
+func TestValidateName(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, dedup.ValidateName("onboarding"))
+	require.NoError(t, dedup.ValidateName("charge_card-2"))
+	for _, bad := range []string{"", "a.b", "a b", "a*", "a>", strings.Repeat("n", 129), "é"} {
+		require.ErrorIs(t, dedup.ValidateName(bad), dedup.ErrInvalidName, bad)
+	}
+}

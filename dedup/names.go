@@ -1,0 +1,30 @@
+package dedup
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalidName is returned for a workflow, activity, queue or signal name
+// that cannot travel in a subject or a URL path segment.
+var ErrInvalidName = errors.New("invalid name")
+
+// MaxNameBytes bounds workflow, activity and task queue names.
+const MaxNameBytes = 128
+
+// ValidateName checks a workflow, activity or task queue name: 1 to 128
+// bytes of ASCII letters, digits, '_' and '-'. Such names are safe as
+// subject tokens and consumer names.
+func ValidateName(name string) error {
+	if name == "" || len(name) > MaxNameBytes {
+		return fmt.Errorf("%w %q: want 1 to %d bytes", ErrInvalidName, name, MaxNameBytes)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c == '_' || c == '-' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+		if !ok {
+			return fmt.Errorf("%w %q: only letters, digits, '_' and '-'", ErrInvalidName, name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+// Package devstack runs the whole of Harvest in one process — an embedded
+// NATS server with JetStream, a private PostgreSQL started from the local
+// binaries, the scheduler, a worker with the example workflows, and the
+// HTTP API — or runs the same services on an external NATS and PostgreSQL.
+// `harvest dev` and the end-to-end tests use it.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/ingest"
+	"github.com/harvest-engine/harvest/pglocal"
+	"github.com/harvest-engine/harvest/scheduler"
+	"github.com/harvest-engine/harvest/store"
+	"github.com/harvest-engine/harvest/streams"
+)
+
+// Config configures a Stack. Zero values mean the documented defaults.
+type Config struct {
+	// StateDir holds the embedded NATS store and the private PostgreSQL
+	// cluster, default ./.harvest.
+	StateDir string
+	// Addr is the HTTP listen address, default 127.0.0.1:8080; port 0
+	// picks a free one.
+	Addr string
+	// NATSURL, when set, is used instead of an embedded NATS server.
+	NATSURL string
+	// NATSPort is the embedded server's client port; 0 picks a free one.
+	NATSPort int
+	// DatabaseURL, when set, is used instead of a private PostgreSQL.
+	DatabaseURL string
+	// Streams configures the JetStream topology (shards and so on).
+	Streams streams.Config
+	// Scheduler and Worker tune those services; their DB, Topology and
+	// Logger fields are filled in.
+	Scheduler scheduler.Config
+	Worker    harvest.WorkerConfig
+	// OutcomeWait is ingest's bounded wait for a start's outcome.
+	OutcomeWait time.Duration
+	Logger      *slog.Logger
+}
+
+// Stack is a running Harvest.
+type Stack struct {
+	cfg      Config
+	log      *slog.Logger
+	nats     *server.Server
+	pg       *pglocal.Server
+	nc       *nats.Conn
+	DB       *pgxpool.Pool
+	Topology *streams.Topology
+	sched    *scheduler.Scheduler
+	worker   *harvest.Worker
+	api      *ingest.Server
+	http     *http.Server
+	listener net.Listener
+	// Services are the fake downstream systems of the example workflows.
+	Services *examples.Services
+	stops    []func(context.Context) error
+}
+
+// Start brings the stack up; on error everything started is stopped.
+func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
+	if cfg.StateDir == "" {
+		cfg.StateDir = ".harvest"
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Stack{cfg: cfg, log: cfg.Logger, Services: examples.NewServices()}
+	defer func() {
+		if err != nil {
+			_ = s.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if err := s.startNATS(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startPostgres(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := store.Migrate(ctx, s.DB); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if s.Topology, err = streams.Declare(ctx, js, cfg.Streams); err != nil {
+		return nil, err
+	}
+
+	scfg := cfg.Scheduler
+	scfg.DB, scfg.Topology, scfg.Logger = s.DB, s.Topology, s.log.With("service", "scheduler")
+	if s.sched, err = scheduler.New(scfg); err != nil {
+		return nil, err
+	}
+	if err := s.sched.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, s.sched.Stop)
+
+	wcfg := cfg.Worker
+	wcfg.Topology, wcfg.Logger = s.Topology, s.log.With("service", "worker")
+	if s.worker, err = harvest.NewWorker(wcfg); err != nil {
+		return nil, err
+	}
+	examples.Register(s.worker, s.Services)
+	if err := s.worker.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, s.worker.Stop)
+
+	if s.api, err = ingest.New(ingest.Config{
+		Topology: s.Topology, NC: s.nc, DB: s.DB, OutcomeWait: cfg.OutcomeWait, Logger: s.log.With("service", "ingest"),
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.api.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, s.api.Stop)
+	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	s.http = &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := s.http.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", "err", err)
+		}
+	}()
+	s.stops = append(s.stops, s.http.Shutdown)
+	return s, nil
+}
+
+func (s *Stack) startNATS(ctx context.Context) error {
+	if s.cfg.NATSURL == "" {
+		port := s.cfg.NATSPort
+		if port == 0 {
+			port = server.RANDOM_PORT
+		}
+		ns, err := server.NewServer(&server.Options{
+			ServerName: "harvest-dev",
+			Host:       "127.0.0.1",
+			Port:       port,
+			JetStream:  true,
+			StoreDir:   filepath.Join(s.cfg.StateDir, "nats"),
+			NoSigs:     true,
+			NoLog:      true,
+		})
+		if err != nil {
+			return fmt.Errorf("embedded nats: %w", err)
+		}
+		go ns.Start()
+		if !ns.ReadyForConnections(30 * time.Second) {
+			ns.Shutdown()
+			return errors.New("embedded nats: not ready within 30s")
+		}
+		s.nats = ns
+		s.cfg.NATSURL = ns.ClientURL()
+	}
+	nc, err := nats.Connect(s.cfg.NATSURL, nats.Name("harvest-dev"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect to nats %s: %w", s.cfg.NATSURL, err)
+	}
+	s.nc = nc
+	return nil
+}
+
+func (s *Stack) startPostgres(ctx context.Context) error {
+	url := s.cfg.DatabaseURL
+	if url == "" {
+		dataDir, err := filepath.Abs(filepath.Join(s.cfg.StateDir, "postgres"))
+		if err != nil {
+			return fmt.Errorf("postgres data dir: %w", err)
+		}
+		pg, err := pglocal.Start(ctx, pglocal.Config{DataDir: dataDir, Durable: true, Logger: s.log.With("service", "postgres")})
+		if err != nil {
+			return fmt.Errorf("start private postgres: %w", err)
+		}
+		s.pg = pg
+		if err := createDatabase(ctx, pg.URL("postgres"), "harvest"); err != nil {
+			return err
+		}
+		url = pg.URL("harvest")
+	}
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	if err := db.Ping(ctx); err != nil {
+		db.Close()
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	s.DB = db
+	return nil
+}
+
+func createDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// URL is the HTTP API's base URL.
+func (s *Stack) URL() string { return "http://" + s.listener.Addr().String() }
+
+// NATSURL is the NATS server the stack uses.
+func (s *Stack) NATSURL() string { return s.cfg.NATSURL }
+
+// Stop stops every service, newest first, then NATS and PostgreSQL. Safe
+// to call twice.
+func (s *Stack) Stop(ctx context.Context) error {
+	var errs []error
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		if err := s.stops[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.stops = nil
+	if s.DB != nil {
+		s.DB.Close()
+		s.DB = nil
+	}
+	if s.nc != nil {
+		s.nc.Close()
+		s.nc = nil
+	}
+	if s.nats != nil {
+		s.nats.Shutdown()
+		s.nats.WaitForShutdown()
+		s.nats = nil
+	}
+	if s.pg != nil {
+		if err := s.pg.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		s.pg = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,15 @@
+// Package harvest is the worker SDK of Harvest, a durable workflow engine on
+// NATS JetStream and PostgreSQL. Users register workflow functions and
+// activities on a Worker, which pulls tasks from a task queue:
+//
+//   - workflow tasks replay the workflow function deterministically over the
+//     execution's history and return its decisions (schedule an activity,
+//     complete, fail) to the scheduler;
+//   - activity tasks run user code with an ActivityContext whose
+//     IdempotencyKey is the same for every attempt, redelivery and replay
+//     of one logical invocation, and different for every other invocation.
+//
+// Workflow code must be deterministic: given the same history it must make
+// the same calls in the same order. It must not start goroutines, read the
+// clock or do I/O itself; side effects belong in activities.
+package harvest

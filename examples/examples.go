@@ -1,0 +1,141 @@
+// Package examples holds the example workflows that cmd/worker and
+// `harvest dev` run: onboarding, which makes two outbound calls each under
+// its own subkey, and charge, which charges a card through a fake payment
+// provider that honours idempotency keys.
+package examples
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/examples/fakepay"
+)
+
+// Workflow and activity names; they travel on the wire.
+const (
+	WorkflowOnboarding   = "onboarding"
+	WorkflowCharge       = "charge"
+	ActivityCreateDBUser = "create_db_user"
+	ActivitySendWelcome  = "send_welcome_email"
+	ActivityChargeCard   = "charge_card"
+)
+
+// Services are the fake downstream systems the example activities call.
+type Services struct {
+	Users    *KeyedLog
+	Mail     *KeyedLog
+	Payments *fakepay.Provider
+}
+
+// NewServices returns empty fakes.
+func NewServices() *Services {
+	return &Services{Users: NewKeyedLog(), Mail: NewKeyedLog(), Payments: fakepay.New()}
+}
+
+// KeyedLog is a fake downstream system that performs each effect once per
+// idempotency key, as a database insert with a unique key or an email API
+// with an idempotency header would. Safe for concurrent use.
+type KeyedLog struct {
+	mu      sync.Mutex
+	effects map[string]string
+	calls   int
+}
+
+// NewKeyedLog returns an empty log.
+func NewKeyedLog() *KeyedLog { return &KeyedLog{effects: map[string]string{}} }
+
+// Do performs effect under key once; repeats return the first result.
+func (l *KeyedLog) Do(key, effect string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls++
+	if have, ok := l.effects[key]; ok {
+		return have
+	}
+	l.effects[key] = effect
+	return effect
+}
+
+// Effects is the number of distinct effects performed.
+func (l *KeyedLog) Effects() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.effects)
+}
+
+// Calls is the number of requests, repeats included.
+func (l *KeyedLog) Calls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls
+}
+
+// OnboardingInput is the input of onboarding.
+type OnboardingInput struct {
+	UserID int64 `json:"user_id"`
+}
+
+// OnboardingResult is the result of onboarding.
+type OnboardingResult struct {
+	UserID   int64  `json:"user_id"`
+	DBUser   string `json:"db_user"`
+	EmailRef string `json:"email_ref"`
+}
+
+// ChargeInput is the input of charge.
+type ChargeInput struct {
+	AmountCents int64  `json:"amount_cents"`
+	CustomerID  string `json:"customer_id"`
+}
+
+// ChargeResult is the result of charge.
+type ChargeResult struct {
+	ChargeID string `json:"charge_id"`
+}
+
+// Register registers the example workflows and activities on w.
+func Register(w *harvest.Worker, svc *Services) {
+	harvest.RegisterWorkflow(w, WorkflowOnboarding, Onboarding)
+	harvest.RegisterWorkflow(w, WorkflowCharge, ChargeWorkflow)
+
+	harvest.RegisterActivity(w, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
+		key := ctx.IdempotencyKey().Subkey("db")
+		return svc.Users.Do(key.String(), fmt.Sprintf("db-user-%d", in.UserID)), nil
+	})
+	harvest.RegisterActivity(w, ActivitySendWelcome, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
+		key := ctx.IdempotencyKey().Subkey("email")
+		return svc.Mail.Do(key.String(), fmt.Sprintf("welcome-%d-%s", in.UserID, key)), nil
+	})
+	harvest.RegisterActivity(w, ActivityChargeCard, func(ctx *harvest.ActivityContext, in ChargeInput) (ChargeResult, error) {
+		c, err := svc.Payments.CreateCharge(ctx, ctx.IdempotencyKey().String(), in.AmountCents, in.CustomerID)
+		if errors.Is(err, fakepay.ErrInvalidRequest) || errors.Is(err, fakepay.ErrKeyReused) {
+			return ChargeResult{}, harvest.NonRetryable(err)
+		}
+		if err != nil {
+			return ChargeResult{}, err
+		}
+		return ChargeResult{ChargeID: c.ID}, nil
+	})
+}
+
+// Onboarding creates the user's database record, then sends the welcome
+// email.
+func Onboarding(ctx *harvest.WorkflowContext, in OnboardingInput) (OnboardingResult, error) {
+	out := OnboardingResult{UserID: in.UserID}
+	if err := harvest.ExecuteActivity(ctx, ActivityCreateDBUser, in).Get(&out.DBUser); err != nil {
+		return out, err
+	}
+	if err := harvest.ExecuteActivity(ctx, ActivitySendWelcome, in).Get(&out.EmailRef); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// ChargeWorkflow charges a card once.
+func ChargeWorkflow(ctx *harvest.WorkflowContext, in ChargeInput) (ChargeResult, error) {
+	var out ChargeResult
+	err := harvest.ExecuteActivity(ctx, ActivityChargeCard, in).Get(&out)
+	return out, err
+}

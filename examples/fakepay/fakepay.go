@@ -1,0 +1,78 @@
+// Package fakepay is an in-process stand-in for a payment provider that
+// honours Idempotency-Key the way Stripe does: a request repeated with the
+// same key and the same parameters returns the original charge instead of
+// charging again; the same key with different parameters is refused. The
+// examples use it to show what an activity's idempotency key buys.
+package fakepay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/google/uuid"
+)
+
+// ErrKeyReused is returned when an idempotency key is reused with
+// different parameters.
+var ErrKeyReused = errors.New("idempotency key reused with different parameters")
+
+// ErrInvalidRequest is returned for a request no retry can fix.
+var ErrInvalidRequest = errors.New("invalid charge request")
+
+// Charge is a created charge.
+type Charge struct {
+	ID          string `json:"id"`
+	AmountCents int64  `json:"amount_cents"`
+	CustomerID  string `json:"customer_id"`
+}
+
+// Provider keeps charges in memory. Safe for concurrent use.
+type Provider struct {
+	mu       sync.Mutex
+	byKey    map[string]Charge
+	requests int
+}
+
+// New returns an empty provider.
+func New() *Provider { return &Provider{byKey: map[string]Charge{}} }
+
+// CreateCharge charges customerID amountCents, once per idempotency key.
+func (p *Provider) CreateCharge(ctx context.Context, idempotencyKey string, amountCents int64, customerID string) (Charge, error) {
+	if err := ctx.Err(); err != nil {
+		return Charge{}, err
+	}
+	if idempotencyKey == "" {
+		return Charge{}, fmt.Errorf("%w: an Idempotency-Key is required", ErrInvalidRequest)
+	}
+	if amountCents <= 0 || customerID == "" {
+		return Charge{}, fmt.Errorf("%w: amount_cents must be positive and customer_id set", ErrInvalidRequest)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests++
+	if c, ok := p.byKey[idempotencyKey]; ok {
+		if c.AmountCents != amountCents || c.CustomerID != customerID {
+			return Charge{}, fmt.Errorf("key %q: %w", idempotencyKey, ErrKeyReused)
+		}
+		return c, nil
+	}
+	c := Charge{ID: "ch_" + uuid.NewString()[:18], AmountCents: amountCents, CustomerID: customerID}
+	p.byKey[idempotencyKey] = c
+	return c, nil
+}
+
+// Charges is the number of distinct charges made.
+func (p *Provider) Charges() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.byKey)
+}
+
+// Requests is the number of charge requests received, repeats included.
+func (p *Provider) Requests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests
+}

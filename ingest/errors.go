@@ -1,0 +1,28 @@
+package ingest
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// apiError is the JSON body of every error answer.
+type apiError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	Limit   int64  `json:"limit,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, apiError{Error: code, Message: message})
+}
+
+func writeFieldError(w http.ResponseWriter, status int, code, field, message string) {
+	writeJSON(w, status, apiError{Error: code, Message: message, Field: field})
+}

@@ -1,0 +1,120 @@
+package pgtest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/pglocal"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// insertExecution adds a row to executions with the given workflow_id.
+func insertExecution(t *testing.T, db *pgxpool.Pool, workflowID string) {
+	t.Helper()
+	_, err := db.Exec(context.Background(), `
+		INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status)
+		VALUES ('00000000-0000-0000-0000-000000000001', 0, 'wf', $1, 'q', 'Running')`, workflowID)
+	require.NoError(t, err)
+}
+
+func workflowIDs(t *testing.T, db *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT workflow_id FROM executions ORDER BY workflow_id`)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return ids
+}
+
+// TestIsolation runs two parallel tests, each with its own migrated
+// database, that insert the same primary key while both are alive.
+func TestIsolation(t *testing.T) {
+	var inserted sync.WaitGroup
+	inserted.Add(2)
+	bothInserted := make(chan struct{})
+	go func() { inserted.Wait(); close(bothInserted) }()
+
+	for _, name := range []string{"a", "b"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := pgtest.NewPool(t)
+			var migrated int
+			require.NoError(t, db.QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations`).Scan(&migrated))
+			assert.Positive(t, migrated)
+
+			insertExecution(t, db, name)
+			inserted.Done()
+			// Overlap with the other test, unless -parallel 1 serialises us.
+			select {
+			case <-bothInserted:
+			case <-time.After(10 * time.Second):
+				t.Log("other test did not run concurrently")
+			}
+			assert.Equal(t, []string{name}, workflowIDs(t, db))
+		})
+	}
+}
+
+// TestManyParallel creates databases from many parallel tests at once.
+func TestManyParallel(t *testing.T) {
+	for i := range 8 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			begin := time.Now()
+			db := pgtest.NewPool(t)
+			t.Logf("NewPool took %v", time.Since(begin))
+			assert.Empty(t, workflowIDs(t, db))
+			insertExecution(t, db, fmt.Sprint(i))
+		})
+	}
+}
+
+func TestURL(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var dbname string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT current_database()`).Scan(&dbname))
+	assert.Regexp(t, `^harvest_test_[0-9a-f]{16}$`, dbname)
+	assert.Equal(t, pgtest.URL(t, dbname), dsn)
+
+	var exists bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT to_regclass('executions') IS NOT NULL`).Scan(&exists))
+	assert.True(t, exists)
+
+	other, err := pgx.Connect(ctx, pgtest.URL(t, "postgres"))
+	require.NoError(t, err)
+	defer other.Close(ctx)
+	require.NoError(t, other.QueryRow(ctx, `SELECT current_database()`).Scan(&dbname))
+	assert.Equal(t, "postgres", dbname)
+}
+
+// TestFailsWithoutPostgres re-runs TestURL in a child process that cannot
+// find PostgreSQL: it must fail, naming what to install, not skip.
+func TestFailsWithoutPostgres(t *testing.T) {
+	if os.Getenv(pgtest.EnvDatabaseURL) != "" {
+		t.Skip("uses an external server")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestURL$", "-test.v")
+	cmd.Env = []string{pglocal.EnvBinDir + "=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "child should fail:\n%s", out)
+	assert.Contains(t, string(out), pglocal.ErrNotInstalled.Error())
+	assert.Contains(t, string(out), "--- FAIL: TestURL")
+	assert.False(t, strings.Contains(string(out), "--- SKIP"), "%s", out)
+}

@@ -1,0 +1,521 @@
+// Package scheduler applies Harvest's commands to PostgreSQL. A scheduler
+// process takes shard leases (fenced by an epoch), and for each shard it
+// owns it consumes that shard's commands in stream order, applies them in
+// batches — one transaction per batch, which also records the applied
+// stream sequence, so a redelivered command is never applied twice — then
+// acknowledges them and publishes the tasks and outcomes the batch put in
+// the outbox. It holds no user code.
+//
+// Several schedulers share the shards; a dead one's shards move to the
+// others once its leases expire.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/store"
+	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/wire"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultLeaseTTL               = 5 * time.Second
+	DefaultBatchSize              = 256
+	DefaultStartIdempotencyWindow = 24 * time.Hour
+	DefaultAckWait                = 30 * time.Second
+)
+
+// Config configures a Scheduler. Zero values mean the documented defaults.
+type Config struct {
+	DB       *pgxpool.Pool
+	Topology *streams.Topology
+	// Owner names this scheduler in shard leases; default host-pid-random.
+	Owner string
+	// LeaseTTL is how long a lease lasts unrenewed, default 5 s; leases
+	// are renewed every LeaseTTL/4.
+	LeaseTTL time.Duration
+	// BatchSize caps the commands applied in one transaction, default 256.
+	BatchSize int
+	// StartIdempotencyWindow is how long a start's idempotency claim
+	// lasts, default 24 h.
+	StartIdempotencyWindow time.Duration
+	// AckWait is the command consumer's redelivery timeout, default 30 s.
+	AckWait time.Duration
+	Logger  *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), dedup.NewID()[24:])
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.StartIdempotencyWindow == 0 {
+		c.StartIdempotencyWindow = DefaultStartIdempotencyWindow
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.DB == nil:
+		return errors.New("scheduler config: DB is required")
+	case c.Topology == nil:
+		return errors.New("scheduler config: Topology is required")
+	case c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < 100*time.Millisecond):
+		return fmt.Errorf("scheduler config: LeaseTTL %s: want at least 100ms", c.LeaseTTL)
+	case c.BatchSize < 0:
+		return fmt.Errorf("scheduler config: BatchSize %d: want a positive number", c.BatchSize)
+	case c.StartIdempotencyWindow < 0:
+		return fmt.Errorf("scheduler config: StartIdempotencyWindow %s: want a positive duration", c.StartIdempotencyWindow)
+	}
+	return nil
+}
+
+// Scheduler owns shard leases and applies their commands.
+type Scheduler struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	runners map[int]*runner
+}
+
+// New checks cfg and returns a Scheduler; Start runs it.
+func New(cfg Config) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Scheduler{cfg: cfg, log: cfg.Logger.With("owner", cfg.Owner), runners: map[int]*runner{}}, nil
+}
+
+// Owner is the name this scheduler holds leases under.
+func (s *Scheduler) Owner() string { return s.cfg.Owner }
+
+// Start prepares the shard rows and starts taking leases in the
+// background. It returns once the first lease round has run.
+func (s *Scheduler) Start(ctx context.Context) error {
+	if err := store.EnsureShards(ctx, s.cfg.DB, s.cfg.Topology.Shards()); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.mu.Unlock()
+		return errors.New("scheduler already started")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	done := make(chan struct{})
+	s.done = done
+	s.mu.Unlock()
+	first := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.leaseLoop(runCtx, first)
+	}()
+	select {
+	case <-first:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// Stop stops applying: each shard finishes the batch in hand, then the
+// leases are released so other schedulers take over at once. Safe to call
+// twice.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("stop scheduler: %w", ctx.Err())
+	}
+	if err := store.Leave(ctx, s.cfg.DB, s.cfg.Owner); err != nil {
+		return fmt.Errorf("stop scheduler: %w", err)
+	}
+	return nil
+}
+
+// OwnedShards returns the shards this scheduler applies now.
+func (s *Scheduler) OwnedShards() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, len(s.runners))
+	for sh := range s.runners {
+		out = append(out, sh)
+	}
+	return out
+}
+
+func (s *Scheduler) leaseLoop(ctx context.Context, first chan struct{}) {
+	var wg conc.WaitGroup
+	defer func() {
+		s.mu.Lock()
+		for _, r := range s.runners {
+			r.cancel()
+		}
+		s.mu.Unlock()
+		wg.Wait()
+	}()
+	ticker := time.NewTicker(s.cfg.LeaseTTL / 4)
+	defer ticker.Stop()
+	for {
+		if err := s.leaseRound(ctx, &wg); err != nil && ctx.Err() == nil {
+			s.log.Warn("lease round failed", "err", err)
+		}
+		if first != nil {
+			close(first)
+			first = nil
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// leaseRound renews held leases, stops runners whose lease is gone, and
+// takes or gives up shards to hold a fair share.
+func (s *Scheduler) leaseRound(ctx context.Context, wg *conc.WaitGroup) error {
+	alive, err := store.Heartbeat(ctx, s.cfg.DB, s.cfg.Owner, s.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	held, err := store.RenewLeases(ctx, s.cfg.DB, s.cfg.Owner, s.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	heldBy := map[int]store.Lease{}
+	for _, l := range held {
+		heldBy[l.Shard] = l
+	}
+	s.mu.Lock()
+	for sh, r := range s.runners {
+		if l, ok := heldBy[sh]; !ok || l.Epoch != r.lease.Epoch || r.finished() {
+			r.cancel()
+			delete(s.runners, sh)
+			delete(heldBy, sh)
+			if ok {
+				// Our runner stopped on its own (an error); release so a
+				// fresh runner, ours or another's, starts cleanly.
+				_ = store.ReleaseLease(ctx, s.cfg.DB, s.cfg.Owner, l)
+			}
+		}
+	}
+	s.mu.Unlock()
+	target := int(math.Ceil(float64(s.cfg.Topology.Shards()) / float64(alive)))
+	var start []store.Lease
+	for _, l := range heldBy {
+		s.mu.Lock()
+		_, running := s.runners[l.Shard]
+		s.mu.Unlock()
+		if !running {
+			start = append(start, l)
+		}
+	}
+	if n := len(heldBy); n < target {
+		got, err := store.AcquireLeases(ctx, s.cfg.DB, s.cfg.Owner, s.cfg.LeaseTTL, target-n)
+		if err != nil {
+			return err
+		}
+		start = append(start, got...)
+	} else if n > target {
+		// Give up the surplus so newcomers get their share.
+		extra := n - target
+		s.mu.Lock()
+		var stop []*runner
+		for sh, r := range s.runners {
+			if extra == 0 {
+				break
+			}
+			stop = append(stop, r)
+			delete(s.runners, sh)
+			extra--
+		}
+		s.mu.Unlock()
+		for _, r := range stop {
+			r.cancel()
+			<-r.done
+			if err := store.ReleaseLease(ctx, s.cfg.DB, s.cfg.Owner, r.lease); err != nil {
+				return err
+			}
+			s.log.Info("released shard", "shard", r.lease.Shard)
+		}
+	}
+	for _, l := range start {
+		r := s.newRunner(ctx, l)
+		s.mu.Lock()
+		s.runners[l.Shard] = r
+		s.mu.Unlock()
+		wg.Go(func() { r.run() })
+	}
+	return nil
+}
+
+// runner applies the commands of one shard while its lease holds.
+type runner struct {
+	s      *Scheduler
+	lease  store.Lease
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	log    *slog.Logger
+}
+
+func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
+	ctx, cancel := context.WithCancel(parent)
+	return &runner{s: s, lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		log: s.log.With("shard", l.Shard, "epoch", l.Epoch)}
+}
+
+func (r *runner) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *runner) consumerName() string { return fmt.Sprintf("harvest_sched_%d", r.lease.Shard) }
+
+func (r *runner) run() {
+	defer close(r.done)
+	r.log.Info("applying shard")
+	backoff := 100 * time.Millisecond
+	for r.ctx.Err() == nil {
+		err := r.session()
+		if err == nil || r.ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, store.ErrLeaseLost) {
+			r.log.Warn("lease lost, stopping shard", "err", err)
+			return
+		}
+		r.log.Warn("shard session failed, restarting", "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// session (re)creates the shard's consumer, so delivery restarts in stream
+// order from the oldest unacknowledged command, publishes what an earlier
+// owner left in the outbox, then applies batches until ctx ends or an error.
+func (r *runner) session() error {
+	ctx := r.ctx
+	js := r.s.cfg.Topology.JS
+	name := r.consumerName()
+	if err := js.DeleteConsumer(ctx, streams.CommandStream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("reset consumer %s: %w", name, err)
+	}
+	cons, err := js.CreateConsumer(ctx, streams.CommandStream, jetstream.ConsumerConfig{
+		Durable:       name,
+		FilterSubject: streams.CommandFilter(r.lease.Shard),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       r.s.cfg.AckWait,
+		MaxAckPending: r.s.cfg.BatchSize * 4,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return fmt.Errorf("create consumer %s: %w", name, err)
+	}
+	if err := r.flushStoredOutbox(ctx); err != nil {
+		return err
+	}
+	msgs := make(chan jetstream.Msg, r.s.cfg.BatchSize)
+	consumeErr := make(chan error, 1)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	}, jetstream.PullMaxMessages(r.s.cfg.BatchSize*2), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			select {
+			case consumeErr <- err:
+			default:
+			}
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", name, err)
+	}
+	defer cc.Stop()
+	for {
+		var first jetstream.Msg
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-consumeErr:
+			return fmt.Errorf("consumer %s: %w", name, err)
+		case first = <-msgs:
+		}
+		batch := []jetstream.Msg{first}
+	drain:
+		for len(batch) < r.s.cfg.BatchSize {
+			select {
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		if err := r.applyBatch(ctx, batch); err != nil {
+			return err
+		}
+	}
+}
+
+// applyBatch applies msgs in one transaction, acknowledges them, then
+// publishes the outbox rows the transaction wrote.
+func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) error {
+	cmds := make([]seqCommand, 0, len(msgs))
+	for _, m := range msgs {
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("command metadata: %w", err)
+		}
+		var c wire.Command
+		if err := json.Unmarshal(m.Data(), &c); err != nil || !validCommand(&c) {
+			// A malformed command can never apply; skip it (its sequence
+			// still advances) rather than block the shard behind it.
+			r.log.Error("skipping malformed command", "subject", m.Subject(), "stream_seq", meta.Sequence.Stream, "err", err)
+			cmds = append(cmds, seqCommand{seq: meta.Sequence.Stream, cmd: wire.Command{Kind: "invalid"}})
+			continue
+		}
+		cmds = append(cmds, seqCommand{seq: meta.Sequence.Stream, cmd: c})
+	}
+	var writes *store.Writes
+	err := pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
+		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
+		if err != nil {
+			return err
+		}
+		writes, err = apply(ctx, tx, r.lease.Shard, applied, cmds, r.s.cfg.StartIdempotencyWindow, r.log)
+		if err != nil {
+			return err
+		}
+		if writes.AppliedSeq == applied {
+			return nil // all redelivered
+		}
+		return store.Write(ctx, tx, writes)
+	})
+	if err != nil {
+		return fmt.Errorf("apply batch of %d commands: %w", len(msgs), err)
+	}
+	for _, m := range msgs {
+		if err := m.Ack(); err != nil {
+			r.log.Warn("ack command", "err", err)
+		}
+	}
+	return r.publish(ctx, writes.Outbox)
+}
+
+func validCommand(c *wire.Command) bool {
+	switch c.Kind {
+	case wire.KindStart:
+		return c.Start != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Start.TaskQueue != ""
+	case wire.KindWorkflowTaskCompleted:
+		return c.WorkflowTask != nil && validUUID(c.WorkflowTask.ExecutionID)
+	case wire.KindActivityResult:
+		return c.Activity != nil && validUUID(c.Activity.ExecutionID)
+	}
+	return false
+}
+
+func validUUID(s string) bool {
+	return len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-'
+}
+
+// flushStoredOutbox publishes the rows an earlier owner (or an earlier
+// session of this one) committed but did not get to publish.
+func (r *runner) flushStoredOutbox(ctx context.Context) error {
+	for {
+		msgs, err := store.PendingOutbox(ctx, r.s.cfg.DB, r.lease.Shard, 1000)
+		if err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		if err := r.publish(ctx, msgs); err != nil {
+			return err
+		}
+	}
+}
+
+// publish sends outbox rows asynchronously with their message ids, waits
+// for every PubAck, then deletes the rows.
+func (r *runner) publish(ctx context.Context, msgs []*store.OutboxMsg) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	js := r.s.cfg.Topology.JS
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		nm := nats.NewMsg(m.Subject)
+		nm.Data = m.Payload
+		f, err := js.PublishMsgAsync(nm, jetstream.WithMsgID(m.MsgID))
+		if err != nil {
+			return fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.Subject, err)
+		}
+		futures = append(futures, f)
+	}
+	ids := make([]int64, 0, len(msgs))
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+			ids = append(ids, msgs[i].ID)
+		case err := <-f.Err():
+			return fmt.Errorf("publish outbox row %d to %s: %w", msgs[i].ID, msgs[i].Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return store.DeleteOutbox(ctx, r.s.cfg.DB, ids)
+}

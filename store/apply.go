@@ -1,0 +1,357 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harvest-engine/harvest/wire"
+)
+
+// ErrExecutionNotFound is returned for an execution id that does not exist.
+var ErrExecutionNotFound = errors.New("execution not found")
+
+// Execution is one row of executions.
+type Execution struct {
+	ExecutionID    string
+	Shard          int
+	WorkflowName   string
+	WorkflowID     string
+	TaskQueue      string
+	Status         string
+	Input          json.RawMessage
+	Result         json.RawMessage
+	Error          json.RawMessage
+	LastSeq        int
+	WFTID          int
+	WFTOutstanding bool
+	WFTDirty       bool
+	IdempotencyKey *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ClosedAt       *time.Time
+}
+
+const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
+	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, created_at, updated_at, closed_at`
+
+func scanExecution(row pgx.Row) (*Execution, error) {
+	var e Execution
+	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
+		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt)
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Activity is one row of activities.
+type Activity struct {
+	ExecutionID    string
+	ActivityID     int
+	ActivityName   string
+	Status         string
+	Attempt        int
+	IdempotencyKey string
+}
+
+// Activity statuses.
+const (
+	ActivityScheduled = "Scheduled"
+	ActivityCompleted = "Completed"
+	ActivityFailed    = "Failed"
+)
+
+// ActivityRef names one activity of one execution.
+type ActivityRef struct {
+	ExecutionID string
+	ActivityID  int
+}
+
+// ClaimRef names a start idempotency claim.
+type ClaimRef struct {
+	WorkflowName   string
+	IdempotencyKey string
+}
+
+// EventRow is a history event of one execution, to be appended.
+type EventRow struct {
+	ExecutionID string
+	wire.Event
+}
+
+// OutboxMsg is a message to publish once its transaction commits.
+type OutboxMsg struct {
+	ID      int64
+	Shard   int
+	Subject string
+	MsgID   string
+	Payload []byte
+}
+
+// ClaimStartKeys claims each key for the execution id given with it, in one
+// statement. A live claim held by another execution is left alone; an
+// expired one is taken over. It returns, for every key, the execution the
+// claim now points to: the one given (a fresh claim) or the holder's.
+func ClaimStartKeys(ctx context.Context, tx pgx.Tx, refs []ClaimRef, executionIDs []string, window time.Duration) (map[ClaimRef]string, error) {
+	out := make(map[ClaimRef]string, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	names := make([]string, len(refs))
+	keys := make([]string, len(refs))
+	for i, r := range refs {
+		names[i], keys[i] = r.WorkflowName, r.IdempotencyKey
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, expires_at)
+		SELECT n, k, e::uuid, now() + $4::interval FROM unnest($1::text[], $2::text[], $3::text[]) AS u(n, k, e)
+		ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
+			SET execution_id = EXCLUDED.execution_id, created_at = now(), expires_at = EXCLUDED.expires_at
+			WHERE c.expires_at <= now()
+		RETURNING workflow_name, idempotency_key, execution_id::text`, names, keys, executionIDs, window)
+	if err != nil {
+		return nil, fmt.Errorf("claim start keys: %w", err)
+	}
+	if err := collectClaims(rows, out); err != nil {
+		return nil, fmt.Errorf("claim start keys: %w", err)
+	}
+	if len(out) == len(refs) {
+		return out, nil
+	}
+	rows, err = tx.Query(ctx, `
+		SELECT workflow_name, idempotency_key, execution_id::text FROM start_claims
+		WHERE (workflow_name, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, names, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read start claims: %w", err)
+	}
+	if err := collectClaims(rows, out); err != nil {
+		return nil, fmt.Errorf("read start claims: %w", err)
+	}
+	return out, nil
+}
+
+func collectClaims(rows pgx.Rows, out map[ClaimRef]string) error {
+	var r ClaimRef
+	var id string
+	_, err := pgx.ForEachRow(rows, []any{&r.WorkflowName, &r.IdempotencyKey, &id}, func() error {
+		if _, ok := out[r]; !ok {
+			out[r] = id
+		}
+		return nil
+	})
+	return err
+}
+
+// WorkflowRef names executions by workflow id.
+type WorkflowRef struct {
+	WorkflowName string
+	WorkflowID   string
+}
+
+// LatestByWorkflowID returns, for each (workflow_name, workflow_id), its most
+// recent execution, locked for update.
+func LatestByWorkflowID(ctx context.Context, tx pgx.Tx, refs []WorkflowRef) (map[WorkflowRef]*Execution, error) {
+	out := make(map[WorkflowRef]*Execution, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	names := make([]string, len(refs))
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		names[i], ids[i] = r.WorkflowName, r.WorkflowID
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT DISTINCT ON (workflow_name, workflow_id) `+executionColumns+`
+		FROM executions
+		WHERE (workflow_name, workflow_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+		ORDER BY workflow_name, workflow_id, created_at DESC`, names, ids)
+	if err != nil {
+		return nil, fmt.Errorf("look up executions by workflow id: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("look up executions by workflow id: %w", err)
+		}
+		out[WorkflowRef{e.WorkflowName, e.WorkflowID}] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up executions by workflow id: %w", err)
+	}
+	return out, nil
+}
+
+// LoadExecutions returns the executions with the given ids, locked for
+// update. Unknown ids are absent from the map.
+func LoadExecutions(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*Execution, error) {
+	out := make(map[string]*Execution, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id = ANY($1::uuid[]) FOR UPDATE`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load executions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("load executions: %w", err)
+		}
+		out[e.ExecutionID] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load executions: %w", err)
+	}
+	return out, nil
+}
+
+// LoadActivities returns the activities named, locked for update.
+func LoadActivities(ctx context.Context, tx pgx.Tx, refs []ActivityRef) (map[ActivityRef]*Activity, error) {
+	out := make(map[ActivityRef]*Activity, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(refs))
+	aids := make([]int32, len(refs))
+	for i, r := range refs {
+		ids[i], aids[i] = r.ExecutionID, int32(r.ActivityID)
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key
+		FROM activities
+		WHERE (execution_id, activity_id) IN (SELECT * FROM unnest($1::uuid[], $2::int[]))
+		FOR UPDATE`, ids, aids)
+	if err != nil {
+		return nil, fmt.Errorf("load activities: %w", err)
+	}
+	acts, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[Activity])
+	if err != nil {
+		return nil, fmt.Errorf("load activities: %w", err)
+	}
+	for _, a := range acts {
+		out[ActivityRef{a.ExecutionID, a.ActivityID}] = a
+	}
+	return out, nil
+}
+
+// LoadHistories returns the stored history of each execution, in order.
+func LoadHistories(ctx context.Context, tx pgx.Tx, ids []string) (map[string][]wire.Event, error) {
+	out := make(map[string][]wire.Event, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT execution_id::text, seq, type, at, attrs FROM history_events
+		WHERE execution_id = ANY($1::uuid[]) ORDER BY execution_id, seq`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load histories: %w", err)
+	}
+	var id string
+	var ev wire.Event
+	_, err = pgx.ForEachRow(rows, []any{&id, &ev.Seq, &ev.Type, &ev.At, &ev.Attrs}, func() error {
+		ev.Attrs = append(json.RawMessage(nil), ev.Attrs...)
+		out[id] = append(out[id], ev)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load histories: %w", err)
+	}
+	return out, nil
+}
+
+// Writes is everything one apply transaction writes, sent to PostgreSQL as
+// one batch (one round trip).
+type Writes struct {
+	Shard             int
+	AppliedSeq        int64
+	NewExecutions     []*Execution
+	UpdatedExecutions []*Execution
+	Events            []EventRow
+	NewActivities     []*Activity
+	UpdatedActivities []*Activity
+	// RepointClaims moves claims taken for a fresh execution to the
+	// existing execution a start resolved to instead.
+	RepointClaims map[ClaimRef]string
+	// Outbox rows get their ids filled in.
+	Outbox []*OutboxMsg
+	// PublishedOutbox are rows of earlier batches, published since.
+	PublishedOutbox []int64
+}
+
+// Write queues every statement of w in one pgx batch and runs it in tx.
+func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
+	b := &pgx.Batch{}
+	for _, e := range w.NewExecutions {
+		b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
+			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, created_at, updated_at, closed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+			e.ExecutionID, e.Shard, e.WorkflowName, e.WorkflowID, e.TaskQueue, e.Status, e.Input, e.Result, e.Error,
+			e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.IdempotencyKey, e.CreatedAt, e.UpdatedAt, e.ClosedAt)
+	}
+	for _, e := range w.UpdatedExecutions {
+		b.Queue(`UPDATE executions SET status = $2, result = $3, error = $4, last_seq = $5, wft_id = $6,
+			wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10 WHERE execution_id = $1`,
+			e.ExecutionID, e.Status, e.Result, e.Error, e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt)
+	}
+	for _, ev := range w.Events {
+		b.Queue(`INSERT INTO history_events (execution_id, seq, type, at, attrs) VALUES ($1, $2, $3, $4, $5)`,
+			ev.ExecutionID, ev.Seq, ev.Type, ev.At, ev.Attrs)
+	}
+	for _, a := range w.NewActivities {
+		b.Queue(`INSERT INTO activities (execution_id, activity_id, activity_name, status, attempt, idempotency_key)
+			VALUES ($1, $2, $3, $4, $5, $6)`, a.ExecutionID, a.ActivityID, a.ActivityName, a.Status, a.Attempt, a.IdempotencyKey)
+	}
+	for _, a := range w.UpdatedActivities {
+		b.Queue(`UPDATE activities SET status = $3, attempt = $4, closed_at = CASE WHEN $3 = 'Scheduled' THEN NULL ELSE now() END
+			WHERE execution_id = $1 AND activity_id = $2`, a.ExecutionID, a.ActivityID, a.Status, a.Attempt)
+	}
+	for ref, id := range w.RepointClaims {
+		b.Queue(`UPDATE start_claims SET execution_id = $3 WHERE workflow_name = $1 AND idempotency_key = $2`,
+			ref.WorkflowName, ref.IdempotencyKey, id)
+	}
+	if len(w.PublishedOutbox) > 0 {
+		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, w.PublishedOutbox)
+	}
+	for _, m := range w.Outbox {
+		b.Queue(`INSERT INTO outbox (shard, subject, msg_id, payload) VALUES ($1, $2, $3, $4) RETURNING id`,
+			m.Shard, m.Subject, m.MsgID, m.Payload).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&m.ID)
+		})
+	}
+	b.Queue(`UPDATE shard_offsets SET applied_seq = $2 WHERE shard = $1`, w.Shard, w.AppliedSeq)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write batch of shard %d: %w", w.Shard, err)
+	}
+	return nil
+}
+
+// PendingOutbox returns the shard's unpublished outbox rows, oldest first.
+func PendingOutbox(ctx context.Context, db DBTX, shard int, limit int) ([]*OutboxMsg, error) {
+	rows, err := db.Query(ctx, `SELECT id, shard, subject, msg_id, payload FROM outbox WHERE shard = $1 ORDER BY id LIMIT $2`, shard, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox of shard %d: %w", shard, err)
+	}
+	msgs, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[OutboxMsg])
+	if err != nil {
+		return nil, fmt.Errorf("read outbox of shard %d: %w", shard, err)
+	}
+	return msgs, nil
+}
+
+// DeleteOutbox removes published outbox rows.
+func DeleteOutbox(ctx context.Context, db DBTX, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := db.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("delete %d outbox rows: %w", len(ids), err)
+	}
+	return nil
+}

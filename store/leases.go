@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrLeaseLost is returned when a scheduler no longer holds the shard lease
+// (owner and epoch) it acts under: another scheduler has taken the shard.
+var ErrLeaseLost = errors.New("shard lease lost")
+
+// ErrShardCountMismatch is returned when the database was set up for a
+// different number of shards.
+var ErrShardCountMismatch = errors.New("shard count differs from the database's")
+
+// Lease is a held shard lease.
+type Lease struct {
+	Shard int
+	Epoch int64
+}
+
+// EnsureShards creates the lease and offset rows of shards 0..n-1. It fails
+// with ErrShardCountMismatch if the database holds rows for another count.
+func EnsureShards(ctx context.Context, db *pgxpool.Pool, n int) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE shard_leases IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return fmt.Errorf("ensure shards: lock: %w", err)
+		}
+		var have int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM shard_leases`).Scan(&have); err != nil {
+			return fmt.Errorf("ensure shards: count: %w", err)
+		}
+		if have != 0 && have != n {
+			return fmt.Errorf("ensure shards: %w: configured %d, database has %d", ErrShardCountMismatch, n, have)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO shard_leases (shard) SELECT generate_series(0, $1 - 1) ON CONFLICT DO NOTHING`, n); err != nil {
+			return fmt.Errorf("ensure shards: leases: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO shard_offsets (shard) SELECT generate_series(0, $1 - 1) ON CONFLICT DO NOTHING`, n); err != nil {
+			return fmt.Errorf("ensure shards: offsets: %w", err)
+		}
+		return nil
+	})
+}
+
+// Heartbeat records owner as alive for ttl and returns how many schedulers
+// are alive, owner included.
+func Heartbeat(ctx context.Context, db *pgxpool.Pool, owner string, ttl time.Duration) (int, error) {
+	var alive int
+	err := db.QueryRow(ctx, `
+		WITH hb AS (
+			INSERT INTO schedulers (owner, expires_at) VALUES ($1, now() + $2::interval)
+			ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at
+		)
+		SELECT count(*) + 1 FROM schedulers WHERE expires_at > now() AND owner <> $1`, owner, ttl).Scan(&alive)
+	if err != nil {
+		return 0, fmt.Errorf("scheduler heartbeat %s: %w", owner, err)
+	}
+	return alive, nil
+}
+
+// Leave removes owner from the live schedulers and releases its leases, so
+// others take its shards at once instead of after the lease expires.
+func Leave(ctx context.Context, db *pgxpool.Pool, owner string) error {
+	_, err := db.Exec(ctx, `
+		WITH l AS (UPDATE shard_leases SET owner = NULL, expires_at = '-infinity' WHERE owner = $1)
+		DELETE FROM schedulers WHERE owner = $1`, owner)
+	if err != nil {
+		return fmt.Errorf("scheduler leave %s: %w", owner, err)
+	}
+	return nil
+}
+
+// RenewLeases extends every lease owner holds and returns them.
+func RenewLeases(ctx context.Context, db *pgxpool.Pool, owner string, ttl time.Duration) ([]Lease, error) {
+	rows, err := db.Query(ctx, `
+		UPDATE shard_leases SET expires_at = now() + $2::interval
+		WHERE owner = $1 RETURNING shard, epoch`, owner, ttl)
+	if err != nil {
+		return nil, fmt.Errorf("renew leases of %s: %w", owner, err)
+	}
+	leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Lease])
+	if err != nil {
+		return nil, fmt.Errorf("renew leases of %s: %w", owner, err)
+	}
+	return leases, nil
+}
+
+// AcquireLeases takes up to max shards whose lease is free or expired,
+// bumping each one's epoch so the previous owner is fenced out.
+func AcquireLeases(ctx context.Context, db *pgxpool.Pool, owner string, ttl time.Duration, max int) ([]Lease, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	rows, err := db.Query(ctx, `
+		UPDATE shard_leases SET owner = $1, epoch = epoch + 1, expires_at = now() + $2::interval
+		WHERE shard IN (
+			SELECT shard FROM shard_leases
+			WHERE owner IS NULL OR expires_at <= now()
+			ORDER BY shard LIMIT $3 FOR UPDATE SKIP LOCKED)
+		RETURNING shard, epoch`, owner, ttl, max)
+	if err != nil {
+		return nil, fmt.Errorf("acquire leases for %s: %w", owner, err)
+	}
+	leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Lease])
+	if err != nil {
+		return nil, fmt.Errorf("acquire leases for %s: %w", owner, err)
+	}
+	return leases, nil
+}
+
+// ReleaseLease gives a shard up, if owner still holds it at epoch.
+func ReleaseLease(ctx context.Context, db *pgxpool.Pool, owner string, l Lease) error {
+	_, err := db.Exec(ctx, `
+		UPDATE shard_leases SET owner = NULL, expires_at = '-infinity'
+		WHERE shard = $1 AND owner = $2 AND epoch = $3`, l.Shard, owner, l.Epoch)
+	if err != nil {
+		return fmt.Errorf("release shard %d: %w", l.Shard, err)
+	}
+	return nil
+}
+
+// LockShard fences an apply transaction: it returns the shard's applied
+// stream sequence, locking the offset row, if owner still holds the lease at
+// epoch, and ErrLeaseLost otherwise. The lease row stays share-locked until
+// the transaction ends, so no takeover can slip in between.
+func LockShard(ctx context.Context, tx pgx.Tx, owner string, l Lease) (int64, error) {
+	var applied int64
+	err := tx.QueryRow(ctx, `
+		SELECT o.applied_seq FROM shard_leases l JOIN shard_offsets o USING (shard)
+		WHERE l.shard = $1 AND l.owner = $2 AND l.epoch = $3
+		FOR UPDATE OF o FOR SHARE OF l`, l.Shard, owner, l.Epoch).Scan(&applied)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("shard %d epoch %d: %w", l.Shard, l.Epoch, ErrLeaseLost)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lock shard %d: %w", l.Shard, err)
+	}
+	return applied, nil
+}

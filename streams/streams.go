@@ -1,0 +1,270 @@
+// Package streams owns Harvest's JetStream topology: the command stream,
+// the task stream and the outcome bucket, their subjects, the mapping of
+// commands to logical shards, and publishing with message ids.
+//
+// Topology values are safe for concurrent use once declared.
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/wire"
+)
+
+// Names of the JetStream resources. They are persisted, so they never change.
+const (
+	CommandStream = "HARVEST_CMD"
+	TaskStream    = "HARVEST_TASK"
+	OutcomeBucket = "HARVEST_OUTCOMES"
+
+	commandSubjects = "harvest.cmd.>"
+	taskSubjects    = "harvest.task.>"
+
+	// shardsMetadataKey records the shard count on the command stream, so a
+	// process configured with another count refuses to start.
+	shardsMetadataKey = "harvest_shards"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultShards     = 16
+	DefaultDuplicates = 2 * time.Minute
+	DefaultOutcomeTTL = 24 * time.Hour
+)
+
+// ErrShardMismatch is returned by Declare when the command stream was
+// created with a different shard count. The shard count is fixed for a
+// deployment's life.
+var ErrShardMismatch = errors.New("shard count differs from the deployment's")
+
+// Config describes the topology. Zero values mean the documented defaults.
+type Config struct {
+	// Shards is the number of logical shards of the command stream,
+	// default 16. It is fixed for a deployment's life.
+	Shards int
+	// Duplicates is the window in which JetStream drops a message whose
+	// Nats-Msg-Id it has seen, default 2 minutes.
+	Duplicates time.Duration
+	// OutcomeTTL is how long command outcomes stay readable, default 24h.
+	OutcomeTTL time.Duration
+	// Replicas of each stream, default 1.
+	Replicas int
+	// MemoryStorage keeps streams in memory (tests only); default file.
+	MemoryStorage bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.OutcomeTTL == 0 {
+		c.OutcomeTTL = DefaultOutcomeTTL
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Shards < 1 || c.Shards > 4096:
+		return fmt.Errorf("streams config: Shards %d: want 1..4096", c.Shards)
+	case c.Duplicates < time.Second:
+		return fmt.Errorf("streams config: Duplicates %s: want at least 1s", c.Duplicates)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("streams config: Replicas %d: want 1..5", c.Replicas)
+	}
+	return nil
+}
+
+// Topology is the declared set of streams and the bucket, with the
+// configuration they were declared with.
+type Topology struct {
+	JS       jetstream.JetStream
+	Outcomes jetstream.KeyValue
+	shards   int
+}
+
+// Declare creates or updates the command stream, the task stream and the
+// outcome bucket. It is idempotent; every process calls it at start-up.
+func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	storage := jetstream.FileStorage
+	if cfg.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	shards := strconv.Itoa(cfg.Shards)
+	if s, err := js.Stream(ctx, CommandStream); err == nil {
+		if have := s.CachedInfo().Config.Metadata[shardsMetadataKey]; have != "" && have != shards {
+			return nil, fmt.Errorf("declare %s: %w: configured %s, stream has %s", CommandStream, ErrShardMismatch, shards, have)
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("look up stream %s: %w", CommandStream, err)
+	}
+	// Both streams are work queues: a message is removed once acknowledged,
+	// and the scheduler acknowledges a command only after the transaction
+	// that applied it commits.
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        CommandStream,
+		Description: "Harvest commands: starts, signals, workflow task and activity results, by shard",
+		Subjects:    []string{commandSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     storage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.Duplicates,
+		Metadata:    map[string]string{shardsMetadataKey: shards},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare stream %s: %w", CommandStream, err)
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        TaskStream,
+		Description: "Harvest tasks for workers, by task queue",
+		Subjects:    []string{taskSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     storage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.Duplicates,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare stream %s: %w", TaskStream, err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      OutcomeBucket,
+		Description: "Harvest command outcomes by command id",
+		History:     1,
+		TTL:         cfg.OutcomeTTL,
+		Storage:     storage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare bucket %s: %w", OutcomeBucket, err)
+	}
+	return &Topology{JS: js, Outcomes: kv, shards: cfg.Shards}, nil
+}
+
+// Shards is the number of logical shards.
+func (t *Topology) Shards() int { return t.shards }
+
+// CommandSubject is the subject of a command of kind for shard:
+// harvest.cmd.<shard>.<kind>.
+func CommandSubject(shard int, kind string) string {
+	return "harvest.cmd." + strconv.Itoa(shard) + "." + kind
+}
+
+// CommandFilter matches every command of one shard.
+func CommandFilter(shard int) string {
+	return "harvest.cmd." + strconv.Itoa(shard) + ".>"
+}
+
+// TaskSubject is the subject of a task of kind on a task queue:
+// harvest.task.<queue>.<kind>. Queue names are validated by
+// dedup.ValidateName, so they are safe subject tokens.
+func TaskSubject(queue, kind string) string {
+	return "harvest.task." + queue + "." + kind
+}
+
+// OutcomeSubject is the subject under which the outcome of a command is
+// stored in the outcome bucket (the key-value protocol's put subject).
+func OutcomeSubject(commandID string) string {
+	return "$KV." + OutcomeBucket + "." + commandID
+}
+
+// OutcomeSubjects matches every outcome put.
+const OutcomeSubjects = "$KV." + OutcomeBucket + ".>"
+
+// OutcomeCommandID returns the command id of an outcome subject.
+func OutcomeCommandID(subject string) string {
+	const prefix = "$KV." + OutcomeBucket + "."
+	if len(subject) > len(prefix) && subject[:len(prefix)] == prefix {
+		return subject[len(prefix):]
+	}
+	return ""
+}
+
+// PublishCommand publishes cmd on its shard with Nats-Msg-Id set to its
+// command id. After a lost PubAck it publishes again, with the same id,
+// until an acknowledgement (duplicate or not) arrives or ctx ends. The
+// returned PubAck says whether the broker had already seen the id
+// (Duplicate), and its Sequence is the stream sequence of the message that
+// holds the command.
+func (t *Topology) PublishCommand(ctx context.Context, shard int, cmd *wire.Command) (*jetstream.PubAck, error) {
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("encode command %s: %w", cmd.CommandID, err)
+	}
+	subject := CommandSubject(shard, cmd.Kind)
+	backoff := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
+		ack, err := t.JS.Publish(actx, subject, data, jetstream.WithMsgID(cmd.CommandID), jetstream.WithExpectStream(CommandStream))
+		cancel()
+		if err == nil {
+			return ack, nil
+		}
+		if ctx.Err() != nil || !retryablePublishError(err) {
+			return nil, fmt.Errorf("publish command %s to %s: %w", cmd.CommandID, subject, err)
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("publish command %s to %s: %w", cmd.CommandID, subject, errors.Join(err, ctx.Err()))
+		case <-timer.C:
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// publishAttemptTimeout bounds one publish attempt, so a lost PubAck is
+// retried instead of using up the caller's whole deadline.
+const publishAttemptTimeout = 2 * time.Second
+
+// retryablePublishError says whether publishing again with the same message
+// id may succeed: a lost or late acknowledgement, no JetStream responder
+// yet, or a replicated stream's "duplicate message id is in process".
+func retryablePublishError(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == 10158
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) || isTimeout(err)
+}
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}
+
+// GetOutcome reads the outcome of a command; ok is false when none is
+// recorded (not applied yet, or unknown).
+func (t *Topology) GetOutcome(ctx context.Context, commandID string) (out wire.Outcome, ok bool, err error) {
+	e, err := t.Outcomes.Get(ctx, commandID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return out, false, nil
+	}
+	if err != nil {
+		return out, false, fmt.Errorf("get outcome %s: %w", commandID, err)
+	}
+	if err := json.Unmarshal(e.Value(), &out); err != nil {
+		return out, false, fmt.Errorf("decode outcome %s: %w", commandID, err)
+	}
+	return out, true, nil
+}
+

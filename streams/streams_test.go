@@ -1,0 +1,56 @@
+package streams_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestDeclareIsIdempotentAndKeepsTheShardCount(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+
+	top, err := streams.Declare(ctx, js, streams.Config{})
+	require.NoError(t, err)
+	require.Equal(t, streams.DefaultShards, top.Shards())
+	_, err = streams.Declare(ctx, js, streams.Config{})
+	require.NoError(t, err, "declaring again changes nothing")
+
+	_, err = streams.Declare(ctx, js, streams.Config{Shards: 8})
+	require.ErrorIs(t, err, streams.ErrShardMismatch)
+
+	_, err = streams.Declare(ctx, js, streams.Config{Shards: -1})
+	require.ErrorContains(t, err, "Shards")
+}
+
+func TestPublishCommandIsDeduplicatedByTheBroker(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	top, err := streams.Declare(ctx, js, streams.Config{Shards: 4})
+	require.NoError(t, err)
+
+	cmd := &wire.Command{CommandID: "c-1", Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "w", WorkflowID: "x", TaskQueue: "default"}}
+	first, err := top.PublishCommand(ctx, 2, cmd)
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	again, err := top.PublishCommand(ctx, 2, cmd)
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Sequence, again.Sequence, "a duplicate reports the original's sequence")
+
+	info, err := js.Stream(ctx, streams.CommandStream)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, info.CachedInfo().State.Msgs)
+	require.Equal(t, "harvest.cmd.2.start", streams.CommandSubject(2, wire.KindStart))
+	require.Equal(t, "harvest.task.default.activity", streams.TaskSubject("default", wire.TaskActivity))
+	require.Equal(t, "c-1", streams.OutcomeCommandID(streams.OutcomeSubject("c-1")))
+}

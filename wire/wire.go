@@ -1,0 +1,208 @@
+// Package wire defines the messages that travel between Harvest's
+// processes: the commands ingest and workers send to the scheduler, the
+// tasks the scheduler sends to workers, the outcomes ingest waits for, and
+// the history events they all read. It is a leaf package of plain types;
+// every name here is persisted or travels on the wire, so none may change.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Command kinds: the last token of a command subject.
+const (
+	KindStart                 = "start"
+	KindWorkflowTaskCompleted = "wft_completed"
+	KindActivityResult        = "activity_result"
+)
+
+// Task kinds: the last token of a task subject.
+const (
+	TaskWorkflow = "workflow"
+	TaskActivity = "activity"
+)
+
+// Execution statuses.
+const (
+	StatusRunning    = "Running"
+	StatusCompleted  = "Completed"
+	StatusFailed     = "Failed"
+	StatusCancelled  = "Cancelled"
+	StatusTerminated = "Terminated"
+	StatusTimedOut   = "TimedOut"
+)
+
+// History event types.
+const (
+	EventWorkflowStarted   = "WorkflowStarted"
+	EventActivityScheduled = "ActivityScheduled"
+	EventActivityCompleted = "ActivityCompleted"
+	EventActivityFailed    = "ActivityFailed"
+	EventWorkflowCompleted = "WorkflowCompleted"
+	EventWorkflowFailed    = "WorkflowFailed"
+)
+
+// DefaultTaskQueue is the task queue of a start that names none.
+const DefaultTaskQueue = "default"
+
+// Command is one message on the command stream. Exactly one of the payload
+// fields is set, matching Kind.
+type Command struct {
+	CommandID    string              `json:"command_id"`
+	Kind         string              `json:"kind"`
+	Start        *StartCommand       `json:"start,omitempty"`
+	WorkflowTask *WorkflowTaskResult `json:"workflow_task,omitempty"`
+	Activity     *ActivityResult     `json:"activity,omitempty"`
+}
+
+// StartCommand asks for a workflow execution.
+type StartCommand struct {
+	WorkflowName string `json:"workflow_name"`
+	// WorkflowID is always set by ingest: given by the caller, or minted
+	// on the command's shard.
+	WorkflowID       string          `json:"workflow_id"`
+	WorkflowIDMinted bool            `json:"workflow_id_minted,omitempty"`
+	Input            json.RawMessage `json:"input,omitempty"`
+	IdempotencyKey   string          `json:"idempotency_key,omitempty"`
+	TaskQueue        string          `json:"task_queue"`
+	AcceptedAt       time.Time       `json:"accepted_at"`
+}
+
+// WorkflowTaskResult returns the decisions a worker took in one workflow
+// task.
+type WorkflowTaskResult struct {
+	ExecutionID string     `json:"execution_id"`
+	TaskID      int        `json:"task_id"`
+	Decisions   []Decision `json:"decisions"`
+}
+
+// Decision types.
+const (
+	DecisionScheduleActivity = "schedule_activity"
+	DecisionCompleteWorkflow = "complete_workflow"
+	DecisionFailWorkflow     = "fail_workflow"
+)
+
+// Decision is one thing a workflow task asks the scheduler to do.
+type Decision struct {
+	Type string `json:"type"`
+	// schedule_activity
+	ActivityID   int             `json:"activity_id,omitempty"`
+	ActivityName string          `json:"activity_name,omitempty"`
+	Input        json.RawMessage `json:"input,omitempty"`
+	// complete_workflow
+	Result json.RawMessage `json:"result,omitempty"`
+	// fail_workflow
+	Failure *Failure `json:"failure,omitempty"`
+}
+
+// ActivityResult reports how one activity attempt ended: Result on success,
+// Failure otherwise.
+type ActivityResult struct {
+	ExecutionID string          `json:"execution_id"`
+	ActivityID  int             `json:"activity_id"`
+	Attempt     int             `json:"attempt"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Failure     *Failure        `json:"failure,omitempty"`
+}
+
+// Failure describes an error that crossed a process boundary.
+type Failure struct {
+	Message      string `json:"message"`
+	Type         string `json:"type,omitempty"`
+	NonRetryable bool   `json:"non_retryable,omitempty"`
+	Stack        string `json:"stack,omitempty"`
+}
+
+// Event is one entry of an execution's history.
+type Event struct {
+	Seq   int             `json:"seq"`
+	Type  string          `json:"type"`
+	At    time.Time       `json:"at"`
+	Attrs json.RawMessage `json:"attrs,omitempty"`
+}
+
+// WorkflowStartedAttrs are the attributes of a WorkflowStarted event.
+type WorkflowStartedAttrs struct {
+	WorkflowName   string          `json:"workflow_name"`
+	WorkflowID     string          `json:"workflow_id"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	TaskQueue      string          `json:"task_queue"`
+}
+
+// ActivityScheduledAttrs are the attributes of an ActivityScheduled event.
+type ActivityScheduledAttrs struct {
+	ActivityID     int             `json:"activity_id"`
+	ActivityName   string          `json:"activity_name"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// ActivityClosedAttrs are the attributes of ActivityCompleted and
+// ActivityFailed events.
+type ActivityClosedAttrs struct {
+	ActivityID   int             `json:"activity_id"`
+	ActivityName string          `json:"activity_name"`
+	Attempt      int             `json:"attempt"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	Failure      *Failure        `json:"failure,omitempty"`
+}
+
+// WorkflowClosedAttrs are the attributes of WorkflowCompleted and
+// WorkflowFailed events.
+type WorkflowClosedAttrs struct {
+	Result  json.RawMessage `json:"result,omitempty"`
+	Failure *Failure        `json:"failure,omitempty"`
+}
+
+// WorkflowTask asks a worker to replay an execution over its history and
+// decide what happens next.
+type WorkflowTask struct {
+	ExecutionID  string  `json:"execution_id"`
+	Shard        int     `json:"shard"`
+	WorkflowName string  `json:"workflow_name"`
+	WorkflowID   string  `json:"workflow_id"`
+	TaskQueue    string  `json:"task_queue"`
+	TaskID       int     `json:"task_id"`
+	History      []Event `json:"history"`
+}
+
+// ActivityTask asks a worker to run one activity attempt.
+type ActivityTask struct {
+	ExecutionID    string          `json:"execution_id"`
+	Shard          int             `json:"shard"`
+	WorkflowName   string          `json:"workflow_name"`
+	TaskQueue      string          `json:"task_queue"`
+	ActivityID     int             `json:"activity_id"`
+	ActivityName   string          `json:"activity_name"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Attempt        int             `json:"attempt"`
+	ScheduledAt    time.Time       `json:"scheduled_at"`
+}
+
+// Outcome is what the scheduler reports about an applied command, in the
+// outcome bucket under the command id.
+type Outcome struct {
+	CommandID string `json:"command_id"`
+	// StreamSeq is the command stream sequence of the message whose
+	// application produced this outcome: a later message with the same
+	// command id overwrites it with its own.
+	StreamSeq    uint64    `json:"stream_seq"`
+	Kind         string    `json:"kind"`
+	ExecutionID  string    `json:"execution_id,omitempty"`
+	WorkflowName string    `json:"workflow_name,omitempty"`
+	WorkflowID   string    `json:"workflow_id,omitempty"`
+	Status       string    `json:"status,omitempty"`
+	Keyed        bool      `json:"keyed,omitempty"`
+	StartedFresh bool      `json:"started_fresh,omitempty"`
+	Deduplicated bool      `json:"deduplicated,omitempty"`
+	Error        string    `json:"error,omitempty"`
+	Message      string    `json:"message,omitempty"`
+	// Pending marks the placeholder ingest stores for a command it
+	// accepted but whose outcome it did not see in time.
+	Pending   bool      `json:"pending,omitempty"`
+	AppliedAt time.Time `json:"applied_at,omitzero"`
+}

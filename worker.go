@@ -1,0 +1,394 @@
+package harvest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/wire"
+)
+
+// Defaults for WorkerConfig's zero values.
+const (
+	DefaultActivityConcurrency     = 32
+	DefaultWorkflowTaskConcurrency = 8
+	DefaultTaskAckWait             = 30 * time.Second
+	// unknownTaskDelay is how long a task for a workflow or activity this
+	// worker does not know waits before it is offered again.
+	unknownTaskDelay = 5 * time.Second
+)
+
+// WorkerConfig configures a Worker. Zero values mean the documented
+// defaults.
+type WorkerConfig struct {
+	Topology *streams.Topology
+	// TaskQueue to pull from, default "default".
+	TaskQueue string
+	// ActivityConcurrency caps activities run at once, default 32.
+	ActivityConcurrency int
+	// WorkflowTaskConcurrency caps workflow tasks replayed at once,
+	// default 8.
+	WorkflowTaskConcurrency int
+	// TaskAckWait is how long a task taken by a worker that then vanishes
+	// waits before another worker gets it, default 30 s. Running activities
+	// keep their task alive meanwhile.
+	TaskAckWait time.Duration
+	// StopGrace bounds how long Stop waits for in-flight tasks when its
+	// context has no deadline, default 30 s.
+	StopGrace time.Duration
+	Logger    *slog.Logger
+}
+
+func (c WorkerConfig) withDefaults() WorkerConfig {
+	if c.TaskQueue == "" {
+		c.TaskQueue = wire.DefaultTaskQueue
+	}
+	if c.ActivityConcurrency == 0 {
+		c.ActivityConcurrency = DefaultActivityConcurrency
+	}
+	if c.WorkflowTaskConcurrency == 0 {
+		c.WorkflowTaskConcurrency = DefaultWorkflowTaskConcurrency
+	}
+	if c.TaskAckWait == 0 {
+		c.TaskAckWait = DefaultTaskAckWait
+	}
+	if c.StopGrace == 0 {
+		c.StopGrace = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate names the first bad field.
+func (c WorkerConfig) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Topology == nil:
+		return errors.New("worker config: Topology is required")
+	case c.ActivityConcurrency < 1:
+		return fmt.Errorf("worker config: ActivityConcurrency %d: want at least 1", c.ActivityConcurrency)
+	case c.WorkflowTaskConcurrency < 1:
+		return fmt.Errorf("worker config: WorkflowTaskConcurrency %d: want at least 1", c.WorkflowTaskConcurrency)
+	case c.TaskAckWait < time.Second:
+		return fmt.Errorf("worker config: TaskAckWait %s: want at least 1s", c.TaskAckWait)
+	}
+	if err := dedup.ValidateName(c.TaskQueue); err != nil {
+		return fmt.Errorf("worker config: TaskQueue: %w", err)
+	}
+	return nil
+}
+
+// Worker runs registered workflows and activities from one task queue.
+// Register everything before Start; several Workers (in one process or
+// many) on the same task queue share its tasks.
+type Worker struct {
+	cfg WorkerConfig
+	log *slog.Logger
+
+	mu         sync.Mutex
+	workflows  map[string]workflowFunc
+	activities map[string]activityFunc
+	regErrs    []error
+	started    bool
+	stop       func(ctx context.Context) error
+}
+
+// NewWorker checks cfg and returns a Worker.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Worker{
+		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
+		workflows: map[string]workflowFunc{}, activities: map[string]activityFunc{},
+	}, nil
+}
+
+func (w *Worker) register(kind, name string, add func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := dedup.ValidateName(name); err != nil {
+		w.regErrs = append(w.regErrs, fmt.Errorf("register %s: %w", kind, err))
+		return
+	}
+	if w.started {
+		w.regErrs = append(w.regErrs, fmt.Errorf("register %s %q: worker already started", kind, name))
+		return
+	}
+	add()
+}
+
+// RegisterWorkflow registers fn as the workflow name. Input and output
+// travel as JSON. Errors (a bad or duplicate name) are reported by Start.
+func RegisterWorkflow[In, Out any](w *Worker, name string, fn func(ctx *WorkflowContext, input In) (Out, error)) {
+	w.register("workflow", name, func() {
+		if _, dup := w.workflows[name]; dup {
+			w.regErrs = append(w.regErrs, fmt.Errorf("register workflow %q: already registered", name))
+			return
+		}
+		w.workflows[name] = func(ctx *WorkflowContext, raw json.RawMessage) (any, error) {
+			in, err := decodeInput[In](raw)
+			if err != nil {
+				return nil, err
+			}
+			return fn(ctx, in)
+		}
+	})
+}
+
+// RegisterActivity registers fn as the activity name. Input and output
+// travel as JSON. Errors (a bad or duplicate name) are reported by Start.
+func RegisterActivity[In, Out any](w *Worker, name string, fn func(ctx *ActivityContext, input In) (Out, error)) {
+	w.register("activity", name, func() {
+		if _, dup := w.activities[name]; dup {
+			w.regErrs = append(w.regErrs, fmt.Errorf("register activity %q: already registered", name))
+			return
+		}
+		w.activities[name] = func(ctx *ActivityContext, raw json.RawMessage) (any, error) {
+			in, err := decodeInput[In](raw)
+			if err != nil {
+				return nil, NonRetryable(err)
+			}
+			return fn(ctx, in)
+		}
+	})
+}
+
+// Start binds the task queue's consumers and starts pulling tasks.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errors.New("worker already started")
+	}
+	if err := errors.Join(w.regErrs...); err != nil {
+		return err
+	}
+	w.started = true
+	js := w.cfg.Topology.JS
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	type loop struct {
+		kind string
+		conc int
+		fn   func(context.Context, jetstream.Msg)
+	}
+	loops := []loop{
+		{wire.TaskWorkflow, w.cfg.WorkflowTaskConcurrency, w.handleWorkflowTask},
+		{wire.TaskActivity, w.cfg.ActivityConcurrency, w.handleActivityTask},
+	}
+	var ccs []jetstream.ConsumeContext
+	var pools []*pool.Pool
+	for _, l := range loops {
+		name := fmt.Sprintf("harvest_worker_%s_%s", w.cfg.TaskQueue, l.kind)
+		cons, err := js.CreateOrUpdateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
+			Durable:       name,
+			FilterSubject: streams.TaskSubject(w.cfg.TaskQueue, l.kind),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       w.cfg.TaskAckWait,
+			MaxDeliver:    -1,
+			MaxAckPending: 10000,
+		})
+		if err != nil {
+			cancel()
+			for _, cc := range ccs {
+				cc.Stop()
+			}
+			return fmt.Errorf("bind consumer %s: %w", name, err)
+		}
+		p := pool.New().WithMaxGoroutines(l.conc)
+		fn := l.fn
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			p.Go(func() { fn(runCtx, m) })
+		}, jetstream.PullMaxMessages(l.conc))
+		if err != nil {
+			cancel()
+			for _, cc := range ccs {
+				cc.Stop()
+			}
+			return fmt.Errorf("consume %s: %w", name, err)
+		}
+		ccs = append(ccs, cc)
+		pools = append(pools, p)
+	}
+	w.log.Info("worker started", "workflows", len(w.workflows), "activities", len(w.activities))
+	var once sync.Once
+	w.stop = func(ctx context.Context) error {
+		var err error
+		once.Do(func() {
+			for _, cc := range ccs {
+				cc.Stop()
+			}
+			done := make(chan struct{})
+			go func() {
+				for _, p := range pools {
+					p.Wait()
+				}
+				close(done)
+			}()
+			if _, ok := ctx.Deadline(); !ok {
+				var c context.CancelFunc
+				ctx, c = context.WithTimeout(ctx, w.cfg.StopGrace)
+				defer c()
+			}
+			select {
+			case <-done:
+			case <-ctx.Done():
+				// Out of grace: cancel what still runs; its tasks are
+				// not acknowledged, so another worker takes them.
+				cancel()
+				<-done
+				err = fmt.Errorf("stop worker: in-flight tasks handed back: %w", ctx.Err())
+			}
+			cancel()
+		})
+		return err
+	}
+	return nil
+}
+
+// Stop stops pulling tasks and waits for the ones in flight to finish, up
+// to ctx's deadline (or StopGrace); tasks still running then are cancelled
+// and handed back unacknowledged. Safe to call twice.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	stop := w.stop
+	w.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	return stop(ctx)
+}
+
+func (w *Worker) handleWorkflowTask(ctx context.Context, m jetstream.Msg) {
+	var task wire.WorkflowTask
+	if err := json.Unmarshal(m.Data(), &task); err != nil {
+		w.log.Error("dropping malformed workflow task", "err", err)
+		_ = m.Term()
+		return
+	}
+	log := w.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName)
+	w.mu.Lock()
+	fn := w.workflows[task.WorkflowName]
+	w.mu.Unlock()
+	if fn == nil {
+		log.Warn("workflow not registered on this worker")
+		_ = m.NakWithDelay(unknownTaskDelay)
+		return
+	}
+	decisions, err := runWorkflowTask(fn, &task)
+	if err != nil {
+		log.Error("workflow task failed; will retry", "err", err)
+		_ = m.NakWithDelay(unknownTaskDelay)
+		return
+	}
+	cmd := &wire.Command{
+		CommandID: dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID),
+		Kind:      wire.KindWorkflowTaskCompleted,
+		WorkflowTask: &wire.WorkflowTaskResult{
+			ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions,
+		},
+	}
+	if _, err := w.cfg.Topology.PublishCommand(ctx, task.Shard, cmd); err != nil {
+		log.Error("publish workflow task result", "err", err)
+		return // not acknowledged: redelivered after TaskAckWait
+	}
+	if err := m.Ack(); err != nil {
+		log.Warn("ack workflow task", "err", err)
+	}
+}
+
+func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
+	var task wire.ActivityTask
+	if err := json.Unmarshal(m.Data(), &task); err != nil {
+		w.log.Error("dropping malformed activity task", "err", err)
+		_ = m.Term()
+		return
+	}
+	log := w.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
+	w.mu.Lock()
+	fn := w.activities[task.ActivityName]
+	w.mu.Unlock()
+	if fn == nil {
+		log.Warn("activity not registered on this worker")
+		_ = m.NakWithDelay(unknownTaskDelay)
+		return
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Keep the task ours while the activity runs.
+	go func() {
+		t := time.NewTicker(w.cfg.TaskAckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	ac := &ActivityContext{Context: actx, info: ActivityInfo{
+		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
+		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: dedup.ActivityKey(task.IdempotencyKey),
+		ScheduledAt: task.ScheduledAt,
+	}}
+	res, err := runActivity(fn, ac, task.Input)
+	if ctx.Err() != nil {
+		log.Info("worker stopping; activity handed back")
+		return
+	}
+	result := &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt}
+	if err != nil {
+		result.Failure = failureOf(err)
+		var pe *panicError
+		if errors.As(err, &pe) {
+			result.Failure.Type, result.Failure.Stack = "panic", pe.stack
+		}
+		log.Warn("activity failed", "err", err)
+	} else if result.Result, err = json.Marshal(res); err != nil {
+		result.Result = nil
+		result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
+	}
+	cmd := &wire.Command{
+		CommandID: dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
+		Kind:      wire.KindActivityResult,
+		Activity:  result,
+	}
+	if _, err := w.cfg.Topology.PublishCommand(ctx, task.Shard, cmd); err != nil {
+		log.Error("publish activity result", "err", err)
+		return
+	}
+	if err := m.Ack(); err != nil {
+		log.Warn("ack activity task", "err", err)
+	}
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("activity panicked: %v", e.value) }
+
+func runActivity(fn activityFunc, ctx *ActivityContext, input json.RawMessage) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx, input)
+}

@@ -267,4 +267,3 @@ func (t *Topology) GetOutcome(ctx context.Context, commandID string) (out wire.O
 	}
 	return out, true, nil
 }
-

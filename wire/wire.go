@@ -190,17 +190,17 @@ type Outcome struct {
 	// StreamSeq is the command stream sequence of the message whose
 	// application produced this outcome: a later message with the same
 	// command id overwrites it with its own.
-	StreamSeq    uint64    `json:"stream_seq"`
-	Kind         string    `json:"kind"`
-	ExecutionID  string    `json:"execution_id,omitempty"`
-	WorkflowName string    `json:"workflow_name,omitempty"`
-	WorkflowID   string    `json:"workflow_id,omitempty"`
-	Status       string    `json:"status,omitempty"`
-	Keyed        bool      `json:"keyed,omitempty"`
-	StartedFresh bool      `json:"started_fresh,omitempty"`
-	Deduplicated bool      `json:"deduplicated,omitempty"`
-	Error        string    `json:"error,omitempty"`
-	Message      string    `json:"message,omitempty"`
+	StreamSeq    uint64 `json:"stream_seq"`
+	Kind         string `json:"kind"`
+	ExecutionID  string `json:"execution_id,omitempty"`
+	WorkflowName string `json:"workflow_name,omitempty"`
+	WorkflowID   string `json:"workflow_id,omitempty"`
+	Status       string `json:"status,omitempty"`
+	Keyed        bool   `json:"keyed,omitempty"`
+	StartedFresh bool   `json:"started_fresh,omitempty"`
+	Deduplicated bool   `json:"deduplicated,omitempty"`
+	Error        string `json:"error,omitempty"`
+	Message      string `json:"message,omitempty"`
 	// Pending marks the placeholder ingest stores for a command it
 	// accepted but whose outcome it did not see in time.
 	Pending   bool      `json:"pending,omitempty"`

@@ -7,6 +7,8 @@ package devstack
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -196,7 +198,19 @@ func (s *Stack) startPostgres(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("postgres data dir: %w", err)
 		}
-		pg, err := pglocal.Start(ctx, pglocal.Config{DataDir: dataDir, Durable: true, Logger: s.log.With("service", "postgres")})
+		pgcfg := pglocal.Config{DataDir: dataDir, Durable: true, Logger: s.log.With("service", "postgres")}
+		pg, err := pglocal.Start(ctx, pgcfg)
+		if errors.Is(err, pglocal.ErrDataDirUnreachable) {
+			// As root, PostgreSQL runs as an unprivileged user that cannot
+			// reach a state dir under, say, /root: keep its cluster in a
+			// folder of the temp dir named after the state dir instead.
+			sum := sha256.Sum256([]byte(dataDir))
+			pgcfg.DataDir = filepath.Join(os.TempDir(), "harvest-dev-"+hex.EncodeToString(sum[:6]), "postgres")
+			s.log.Warn("state dir unreachable for the PostgreSQL user; keeping its data in the temp dir", "data_dir", pgcfg.DataDir, "err", err)
+			if err = os.MkdirAll(filepath.Dir(pgcfg.DataDir), 0o755); err == nil {
+				pg, err = pglocal.Start(ctx, pgcfg)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("start private postgres: %w", err)
 		}

@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// ErrDataDirUnreachable is returned (wrapped) when we are root and the
+// unprivileged user PostgreSQL runs as cannot reach DataDir.
+var ErrDataDirUnreachable = errors.New("data directory unreachable for the PostgreSQL user")
+
 // ErrNotInstalled reports that no PostgreSQL server binaries (initdb and
 // postgres) could be found. Start wraps it; test with errors.Is.
 var ErrNotInstalled = errors.New("PostgreSQL server binaries not found: install PostgreSQL 15+ (Debian: apt-get install postgresql) or set HARVEST_DATABASE_URL / HARVEST_PG_BIN")

@@ -89,8 +89,8 @@ func (r *runAs) checkTraversable(dir string) error {
 				bit = 0o001
 			}
 			if perm&bit == 0 {
-				return fmt.Errorf("pglocal: directory %s (mode %v, owner %d:%d) is not traversable by user %q, which runs PostgreSQL because we are root: chmod o+x it or put DataDir elsewhere",
-					d, perm, st.Uid, st.Gid, r.name)
+				return fmt.Errorf("pglocal: %w: directory %s (mode %v, owner %d:%d) is not traversable by user %q, which runs PostgreSQL because we are root: chmod o+x it or put DataDir elsewhere",
+					ErrDataDirUnreachable, d, perm, st.Uid, st.Gid, r.name)
 			}
 		}
 		if d == filepath.Dir(d) {

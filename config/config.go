@@ -56,9 +56,33 @@ type Config struct {
 	// LeaseTTL is how long a scheduler's shard lease lasts unrenewed
 	// (HARVEST_LEASE_TTL), default 5s.
 	LeaseTTL Duration `yaml:"lease_ttl"`
+	// IdempotencyFingerprint is "reject" to refuse a keyed start retried
+	// with a different input (422 idempotency_key_reused), or "ignore"
+	// (default) to answer it with the original execution
+	// (HARVEST_IDEMPOTENCY_FINGERPRINT).
+	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
+	// Workflows holds per-workflow settings.
+	Workflows map[string]WorkflowConfig `yaml:"workflows"`
 	// LogLevel is debug, info, warn or error (HARVEST_LOG_LEVEL), default
 	// info.
 	LogLevel string `yaml:"log_level"`
+}
+
+// WorkflowConfig is the per-workflow part of Config.
+type WorkflowConfig struct {
+	// IdempotencyFingerprint overrides the deployment's setting.
+	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
+}
+
+// FingerprintByWorkflow returns the per-workflow fingerprint modes.
+func (c Config) FingerprintByWorkflow() map[string]string {
+	out := map[string]string{}
+	for name, w := range c.Workflows {
+		if w.IdempotencyFingerprint != "" {
+			out[name] = w.IdempotencyFingerprint
+		}
+	}
+	return out
 }
 
 // Load reads path (if not empty) and applies the environment over it.
@@ -105,6 +129,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 	str(&c.HTTPAddr, "HARVEST_HTTP_ADDR")
 	str(&c.TaskQueue, "HARVEST_TASK_QUEUE")
 	str(&c.LogLevel, "HARVEST_LOG_LEVEL")
+	str(&c.IdempotencyFingerprint, "HARVEST_IDEMPOTENCY_FINGERPRINT")
 	if v := get("HARVEST_SHARDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

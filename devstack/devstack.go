@@ -53,9 +53,10 @@ type Config struct {
 	// Logger fields are filled in.
 	Scheduler scheduler.Config
 	Worker    harvest.WorkerConfig
-	// OutcomeWait is ingest's bounded wait for a start's outcome.
-	OutcomeWait time.Duration
-	Logger      *slog.Logger
+	// Ingest tunes the HTTP API; its Topology, NC, DB and Logger fields
+	// are filled in.
+	Ingest ingest.Config
+	Logger *slog.Logger
 }
 
 // Stack is a running Harvest.
@@ -135,9 +136,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	s.stops = append(s.stops, s.worker.Stop)
 
-	if s.api, err = ingest.New(ingest.Config{
-		Topology: s.Topology, NC: s.nc, DB: s.DB, OutcomeWait: cfg.OutcomeWait, Logger: s.log.With("service", "ingest"),
-	}); err != nil {
+	icfg := cfg.Ingest
+	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger = s.Topology, s.nc, s.DB, s.log.With("service", "ingest")
+	if s.api, err = ingest.New(icfg); err != nil {
 		return nil, err
 	}
 	if err := s.api.Start(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/devstack"
+	"github.com/harvest-engine/harvest/ingest"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
 )
@@ -235,7 +236,7 @@ func TestUnkeyedStartAndErrors(t *testing.T) {
 func TestSlowOutcomeAnswers202ThenPolls(t *testing.T) {
 	t.Parallel()
 	// An outcome wait too short for any apply forces the 202 path.
-	s := startStack(t, devstack.Config{OutcomeWait: time.Nanosecond})
+	s := startStack(t, devstack.Config{Ingest: ingest.Config{OutcomeWait: time.Nanosecond}})
 	a := call(t, "POST", s.URL()+"/api/harvest/workflows/charge/start", map[string]string{"Idempotency-Key": "slow-1"},
 		`{"input": {"amount_cents": 100, "customer_id": "c"}}`)
 	require.Equal(t, 202, a.status, a.body)

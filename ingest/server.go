@@ -19,6 +19,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/store"
@@ -46,8 +48,30 @@ type Config struct {
 	OutcomeWait time.Duration
 	// MaxBodyBytes caps request bodies, default 1 MiB.
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// IdempotencyFingerprint is "reject" to refuse a keyed retry whose
+	// input differs from the original's (422 idempotency_key_reused), or
+	// "ignore" (the default) to answer it with the original execution.
+	IdempotencyFingerprint string
+	// FingerprintByWorkflow overrides IdempotencyFingerprint per workflow.
+	FingerprintByWorkflow map[string]string
+	// Metrics is the registry ingest's counters go to and /metrics
+	// serves; default a fresh one.
+	Metrics *prometheus.Registry
+	Logger  *slog.Logger
 }
+
+func (c Config) rejectsFingerprintMismatch(workflow string) bool {
+	if mode, ok := c.FingerprintByWorkflow[workflow]; ok {
+		return mode == FingerprintReject
+	}
+	return c.IdempotencyFingerprint == FingerprintReject
+}
+
+// Fingerprint modes.
+const (
+	FingerprintIgnore = "ignore"
+	FingerprintReject = "reject"
+)
 
 func (c Config) withDefaults() Config {
 	if c.OutcomeWait == 0 {
@@ -58,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
 	}
 	return c
 }
@@ -74,6 +101,15 @@ func (c Config) Validate() error {
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("ingest config: MaxBodyBytes %d: want a positive size", c.MaxBodyBytes)
 	}
+	modes := map[string]string{"": c.IdempotencyFingerprint}
+	for w, m := range c.FingerprintByWorkflow {
+		modes[w] = m
+	}
+	for w, m := range modes {
+		if m != "" && m != FingerprintIgnore && m != FingerprintReject {
+			return fmt.Errorf("ingest config: idempotency_fingerprint %q (workflow %q): want ignore or reject", m, w)
+		}
+	}
 	return nil
 }
 
@@ -84,6 +120,7 @@ type Server struct {
 	waiters *outcomeWaiters
 	sub     *nats.Subscription
 	mux     *http.ServeMux
+	metrics *metrics
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -92,7 +129,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: http.NewServeMux()}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("ingest metrics: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: http.NewServeMux(), metrics: m}
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.handleStart)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.handleGetExecution)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.handleGetHistory)
@@ -136,16 +178,19 @@ type startRequest struct {
 	Input          json.RawMessage `json:"input"`
 	WorkflowID     *string         `json:"workflow_id"`
 	IdempotencyKey *string         `json:"idempotency_key"`
+	ReusePolicy    string          `json:"reuse_policy"`
 }
 
 // startResponse answers a start.
 type startResponse struct {
-	ExecutionID  string `json:"execution_id"`
-	WorkflowName string `json:"workflow_name"`
-	WorkflowID   string `json:"workflow_id"`
-	Status       string `json:"status"`
-	StartedFresh *bool  `json:"started_fresh,omitempty"`
-	Deduplicated *bool  `json:"deduplicated,omitempty"`
+	ExecutionID  string     `json:"execution_id"`
+	WorkflowName string     `json:"workflow_name"`
+	WorkflowID   string     `json:"workflow_id"`
+	Status       string     `json:"status"`
+	StartedFresh *bool      `json:"started_fresh,omitempty"`
+	Deduplicated *bool      `json:"deduplicated,omitempty"`
+	FirstSeenAt  *time.Time `json:"first_seen_at,omitempty"`
+	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
 }
 
 type acceptedResponse struct {
@@ -153,120 +198,255 @@ type acceptedResponse struct {
 	Status    string `json:"status"`
 }
 
-func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_name", "name", err.Error())
-		return
+// rejection is an answer that refuses a start, unless the start is a
+// replay of a committed keyed start.
+type rejection struct {
+	status int
+	body   apiError
+}
+
+func reject(status int, code, field, message string) *rejection {
+	return &rejection{status: status, body: apiError{Error: code, Message: message, Field: field}}
+}
+
+// parsedStart is a start request that passed every check of its own.
+type parsedStart struct {
+	name       string
+	key        string
+	workflowID string
+	req        startRequest
+}
+
+// parseStart reads and checks a start request. It returns the key it
+// found (from the header, or else the body) even when it rejects the
+// request, so a replay of a committed keyed start can still be answered.
+func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedStart, keyErr error, rej *rejection) {
+	p.name = r.PathValue("name")
+	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
+		// The header wins over the body field, and is honoured even when
+		// the body does not parse.
+		if p.key, keyErr = dedup.ValidateKey(strings.Join(vals, ",")); keyErr != nil {
+			return p, keyErr, nil
+		}
+	}
+	if err := dedup.ValidateName(p.name); err != nil {
+		return p, nil, reject(http.StatusBadRequest, "invalid_workflow_name", "name", err.Error())
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: "body_too_large",
-				Message: fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit), Limit: tooBig.Limit})
-			return
+			rej := reject(http.StatusRequestEntityTooLarge, "body_too_large", "", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+			rej.body.Limit = tooBig.Limit
+			return p, nil, rej
 		}
-		writeError(w, http.StatusBadRequest, "unreadable_body", err.Error())
-		return
+		return p, nil, reject(http.StatusBadRequest, "unreadable_body", "", err.Error())
 	}
-	var req startRequest
 	if len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
-		if err := dec.Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("request body is not a JSON object: %v", err))
-			return
+		if err := dec.Decode(&p.req); err != nil {
+			return p, nil, reject(http.StatusBadRequest, "invalid_json", "", fmt.Sprintf("request body is not a JSON object: %v", err))
+		}
+		if dec.More() {
+			return p, nil, reject(http.StatusBadRequest, "invalid_json", "", "request body holds more than one JSON value")
 		}
 	}
-	// The header wins over the body field.
-	rawKey, keyed := "", false
-	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
-		rawKey, keyed = strings.Join(vals, ","), true
-	} else if req.IdempotencyKey != nil {
-		rawKey, keyed = *req.IdempotencyKey, true
-	}
-	key := ""
-	if keyed {
-		if key, err = dedup.ValidateKey(rawKey); err != nil {
-			writeFieldError(w, http.StatusBadRequest, "invalid_idempotency_key", "idempotency_key", err.Error())
-			return
+	if p.key == "" && p.req.IdempotencyKey != nil {
+		if p.key, keyErr = dedup.ValidateKey(*p.req.IdempotencyKey); keyErr != nil {
+			return p, keyErr, nil
 		}
 	}
-	workflowID, minted := "", false
-	if req.WorkflowID != nil {
-		workflowID = *req.WorkflowID
-		if strings.TrimSpace(workflowID) == "" || len(workflowID) > maxWorkflowIDBytes {
-			writeFieldError(w, http.StatusBadRequest, "invalid_workflow_id", "workflow_id",
+	if p.req.WorkflowID != nil {
+		p.workflowID = *p.req.WorkflowID
+		if strings.TrimSpace(p.workflowID) == "" || len(p.workflowID) > maxWorkflowIDBytes {
+			return p, nil, reject(http.StatusBadRequest, "invalid_workflow_id", "workflow_id",
 				fmt.Sprintf("workflow_id must be 1 to %d bytes and not blank", maxWorkflowIDBytes))
-			return
 		}
 	}
-	shards := s.cfg.Topology.Shards()
-	shard := dedup.StartShard(shards, name, workflowID, key)
-	if workflowID == "" {
-		workflowID, minted = dedup.MintWorkflowID(shards, shard, name), true
+	if !wire.ValidReusePolicy(p.req.ReusePolicy) {
+		return p, nil, reject(http.StatusBadRequest, "invalid_reuse_policy", "reuse_policy",
+			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", p.req.ReusePolicy))
 	}
-	commandID := dedup.NewID()
-	if keyed {
-		commandID = dedup.StartCommandID(name, key)
+	if len(p.req.Input) == 0 {
+		p.req.Input = nil
 	}
-	if len(req.Input) == 0 {
-		req.Input = nil
-	}
-	cmd := &wire.Command{CommandID: commandID, Kind: wire.KindStart, Start: &wire.StartCommand{
-		WorkflowName: name, WorkflowID: workflowID, WorkflowIDMinted: minted, Input: req.Input,
-		IdempotencyKey: key, TaskQueue: wire.DefaultTaskQueue, AcceptedAt: time.Now().UTC(),
-	}}
-
-	outcomes, stopWaiting := s.waiters.wait(commandID)
-	defer stopWaiting()
-	ack, err := s.cfg.Topology.PublishCommand(r.Context(), shard, cmd)
-	if err != nil {
-		s.log.Warn("start not accepted", "workflow", name, "err", err)
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the command stream did not accept the start; retry")
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.OutcomeWait)
-	defer cancel()
-	out, ok := s.awaitOutcome(ctx, commandID, ack.Sequence, ack.Duplicate, outcomes)
-	if !ok {
-		s.markPending(commandID)
-		writeJSON(w, http.StatusAccepted, acceptedResponse{CommandID: commandID, Status: "accepted"})
-		return
-	}
-	if ack.Duplicate {
-		out.StartedFresh, out.Deduplicated = false, true
-	}
-	if out.Deduplicated {
-		s.refreshStatus(r.Context(), &out)
-	}
-	status, body2 := startAnswer(out)
-	writeJSON(w, status, body2)
+	return p, nil, nil
 }
 
-// refreshStatus replaces a replayed outcome's status, recorded when the
-// original start was applied, with the execution's current one. Without a
-// readable database the recorded status stands.
-func (s *Server) refreshStatus(ctx context.Context, out *wire.Outcome) {
-	if s.cfg.DB == nil || out.ExecutionID == "" {
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+	p, keyErr, rej := s.parseStart(w, r)
+	if keyErr != nil {
+		s.metrics.starts.WithLabelValues("refused").Inc()
+		writeFieldError(w, http.StatusBadRequest, "invalid_idempotency_key", "idempotency_key", keyErr.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	if rej != nil {
+		s.refuseOrReplay(w, r, p, rej)
+		return
+	}
+	shards := s.cfg.Topology.Shards()
+	shard := dedup.StartShard(shards, p.name, p.workflowID, p.key)
+	minted := false
+	if p.workflowID == "" {
+		p.workflowID, minted = dedup.MintWorkflowID(shards, shard, p.name), true
+	}
+	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
+		WorkflowName: p.name, WorkflowID: p.workflowID, WorkflowIDMinted: minted, Input: p.req.Input,
+		TaskQueue: wire.DefaultTaskQueue, ReusePolicy: p.req.ReusePolicy, AcceptedAt: time.Now().UTC(),
+	}}
+	if p.key != "" {
+		cmd.CommandID = dedup.StartCommandID(p.name, p.key)
+		cmd.Start.IdempotencyKey = p.key
+		cmd.Start.Fingerprint = dedup.Fingerprint(p.req.Input)
+		cmd.Start.RejectFingerprintMismatch = s.cfg.rejectsFingerprintMismatch(p.name)
+	}
+	status, body := s.publishStart(r.Context(), shard, cmd, cmd.CommandID, true)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
+// publishStart publishes a start and answers it from its outcome, or with
+// 202 when the outcome does not come within OutcomeWait. A broker
+// duplicate is answered from the original's outcome, checked against the
+// claim in PostgreSQL; if that claim has expired, the start is published
+// once more under a message id derived from the original's sequence, so
+// concurrent retries still collapse.
+func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command, msgID string, mayRepublish bool) (int, any) {
+	outcomes, stopWaiting := s.waiters.wait(cmd.CommandID)
+	defer stopWaiting()
+	ack, err := s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, msgID)
+	if err != nil {
+		s.log.Warn("start not accepted", "workflow", cmd.Start.WorkflowName, "err", err)
+		return http.StatusServiceUnavailable, apiError{Error: "unavailable", Message: "the command stream did not accept the start; retry"}
+	}
+	if ack.Duplicate {
+		s.metrics.duplicates.WithLabelValues("broker").Inc()
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeWait)
 	defer cancel()
-	if e, err := store.GetExecution(ctx, s.cfg.DB, out.ExecutionID); err == nil {
-		out.Status = e.Status
+	out, ok := s.awaitOutcome(wctx, cmd.CommandID, ack.Sequence, ack.Duplicate, outcomes)
+	if !ok {
+		s.metrics.starts.WithLabelValues("accepted").Inc()
+		s.markPending(cmd.CommandID)
+		return http.StatusAccepted, acceptedResponse{CommandID: cmd.CommandID, Status: "accepted"}
+	}
+	if !ack.Duplicate {
+		if out.Deduplicated {
+			s.metrics.duplicates.WithLabelValues("claim").Inc()
+			s.withClaim(ctx, cmd.Start, &out)
+		}
+		s.metrics.starts.WithLabelValues(startResult(out)).Inc()
+		return startAnswer(out)
+	}
+	// The broker dropped this start as a duplicate of one it holds; out is
+	// the newest outcome for the key. It answers the retry unless it was a
+	// refusal or its claim has lapsed since: then the start is evaluated
+	// anew, under a message id derived from that outcome, so concurrent
+	// retries still collapse into one message.
+	var claim *store.Claim
+	if out.Error == "" {
+		claim = s.withClaim(ctx, cmd.Start, &out)
+	}
+	if mayRepublish && (out.Error != "" || (claim == nil && s.cfg.DB != nil)) {
+		return s.publishStart(ctx, shard, cmd, fmt.Sprintf("%s/%d", cmd.CommandID, out.StreamSeq), false)
+	}
+	if out.Error == "" {
+		if claim != nil && cmd.Start.RejectFingerprintMismatch && claim.Fingerprint != "" && claim.Fingerprint != cmd.Start.Fingerprint {
+			s.metrics.starts.WithLabelValues("refused").Inc()
+			return http.StatusUnprocessableEntity, apiError{Error: "idempotency_key_reused",
+				Message: fmt.Sprintf("idempotency key %q was first used with a different input", cmd.Start.IdempotencyKey)}
+		}
+		out.StartedFresh, out.Deduplicated = false, true
+	}
+	s.metrics.starts.WithLabelValues(startResult(out)).Inc()
+	return startAnswer(out)
+}
+
+// withClaim brings a replayed start's answer up to date from the claim in
+// PostgreSQL (the execution's current status, the claim's window) and
+// returns the claim; nil if it has lapsed or cannot be read (then the
+// answer stands as recorded).
+func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire.Outcome) *store.Claim {
+	if s.cfg.DB == nil || st.IdempotencyKey == "" {
+		return nil
+	}
+	claim, e, err := s.liveClaim(ctx, st)
+	if err != nil {
+		s.log.Warn("read claim", "workflow", st.WorkflowName, "idempotency_key", st.IdempotencyKey, "err", err)
+		return nil
+	}
+	if claim != nil {
+		out.ExecutionID, out.WorkflowName, out.WorkflowID, out.Status = e.ExecutionID, e.WorkflowName, e.WorkflowID, e.Status
+		out.FirstSeenAt, out.ExpiresAt = &claim.CreatedAt, &claim.ExpiresAt
+	}
+	return claim
+}
+
+func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand) (*store.Claim, *store.Execution, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return store.LiveClaim(ctx, s.cfg.DB, store.ClaimRef{WorkflowName: st.WorkflowName, IdempotencyKey: st.IdempotencyKey})
+}
+
+// refuseOrReplay answers a start that fails its own checks: with the
+// original execution if its key names a committed claim (a keyed replay
+// short-circuits every check), else with the rejection.
+func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsedStart, rej *rejection) {
+	if p.key != "" && s.cfg.DB != nil && p.name != "" && dedup.ValidateName(p.name) == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		claim, e, err := store.LiveClaim(ctx, s.cfg.DB, store.ClaimRef{WorkflowName: p.name, IdempotencyKey: p.key})
+		if err != nil {
+			s.log.Warn("read claim for a refused start", "workflow", p.name, "idempotency_key", p.key, "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "could not tell whether this key was used before; retry")
+			return
+		}
+		if claim != nil {
+			s.metrics.duplicates.WithLabelValues("claim").Inc()
+			s.metrics.starts.WithLabelValues("deduplicated").Inc()
+			status, body := startAnswer(wire.Outcome{
+				ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
+				Keyed: true, Deduplicated: true, FirstSeenAt: &claim.CreatedAt, ExpiresAt: &claim.ExpiresAt,
+			})
+			writeJSON(w, status, body)
+			return
+		}
+	}
+	s.metrics.starts.WithLabelValues("refused").Inc()
+	writeJSON(w, rej.status, rej.body)
+}
+
+func startResult(out wire.Outcome) string {
+	switch {
+	case out.Error != "":
+		return "refused"
+	case out.StartedFresh:
+		return "started_fresh"
+	case out.Deduplicated:
+		return "deduplicated"
+	default:
+		return "existing"
 	}
 }
 
 // startAnswer turns a start's outcome into its HTTP answer.
 func startAnswer(out wire.Outcome) (int, any) {
 	if out.Error != "" {
-		return http.StatusInternalServerError, apiError{Error: out.Error, Message: out.Message}
+		status := out.HTTPStatus
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
+		return status, apiError{Error: out.Error, Message: out.Message}
 	}
 	resp := startResponse{ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status}
 	if out.Keyed {
 		resp.StartedFresh, resp.Deduplicated = &out.StartedFresh, &out.Deduplicated
+		if out.Deduplicated {
+			resp.FirstSeenAt, resp.ExpiresAt = out.FirstSeenAt, out.ExpiresAt
+		}
 	}
 	if out.StartedFresh {
 		return http.StatusCreated, resp
@@ -277,16 +457,28 @@ func startAnswer(out wire.Outcome) (int, any) {
 // awaitOutcome waits for the outcome of the message at stream sequence seq.
 // A broker duplicate's outcome may be stored already, so it is read first.
 func (s *Server) awaitOutcome(ctx context.Context, commandID string, seq uint64, duplicate bool, ch <-chan wire.Outcome) (wire.Outcome, bool) {
+	// A fresh message is answered by its own outcome; a duplicate by the
+	// newest outcome for the command id, which is at least as new as the
+	// original message's.
+	matches := func(out wire.Outcome) bool {
+		if out.Pending {
+			return false
+		}
+		if duplicate {
+			return out.StreamSeq >= seq
+		}
+		return out.StreamSeq == seq
+	}
 	if duplicate {
 		out, ok, err := s.cfg.Topology.GetOutcome(ctx, commandID)
-		if err == nil && ok && out.StreamSeq == seq {
+		if err == nil && ok && matches(out) {
 			return out, true
 		}
 	}
 	for {
 		select {
 		case out := <-ch:
-			if out.StreamSeq == seq && !out.Pending {
+			if matches(out) {
 				return out, true
 			}
 		case <-ctx.Done():

@@ -64,9 +64,9 @@ const (
 
 // Config configures [Start]. Zero values mean the documented defaults.
 type Config struct {
-	// DataDir is the cluster directory; required. It is created if missing,
-	// initialised with initdb when it holds no cluster (no PG_VERSION), and
-	// reused as is otherwise. It must then be empty or absent.
+	// DataDir is the cluster directory; required. A cluster in it (marked by
+	// PG_VERSION) is reused as is; otherwise DataDir must be absent or empty,
+	// and initdb creates one. Its parent directories are created as needed.
 	DataDir string
 	// BinDir holds initdb and postgres. Default: $HARVEST_PG_BIN, else
 	// `pg_config --bindir` when pg_config is on PATH, else the highest version
@@ -148,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 
-	retriedPort := false
+	retriedPort, waitedShmem := false, false
 	for {
 		port := cfg.Port
 		if port == 0 {
@@ -173,7 +173,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		case le.shmemInUse:
 			// Backends orphaned by a killed postmaster still hold its shared
 			// memory; they exit as soon as they notice the postmaster died.
-			log.Info("pglocal: previous server's processes still exiting, retrying", "data_dir", dataDir)
+			level := slog.LevelDebug
+			if !waitedShmem {
+				level, waitedShmem = slog.LevelInfo, true
+			}
+			log.Log(ctx, level, "pglocal: previous server's processes still exiting, retrying", "data_dir", dataDir)
 			t := time.NewTimer(2 * pollInterval)
 			select {
 			case <-t.C:
@@ -498,20 +502,20 @@ func startLocked(cmd *exec.Cmd, onExit func(error)) error {
 func (s *Server) waitReady(ctx context.Context) error {
 	// Abort a pending attempt as soon as postgres exits: whatever holds the
 	// port (if postgres failed to bind it) may never answer.
-	ctx, cancel := context.WithCancel(ctx)
+	probeCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
 		case <-s.exited:
 			cancel()
-		case <-ctx.Done():
+		case <-probeCtx.Done():
 		}
 	}()
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	var lastErr error
 	for {
-		lastErr = s.probe(ctx)
+		lastErr = s.probe(probeCtx)
 		if lastErr == nil {
 			return nil
 		}
@@ -540,10 +544,17 @@ func (s *Server) probe(ctx context.Context) error {
 	if err := conn.QueryRow(ctx, "SHOW data_directory").Scan(&dir); err != nil {
 		return fmt.Errorf("read data_directory: %w", err)
 	}
-	if filepath.Clean(dir) != s.dataDir {
+	if filepath.Clean(dir) != s.dataDir && !sameFile(dir, s.dataDir) {
 		return fmt.Errorf("port %d is served by another PostgreSQL (data_directory %s)", s.port, dir)
 	}
 	return nil
+}
+
+// sameFile reports whether paths a and b name the same existing file.
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
 // readOutput logs postgres's output line by line and keeps its tail for

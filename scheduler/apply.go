@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,6 +40,14 @@ type batch struct {
 	needTask    []string
 	needTaskSet map[string]bool
 
+	// Claims of the batch's keyed starts, as they stand: claims[ref] is the
+	// live claim, claimExec[ref] the execution it resolves to in this batch
+	// (nil while the key is unresolved or after its claim was rolled back),
+	// tentative[ref] the execution id the batch claimed the key for.
+	claims    map[store.ClaimRef]store.Claim
+	claimExec map[store.ClaimRef]*store.Execution
+	tentative map[store.ClaimRef]string
+
 	writes store.Writes
 }
 
@@ -51,15 +60,14 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
+		claimExec: map[store.ClaimRef]*store.Execution{}, tentative: map[store.ClaimRef]string{},
 	}
 	b.writes.Shard = shard
 	b.writes.AppliedSeq = applied
 
 	// Gather what the batch reads, so each table is read once.
 	var (
-		claimRefs   []store.ClaimRef
-		claimExecs  []string
-		tentative   = map[store.ClaimRef]string{}
+		newClaims   []store.NewClaim
 		wfRefs      []store.WorkflowRef
 		execIDs     []string
 		actRefs     []store.ActivityRef
@@ -84,11 +92,10 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 			s := c.cmd.Start
 			if s.IdempotencyKey != "" {
 				ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
-				if _, ok := tentative[ref]; !ok {
+				if _, ok := b.tentative[ref]; !ok {
 					id := dedup.NewID()
-					tentative[ref] = id
-					claimRefs = append(claimRefs, ref)
-					claimExecs = append(claimExecs, id)
+					b.tentative[ref] = id
+					newClaims = append(newClaims, store.NewClaim{ClaimRef: ref, ExecutionID: id, Fingerprint: s.Fingerprint})
 				}
 			}
 			ref := store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}
@@ -107,13 +114,13 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 		return &b.writes, nil
 	}
 
-	claims, err := store.ClaimStartKeys(ctx, tx, claimRefs, claimExecs, window)
-	if err != nil {
+	var err error
+	if b.claims, err = store.ClaimStartKeys(ctx, tx, newClaims, window); err != nil {
 		return nil, err
 	}
-	for ref, holder := range claims {
-		if holder != tentative[ref] {
-			addExec(holder)
+	for ref, c := range b.claims {
+		if c.ExecutionID != b.tentative[ref] {
+			addExec(c.ExecutionID)
 		}
 	}
 	if b.execs, err = store.LoadExecutions(ctx, tx, execIDs); err != nil {
@@ -135,19 +142,17 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 		return nil, err
 	}
 
-	// claimed holds, per key, the execution the key resolved to in this
-	// batch, so a second start with the key in the same batch is a replay.
-	claimed := map[store.ClaimRef]*store.Execution{}
 	for _, c := range pending {
 		switch c.cmd.Kind {
 		case wire.KindStart:
-			b.start(c, claims, tentative, claimed)
+			b.start(c)
 		case wire.KindWorkflowTaskCompleted:
 			b.workflowTaskCompleted(c.cmd.WorkflowTask)
 		case wire.KindActivityResult:
 			b.activityResult(c.cmd.Activity)
 		}
 	}
+	b.settleClaims()
 	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
 		return nil, err
 	}
@@ -159,44 +164,64 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 	return &b.writes, nil
 }
 
-func (b *batch) start(c seqCommand, claims map[store.ClaimRef]string, tentative map[store.ClaimRef]string, claimed map[store.ClaimRef]*store.Execution) {
+func (b *batch) start(c seqCommand) {
 	s := c.cmd.Start
 	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindStart, Keyed: s.IdempotencyKey != "", AppliedAt: b.now}
 	ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
 	if out.Keyed {
-		if e := claimed[ref]; e != nil {
-			b.outcome(out, e, false, true)
-			return
-		}
-		if holder := claims[ref]; holder != tentative[ref] {
-			e := b.execs[holder]
-			if e == nil {
-				out.Error, out.Message = "claim_dangling", fmt.Sprintf("idempotency key %q is claimed by execution %s, which does not exist", s.IdempotencyKey, holder)
-				b.log.Error("start claim points to a missing execution", "workflow", s.WorkflowName, "idempotency_key", s.IdempotencyKey, "execution_id", holder)
-				b.addOutcome(out)
+		claim := b.claims[ref]
+		out.FirstSeenAt, out.ExpiresAt = &claim.CreatedAt, &claim.ExpiresAt
+		holder := b.claimExec[ref]
+		if holder == nil && claim.ExecutionID != "" && claim.ExecutionID != b.tentative[ref] {
+			// Claimed before this batch: a replay.
+			if holder = b.execs[claim.ExecutionID]; holder == nil {
+				b.log.Error("start claim points to a missing execution", "workflow", s.WorkflowName, "idempotency_key", s.IdempotencyKey, "execution_id", claim.ExecutionID)
+				b.refuse(out, http.StatusInternalServerError, "claim_dangling", fmt.Sprintf("idempotency key %q is claimed by execution %s, which does not exist", s.IdempotencyKey, claim.ExecutionID))
 				return
 			}
-			claimed[ref] = e
-			b.outcome(out, e, false, true)
+			b.claimExec[ref] = holder
+		}
+		if holder != nil {
+			// A keyed replay short-circuits every other rule.
+			if s.RejectFingerprintMismatch && claim.Fingerprint != "" && s.Fingerprint != claim.Fingerprint {
+				b.refuse(out, http.StatusUnprocessableEntity, "idempotency_key_reused",
+					fmt.Sprintf("idempotency key %q was first used with a different input", s.IdempotencyKey))
+				return
+			}
+			b.outcome(out, holder, false, true)
 			return
 		}
 	}
 	wref := store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}
-	if e := b.byWorkflow[wref]; e != nil {
-		// Reuse policy allow_duplicate: the existing execution is the answer.
-		if out.Keyed {
-			claimed[ref] = e
-			if b.writes.RepointClaims == nil {
-				b.writes.RepointClaims = map[store.ClaimRef]string{}
+	if prior := b.byWorkflow[wref]; prior != nil {
+		switch s.ReusePolicy {
+		case wire.ReuseRejectDuplicate:
+			b.rollBackClaim(ref, out.Keyed)
+			b.refuse(out, http.StatusConflict, "workflow_id_conflict",
+				fmt.Sprintf("workflow %s with workflow_id %q already exists (execution %s, %s)", s.WorkflowName, s.WorkflowID, prior.ExecutionID, prior.Status))
+			return
+		case wire.ReuseTerminateIfRunning:
+			if prior.Status == wire.StatusRunning {
+				b.terminate(prior, "terminated by a start with reuse_policy terminate_if_running")
 			}
-			b.writes.RepointClaims[ref] = e.ExecutionID
+		case wire.ReuseAllowDuplicateFailedOnly:
+			if prior.Status != wire.StatusFailed && prior.Status != wire.StatusCancelled {
+				b.resolveToExisting(out, ref, prior)
+				return
+			}
+		default: // allow_duplicate
+			b.resolveToExisting(out, ref, prior)
+			return
 		}
-		b.outcome(out, e, false, false)
-		return
 	}
 	id := dedup.NewID()
 	if out.Keyed {
-		id = tentative[ref]
+		// The execution takes the id the key was claimed for (again, if
+		// the batch rolled the claim back for an earlier refused start).
+		id = b.tentative[ref]
+		claim := b.claims[ref]
+		claim.ExecutionID = id
+		b.claims[ref] = claim
 	}
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID,
@@ -205,7 +230,7 @@ func (b *batch) start(c seqCommand, claims map[store.ClaimRef]string, tentative 
 	if out.Keyed {
 		key := s.IdempotencyKey
 		e.IdempotencyKey = &key
-		claimed[ref] = e
+		b.claimExec[ref] = e
 	}
 	b.execs[id] = e
 	b.newExecs[id] = true
@@ -216,6 +241,56 @@ func (b *batch) start(c seqCommand, claims map[store.ClaimRef]string, tentative 
 	})
 	b.needWorkflowTask(e)
 	b.outcome(out, e, true, false)
+}
+
+// resolveToExisting answers a start with an existing execution of its
+// workflow_id; a keyed start's claim then points to that execution.
+func (b *batch) resolveToExisting(out wire.Outcome, ref store.ClaimRef, e *store.Execution) {
+	if out.Keyed {
+		b.claimExec[ref] = e
+	}
+	b.outcome(out, e, false, false)
+}
+
+// rollBackClaim undoes the claim a refused keyed start took.
+func (b *batch) rollBackClaim(ref store.ClaimRef, keyed bool) {
+	if keyed {
+		delete(b.claimExec, ref)
+		c := b.claims[ref]
+		c.ExecutionID = ""
+		b.claims[ref] = c
+	}
+}
+
+// settleClaims writes what the batch decided about its claims: a claim
+// taken for an execution that was not created is moved to the execution
+// the key resolved to, or deleted if the start was refused.
+func (b *batch) settleClaims() {
+	for ref, tentative := range b.tentative {
+		if b.claims[ref].ExecutionID != tentative && b.claims[ref].ExecutionID != "" {
+			continue // someone else's live claim: untouched
+		}
+		e := b.claimExec[ref]
+		switch {
+		case e == nil:
+			b.writes.DeleteClaims = append(b.writes.DeleteClaims, ref)
+		case e.ExecutionID != tentative:
+			if b.writes.RepointClaims == nil {
+				b.writes.RepointClaims = map[store.ClaimRef]string{}
+			}
+			b.writes.RepointClaims[ref] = e.ExecutionID
+		}
+	}
+}
+
+func (b *batch) terminate(e *store.Execution, reason string) {
+	b.close(e, wire.StatusTerminated, wire.EventWorkflowTerminated, wire.WorkflowClosedAttrs{Reason: reason})
+	e.WFTOutstanding, e.WFTDirty = false, false
+}
+
+func (b *batch) refuse(out wire.Outcome, status int, code, message string) {
+	out.HTTPStatus, out.Error, out.Message = status, code, message
+	b.addOutcome(out)
 }
 
 func (b *batch) outcome(out wire.Outcome, e *store.Execution, fresh, dedup bool) {

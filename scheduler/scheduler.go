@@ -57,7 +57,14 @@ type Config struct {
 	StartIdempotencyWindow time.Duration
 	// AckWait is the command consumer's redelivery timeout, default 30 s.
 	AckWait time.Duration
-	Logger  *slog.Logger
+	// SweepInterval paces the deletion of expired start claims, default
+	// 1 minute; each round deletes at most SweepBatches batches of
+	// SweepBatchSize (default 10 of 1000). Correctness never depends on
+	// the sweep: expired claims are ignored and taken over where read.
+	SweepInterval  time.Duration
+	SweepBatchSize int
+	SweepBatches   int
+	Logger         *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -76,6 +83,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = time.Minute
+	}
+	if c.SweepBatchSize == 0 {
+		c.SweepBatchSize = 1000
+	}
+	if c.SweepBatches == 0 {
+		c.SweepBatches = 10
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -194,6 +210,7 @@ func (s *Scheduler) leaseLoop(ctx context.Context, first chan struct{}) {
 		s.mu.Unlock()
 		wg.Wait()
 	}()
+	wg.Go(func() { s.sweepLoop(ctx) })
 	ticker := time.NewTicker(s.cfg.LeaseTTL / 4)
 	defer ticker.Stop()
 	for {
@@ -208,6 +225,36 @@ func (s *Scheduler) leaseLoop(ctx context.Context, first chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		}
+	}
+}
+
+// sweepLoop deletes expired start claims in bounded batches.
+func (s *Scheduler) sweepLoop(ctx context.Context) {
+	ticker := time.NewTicker(s.cfg.SweepInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		var total int64
+		for range s.cfg.SweepBatches {
+			n, err := store.SweepExpiredClaims(ctx, s.cfg.DB, s.cfg.SweepBatchSize)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("sweep expired claims", "err", err)
+				}
+				break
+			}
+			total += n
+			if n < int64(s.cfg.SweepBatchSize) {
+				break
+			}
+		}
+		if total > 0 {
+			s.log.Debug("swept expired start claims", "deleted", total)
 		}
 	}
 }

@@ -93,38 +93,58 @@ type OutboxMsg struct {
 	Payload []byte
 }
 
-// ClaimStartKeys claims each key for the execution id given with it, in one
+// Claim is a start idempotency claim.
+type Claim struct {
+	ExecutionID string
+	Fingerprint string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// NewClaim is a claim a start wants to take.
+type NewClaim struct {
+	ClaimRef
+	ExecutionID string
+	Fingerprint string
+}
+
+const claimColumns = `workflow_name, idempotency_key, execution_id::text, fingerprint, created_at, expires_at`
+
+// ClaimStartKeys takes each claim for the execution given with it, in one
 // statement. A live claim held by another execution is left alone; an
-// expired one is taken over. It returns, for every key, the execution the
-// claim now points to: the one given (a fresh claim) or the holder's.
-func ClaimStartKeys(ctx context.Context, tx pgx.Tx, refs []ClaimRef, executionIDs []string, window time.Duration) (map[ClaimRef]string, error) {
-	out := make(map[ClaimRef]string, len(refs))
-	if len(refs) == 0 {
+// expired one is taken over. It returns, for every key, the claim as it
+// now stands: the new one, or the live holder's.
+func ClaimStartKeys(ctx context.Context, tx pgx.Tx, claims []NewClaim, window time.Duration) (map[ClaimRef]Claim, error) {
+	out := make(map[ClaimRef]Claim, len(claims))
+	if len(claims) == 0 {
 		return out, nil
 	}
-	names := make([]string, len(refs))
-	keys := make([]string, len(refs))
-	for i, r := range refs {
-		names[i], keys[i] = r.WorkflowName, r.IdempotencyKey
+	names := make([]string, len(claims))
+	keys := make([]string, len(claims))
+	execs := make([]string, len(claims))
+	prints := make([]string, len(claims))
+	for i, c := range claims {
+		names[i], keys[i], execs[i], prints[i] = c.WorkflowName, c.IdempotencyKey, c.ExecutionID, c.Fingerprint
 	}
 	rows, err := tx.Query(ctx, `
-		INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, expires_at)
-		SELECT n, k, e::uuid, now() + $4::interval FROM unnest($1::text[], $2::text[], $3::text[]) AS u(n, k, e)
+		INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
+		SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
 		ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
-			SET execution_id = EXCLUDED.execution_id, created_at = now(), expires_at = EXCLUDED.expires_at
+			SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
+				created_at = now(), expires_at = EXCLUDED.expires_at
 			WHERE c.expires_at <= now()
-		RETURNING workflow_name, idempotency_key, execution_id::text`, names, keys, executionIDs, window)
+		RETURNING `+claimColumns, names, keys, execs, prints, window)
 	if err != nil {
 		return nil, fmt.Errorf("claim start keys: %w", err)
 	}
 	if err := collectClaims(rows, out); err != nil {
 		return nil, fmt.Errorf("claim start keys: %w", err)
 	}
-	if len(out) == len(refs) {
+	if len(out) == len(claims) {
 		return out, nil
 	}
 	rows, err = tx.Query(ctx, `
-		SELECT workflow_name, idempotency_key, execution_id::text FROM start_claims
+		SELECT `+claimColumns+` FROM start_claims
 		WHERE (workflow_name, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, names, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read start claims: %w", err)
@@ -135,16 +155,50 @@ func ClaimStartKeys(ctx context.Context, tx pgx.Tx, refs []ClaimRef, executionID
 	return out, nil
 }
 
-func collectClaims(rows pgx.Rows, out map[ClaimRef]string) error {
+func collectClaims(rows pgx.Rows, out map[ClaimRef]Claim) error {
 	var r ClaimRef
-	var id string
-	_, err := pgx.ForEachRow(rows, []any{&r.WorkflowName, &r.IdempotencyKey, &id}, func() error {
+	var c Claim
+	_, err := pgx.ForEachRow(rows, []any{&r.WorkflowName, &r.IdempotencyKey, &c.ExecutionID, &c.Fingerprint, &c.CreatedAt, &c.ExpiresAt}, func() error {
 		if _, ok := out[r]; !ok {
-			out[r] = id
+			out[r] = c
 		}
 		return nil
 	})
 	return err
+}
+
+// LiveClaim reads the live claim of a key, if any, with the execution it
+// points to.
+func LiveClaim(ctx context.Context, db DBTX, ref ClaimRef) (*Claim, *Execution, error) {
+	var c Claim
+	var r ClaimRef
+	err := db.QueryRow(ctx, `SELECT `+claimColumns+` FROM start_claims
+		WHERE workflow_name = $1 AND idempotency_key = $2 AND expires_at > now()`, ref.WorkflowName, ref.IdempotencyKey).
+		Scan(&r.WorkflowName, &r.IdempotencyKey, &c.ExecutionID, &c.Fingerprint, &c.CreatedAt, &c.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read claim %q: %w", ref.IdempotencyKey, err)
+	}
+	e, err := GetExecution(ctx, db, c.ExecutionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &c, e, nil
+}
+
+// SweepExpiredClaims deletes up to limit expired claims and returns how
+// many it deleted. Correctness never depends on it: expired claims are
+// ignored and taken over wherever they are read.
+func SweepExpiredClaims(ctx context.Context, db DBTX, limit int) (int64, error) {
+	tag, err := db.Exec(ctx, `
+		DELETE FROM start_claims WHERE ctid IN (
+			SELECT ctid FROM start_claims WHERE expires_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED)`, limit)
+	if err != nil {
+		return 0, fmt.Errorf("sweep expired claims: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // WorkflowRef names executions by workflow id.
@@ -279,6 +333,8 @@ type Writes struct {
 	// RepointClaims moves claims taken for a fresh execution to the
 	// existing execution a start resolved to instead.
 	RepointClaims map[ClaimRef]string
+	// DeleteClaims rolls back claims taken by starts that were refused.
+	DeleteClaims []ClaimRef
 	// Outbox rows get their ids filled in.
 	Outbox []*OutboxMsg
 	// PublishedOutbox are rows of earlier batches, published since.
@@ -315,6 +371,9 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 	for ref, id := range w.RepointClaims {
 		b.Queue(`UPDATE start_claims SET execution_id = $3 WHERE workflow_name = $1 AND idempotency_key = $2`,
 			ref.WorkflowName, ref.IdempotencyKey, id)
+	}
+	for _, ref := range w.DeleteClaims {
+		b.Queue(`DELETE FROM start_claims WHERE workflow_name = $1 AND idempotency_key = $2`, ref.WorkflowName, ref.IdempotencyKey)
 	}
 	if len(w.PublishedOutbox) > 0 {
 		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, w.PublishedOutbox)

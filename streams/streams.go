@@ -205,6 +205,13 @@ func OutcomeCommandID(subject string) string {
 // (Duplicate), and its Sequence is the stream sequence of the message that
 // holds the command.
 func (t *Topology) PublishCommand(ctx context.Context, shard int, cmd *wire.Command) (*jetstream.PubAck, error) {
+	return t.PublishCommandAs(ctx, shard, cmd, cmd.CommandID)
+}
+
+// PublishCommandAs is PublishCommand with an explicit Nats-Msg-Id, for
+// publishing a command again when the broker's memory of its id outlives
+// the command's meaning (a start whose idempotency claim has expired).
+func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Command, msgID string) (*jetstream.PubAck, error) {
 	data, err := json.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("encode command %s: %w", cmd.CommandID, err)
@@ -213,7 +220,7 @@ func (t *Topology) PublishCommand(ctx context.Context, shard int, cmd *wire.Comm
 	backoff := 50 * time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
-		ack, err := t.JS.Publish(actx, subject, data, jetstream.WithMsgID(cmd.CommandID), jetstream.WithExpectStream(CommandStream))
+		ack, err := t.JS.Publish(actx, subject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(CommandStream))
 		cancel()
 		if err == nil {
 			return ack, nil

@@ -35,13 +35,39 @@ const (
 
 // History event types.
 const (
-	EventWorkflowStarted   = "WorkflowStarted"
-	EventActivityScheduled = "ActivityScheduled"
-	EventActivityCompleted = "ActivityCompleted"
-	EventActivityFailed    = "ActivityFailed"
-	EventWorkflowCompleted = "WorkflowCompleted"
-	EventWorkflowFailed    = "WorkflowFailed"
+	EventWorkflowStarted    = "WorkflowStarted"
+	EventActivityScheduled  = "ActivityScheduled"
+	EventActivityCompleted  = "ActivityCompleted"
+	EventActivityFailed     = "ActivityFailed"
+	EventWorkflowCompleted  = "WorkflowCompleted"
+	EventWorkflowFailed     = "WorkflowFailed"
+	EventWorkflowTerminated = "WorkflowTerminated"
 )
+
+// Reuse policies: what a start does when an execution with its
+// (workflow_name, workflow_id) exists.
+const (
+	// ReuseAllowDuplicate returns the existing execution (the default).
+	ReuseAllowDuplicate = "allow_duplicate"
+	// ReuseAllowDuplicateFailedOnly starts anew only if the prior run
+	// Failed or was Cancelled, else returns it.
+	ReuseAllowDuplicateFailedOnly = "allow_duplicate_failed_only"
+	// ReuseRejectDuplicate refuses the start (409 workflow_id_conflict).
+	ReuseRejectDuplicate = "reject_duplicate"
+	// ReuseTerminateIfRunning terminates a running prior run and starts
+	// anew.
+	ReuseTerminateIfRunning = "terminate_if_running"
+)
+
+// ValidReusePolicy reports whether p names a reuse policy ("" is the
+// default).
+func ValidReusePolicy(p string) bool {
+	switch p {
+	case "", ReuseAllowDuplicate, ReuseAllowDuplicateFailedOnly, ReuseRejectDuplicate, ReuseTerminateIfRunning:
+		return true
+	}
+	return false
+}
 
 // DefaultTaskQueue is the task queue of a start that names none.
 const DefaultTaskQueue = "default"
@@ -66,7 +92,13 @@ type StartCommand struct {
 	Input            json.RawMessage `json:"input,omitempty"`
 	IdempotencyKey   string          `json:"idempotency_key,omitempty"`
 	TaskQueue        string          `json:"task_queue"`
-	AcceptedAt       time.Time       `json:"accepted_at"`
+	ReusePolicy      string          `json:"reuse_policy,omitempty"`
+	// Fingerprint is the SHA-256 of the canonical JSON input of a keyed
+	// start; RejectFingerprintMismatch makes a replay whose fingerprint
+	// differs from the claim's fail with idempotency_key_reused.
+	Fingerprint               string    `json:"fingerprint,omitempty"`
+	RejectFingerprintMismatch bool      `json:"reject_fingerprint_mismatch,omitempty"`
+	AcceptedAt                time.Time `json:"accepted_at"`
 }
 
 // WorkflowTaskResult returns the decisions a worker took in one workflow
@@ -150,11 +182,12 @@ type ActivityClosedAttrs struct {
 	Failure      *Failure        `json:"failure,omitempty"`
 }
 
-// WorkflowClosedAttrs are the attributes of WorkflowCompleted and
-// WorkflowFailed events.
+// WorkflowClosedAttrs are the attributes of WorkflowCompleted,
+// WorkflowFailed and WorkflowTerminated events.
 type WorkflowClosedAttrs struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Failure *Failure        `json:"failure,omitempty"`
+	Reason  string          `json:"reason,omitempty"`
 }
 
 // WorkflowTask asks a worker to replay an execution over its history and
@@ -199,8 +232,15 @@ type Outcome struct {
 	Keyed        bool   `json:"keyed,omitempty"`
 	StartedFresh bool   `json:"started_fresh,omitempty"`
 	Deduplicated bool   `json:"deduplicated,omitempty"`
-	Error        string `json:"error,omitempty"`
-	Message      string `json:"message,omitempty"`
+	// FirstSeenAt and ExpiresAt describe the idempotency claim of a keyed
+	// start.
+	FirstSeenAt *time.Time `json:"first_seen_at,omitempty"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	// Error is a machine-readable code when the command was refused, with
+	// the HTTP status that answers it.
+	Error      string `json:"error,omitempty"`
+	Message    string `json:"message,omitempty"`
+	HTTPStatus int    `json:"http_status,omitempty"`
 	// Pending marks the placeholder ingest stores for a command it
 	// accepted but whose outcome it did not see in time.
 	Pending   bool      `json:"pending,omitempty"`

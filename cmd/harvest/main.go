@@ -12,6 +12,8 @@ import (
 
 	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/devstack"
+	"github.com/harvest-engine/harvest/ingest"
+	"github.com/harvest-engine/harvest/scheduler"
 	"github.com/harvest-engine/harvest/service"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
@@ -64,9 +66,14 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			defer stop()
 			stack, err := devstack.Start(ctx, devstack.Config{
 				StateDir: stateDir, Addr: addr, NATSURL: cfg.NATSURL, NATSPort: natsPort, DatabaseURL: cfg.DatabaseURL,
-				Streams:     streams.Config{Shards: shards},
-				OutcomeWait: time.Duration(cfg.OutcomeWait),
-				Logger:      log,
+				Streams:   streams.Config{Shards: shards},
+				Scheduler: scheduler.Config{StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow)},
+				Ingest: ingest.Config{
+					OutcomeWait:            time.Duration(cfg.OutcomeWait),
+					IdempotencyFingerprint: cfg.IdempotencyFingerprint,
+					FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
+				},
+				Logger: log,
 			})
 			if err != nil {
 				return err

@@ -51,6 +51,7 @@ func run(configPath string) error {
 	}
 	api, err := ingest.New(ingest.Config{
 		Topology: top, NC: nc, DB: db, OutcomeWait: time.Duration(cfg.OutcomeWait), Logger: log,
+		IdempotencyFingerprint: cfg.IdempotencyFingerprint, FingerprintByWorkflow: cfg.FingerprintByWorkflow(),
 	})
 	if err != nil {
 		return err

@@ -118,3 +118,30 @@ func TestFailsWithoutPostgres(t *testing.T) {
 	assert.Contains(t, string(out), "--- FAIL: TestURL")
 	assert.False(t, strings.Contains(string(out), "--- SKIP"), "%s", out)
 }
+
+// TestExternalServer re-runs tests in a child process pointed at this
+// process's server through HARVEST_TEST_DATABASE_URL, and checks the child
+// cleaned up its databases there.
+func TestExternalServer(t *testing.T) {
+	if os.Getenv(pgtest.EnvDatabaseURL) != "" {
+		t.Skip("already using an external server")
+	}
+	admin := pgtest.URL(t, "postgres")
+	cmd := exec.Command(os.Args[0], "-test.run=^(TestIsolation|TestURL)$", "-test.v")
+	cmd.Env = append(os.Environ(), pgtest.EnvDatabaseURL+"="+admin)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child:\n%s", out)
+	assert.Contains(t, string(out), "--- PASS: TestIsolation")
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	// This test made no databases of its own, and runs alone.
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1 OR datname LIKE 'harvest\_test\_%'`,
+		fmt.Sprintf("harvest\\_template\\_%d\\_%%", cmd.Process.Pid))
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Empty(t, left, "child's databases should be dropped")
+}

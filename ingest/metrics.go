@@ -1,0 +1,35 @@
+package ingest
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are ingest's counters, on the registry given in Config.
+type metrics struct {
+	starts     *prometheus.CounterVec
+	duplicates *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_ingest_starts_total",
+			Help: "Start requests answered, by result: started_fresh, deduplicated, existing, accepted (202), refused.",
+		}, []string{"result"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_ingest_start_duplicates_total",
+			Help: "Duplicate starts caught, by layer: broker (PubAck.Duplicate) or claim (a replay answered from a PostgreSQL claim).",
+		}, []string{"layer"}),
+	}
+	for _, c := range []prometheus.Collector{m.starts, m.duplicates} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range []string{"started_fresh", "deduplicated", "existing", "accepted", "refused"} {
+		m.starts.WithLabelValues(r)
+	}
+	m.duplicates.WithLabelValues("broker")
+	m.duplicates.WithLabelValues("claim")
+	return m, nil
+}

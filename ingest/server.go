@@ -32,6 +32,11 @@ import (
 const (
 	DefaultOutcomeWait  = 5 * time.Second
 	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxStartDelay bounds delay and start_at.
+	DefaultMaxStartDelay = 30 * 24 * time.Hour
+	// admissionRetryAfter is the Retry-After of a start refused by a
+	// closed admission gate, in seconds.
+	admissionRetryAfter = "30"
 	maxWorkflowIDBytes  = 256
 )
 
@@ -48,6 +53,9 @@ type Config struct {
 	OutcomeWait time.Duration
 	// MaxBodyBytes caps request bodies, default 1 MiB.
 	MaxBodyBytes int64
+	// MaxStartDelay bounds how far ahead delay or start_at may put a
+	// start, default 30 days.
+	MaxStartDelay time.Duration
 	// IdempotencyFingerprint is "reject" to refuse a keyed retry whose
 	// input differs from the original's (422 idempotency_key_reused), or
 	// "ignore" (the default) to answer it with the original execution.
@@ -79,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxStartDelay == 0 {
+		c.MaxStartDelay = DefaultMaxStartDelay
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -115,12 +126,13 @@ func (c Config) Validate() error {
 
 // Server serves Harvest's HTTP API.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	waiters *outcomeWaiters
-	sub     *nats.Subscription
-	mux     *http.ServeMux
-	metrics *metrics
+	cfg       Config
+	log       *slog.Logger
+	waiters   *outcomeWaiters
+	sub       *nats.Subscription
+	mux       *http.ServeMux
+	metrics   *metrics
+	admission *admission
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -133,7 +145,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: http.NewServeMux(), metrics: m}
+	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: http.NewServeMux(), metrics: m,
+		admission: newAdmission(cfg.Topology.Admission)}
+	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/close", s.handleAdmissionClose)
+	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/open", s.handleAdmissionOpen)
+	s.mux.HandleFunc("GET /api/harvest/admission", s.handleAdmissionList)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.handleStart)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.handleGetExecution)
@@ -149,8 +165,11 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Start subscribes to command outcomes.
-func (s *Server) Start(_ context.Context) error {
+// Start subscribes to command outcomes and admission gates.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.admission.start(ctx); err != nil {
+		return err
+	}
 	sub, err := s.cfg.NC.Subscribe(streams.OutcomeSubjects, s.waiters.deliver)
 	if err != nil {
 		return fmt.Errorf("subscribe to outcomes: %w", err)
@@ -167,6 +186,10 @@ func (s *Server) Stop(_ context.Context) error {
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
 	}
+	if s.admission.stop != nil {
+		s.admission.stop()
+		s.admission.stop = nil
+	}
 	return nil
 }
 
@@ -179,6 +202,8 @@ type startRequest struct {
 	WorkflowID     *string         `json:"workflow_id"`
 	IdempotencyKey *string         `json:"idempotency_key"`
 	ReusePolicy    string          `json:"reuse_policy"`
+	Delay          *string         `json:"delay"`
+	StartAt        *string         `json:"start_at"`
 }
 
 // startResponse answers a start.
@@ -201,8 +226,9 @@ type acceptedResponse struct {
 // rejection is an answer that refuses a start, unless the start is a
 // replay of a committed keyed start.
 type rejection struct {
-	status int
-	body   apiError
+	status     int
+	body       apiError
+	retryAfter string
 }
 
 func reject(status int, code, field, message string) *rejection {
@@ -214,6 +240,7 @@ type parsedStart struct {
 	name       string
 	key        string
 	workflowID string
+	startAt    *time.Time
 	req        startRequest
 }
 
@@ -267,10 +294,54 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 		return p, nil, reject(http.StatusBadRequest, "invalid_reuse_policy", "reuse_policy",
 			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", p.req.ReusePolicy))
 	}
+	if p.startAt, rej = s.parseSchedule(p.req); rej != nil {
+		return p, nil, rej
+	}
 	if len(p.req.Input) == 0 {
 		p.req.Input = nil
 	}
+	if g, closed := s.admission.blocked(p.name); closed {
+		rej := reject(http.StatusServiceUnavailable, "admission_blocked", "",
+			fmt.Sprintf("starts of %s are paused since %s: %s", p.name, g.ClosedAt.Format(time.RFC3339), g.Reason))
+		rej.retryAfter = admissionRetryAfter
+		return p, nil, rej
+	}
 	return p, nil, nil
+}
+
+// parseSchedule reads delay or start_at into the time the first workflow
+// task may run; nil means now.
+func (s *Server) parseSchedule(req startRequest) (*time.Time, *rejection) {
+	now := time.Now().UTC()
+	limit := now.Add(s.cfg.MaxStartDelay)
+	switch {
+	case req.Delay != nil && req.StartAt != nil:
+		return nil, reject(http.StatusBadRequest, "invalid_schedule", "delay", "give delay or start_at, not both")
+	case req.Delay != nil:
+		d, err := time.ParseDuration(*req.Delay)
+		if err != nil {
+			return nil, reject(http.StatusBadRequest, "invalid_delay", "delay", fmt.Sprintf("delay %q: want a duration such as \"10s\" or \"1h30m\"", *req.Delay))
+		}
+		if d < 0 {
+			return nil, reject(http.StatusBadRequest, "invalid_delay", "delay", fmt.Sprintf("delay %s is negative", d))
+		}
+		if d > s.cfg.MaxStartDelay {
+			return nil, reject(http.StatusBadRequest, "invalid_delay", "delay", fmt.Sprintf("delay %s is beyond the maximum of %s", d, s.cfg.MaxStartDelay))
+		}
+		at := now.Add(d)
+		return &at, nil
+	case req.StartAt != nil:
+		at, err := time.Parse(time.RFC3339Nano, *req.StartAt)
+		if err != nil {
+			return nil, reject(http.StatusBadRequest, "invalid_start_at", "start_at", fmt.Sprintf("start_at %q: want an RFC 3339 time such as \"2026-12-24T18:00:00Z\"", *req.StartAt))
+		}
+		if at.After(limit) {
+			return nil, reject(http.StatusBadRequest, "invalid_start_at", "start_at", fmt.Sprintf("start_at %s is beyond the maximum of %s ahead", at.Format(time.RFC3339), s.cfg.MaxStartDelay))
+		}
+		at = at.UTC()
+		return &at, nil
+	}
+	return nil, nil
 }
 
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
@@ -292,7 +363,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	}
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: p.name, WorkflowID: p.workflowID, WorkflowIDMinted: minted, Input: p.req.Input,
-		TaskQueue: wire.DefaultTaskQueue, ReusePolicy: p.req.ReusePolicy, AcceptedAt: time.Now().UTC(),
+		TaskQueue: wire.DefaultTaskQueue, ReusePolicy: p.req.ReusePolicy, StartAt: p.startAt, AcceptedAt: time.Now().UTC(),
 	}}
 	if p.key != "" {
 		cmd.CommandID = dedup.StartCommandID(p.name, p.key)
@@ -416,6 +487,9 @@ func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsed
 		}
 	}
 	s.metrics.starts.WithLabelValues("refused").Inc()
+	if rej.retryAfter != "" {
+		w.Header().Set("Retry-After", rej.retryAfter)
+	}
 	writeJSON(w, rej.status, rej.body)
 }
 

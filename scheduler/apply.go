@@ -238,8 +238,14 @@ func (b *batch) start(c seqCommand) {
 	b.writes.NewExecutions = append(b.writes.NewExecutions, e)
 	b.appendEvent(e, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{
 		WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID, Input: s.Input, IdempotencyKey: s.IdempotencyKey, TaskQueue: s.TaskQueue,
+		StartAt: s.StartAt,
 	})
-	b.needWorkflowTask(e)
+	if s.StartAt != nil && s.StartAt.After(b.now) {
+		// A delayed start: its first workflow task waits on a durable timer.
+		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: id, Kind: store.TimerStart, FireAt: *s.StartAt, Attrs: json.RawMessage(`{}`)})
+	} else {
+		b.needWorkflowTask(e)
+	}
 	b.outcome(out, e, true, false)
 }
 
@@ -448,4 +454,42 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx pgx.Tx) error {
 		})
 	}
 	return nil
+}
+
+// fireTimers applies due timers in tx: each start timer asks for its
+// execution's first workflow task.
+func fireTimers(ctx context.Context, tx pgx.Tx, shard int, applied int64, timers []store.Timer, log *slog.Logger) (*store.Writes, error) {
+	b := &batch{
+		shard: shard, now: time.Now().UTC(), log: log,
+		newExecs: map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
+	}
+	b.writes.Shard, b.writes.AppliedSeq = shard, applied
+	ids := make([]string, 0, len(timers))
+	for _, tm := range timers {
+		ids = append(ids, tm.ExecutionID)
+		b.writes.FiredTimers = append(b.writes.FiredTimers, tm.ID)
+	}
+	var err error
+	if b.execs, err = store.LoadExecutions(ctx, tx, ids); err != nil {
+		return nil, err
+	}
+	for _, tm := range timers {
+		e := b.execs[tm.ExecutionID]
+		if e == nil || e.Status != wire.StatusRunning {
+			continue
+		}
+		switch tm.Kind {
+		case store.TimerStart:
+			b.needWorkflowTask(e)
+		default:
+			log.Warn("dropping timer of unknown kind", "execution_id", tm.ExecutionID, "kind", tm.Kind)
+		}
+	}
+	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
+		return nil, err
+	}
+	for id := range b.changed {
+		b.writes.UpdatedExecutions = append(b.writes.UpdatedExecutions, b.execs[id])
+	}
+	return &b.writes, nil
 }

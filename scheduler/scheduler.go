@@ -433,6 +433,11 @@ func (r *runner) session() error {
 		return fmt.Errorf("consume %s: %w", name, err)
 	}
 	defer cc.Stop()
+	timers := newTimerAlarm()
+	defer timers.stop()
+	if err := r.rearm(ctx, timers); err != nil {
+		return err
+	}
 	for {
 		var first jetstream.Msg
 		select {
@@ -440,6 +445,14 @@ func (r *runner) session() error {
 			return nil
 		case err := <-consumeErr:
 			return fmt.Errorf("consumer %s: %w", name, err)
+		case <-timers.c():
+			if err := r.fireDueTimers(ctx); err != nil {
+				return err
+			}
+			if err := r.rearm(ctx, timers); err != nil {
+				return err
+			}
+			continue
 		case first = <-msgs:
 		}
 		batch := []jetstream.Msg{first}
@@ -452,20 +465,103 @@ func (r *runner) session() error {
 				break drain
 			}
 		}
-		if err := r.applyBatch(ctx, batch); err != nil {
+		writes, err := r.applyBatch(ctx, batch)
+		if err != nil {
 			return err
+		}
+		for _, tm := range writes.NewTimers {
+			timers.arm(tm.FireAt)
+		}
+	}
+}
+
+// timerAlarm wakes the shard loop when its earliest durable timer is due.
+type timerAlarm struct {
+	t     *time.Timer
+	armed time.Time
+}
+
+func newTimerAlarm() *timerAlarm {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &timerAlarm{t: t}
+}
+
+func (a *timerAlarm) c() <-chan time.Time { return a.t.C }
+
+// arm sets the alarm for at, unless it is set for earlier already.
+func (a *timerAlarm) arm(at time.Time) {
+	if !a.armed.IsZero() && !at.Before(a.armed) {
+		return
+	}
+	a.armed = at
+	a.t.Reset(max(time.Until(at), 0))
+}
+
+func (a *timerAlarm) reset() {
+	a.t.Stop()
+	a.armed = time.Time{}
+}
+
+func (a *timerAlarm) stop() { a.t.Stop() }
+
+// rearm sets the alarm for the shard's earliest timer.
+func (r *runner) rearm(ctx context.Context, a *timerAlarm) error {
+	a.reset()
+	at, ok, err := store.NextTimer(ctx, r.s.cfg.DB, r.lease.Shard)
+	if err != nil {
+		return err
+	}
+	if ok {
+		a.arm(at)
+	}
+	return nil
+}
+
+// fireDueTimers applies the shard's due timers, a bounded batch per
+// transaction, then publishes what they produced.
+func (r *runner) fireDueTimers(ctx context.Context) error {
+	const limit = 256
+	for {
+		var writes *store.Writes
+		var fired int
+		err := pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
+			applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
+			if err != nil {
+				return err
+			}
+			due, err := store.DueTimers(ctx, tx, r.lease.Shard, time.Now(), limit)
+			if err != nil || len(due) == 0 {
+				return err
+			}
+			fired = len(due)
+			if writes, err = fireTimers(ctx, tx, r.lease.Shard, applied, due, r.log); err != nil {
+				return err
+			}
+			return store.Write(ctx, tx, writes)
+		})
+		if err != nil {
+			return fmt.Errorf("fire timers: %w", err)
+		}
+		if writes != nil {
+			if err := r.publish(ctx, writes.Outbox); err != nil {
+				return err
+			}
+		}
+		if fired < limit {
+			return nil
 		}
 	}
 }
 
 // applyBatch applies msgs in one transaction, acknowledges them, then
 // publishes the outbox rows the transaction wrote.
-func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) error {
+func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.Writes, error) {
 	cmds := make([]seqCommand, 0, len(msgs))
 	for _, m := range msgs {
 		meta, err := m.Metadata()
 		if err != nil {
-			return fmt.Errorf("command metadata: %w", err)
+			return nil, fmt.Errorf("command metadata: %w", err)
 		}
 		var c wire.Command
 		if err := json.Unmarshal(m.Data(), &c); err != nil || !validCommand(&c) {
@@ -493,14 +589,14 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) error {
 		return store.Write(ctx, tx, writes)
 	})
 	if err != nil {
-		return fmt.Errorf("apply batch of %d commands: %w", len(msgs), err)
+		return nil, fmt.Errorf("apply batch of %d commands: %w", len(msgs), err)
 	}
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
 			r.log.Warn("ack command", "err", err)
 		}
 	}
-	return r.publish(ctx, writes.Outbox)
+	return writes, r.publish(ctx, writes.Outbox)
 }
 
 func validCommand(c *wire.Command) bool {

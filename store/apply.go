@@ -335,6 +335,9 @@ type Writes struct {
 	RepointClaims map[ClaimRef]string
 	// DeleteClaims rolls back claims taken by starts that were refused.
 	DeleteClaims []ClaimRef
+	// NewTimers are durable timers to set; FiredTimers those to delete.
+	NewTimers   []Timer
+	FiredTimers []int64
 	// Outbox rows get their ids filled in.
 	Outbox []*OutboxMsg
 	// PublishedOutbox are rows of earlier batches, published since.
@@ -371,6 +374,13 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 	for ref, id := range w.RepointClaims {
 		b.Queue(`UPDATE start_claims SET execution_id = $3 WHERE workflow_name = $1 AND idempotency_key = $2`,
 			ref.WorkflowName, ref.IdempotencyKey, id)
+	}
+	for _, tm := range w.NewTimers {
+		b.Queue(`INSERT INTO timers (shard, execution_id, kind, fire_at, attrs) VALUES ($1, $2, $3, $4, $5)`,
+			w.Shard, tm.ExecutionID, tm.Kind, tm.FireAt, tm.Attrs)
+	}
+	if len(w.FiredTimers) > 0 {
+		b.Queue(`DELETE FROM timers WHERE timer_id = ANY($1)`, w.FiredTimers)
 	}
 	for _, ref := range w.DeleteClaims {
 		b.Queue(`DELETE FROM start_claims WHERE workflow_name = $1 AND idempotency_key = $2`, ref.WorkflowName, ref.IdempotencyKey)
@@ -413,4 +423,47 @@ func DeleteOutbox(ctx context.Context, db DBTX, ids []int64) error {
 		return fmt.Errorf("delete %d outbox rows: %w", len(ids), err)
 	}
 	return nil
+}
+
+// Timer kinds.
+const (
+	// TimerStart fires the first workflow task of a delayed start.
+	TimerStart = "start"
+)
+
+// Timer is a durable timer of one execution.
+type Timer struct {
+	ID          int64
+	ExecutionID string
+	Kind        string
+	FireAt      time.Time
+	Attrs       json.RawMessage
+}
+
+// DueTimers locks up to limit of the shard's timers that are due at now.
+func DueTimers(ctx context.Context, tx pgx.Tx, shard int, now time.Time, limit int) ([]Timer, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT timer_id, execution_id::text, kind, fire_at, attrs FROM timers
+		WHERE shard = $1 AND fire_at <= $2 ORDER BY fire_at LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("due timers of shard %d: %w", shard, err)
+	}
+	timers, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Timer])
+	if err != nil {
+		return nil, fmt.Errorf("due timers of shard %d: %w", shard, err)
+	}
+	return timers, nil
+}
+
+// NextTimer is when the shard's earliest timer fires; ok is false when it
+// has none.
+func NextTimer(ctx context.Context, db DBTX, shard int) (at time.Time, ok bool, err error) {
+	var next *time.Time
+	if err := db.QueryRow(ctx, `SELECT min(fire_at) FROM timers WHERE shard = $1`, shard).Scan(&next); err != nil {
+		return at, false, fmt.Errorf("next timer of shard %d: %w", shard, err)
+	}
+	if next == nil {
+		return at, false, nil
+	}
+	return *next, true, nil
 }

@@ -23,6 +23,8 @@ const (
 	CommandStream = "HARVEST_CMD"
 	TaskStream    = "HARVEST_TASK"
 	OutcomeBucket = "HARVEST_OUTCOMES"
+	// AdmissionBucket holds the closed admission gates, by workflow name.
+	AdmissionBucket = "HARVEST_ADMISSION"
 
 	commandSubjects = "harvest.cmd.>"
 	taskSubjects    = "harvest.task.>"
@@ -93,9 +95,10 @@ func (c Config) Validate() error {
 // Topology is the declared set of streams and the bucket, with the
 // configuration they were declared with.
 type Topology struct {
-	JS       jetstream.JetStream
-	Outcomes jetstream.KeyValue
-	shards   int
+	JS        jetstream.JetStream
+	Outcomes  jetstream.KeyValue
+	Admission jetstream.KeyValue
+	shards    int
 }
 
 // Declare creates or updates the command stream, the task stream and the
@@ -156,7 +159,17 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err != nil {
 		return nil, fmt.Errorf("declare bucket %s: %w", OutcomeBucket, err)
 	}
-	return &Topology{JS: js, Outcomes: kv, shards: cfg.Shards}, nil
+	adm, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      AdmissionBucket,
+		Description: "Harvest admission gates: closed workflows and why",
+		History:     1,
+		Storage:     storage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare bucket %s: %w", AdmissionBucket, err)
+	}
+	return &Topology{JS: js, Outcomes: kv, Admission: adm, shards: cfg.Shards}, nil
 }
 
 // Shards is the number of logical shards.

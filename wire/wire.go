@@ -93,6 +93,8 @@ type StartCommand struct {
 	IdempotencyKey   string          `json:"idempotency_key,omitempty"`
 	TaskQueue        string          `json:"task_queue"`
 	ReusePolicy      string          `json:"reuse_policy,omitempty"`
+	// StartAt delays the first workflow task of a fresh start.
+	StartAt *time.Time `json:"start_at,omitempty"`
 	// Fingerprint is the SHA-256 of the canonical JSON input of a keyed
 	// start; RejectFingerprintMismatch makes a replay whose fingerprint
 	// differs from the claim's fail with idempotency_key_reused.
@@ -162,6 +164,7 @@ type WorkflowStartedAttrs struct {
 	Input          json.RawMessage `json:"input,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	TaskQueue      string          `json:"task_queue"`
+	StartAt        *time.Time      `json:"start_at,omitempty"`
 }
 
 // ActivityScheduledAttrs are the attributes of an ActivityScheduled event.

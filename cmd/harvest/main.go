@@ -33,7 +33,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDev(), newMigrate())
+	root.AddCommand(newDev(), newMigrate(), newAdmission())
 	return root
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/schema"
 	"github.com/harvest-engine/harvest/streams"
 	"github.com/harvest-engine/harvest/wire"
 )
@@ -99,6 +100,7 @@ type Worker struct {
 
 	mu         sync.Mutex
 	workflows  map[string]workflowFunc
+	schemas    map[string]*schema.Schema
 	activities map[string]activityFunc
 	regErrs    []error
 	started    bool
@@ -113,7 +115,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg = cfg.withDefaults()
 	return &Worker{
 		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
-		workflows: map[string]workflowFunc{}, activities: map[string]activityFunc{},
+		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
 	}, nil
 }
 
@@ -131,13 +133,42 @@ func (w *Worker) register(kind, name string, add func()) {
 	add()
 }
 
+// WorkflowOption tunes a workflow's registration.
+type WorkflowOption func(*workflowOptions)
+
+type workflowOptions struct {
+	inputSchema []byte
+}
+
+// WithInputSchema declares the JSON Schema the workflow's input must
+// match. The worker publishes it when it starts; ingest then refuses a
+// fresh start whose input does not match (422 input_invalid, with each
+// violation's field path). A keyed replay of a committed start is never
+// refused.
+func WithInputSchema(jsonSchema []byte) WorkflowOption {
+	return func(o *workflowOptions) { o.inputSchema = jsonSchema }
+}
+
 // RegisterWorkflow registers fn as the workflow name. Input and output
-// travel as JSON. Errors (a bad or duplicate name) are reported by Start.
-func RegisterWorkflow[In, Out any](w *Worker, name string, fn func(ctx *WorkflowContext, input In) (Out, error)) {
+// travel as JSON. Errors (a bad or duplicate name, a schema that does not
+// compile) are reported by Start.
+func RegisterWorkflow[In, Out any](w *Worker, name string, fn func(ctx *WorkflowContext, input In) (Out, error), opts ...WorkflowOption) {
+	var o workflowOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	w.register("workflow", name, func() {
 		if _, dup := w.workflows[name]; dup {
 			w.regErrs = append(w.regErrs, fmt.Errorf("register workflow %q: already registered", name))
 			return
+		}
+		if o.inputSchema != nil {
+			sch, err := schema.Compile(name, o.inputSchema)
+			if err != nil {
+				w.regErrs = append(w.regErrs, fmt.Errorf("register workflow %q: %w", name, err))
+				return
+			}
+			w.schemas[name] = sch
 		}
 		w.workflows[name] = func(ctx *WorkflowContext, raw json.RawMessage) (any, error) {
 			in, err := decodeInput[In](raw)
@@ -176,6 +207,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if err := errors.Join(w.regErrs...); err != nil {
 		return err
+	}
+	for name, sch := range w.schemas {
+		if _, err := w.cfg.Topology.Schemas.Put(ctx, name, sch.Raw()); err != nil {
+			return fmt.Errorf("publish input schema of %q: %w", name, err)
+		}
 	}
 	w.started = true
 	js := w.cfg.Topology.JS

@@ -125,7 +125,7 @@ func TestReusePolicies(t *testing.T) {
 	kept := start(t, s, "charge", "", `{`+chargeInput+`, "workflow_id": "r1", "reuse_policy": "allow_duplicate_failed_only"}`)
 	require.Equal(t, 200, kept.status)
 	require.Equal(t, first.body["execution_id"], kept.body["execution_id"])
-	failing := start(t, s, "charge", "", `{"input": {"amount_cents": 0, "customer_id": "c"}, "workflow_id": "f1"}`)
+	failing := start(t, s, "charge", "", `{"input": {"amount_cents": 100, "customer_id": "cus_declined"}, "workflow_id": "f1"}`)
 	require.Equal(t, 201, failing.status)
 	eventually(t, 30*time.Second, "the charge to fail", func() bool {
 		e := call(t, "GET", s.URL()+"/api/harvest/executions/"+failing.body["execution_id"].(string), nil, "")
@@ -238,8 +238,8 @@ func TestFingerprintChecking(t *testing.T) {
 
 	// A per-workflow setting overrides the deployment's.
 	mixed := startStack(t, devstack.Config{Ingest: ingest.Config{FingerprintByWorkflow: map[string]string{"charge": ingest.FingerprintReject}}})
-	require.Equal(t, 201, start(t, mixed, "charge", "k", `{"input": 1}`).status)
-	require.Equal(t, 422, start(t, mixed, "charge", "k", `{"input": 2}`).status)
+	require.Equal(t, 201, start(t, mixed, "charge", "k", `{"input": {"amount_cents": 1, "customer_id": "c"}}`).status)
+	require.Equal(t, 422, start(t, mixed, "charge", "k", `{"input": {"amount_cents": 2, "customer_id": "c"}}`).status)
 	require.Equal(t, 201, start(t, mixed, "onboarding", "k", `{"input": {"user_id": 1}}`).status)
 	require.Equal(t, 200, start(t, mixed, "onboarding", "k", `{"input": {"user_id": 2}}`).status)
 }
@@ -260,4 +260,31 @@ func TestDedupeMetrics(t *testing.T) {
 	require.Contains(t, text, `harvest_ingest_start_duplicates_total{layer="claim"} 1`)
 	require.Contains(t, text, `harvest_ingest_starts_total{result="started_fresh"} 1`)
 	require.Contains(t, text, `harvest_ingest_starts_total{result="deduplicated"} 2`)
+}
+
+func TestInputSchemaValidation(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, devstack.Config{})
+	bad := start(t, s, "charge", "", `{"input": {"amount_cents": 0, "customer_id": ""}}`)
+	require.Equal(t, 422, bad.status, bad.body)
+	require.Equal(t, "input_invalid", bad.body["error"])
+	fields := map[string]bool{}
+	for _, v := range bad.body["violations"].([]any) {
+		fields[v.(map[string]any)["field"].(string)] = true
+	}
+	require.Equal(t, map[string]bool{"/amount_cents": true, "/customer_id": true}, fields)
+	missing := start(t, s, "charge", "", `{}`)
+	require.Equal(t, 422, missing.status)
+
+	// A committed keyed start's retry skips the check, whatever its input.
+	ok := start(t, s, "charge", "k-schema", `{`+chargeInput+`}`)
+	require.Equal(t, 201, ok.status)
+	replay := start(t, s, "charge", "k-schema", `{"input": {"amount_cents": "lots"}}`)
+	require.Equal(t, 200, replay.status, replay.body)
+	require.Equal(t, ok.body["execution_id"], replay.body["execution_id"])
+	// A fresh key with bad input is refused, and nothing is claimed.
+	require.Equal(t, 422, start(t, s, "charge", "k-schema-2", `{"input": {"amount_cents": "lots"}}`).status)
+	require.Zero(t, dbCount(t, s, `SELECT count(*) FROM start_claims WHERE idempotency_key = 'k-schema-2'`))
+	// Workflows without a schema take any input.
+	require.Equal(t, 201, start(t, s, "onboarding", "", `{"input": "anything"}`).status)
 }

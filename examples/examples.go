@@ -90,6 +90,17 @@ type ChargeInput struct {
 	CustomerID  string `json:"customer_id"`
 }
 
+// ChargeInputSchema is the JSON Schema of charge's input.
+const ChargeInputSchema = `{
+	"$schema": "https://json-schema.org/draft/2020-12/schema",
+	"type": "object",
+	"required": ["amount_cents", "customer_id"],
+	"properties": {
+		"amount_cents": {"type": "integer", "minimum": 1},
+		"customer_id": {"type": "string", "minLength": 1}
+	}
+}`
+
 // ChargeResult is the result of charge.
 type ChargeResult struct {
 	ChargeID string `json:"charge_id"`
@@ -98,7 +109,7 @@ type ChargeResult struct {
 // Register registers the example workflows and activities on w.
 func Register(w *harvest.Worker, svc *Services) {
 	harvest.RegisterWorkflow(w, WorkflowOnboarding, Onboarding)
-	harvest.RegisterWorkflow(w, WorkflowCharge, ChargeWorkflow)
+	harvest.RegisterWorkflow(w, WorkflowCharge, ChargeWorkflow, harvest.WithInputSchema([]byte(ChargeInputSchema)))
 
 	harvest.RegisterActivity(w, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
 		key := ctx.IdempotencyKey().Subkey("db")
@@ -110,7 +121,7 @@ func Register(w *harvest.Worker, svc *Services) {
 	})
 	harvest.RegisterActivity(w, ActivityChargeCard, func(ctx *harvest.ActivityContext, in ChargeInput) (ChargeResult, error) {
 		c, err := svc.Payments.CreateCharge(ctx, ctx.IdempotencyKey().String(), in.AmountCents, in.CustomerID)
-		if errors.Is(err, fakepay.ErrInvalidRequest) || errors.Is(err, fakepay.ErrKeyReused) {
+		if errors.Is(err, fakepay.ErrInvalidRequest) || errors.Is(err, fakepay.ErrKeyReused) || errors.Is(err, fakepay.ErrDeclined) {
 			return ChargeResult{}, harvest.NonRetryable(err)
 		}
 		if err != nil {

@@ -3,6 +3,8 @@ package ingest
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/harvest-engine/harvest/schema"
 )
 
 // apiError is the JSON body of every error answer.
@@ -11,6 +13,8 @@ type apiError struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 	Limit   int64  `json:"limit,omitempty"`
+	// Violations lists what is wrong with an input that fails its schema.
+	Violations []schema.Violation `json:"violations,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/schema"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
 	"github.com/harvest-engine/harvest/wire"
@@ -132,7 +133,8 @@ type Server struct {
 	sub       *nats.Subscription
 	mux       *http.ServeMux
 	metrics   *metrics
-	admission *admission
+	admission *mirror[gate]
+	schemas   *mirror[*schema.Schema]
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -146,7 +148,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: http.NewServeMux(), metrics: m,
-		admission: newAdmission(cfg.Topology.Admission)}
+		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
+		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile)}
 	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/close", s.handleAdmissionClose)
 	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/open", s.handleAdmissionOpen)
 	s.mux.HandleFunc("GET /api/harvest/admission", s.handleAdmissionList)
@@ -170,6 +173,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.admission.start(ctx); err != nil {
 		return err
 	}
+	if err := s.schemas.start(ctx); err != nil {
+		s.admission.close()
+		return err
+	}
 	sub, err := s.cfg.NC.Subscribe(streams.OutcomeSubjects, s.waiters.deliver)
 	if err != nil {
 		return fmt.Errorf("subscribe to outcomes: %w", err)
@@ -186,10 +193,8 @@ func (s *Server) Stop(_ context.Context) error {
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
 	}
-	if s.admission.stop != nil {
-		s.admission.stop()
-		s.admission.stop = nil
-	}
+	s.admission.close()
+	s.schemas.close()
 	return nil
 }
 
@@ -300,7 +305,15 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 	if len(p.req.Input) == 0 {
 		p.req.Input = nil
 	}
-	if g, closed := s.admission.blocked(p.name); closed {
+	if sch, ok := s.schemas.get(p.name); ok {
+		if violations := sch.Validate(p.req.Input); len(violations) > 0 {
+			rej := reject(http.StatusUnprocessableEntity, "input_invalid", "input",
+				fmt.Sprintf("input does not match the schema of %s: %s at %q", p.name, violations[0].Message, violations[0].Field))
+			rej.body.Violations = violations
+			return p, nil, rej
+		}
+	}
+	if g, closed := s.admission.get(p.name); closed {
 		rej := reject(http.StatusServiceUnavailable, "admission_blocked", "",
 			fmt.Sprintf("starts of %s are paused since %s: %s", p.name, g.ClosedAt.Format(time.RFC3339), g.Reason))
 		rej.retryAfter = admissionRetryAfter

@@ -25,6 +25,9 @@ const (
 	OutcomeBucket = "HARVEST_OUTCOMES"
 	// AdmissionBucket holds the closed admission gates, by workflow name.
 	AdmissionBucket = "HARVEST_ADMISSION"
+	// SchemaBucket holds the input JSON Schemas workers register, by
+	// workflow name.
+	SchemaBucket = "HARVEST_SCHEMAS"
 
 	commandSubjects = "harvest.cmd.>"
 	taskSubjects    = "harvest.task.>"
@@ -98,6 +101,7 @@ type Topology struct {
 	JS        jetstream.JetStream
 	Outcomes  jetstream.KeyValue
 	Admission jetstream.KeyValue
+	Schemas   jetstream.KeyValue
 	shards    int
 }
 
@@ -169,7 +173,17 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err != nil {
 		return nil, fmt.Errorf("declare bucket %s: %w", AdmissionBucket, err)
 	}
-	return &Topology{JS: js, Outcomes: kv, Admission: adm, shards: cfg.Shards}, nil
+	schemas, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      SchemaBucket,
+		Description: "Harvest workflow input JSON Schemas, registered by workers",
+		History:     1,
+		Storage:     storage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare bucket %s: %w", SchemaBucket, err)
+	}
+	return &Topology{JS: js, Outcomes: kv, Admission: adm, Schemas: schemas, shards: cfg.Shards}, nil
 }
 
 // Shards is the number of logical shards.

@@ -18,6 +18,13 @@ import (
 // different parameters.
 var ErrKeyReused = errors.New("idempotency key reused with different parameters")
 
+// DeclinedCustomer is a customer whose card is always declined, as a
+// provider's test card would be.
+const DeclinedCustomer = "cus_declined"
+
+// ErrDeclined is returned when the card is declined.
+var ErrDeclined = errors.New("card declined")
+
 // ErrInvalidRequest is returned for a request no retry can fix.
 var ErrInvalidRequest = errors.New("invalid charge request")
 
@@ -48,6 +55,9 @@ func (p *Provider) CreateCharge(ctx context.Context, idempotencyKey string, amou
 	}
 	if amountCents <= 0 || customerID == "" {
 		return Charge{}, fmt.Errorf("%w: amount_cents must be positive and customer_id set", ErrInvalidRequest)
+	}
+	if customerID == DeclinedCustomer {
+		return Charge{}, fmt.Errorf("customer %s: %w", customerID, ErrDeclined)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -122,6 +123,7 @@ func TestKilledSchedulerAndWorkerLoseNothing(t *testing.T) {
 	api, err := ingest.New(ingest.Config{Topology: top, NC: nc, DB: db, OutcomeWait: 2 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, api.Start(ctx))
+	t.Cleanup(func() { _ = api.Stop(context.Background()) })
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 

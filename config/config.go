@@ -61,6 +61,9 @@ type Config struct {
 	// (default) to answer it with the original execution
 	// (HARVEST_IDEMPOTENCY_FINGERPRINT).
 	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
+	// CallbackAllowHosts are host names or CIDRs that completion callbacks
+	// may target although they are not public addresses.
+	CallbackAllowHosts []string `yaml:"callback_allow_hosts"`
 	// Workflows holds per-workflow settings.
 	Workflows map[string]WorkflowConfig `yaml:"workflows"`
 	// LogLevel is debug, info, warn or error (HARVEST_LOG_LEVEL), default

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/harvest-engine/harvest/callback"
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/schema"
 	"github.com/harvest-engine/harvest/store"
@@ -57,6 +58,9 @@ type Config struct {
 	// MaxStartDelay bounds how far ahead delay or start_at may put a
 	// start, default 30 days.
 	MaxStartDelay time.Duration
+	// CallbackPolicy decides which completion_callback targets are
+	// accepted: public addresses only, unless allow-listed.
+	CallbackPolicy callback.Policy
 	// IdempotencyFingerprint is "reject" to refuse a keyed retry whose
 	// input differs from the original's (422 idempotency_key_reused), or
 	// "ignore" (the default) to answer it with the original execution.
@@ -209,6 +213,9 @@ type startRequest struct {
 	ReusePolicy    string          `json:"reuse_policy"`
 	Delay          *string         `json:"delay"`
 	StartAt        *string         `json:"start_at"`
+	// CompletionCallback is an http(s) URL the outcome is POSTed to when
+	// the execution closes.
+	CompletionCallback *string `json:"completion_callback"`
 }
 
 // startResponse answers a start.
@@ -305,6 +312,11 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 	if len(p.req.Input) == 0 {
 		p.req.Input = nil
 	}
+	if p.req.CompletionCallback != nil {
+		if rej := s.checkCallback(r.Context(), *p.req.CompletionCallback); rej != nil {
+			return p, nil, rej
+		}
+	}
 	if sch, ok := s.schemas.get(p.name); ok {
 		if violations := sch.Validate(p.req.Input); len(violations) > 0 {
 			rej := reject(http.StatusUnprocessableEntity, "input_invalid", "input",
@@ -320,6 +332,25 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 		return p, nil, rej
 	}
 	return p, nil, nil
+}
+
+// checkCallback vets a completion_callback target: it must resolve to
+// public addresses unless its host is allow-listed.
+func (s *Server) checkCallback(ctx context.Context, target string) *rejection {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := s.cfg.CallbackPolicy.Validate(ctx, target)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, callback.ErrRejected):
+		return reject(http.StatusUnprocessableEntity, "callback_rejected", "completion_callback", err.Error())
+	default:
+		rej := reject(http.StatusServiceUnavailable, "callback_unverifiable", "completion_callback",
+			fmt.Sprintf("could not check the completion_callback target; retry: %v", err))
+		rej.retryAfter = "5"
+		return rej
+	}
 }
 
 // parseSchedule reads delay or start_at into the time the first workflow
@@ -378,6 +409,9 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		WorkflowName: p.name, WorkflowID: p.workflowID, WorkflowIDMinted: minted, Input: p.req.Input,
 		TaskQueue: wire.DefaultTaskQueue, ReusePolicy: p.req.ReusePolicy, StartAt: p.startAt, AcceptedAt: time.Now().UTC(),
 	}}
+	if p.req.CompletionCallback != nil {
+		cmd.Start.CompletionCallback = *p.req.CompletionCallback
+	}
 	if p.key != "" {
 		cmd.CommandID = dedup.StartCommandID(p.name, p.key)
 		cmd.Start.IdempotencyKey = p.key

@@ -232,6 +232,10 @@ func (b *batch) start(c seqCommand) {
 		e.IdempotencyKey = &key
 		b.claimExec[ref] = e
 	}
+	if s.CompletionCallback != "" {
+		cb := s.CompletionCallback
+		e.CompletionCallback = &cb
+	}
 	b.execs[id] = e
 	b.newExecs[id] = true
 	b.byWorkflow[wref] = e
@@ -348,11 +352,11 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 				MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, d.ActivityID, 1), Payload: data,
 			})
 		case wire.DecisionCompleteWorkflow:
-			b.close(e, wire.StatusCompleted, wire.EventWorkflowCompleted, wire.WorkflowClosedAttrs{Result: d.Result})
 			e.Result = d.Result
+			b.close(e, wire.StatusCompleted, wire.EventWorkflowCompleted, wire.WorkflowClosedAttrs{Result: d.Result})
 		case wire.DecisionFailWorkflow:
-			b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: d.Failure})
 			e.Error, _ = json.Marshal(d.Failure)
+			b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: d.Failure})
 		default:
 			b.log.Warn("ignoring unknown decision", "execution_id", e.ExecutionID, "decision", d.Type)
 		}
@@ -368,6 +372,31 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 	now := b.now
 	e.ClosedAt = &now
 	b.appendEvent(e, event, attrs)
+	if e.CompletionCallback != nil {
+		payload, _ := json.Marshal(CallbackPayload{
+			ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: status,
+			Result: orNull(e.Result), Error: orNull(e.Error), ClosedAt: now,
+		})
+		b.writes.Callbacks = append(b.writes.Callbacks, store.CallbackDelivery{ExecutionID: e.ExecutionID, URL: *e.CompletionCallback, Payload: payload})
+	}
+}
+
+// CallbackPayload is the body of a completion callback.
+type CallbackPayload struct {
+	ExecutionID  string          `json:"execution_id"`
+	WorkflowName string          `json:"workflow_name"`
+	WorkflowID   string          `json:"workflow_id"`
+	Status       string          `json:"status"`
+	Result       json.RawMessage `json:"result"`
+	Error        json.RawMessage `json:"error"`
+	ClosedAt     time.Time       `json:"closed_at"`
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
 }
 
 func (b *batch) activityResult(r *wire.ActivityResult) {

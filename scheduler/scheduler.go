@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
 
+	"github.com/harvest-engine/harvest/callback"
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
@@ -64,7 +65,18 @@ type Config struct {
 	SweepInterval  time.Duration
 	SweepBatchSize int
 	SweepBatches   int
-	Logger         *slog.Logger
+	// CallbackPolicy re-checks completion callback targets when they are
+	// dialled (ingest checked them at start).
+	CallbackPolicy callback.Policy
+	// CallbackPollInterval paces the delivery loop, default 1 s.
+	CallbackPollInterval time.Duration
+	// CallbackMaxAttempts bounds the attempts of one delivery, default
+	// callback.DefaultMaxAttempts.
+	CallbackMaxAttempts int
+	// CallbackRetryDelay is the delay before attempt n, default
+	// callback.RetryDelay.
+	CallbackRetryDelay func(attempt int) time.Duration
+	Logger             *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -92,6 +104,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SweepBatches == 0 {
 		c.SweepBatches = 10
+	}
+	if c.CallbackPollInterval == 0 {
+		c.CallbackPollInterval = time.Second
+	}
+	if c.CallbackMaxAttempts == 0 {
+		c.CallbackMaxAttempts = callback.DefaultMaxAttempts
+	}
+	if c.CallbackRetryDelay == nil {
+		c.CallbackRetryDelay = callback.RetryDelay
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -211,6 +232,7 @@ func (s *Scheduler) leaseLoop(ctx context.Context, first chan struct{}) {
 		wg.Wait()
 	}()
 	wg.Go(func() { s.sweepLoop(ctx) })
+	wg.Go(func() { s.callbackLoop(ctx) })
 	ticker := time.NewTicker(s.cfg.LeaseTTL / 4)
 	defer ticker.Stop()
 	for {

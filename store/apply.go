@@ -31,18 +31,20 @@ type Execution struct {
 	WFTOutstanding bool
 	WFTDirty       bool
 	IdempotencyKey *string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	ClosedAt       *time.Time
+	// CompletionCallback is the URL the outcome is POSTed to on close.
+	CompletionCallback *string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	ClosedAt           *time.Time
 }
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
-	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, created_at, updated_at, closed_at`
+	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
-		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt)
+		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -338,6 +340,8 @@ type Writes struct {
 	// NewTimers are durable timers to set; FiredTimers those to delete.
 	NewTimers   []Timer
 	FiredTimers []int64
+	// Callbacks are completion callbacks to deliver.
+	Callbacks []CallbackDelivery
 	// Outbox rows get their ids filled in.
 	Outbox []*OutboxMsg
 	// PublishedOutbox are rows of earlier batches, published since.
@@ -349,10 +353,10 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 	b := &pgx.Batch{}
 	for _, e := range w.NewExecutions {
 		b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
-			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, created_at, updated_at, closed_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 			e.ExecutionID, e.Shard, e.WorkflowName, e.WorkflowID, e.TaskQueue, e.Status, e.Input, e.Result, e.Error,
-			e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.IdempotencyKey, e.CreatedAt, e.UpdatedAt, e.ClosedAt)
+			e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.IdempotencyKey, e.CompletionCallback, e.CreatedAt, e.UpdatedAt, e.ClosedAt)
 	}
 	for _, e := range w.UpdatedExecutions {
 		b.Queue(`UPDATE executions SET status = $2, result = $3, error = $4, last_seq = $5, wft_id = $6,
@@ -381,6 +385,10 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 	}
 	if len(w.FiredTimers) > 0 {
 		b.Queue(`DELETE FROM timers WHERE timer_id = ANY($1)`, w.FiredTimers)
+	}
+	for _, c := range w.Callbacks {
+		b.Queue(`INSERT INTO callback_deliveries (execution_id, shard, url, payload) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (execution_id) DO NOTHING`, c.ExecutionID, w.Shard, c.URL, c.Payload)
 	}
 	for _, ref := range w.DeleteClaims {
 		b.Queue(`DELETE FROM start_claims WHERE workflow_name = $1 AND idempotency_key = $2`, ref.WorkflowName, ref.IdempotencyKey)
@@ -466,4 +474,63 @@ func NextTimer(ctx context.Context, db DBTX, shard int) (at time.Time, ok bool, 
 		return at, false, nil
 	}
 	return *next, true, nil
+}
+
+// CallbackDelivery is a completion callback to deliver.
+type CallbackDelivery struct {
+	ExecutionID string
+	URL         string
+	Payload     json.RawMessage
+	Attempts    int
+}
+
+// LeaseDueCallbacks takes up to limit undelivered callbacks of the given
+// shards that are due, and pushes their next attempt lease ahead, so no
+// other replica delivers them meanwhile. Attempts counts the attempts made
+// before this one.
+func LeaseDueCallbacks(ctx context.Context, db DBTX, shards []int, lease time.Duration, limit int) ([]CallbackDelivery, error) {
+	if len(shards) == 0 {
+		return nil, nil
+	}
+	s32 := make([]int32, len(shards))
+	for i, s := range shards {
+		s32[i] = int32(s)
+	}
+	rows, err := db.Query(ctx, `
+		UPDATE callback_deliveries SET next_attempt_at = now() + $2::interval
+		WHERE execution_id IN (
+			SELECT execution_id FROM callback_deliveries
+			WHERE shard = ANY($1) AND delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
+			ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+		RETURNING execution_id::text, url, payload, attempts`, s32, lease, limit)
+	if err != nil {
+		return nil, fmt.Errorf("lease due callbacks: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[CallbackDelivery])
+	if err != nil {
+		return nil, fmt.Errorf("lease due callbacks: %w", err)
+	}
+	return out, nil
+}
+
+// CallbackDelivered records a successful delivery.
+func CallbackDelivered(ctx context.Context, db DBTX, executionID string) error {
+	_, err := db.Exec(ctx, `UPDATE callback_deliveries SET delivered_at = now(), attempts = attempts + 1, last_error = NULL
+		WHERE execution_id = $1`, executionID)
+	if err != nil {
+		return fmt.Errorf("record callback delivery of %s: %w", executionID, err)
+	}
+	return nil
+}
+
+// CallbackFailed records a failed attempt: retried at next, or given up
+// when next is nil.
+func CallbackFailed(ctx context.Context, db DBTX, executionID string, reason string, next *time.Time) error {
+	_, err := db.Exec(ctx, `UPDATE callback_deliveries SET attempts = attempts + 1, last_error = $2,
+			next_attempt_at = COALESCE($3, next_attempt_at), failed_at = CASE WHEN $3::timestamptz IS NULL THEN now() END
+		WHERE execution_id = $1`, executionID, reason, next)
+	if err != nil {
+		return fmt.Errorf("record callback failure of %s: %w", executionID, err)
+	}
+	return nil
 }

@@ -95,6 +95,9 @@ type StartCommand struct {
 	ReusePolicy      string          `json:"reuse_policy,omitempty"`
 	// StartAt delays the first workflow task of a fresh start.
 	StartAt *time.Time `json:"start_at,omitempty"`
+	// CompletionCallback is a URL, validated by ingest, that the outcome
+	// is POSTed to when the execution closes.
+	CompletionCallback string `json:"completion_callback,omitempty"`
 	// Fingerprint is the SHA-256 of the canonical JSON input of a keyed
 	// start; RejectFingerprintMismatch makes a replay whose fingerprint
 	// differs from the claim's fail with idempotency_key_reused.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harvest-engine/harvest/callback"
 	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/devstack"
 	"github.com/harvest-engine/harvest/ingest"
@@ -66,12 +67,16 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			defer stop()
 			stack, err := devstack.Start(ctx, devstack.Config{
 				StateDir: stateDir, Addr: addr, NATSURL: cfg.NATSURL, NATSPort: natsPort, DatabaseURL: cfg.DatabaseURL,
-				Streams:   streams.Config{Shards: shards},
-				Scheduler: scheduler.Config{StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow)},
+				Streams: streams.Config{Shards: shards},
+				Scheduler: scheduler.Config{
+					StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
+					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+				},
 				Ingest: ingest.Config{
 					OutcomeWait:            time.Duration(cfg.OutcomeWait),
 					IdempotencyFingerprint: cfg.IdempotencyFingerprint,
 					FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
+					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 				},
 				Logger: log,
 			})

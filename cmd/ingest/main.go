@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/harvest-engine/harvest/callback"
 	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/ingest"
 	"github.com/harvest-engine/harvest/service"
@@ -52,6 +53,7 @@ func run(configPath string) error {
 	api, err := ingest.New(ingest.Config{
 		Topology: top, NC: nc, DB: db, OutcomeWait: time.Duration(cfg.OutcomeWait), Logger: log,
 		IdempotencyFingerprint: cfg.IdempotencyFingerprint, FingerprintByWorkflow: cfg.FingerprintByWorkflow(),
+		CallbackPolicy: callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/harvest-engine/harvest/callback"
 	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/scheduler"
 	"github.com/harvest-engine/harvest/service"
@@ -49,6 +50,7 @@ func run(configPath string) error {
 		DB: db, Topology: top, Logger: log,
 		LeaseTTL:               time.Duration(cfg.LeaseTTL),
 		StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
+		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	})
 	if err != nil {
 		return err

@@ -227,6 +227,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	var ccs []jetstream.ConsumeContext
 	var pools []*pool.Pool
+	var (
+		gate     sync.RWMutex
+		stopping bool
+	)
 	for _, l := range loops {
 		name := fmt.Sprintf("harvest_worker_%s_%s", w.cfg.TaskQueue, l.kind)
 		cons, err := js.CreateOrUpdateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
@@ -247,6 +251,15 @@ func (w *Worker) Start(ctx context.Context) error {
 		p := pool.New().WithMaxGoroutines(l.conc)
 		fn := l.fn
 		cc, err := cons.Consume(func(m jetstream.Msg) {
+			// The consume callback may still be running when Stop begins:
+			// the gate keeps it from handing the pool work once Stop waits
+			// on the pool. A task it drops is redelivered after its
+			// AckWait.
+			gate.RLock()
+			defer gate.RUnlock()
+			if stopping {
+				return
+			}
 			p.Go(func() { fn(runCtx, m) })
 		}, jetstream.PullMaxMessages(l.conc))
 		if err != nil {
@@ -267,6 +280,9 @@ func (w *Worker) Start(ctx context.Context) error {
 			for _, cc := range ccs {
 				cc.Stop()
 			}
+			gate.Lock()
+			stopping = true
+			gate.Unlock()
 			done := make(chan struct{})
 			go func() {
 				for _, p := range pools {

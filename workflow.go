@@ -113,8 +113,18 @@ type workflowFunc func(ctx *WorkflowContext, input json.RawMessage) (any, error)
 type replayer struct {
 	scheduled    map[int]wire.ActivityScheduledAttrs
 	closed       map[int]wire.ActivityClosedAttrs
+	closedSeq    map[int]int
 	nextActivity int
 	decisions    []wire.Decision
+
+	// signals holds each channel's signals in arrival order; consumed
+	// counts those the workflow has received.
+	signals  map[string][]receivedSignal
+	consumed map[string]int
+	// timers started and fired, by timer id, with the fired event's seq.
+	timerStarted map[int]bool
+	timerFired   map[int]int
+	nextTimer    int
 
 	blocked chan struct{}
 	release chan struct{}
@@ -146,10 +156,15 @@ type workflowOutcome struct {
 // a panic, a corrupt history) and should be retried later.
 func runWorkflowTask(fn workflowFunc, task *wire.WorkflowTask) ([]wire.Decision, error) {
 	r := &replayer{
-		scheduled: map[int]wire.ActivityScheduledAttrs{},
-		closed:    map[int]wire.ActivityClosedAttrs{},
-		blocked:   make(chan struct{}),
-		release:   make(chan struct{}),
+		scheduled:    map[int]wire.ActivityScheduledAttrs{},
+		closed:       map[int]wire.ActivityClosedAttrs{},
+		closedSeq:    map[int]int{},
+		signals:      map[string][]receivedSignal{},
+		consumed:     map[string]int{},
+		timerStarted: map[int]bool{},
+		timerFired:   map[int]int{},
+		blocked:      make(chan struct{}),
+		release:      make(chan struct{}),
 	}
 	var input json.RawMessage
 	for _, ev := range task.History {
@@ -172,6 +187,23 @@ func runWorkflowTask(fn workflowFunc, task *wire.WorkflowTask) ([]wire.Decision,
 				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
 			}
 			r.closed[a.ActivityID] = a
+			r.closedSeq[a.ActivityID] = ev.Seq
+		case wire.EventSignalReceived:
+			var a wire.SignalReceivedAttrs
+			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
+			}
+			r.signals[a.SignalName] = append(r.signals[a.SignalName], receivedSignal{seq: ev.Seq, payload: a.Payload})
+		case wire.EventTimerStarted, wire.EventTimerFired:
+			var a wire.TimerAttrs
+			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
+			}
+			if ev.Type == wire.EventTimerStarted {
+				r.timerStarted[a.TimerID] = true
+			} else {
+				r.timerFired[a.TimerID] = ev.Seq
+			}
 		}
 	}
 	ctx := &WorkflowContext{r: r, info: WorkflowInfo{

@@ -68,6 +68,12 @@ func StartCommandID(workflowName, key string) string {
 	return derive("start", workflowName, key)
 }
 
+// SignalCommandID is the command id of a keyed signal: a pure function of
+// the execution and the key, so retries carry the same Nats-Msg-Id.
+func SignalCommandID(executionID, key string) string {
+	return derive("signal", executionID, key)
+}
+
 // WorkflowTaskCommandID identifies the completion of one workflow task: a
 // worker that runs the same task twice sends the same id.
 func WorkflowTaskCommandID(executionID string, taskID int) string {
@@ -113,6 +119,23 @@ func StartShard(shards int, workflowName, workflowID, key string) int {
 		return Shard(shards, workflowName, "key", key)
 	}
 	return Shard(shards, workflowName, "id", workflowID)
+}
+
+// ExecutionShard is the shard that holds an execution: execution ids are
+// minted on their shard (see MintExecutionID), so commands that name an
+// execution, such as signals, are routed by its id alone.
+func ExecutionShard(shards int, executionID string) int {
+	return Shard(shards, "exec", executionID)
+}
+
+// MintExecutionID returns a fresh execution id that routes to shard.
+func MintExecutionID(shards, shard int) string {
+	for {
+		id := NewID()
+		if ExecutionShard(shards, id) == shard {
+			return id
+		}
+	}
 }
 
 // MintWorkflowID returns a fresh workflow_id that routes to shard, so that a

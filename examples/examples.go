@@ -5,9 +5,11 @@
 package examples
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/examples/fakepay"
@@ -17,6 +19,8 @@ import (
 const (
 	WorkflowOnboarding   = "onboarding"
 	WorkflowCharge       = "charge"
+	WorkflowCollect      = "collect"
+	WorkflowSleep        = "sleep"
 	ActivityCreateDBUser = "create_db_user"
 	ActivitySendWelcome  = "send_welcome_email"
 	ActivityChargeCard   = "charge_card"
@@ -110,6 +114,8 @@ type ChargeResult struct {
 func Register(w *harvest.Worker, svc *Services) {
 	harvest.RegisterWorkflow(w, WorkflowOnboarding, Onboarding)
 	harvest.RegisterWorkflow(w, WorkflowCharge, ChargeWorkflow, harvest.WithInputSchema([]byte(ChargeInputSchema)))
+	harvest.RegisterWorkflow(w, WorkflowCollect, Collect, harvest.WithInputSchema([]byte(CollectInputSchema)))
+	harvest.RegisterWorkflow(w, WorkflowSleep, SleepWorkflow)
 
 	harvest.RegisterActivity(w, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
 		key := ctx.IdempotencyKey().Subkey("db")
@@ -149,4 +155,54 @@ func ChargeWorkflow(ctx *harvest.WorkflowContext, in ChargeInput) (ChargeResult,
 	var out ChargeResult
 	err := harvest.ExecuteActivity(ctx, ActivityChargeCard, in).Get(&out)
 	return out, err
+}
+
+// ItemSignal is the signal collect waits for.
+var ItemSignal = harvest.NewSignal[json.RawMessage]("item")
+
+// CollectInput is the input of collect.
+type CollectInput struct {
+	Count int `json:"count"`
+}
+
+// CollectInputSchema is the JSON Schema of collect's input.
+const CollectInputSchema = `{
+	"type": "object",
+	"required": ["count"],
+	"properties": {"count": {"type": "integer", "minimum": 0, "maximum": 10000}}
+}`
+
+// CollectResult is the result of collect.
+type CollectResult struct {
+	Items []json.RawMessage `json:"items"`
+}
+
+// Collect waits for Count signals named "item" and returns their payloads
+// in the order received.
+func Collect(ctx *harvest.WorkflowContext, in CollectInput) (CollectResult, error) {
+	out := CollectResult{Items: []json.RawMessage{}}
+	for range in.Count {
+		item, err := ItemSignal.Receive(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Items = append(out.Items, item)
+	}
+	return out, nil
+}
+
+// SleepInput is the input of sleep.
+type SleepInput struct {
+	// Duration is a Go duration, such as "1s".
+	Duration string `json:"duration"`
+}
+
+// SleepWorkflow sleeps on a durable timer and returns.
+func SleepWorkflow(ctx *harvest.WorkflowContext, in SleepInput) (SleepInput, error) {
+	d, err := time.ParseDuration(in.Duration)
+	if err != nil {
+		return in, fmt.Errorf("duration %q: %w", in.Duration, err)
+	}
+	harvest.Sleep(ctx, d)
+	return in, nil
 }

@@ -159,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/harvest/admission", s.handleAdmissionList)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.handleStart)
+	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.handleSignal)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.handleGetExecution)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.handleGetHistory)
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.handleGetCommand)
@@ -432,25 +433,15 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 // once more under a message id derived from the original's sequence, so
 // concurrent retries still collapse.
 func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command, msgID string, mayRepublish bool) (int, any) {
-	outcomes, stopWaiting := s.waiters.wait(cmd.CommandID)
-	defer stopWaiting()
-	ack, err := s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, msgID)
-	if err != nil {
-		s.log.Warn("start not accepted", "workflow", cmd.Start.WorkflowName, "err", err)
+	out, duplicate, err := s.submit(ctx, shard, cmd, msgID)
+	if errors.Is(err, errNotAccepted) {
 		return http.StatusServiceUnavailable, apiError{Error: "unavailable", Message: "the command stream did not accept the start; retry"}
 	}
-	if ack.Duplicate {
-		s.metrics.duplicates.WithLabelValues("broker").Inc()
-	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeWait)
-	defer cancel()
-	out, ok := s.awaitOutcome(wctx, cmd.CommandID, ack.Sequence, ack.Duplicate, outcomes)
-	if !ok {
+	if errors.Is(err, errOutcomeLate) {
 		s.metrics.starts.WithLabelValues("accepted").Inc()
-		s.markPending(cmd.CommandID)
 		return http.StatusAccepted, acceptedResponse{CommandID: cmd.CommandID, Status: "accepted"}
 	}
-	if !ack.Duplicate {
+	if !duplicate {
 		if out.Deduplicated {
 			s.metrics.duplicates.WithLabelValues("claim").Inc()
 			s.withClaim(ctx, cmd.Start, &out)
@@ -500,6 +491,38 @@ func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire
 		out.FirstSeenAt, out.ExpiresAt = &claim.CreatedAt, &claim.ExpiresAt
 	}
 	return claim
+}
+
+var (
+	// errNotAccepted: the command stream did not take the command.
+	errNotAccepted = errors.New("command not accepted")
+	// errOutcomeLate: the command is durable, its outcome not known yet.
+	errOutcomeLate = errors.New("outcome not known yet")
+)
+
+// submit publishes cmd under msgID and waits, up to OutcomeWait, for its
+// outcome. duplicate says the broker already held a message with the id;
+// out is then the newest outcome of the command id. errOutcomeLate means
+// the command is accepted and its outcome can be polled.
+func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID string) (out wire.Outcome, duplicate bool, err error) {
+	outcomes, stopWaiting := s.waiters.wait(cmd.CommandID)
+	defer stopWaiting()
+	ack, err := s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, msgID)
+	if err != nil {
+		s.log.Warn("command not accepted", "kind", cmd.Kind, "err", err)
+		return out, false, fmt.Errorf("%w: %w", errNotAccepted, err)
+	}
+	if ack.Duplicate {
+		s.metrics.duplicates.WithLabelValues("broker").Inc()
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeWait)
+	defer cancel()
+	out, ok := s.awaitOutcome(wctx, cmd.CommandID, ack.Sequence, ack.Duplicate, outcomes)
+	if !ok {
+		s.markPending(cmd.CommandID)
+		return out, ack.Duplicate, errOutcomeLate
+	}
+	return out, ack.Duplicate, nil
 }
 
 func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand) (*store.Claim, *store.Execution, error) {
@@ -590,14 +613,24 @@ func (s *Server) awaitOutcome(ctx context.Context, commandID string, seq uint64,
 		}
 		return out.StreamSeq == seq
 	}
-	if duplicate {
-		out, ok, err := s.cfg.Topology.GetOutcome(ctx, commandID)
-		if err == nil && ok && matches(out) {
-			return out, true
-		}
+	// The original's outcome may be stored already. Subscribers can see a
+	// put a moment before the bucket serves it, so a duplicate also polls
+	// the bucket, with backoff, until its outcome turns up.
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	if !duplicate {
+		poll.Stop()
 	}
+	backoff := 10 * time.Millisecond
 	for {
 		select {
+		case <-poll.C:
+			out, ok, err := s.cfg.Topology.GetOutcome(ctx, commandID)
+			if err == nil && ok && matches(out) {
+				return out, true
+			}
+			poll.Reset(backoff)
+			backoff = min(backoff*2, 500*time.Millisecond)
 		case out := <-ch:
 			if matches(out) {
 				return out, true
@@ -641,6 +674,12 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, body := startAnswer(out)
+	if out.Kind == wire.KindSignal {
+		status, body = http.StatusAccepted, signalResponse{OK: true, SignalDelivered: &out.SignalDelivered}
+		if out.Error != "" {
+			status, body = out.HTTPStatus, apiError{Error: out.Error, Message: out.Message}
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"command_id": id, "status": "applied", "http_status": status, "outcome": body})
 }
 

@@ -26,6 +26,7 @@ type seqCommand struct {
 // the rows it changes, and what it publishes after the commit.
 type batch struct {
 	shard  int
+	shards int
 	now    time.Time
 	window time.Duration
 	log    *slog.Logger
@@ -47,6 +48,8 @@ type batch struct {
 	claims    map[store.ClaimRef]store.Claim
 	claimExec map[store.ClaimRef]*store.Execution
 	tentative map[store.ClaimRef]string
+	// signalClaims holds the keyed signals already delivered.
+	signalClaims map[store.SignalRef]bool
 
 	writes store.Writes
 }
@@ -54,9 +57,19 @@ type batch struct {
 // apply runs one batch of commands in tx and returns the writes it made,
 // including the outbox rows to publish after the commit. Commands at or
 // below applied were applied before and are skipped.
-func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqCommand, window time.Duration, log *slog.Logger) (*store.Writes, error) {
+// applyEnv is what an apply transaction knows of its scheduler and shard.
+type applyEnv struct {
+	shard  int
+	shards int
+	// window is the start idempotency window.
+	window time.Duration
+	log    *slog.Logger
+}
+
+func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
+	shard := env.shard
 	b := &batch{
-		shard: shard, now: time.Now().UTC(), window: window, log: log,
+		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
@@ -71,6 +84,7 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 		wfRefs      []store.WorkflowRef
 		execIDs     []string
 		actRefs     []store.ActivityRef
+		sigRefs     []store.SignalRef
 		pending     []seqCommand
 		seenWf      = map[store.WorkflowRef]bool{}
 		seenExecIDs = map[string]bool{}
@@ -93,7 +107,7 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 			if s.IdempotencyKey != "" {
 				ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
 				if _, ok := b.tentative[ref]; !ok {
-					id := dedup.NewID()
+					id := dedup.MintExecutionID(b.shards, shard)
 					b.tentative[ref] = id
 					newClaims = append(newClaims, store.NewClaim{ClaimRef: ref, ExecutionID: id, Fingerprint: s.Fingerprint})
 				}
@@ -108,6 +122,11 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 		case wire.KindActivityResult:
 			addExec(c.cmd.Activity.ExecutionID)
 			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Activity.ExecutionID, ActivityID: c.cmd.Activity.ActivityID})
+		case wire.KindSignal:
+			addExec(c.cmd.Signal.ExecutionID)
+			if c.cmd.Signal.IdempotencyKey != "" {
+				sigRefs = append(sigRefs, store.SignalRef{ExecutionID: c.cmd.Signal.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
+			}
 		}
 	}
 	if len(pending) == 0 {
@@ -115,7 +134,7 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 	}
 
 	var err error
-	if b.claims, err = store.ClaimStartKeys(ctx, tx, newClaims, window); err != nil {
+	if b.claims, err = store.ClaimStartKeys(ctx, tx, newClaims, env.window); err != nil {
 		return nil, err
 	}
 	for ref, c := range b.claims {
@@ -141,6 +160,9 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 	if b.activities, err = store.LoadActivities(ctx, tx, actRefs); err != nil {
 		return nil, err
 	}
+	if b.signalClaims, err = store.LoadSignalClaims(ctx, tx, sigRefs); err != nil {
+		return nil, err
+	}
 
 	for _, c := range pending {
 		switch c.cmd.Kind {
@@ -150,6 +172,8 @@ func apply(ctx context.Context, tx pgx.Tx, shard int, applied int64, cmds []seqC
 			b.workflowTaskCompleted(c.cmd.WorkflowTask)
 		case wire.KindActivityResult:
 			b.activityResult(c.cmd.Activity)
+		case wire.KindSignal:
+			b.signal(c)
 		}
 	}
 	b.settleClaims()
@@ -214,7 +238,7 @@ func (b *batch) start(c seqCommand) {
 			return
 		}
 	}
-	id := dedup.NewID()
+	id := dedup.MintExecutionID(b.shards, b.shard)
 	if out.Keyed {
 		// The execution takes the id the key was claimed for (again, if
 		// the batch rolled the claim back for an earlier refused start).
@@ -316,6 +340,37 @@ func (b *batch) addOutcome(out wire.Outcome) {
 	})
 }
 
+// signal delivers a signal: appended once per (execution, key) when keyed,
+// every time when not.
+func (b *batch) signal(c seqCommand) {
+	sg := c.cmd.Signal
+	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindSignal, ExecutionID: sg.ExecutionID, AppliedAt: b.now}
+	e := b.execs[sg.ExecutionID]
+	if e == nil {
+		b.refuse(out, http.StatusNotFound, "execution_not_found", fmt.Sprintf("no execution %s", sg.ExecutionID))
+		return
+	}
+	out.WorkflowName, out.WorkflowID, out.Status = e.WorkflowName, e.WorkflowID, e.Status
+	ref := store.SignalRef{ExecutionID: sg.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+	if sg.IdempotencyKey != "" && b.signalClaims[ref] {
+		// Delivered before: acknowledged, even if the run has closed since.
+		b.addOutcome(out)
+		return
+	}
+	if e.Status != wire.StatusRunning {
+		b.refuse(out, http.StatusConflict, "execution_terminal", fmt.Sprintf("execution %s is %s and takes no signals", e.ExecutionID, e.Status))
+		return
+	}
+	b.appendEvent(e, wire.EventSignalReceived, wire.SignalReceivedAttrs{SignalName: sg.SignalName, Payload: sg.Payload, IdempotencyKey: sg.IdempotencyKey})
+	b.needWorkflowTask(e)
+	if sg.IdempotencyKey != "" {
+		b.signalClaims[ref] = true
+		b.writes.SignalClaims = append(b.writes.SignalClaims, ref)
+	}
+	out.SignalDelivered = true
+	b.addOutcome(out)
+}
+
 func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	e := b.execs[r.ExecutionID]
 	if e == nil || e.Status != wire.StatusRunning || !e.WFTOutstanding || e.WFTID != r.TaskID {
@@ -351,6 +406,11 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 				Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskActivity),
 				MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, d.ActivityID, 1), Payload: data,
 			})
+		case wire.DecisionStartTimer:
+			fireAt := b.now.Add(time.Duration(d.DurationMS) * time.Millisecond)
+			b.appendEvent(e, wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &fireAt})
+			attrs, _ := json.Marshal(wire.TimerAttrs{TimerID: d.TimerID})
+			b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerWorkflow, FireAt: fireAt, Attrs: attrs})
 		case wire.DecisionCompleteWorkflow:
 			e.Result = d.Result
 			b.close(e, wire.StatusCompleted, wire.EventWorkflowCompleted, wire.WorkflowClosedAttrs{Result: d.Result})
@@ -487,9 +547,10 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx pgx.Tx) error {
 
 // fireTimers applies due timers in tx: each start timer asks for its
 // execution's first workflow task.
-func fireTimers(ctx context.Context, tx pgx.Tx, shard int, applied int64, timers []store.Timer, log *slog.Logger) (*store.Writes, error) {
+func fireTimers(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, timers []store.Timer) (*store.Writes, error) {
+	shard, log := env.shard, env.log
 	b := &batch{
-		shard: shard, now: time.Now().UTC(), log: log,
+		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log,
 		newExecs: map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 	}
 	b.writes.Shard, b.writes.AppliedSeq = shard, applied
@@ -509,6 +570,14 @@ func fireTimers(ctx context.Context, tx pgx.Tx, shard int, applied int64, timers
 		}
 		switch tm.Kind {
 		case store.TimerStart:
+			b.needWorkflowTask(e)
+		case store.TimerWorkflow:
+			var a wire.TimerAttrs
+			if err := json.Unmarshal(tm.Attrs, &a); err != nil {
+				log.Warn("dropping undecodable timer", "execution_id", tm.ExecutionID, "err", err)
+				continue
+			}
+			b.appendEvent(e, wire.EventTimerFired, wire.TimerAttrs{TimerID: a.TimerID})
 			b.needWorkflowTask(e)
 		default:
 			log.Warn("dropping timer of unknown kind", "execution_id", tm.ExecutionID, "kind", tm.Kind)

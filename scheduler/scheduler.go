@@ -384,6 +384,10 @@ func (r *runner) finished() bool {
 	}
 }
 
+func (r *runner) env() applyEnv {
+	return applyEnv{shard: r.lease.Shard, shards: r.s.cfg.Topology.Shards(), window: r.s.cfg.StartIdempotencyWindow, log: r.log}
+}
+
 func (r *runner) consumerName() string { return fmt.Sprintf("harvest_sched_%d", r.lease.Shard) }
 
 func (r *runner) run() {
@@ -557,7 +561,7 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 				return err
 			}
 			fired = len(due)
-			if writes, err = fireTimers(ctx, tx, r.lease.Shard, applied, due, r.log); err != nil {
+			if writes, err = fireTimers(ctx, tx, r.env(), applied, due); err != nil {
 				return err
 			}
 			return store.Write(ctx, tx, writes)
@@ -601,7 +605,7 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		if err != nil {
 			return err
 		}
-		writes, err = apply(ctx, tx, r.lease.Shard, applied, cmds, r.s.cfg.StartIdempotencyWindow, r.log)
+		writes, err = apply(ctx, tx, r.env(), applied, cmds)
 		if err != nil {
 			return err
 		}
@@ -629,6 +633,8 @@ func validCommand(c *wire.Command) bool {
 		return c.WorkflowTask != nil && validUUID(c.WorkflowTask.ExecutionID)
 	case wire.KindActivityResult:
 		return c.Activity != nil && validUUID(c.Activity.ExecutionID)
+	case wire.KindSignal:
+		return c.Signal != nil && validUUID(c.Signal.ExecutionID) && c.Signal.SignalName != ""
 	}
 	return false
 }

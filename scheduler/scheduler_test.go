@@ -43,7 +43,8 @@ func applyOnce(t *testing.T, db *pgxpool.Pool, owner string, l store.Lease, cmds
 		if err != nil {
 			return err
 		}
-		if w, err = apply(ctx, tx, l.Shard, applied, cmds, time.Hour, slog.New(slog.DiscardHandler)); err != nil {
+		env := applyEnv{shard: l.Shard, shards: 4, window: time.Hour, log: slog.New(slog.DiscardHandler)}
+		if w, err = apply(ctx, tx, env, applied, cmds); err != nil {
 			return err
 		}
 		return store.Write(ctx, tx, w)

@@ -342,6 +342,8 @@ type Writes struct {
 	FiredTimers []int64
 	// Callbacks are completion callbacks to deliver.
 	Callbacks []CallbackDelivery
+	// SignalClaims record keyed signals delivered.
+	SignalClaims []SignalRef
 	// Outbox rows get their ids filled in.
 	Outbox []*OutboxMsg
 	// PublishedOutbox are rows of earlier batches, published since.
@@ -385,6 +387,9 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 	}
 	if len(w.FiredTimers) > 0 {
 		b.Queue(`DELETE FROM timers WHERE timer_id = ANY($1)`, w.FiredTimers)
+	}
+	for _, ref := range w.SignalClaims {
+		b.Queue(`INSERT INTO signal_claims (execution_id, idempotency_key) VALUES ($1, $2)`, ref.ExecutionID, ref.IdempotencyKey)
 	}
 	for _, c := range w.Callbacks {
 		b.Queue(`INSERT INTO callback_deliveries (execution_id, shard, url, payload) VALUES ($1, $2, $3, $4)
@@ -533,4 +538,40 @@ func CallbackFailed(ctx context.Context, db DBTX, executionID string, reason str
 		return fmt.Errorf("record callback failure of %s: %w", executionID, err)
 	}
 	return nil
+}
+
+// TimerWorkflow fires a timer the workflow started (Sleep, NewTimer).
+const TimerWorkflow = "workflow"
+
+// SignalRef names a keyed signal delivery.
+type SignalRef struct {
+	ExecutionID    string
+	IdempotencyKey string
+}
+
+// LoadSignalClaims returns which of the keyed signals were delivered.
+func LoadSignalClaims(ctx context.Context, tx pgx.Tx, refs []SignalRef) (map[SignalRef]bool, error) {
+	out := make(map[SignalRef]bool, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(refs))
+	keys := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i], keys[i] = r.ExecutionID, r.IdempotencyKey
+	}
+	rows, err := tx.Query(ctx, `SELECT execution_id::text, idempotency_key FROM signal_claims
+		WHERE (execution_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))`, ids, keys)
+	if err != nil {
+		return nil, fmt.Errorf("load signal claims: %w", err)
+	}
+	var r SignalRef
+	_, err = pgx.ForEachRow(rows, []any{&r.ExecutionID, &r.IdempotencyKey}, func() error {
+		out[r] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load signal claims: %w", err)
+	}
+	return out, nil
 }

@@ -15,6 +15,7 @@ const (
 	KindStart                 = "start"
 	KindWorkflowTaskCompleted = "wft_completed"
 	KindActivityResult        = "activity_result"
+	KindSignal                = "signal"
 )
 
 // Task kinds: the last token of a task subject.
@@ -42,6 +43,9 @@ const (
 	EventWorkflowCompleted  = "WorkflowCompleted"
 	EventWorkflowFailed     = "WorkflowFailed"
 	EventWorkflowTerminated = "WorkflowTerminated"
+	EventSignalReceived     = "SignalReceived"
+	EventTimerStarted       = "TimerStarted"
+	EventTimerFired         = "TimerFired"
 )
 
 // Reuse policies: what a start does when an execution with its
@@ -80,6 +84,29 @@ type Command struct {
 	Start        *StartCommand       `json:"start,omitempty"`
 	WorkflowTask *WorkflowTaskResult `json:"workflow_task,omitempty"`
 	Activity     *ActivityResult     `json:"activity,omitempty"`
+	Signal       *SignalCommand      `json:"signal,omitempty"`
+}
+
+// SignalCommand delivers a named signal to an execution. With a key, it is
+// delivered at most once per (execution_id, key).
+type SignalCommand struct {
+	ExecutionID    string          `json:"execution_id"`
+	SignalName     string          `json:"signal_name"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// SignalReceivedAttrs are the attributes of a SignalReceived event.
+type SignalReceivedAttrs struct {
+	SignalName     string          `json:"signal_name"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// TimerAttrs are the attributes of TimerStarted and TimerFired events.
+type TimerAttrs struct {
+	TimerID int        `json:"timer_id"`
+	FireAt  *time.Time `json:"fire_at,omitempty"`
 }
 
 // StartCommand asks for a workflow execution.
@@ -119,6 +146,7 @@ const (
 	DecisionScheduleActivity = "schedule_activity"
 	DecisionCompleteWorkflow = "complete_workflow"
 	DecisionFailWorkflow     = "fail_workflow"
+	DecisionStartTimer       = "start_timer"
 )
 
 // Decision is one thing a workflow task asks the scheduler to do.
@@ -128,6 +156,9 @@ type Decision struct {
 	ActivityID   int             `json:"activity_id,omitempty"`
 	ActivityName string          `json:"activity_name,omitempty"`
 	Input        json.RawMessage `json:"input,omitempty"`
+	// start_timer
+	TimerID    int   `json:"timer_id,omitempty"`
+	DurationMS int64 `json:"duration_ms,omitempty"`
 	// complete_workflow
 	Result json.RawMessage `json:"result,omitempty"`
 	// fail_workflow
@@ -247,6 +278,8 @@ type Outcome struct {
 	Error      string `json:"error,omitempty"`
 	Message    string `json:"message,omitempty"`
 	HTTPStatus int    `json:"http_status,omitempty"`
+	// SignalDelivered says whether a signal command appended its signal.
+	SignalDelivered bool `json:"signal_delivered,omitempty"`
 	// Pending marks the placeholder ingest stores for a command it
 	// accepted but whose outcome it did not see in time.
 	Pending   bool      `json:"pending,omitempty"`

@@ -74,6 +74,11 @@ func SignalCommandID(executionID, key string) string {
 	return derive("signal", executionID, key)
 }
 
+// SignalWithStartCommandID is the command id of a keyed signal-with-start.
+func SignalWithStartCommandID(workflowName, workflowID, key string) string {
+	return derive("signal-with-start", workflowName, workflowID, key)
+}
+
 // WorkflowTaskCommandID identifies the completion of one workflow task: a
 // worker that runs the same task twice sends the same id.
 func WorkflowTaskCommandID(executionID string, taskID int) string {

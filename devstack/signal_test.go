@@ -138,3 +138,58 @@ func TestSleepSurvivesOnADurableTimer(t *testing.T) {
 	require.GreaterOrEqual(t, closed.Sub(created), 1200*time.Millisecond)
 	require.Equal(t, []string{"WorkflowStarted", "TimerStarted", "TimerFired", "WorkflowCompleted"}, historyTypes(t, s, id))
 }
+
+func TestSignalWithStart(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, devstack.Config{})
+	sws := func(key, body string) answer {
+		hdr := map[string]string{}
+		if key != "" {
+			hdr["Idempotency-Key"] = key
+		}
+		return call(t, "POST", s.URL()+"/api/harvest/workflows/collect/signal-with-start", hdr, body)
+	}
+	first := sws("order-1-created", `{"workflow_id": "order-1", "input": {"count": 2}, "signal_name": "item", "signal_payload": "created"}`)
+	require.Equal(t, 201, first.status, first.body)
+	require.Equal(t, true, first.body["started_fresh"])
+	require.Equal(t, true, first.body["signal_delivered"])
+	id := first.body["execution_id"].(string)
+	require.Equal(t, []string{"WorkflowStarted", "SignalReceived"}, historyTypes(t, s, id)[:2], "the signal is delivered with the start")
+
+	again := sws("order-1-created", `{"workflow_id": "order-1", "input": {"count": 2}, "signal_name": "item", "signal_payload": "created"}`)
+	require.Equal(t, 200, again.status, again.body)
+	require.Equal(t, id, again.body["execution_id"])
+	require.Equal(t, false, again.body["signal_delivered"])
+	require.Equal(t, false, again.body["started_fresh"])
+
+	// Another event for the running execution is delivered to it.
+	paid := sws("order-1-paid", `{"workflow_id": "order-1", "input": {"count": 2}, "signal_name": "item", "signal_payload": "paid"}`)
+	require.Equal(t, 200, paid.status)
+	require.Equal(t, id, paid.body["execution_id"])
+	require.Equal(t, true, paid.body["signal_delivered"])
+	exec := waitCompleted(t, s, id)
+	require.Equal(t, []any{"created", "paid"}, exec["result"].(map[string]any)["items"])
+
+	// The key's dedupe lasts as long as the execution.
+	late := sws("order-1-paid", `{"workflow_id": "order-1", "input": {"count": 2}, "signal_name": "item", "signal_payload": "paid"}`)
+	require.Equal(t, 200, late.status)
+	require.Equal(t, id, late.body["execution_id"])
+	require.Equal(t, false, late.body["signal_delivered"])
+	// A new event for a finished workflow_id starts a new run.
+	next := sws("order-1-refunded", `{"workflow_id": "order-1", "input": {"count": 1}, "signal_name": "item", "signal_payload": "refunded"}`)
+	require.Equal(t, 201, next.status, next.body)
+	require.NotEqual(t, id, next.body["execution_id"])
+	rej := sws("order-1-x", `{"workflow_id": "order-1", "input": {"count": 1}, "signal_name": "item", "reuse_policy": "reject_duplicate"}`)
+	require.Contains(t, []int{200, 409}, rej.status) // 200 if the refund run still runs
+
+	for _, body := range []string{`{"signal_name": "item"}`, `{"workflow_id": "x"}`, `{"workflow_id": "x", "signal_name": "item", "reuse_policy": "nope"}`} {
+		require.Equal(t, 400, sws("", body).status, body)
+	}
+
+	list := call(t, "GET", s.URL()+"/api/harvest/executions?workflow=collect&limit=10", nil, "")
+	require.Equal(t, 200, list.status)
+	require.Len(t, list.body["executions"], 2)
+	done := call(t, "GET", s.URL()+"/api/harvest/executions?status=Completed", nil, "")
+	require.GreaterOrEqual(t, len(done.body["executions"].([]any)), 1)
+	require.Equal(t, 400, call(t, "GET", s.URL()+"/api/harvest/executions?status=Sleeping", nil, "").status)
+}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -160,6 +161,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.handleStart)
 	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.handleSignal)
+	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.handleSignalWithStart)
+	s.mux.HandleFunc("GET /api/harvest/executions", s.handleListExecutions)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.handleGetExecution)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.handleGetHistory)
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.handleGetCommand)
@@ -746,11 +749,50 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, executionView{
+	writeJSON(w, http.StatusOK, viewOf(e))
+}
+
+func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DB == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "this ingest has no database to read from")
+		return
+	}
+	q := r.URL.Query()
+	f := store.ListFilter{WorkflowName: q.Get("workflow"), Status: q.Get("status"), Limit: 50}
+	if f.WorkflowName != "" && dedup.ValidateName(f.WorkflowName) != nil {
+		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_name", "workflow", "not a workflow name")
+		return
+	}
+	if f.Status != "" && !wire.ValidStatus(f.Status) {
+		writeFieldError(w, http.StatusBadRequest, "invalid_status", "status", "want Running, Completed, Failed, Cancelled, Terminated or TimedOut")
+		return
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			writeFieldError(w, http.StatusBadRequest, "invalid_limit", "limit", "limit must be 1 to 500")
+			return
+		}
+		f.Limit = n
+	}
+	execs, err := store.ListExecutions(r.Context(), s.cfg.DB, f)
+	if err != nil {
+		s.readError(w, "", err)
+		return
+	}
+	out := make([]executionView, 0, len(execs))
+	for _, e := range execs {
+		out = append(out, viewOf(e))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"executions": out})
+}
+
+func viewOf(e *store.Execution) executionView {
+	return executionView{
 		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
 		Input: orNull(e.Input), Result: orNull(e.Result), Error: orNull(e.Error),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt,
-	})
+	}
 }
 
 func (s *Server) handleGetHistory(w http.ResponseWriter, r *http.Request) {

@@ -108,3 +108,111 @@ func (s *Server) readPayload(w http.ResponseWriter, r *http.Request) (json.RawMe
 	}
 	return json.RawMessage(body), nil
 }
+
+// signalWithStartRequest is the body of a signal-with-start.
+type signalWithStartRequest struct {
+	WorkflowID     *string         `json:"workflow_id"`
+	Input          json.RawMessage `json:"input"`
+	SignalName     string          `json:"signal_name"`
+	SignalPayload  json.RawMessage `json:"signal_payload"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	ReusePolicy    string          `json:"reuse_policy"`
+}
+
+// signalWithStartResponse answers a signal-with-start.
+type signalWithStartResponse struct {
+	ExecutionID     string `json:"execution_id"`
+	WorkflowName    string `json:"workflow_name"`
+	WorkflowID      string `json:"workflow_id"`
+	Status          string `json:"status"`
+	StartedFresh    bool   `json:"started_fresh"`
+	SignalDelivered bool   `json:"signal_delivered"`
+}
+
+func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := dedup.ValidateName(name); err != nil {
+		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_name", "name", err.Error())
+		return
+	}
+	raw, rej := s.readPayload(w, r)
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
+		return
+	}
+	var req signalWithStartRequest
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &req); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("request body is not a JSON object: %v", err))
+			return
+		}
+	}
+	key := ""
+	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
+		req.IdempotencyKey = &vals[0]
+	}
+	if req.IdempotencyKey != nil {
+		var err error
+		if key, err = dedup.ValidateKey(*req.IdempotencyKey); err != nil {
+			writeFieldError(w, http.StatusBadRequest, "invalid_idempotency_key", "idempotency_key", err.Error())
+			return
+		}
+	}
+	switch {
+	case req.WorkflowID == nil || strings.TrimSpace(*req.WorkflowID) == "" || len(*req.WorkflowID) > maxWorkflowIDBytes:
+		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_id", "workflow_id",
+			fmt.Sprintf("workflow_id is required: 1 to %d bytes, not blank", maxWorkflowIDBytes))
+		return
+	case dedup.ValidateName(req.SignalName) != nil:
+		writeFieldError(w, http.StatusBadRequest, "invalid_signal_name", "signal_name", "signal_name is required: letters, digits, '_' and '-'")
+		return
+	case !wire.ValidReusePolicy(req.ReusePolicy):
+		writeFieldError(w, http.StatusBadRequest, "invalid_reuse_policy", "reuse_policy",
+			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", req.ReusePolicy))
+		return
+	}
+	if len(req.Input) == 0 {
+		req.Input = nil
+	}
+	if len(req.SignalPayload) == 0 {
+		req.SignalPayload = nil
+	}
+	if sch, ok := s.schemas.get(name); ok && req.Input != nil {
+		if violations := sch.Validate(req.Input); len(violations) > 0 {
+			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "input_invalid", Field: "input", Violations: violations,
+				Message: fmt.Sprintf("input does not match the schema of %s: %s at %q", name, violations[0].Message, violations[0].Field)})
+			return
+		}
+	}
+	workflowID := *req.WorkflowID
+	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignalWithStart, SignalWithStart: true,
+		Start:  &wire.StartCommand{WorkflowName: name, WorkflowID: workflowID, Input: req.Input, TaskQueue: wire.DefaultTaskQueue, ReusePolicy: req.ReusePolicy},
+		Signal: &wire.SignalCommand{SignalName: req.SignalName, Payload: req.SignalPayload, IdempotencyKey: key},
+	}
+	if key != "" {
+		cmd.CommandID = dedup.SignalWithStartCommandID(name, workflowID, key)
+	}
+	shard := dedup.StartShard(s.cfg.Topology.Shards(), name, workflowID, "")
+	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
+	switch {
+	case errors.Is(err, errNotAccepted):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the command stream did not accept the signal; retry")
+		return
+	case errors.Is(err, errOutcomeLate):
+		writeJSON(w, http.StatusAccepted, signalResponse{OK: true, CommandID: cmd.CommandID, Status: "accepted"})
+		return
+	case out.Error != "":
+		writeJSON(w, out.HTTPStatus, apiError{Error: out.Error, Message: out.Message})
+		return
+	}
+	resp := signalWithStartResponse{
+		ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
+		StartedFresh: out.StartedFresh && !duplicate, SignalDelivered: out.SignalDelivered && !duplicate,
+	}
+	status := http.StatusOK
+	if resp.StartedFresh {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, resp)
+}

@@ -127,6 +127,12 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 			if c.cmd.Signal.IdempotencyKey != "" {
 				sigRefs = append(sigRefs, store.SignalRef{ExecutionID: c.cmd.Signal.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
 			}
+		case wire.KindSignalWithStart:
+			ref := store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}
+			if !seenWf[ref] {
+				seenWf[ref] = true
+				wfRefs = append(wfRefs, ref)
+			}
 		}
 	}
 	if len(pending) == 0 {
@@ -160,6 +166,15 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 	if b.activities, err = store.LoadActivities(ctx, tx, actRefs); err != nil {
 		return nil, err
 	}
+	// A signal-with-start's key is checked against the execution its
+	// workflow_id resolves to.
+	for _, c := range pending {
+		if c.cmd.Kind == wire.KindSignalWithStart && c.cmd.Signal.IdempotencyKey != "" {
+			if e := latest[store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}]; e != nil {
+				sigRefs = append(sigRefs, store.SignalRef{ExecutionID: e.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
+			}
+		}
+	}
 	if b.signalClaims, err = store.LoadSignalClaims(ctx, tx, sigRefs); err != nil {
 		return nil, err
 	}
@@ -174,6 +189,8 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 			b.activityResult(c.cmd.Activity)
 		case wire.KindSignal:
 			b.signal(c)
+		case wire.KindSignalWithStart:
+			b.signalWithStart(c)
 		}
 	}
 	b.settleClaims()
@@ -340,6 +357,68 @@ func (b *batch) addOutcome(out wire.Outcome) {
 	})
 }
 
+// signalWithStart delivers a signal to the running execution of a
+// workflow_id, or starts one with the signal in the same transaction.
+func (b *batch) signalWithStart(c seqCommand) {
+	st, sg := c.cmd.Start, c.cmd.Signal
+	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindSignalWithStart, AppliedAt: b.now, Keyed: sg.IdempotencyKey != ""}
+	wref := store.WorkflowRef{WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID}
+	prior := b.byWorkflow[wref]
+	if prior != nil {
+		ref := store.SignalRef{ExecutionID: prior.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+		if out.Keyed && b.signalClaims[ref] {
+			b.outcome(out, prior, false, false) // landed before: the same execution, nothing appended
+			return
+		}
+		if prior.Status == wire.StatusRunning {
+			b.deliverSignal(prior, sg)
+			out.SignalDelivered = true
+			b.outcome(out, prior, false, false)
+			return
+		}
+		refuse := false
+		switch st.ReusePolicy {
+		case wire.ReuseRejectDuplicate:
+			refuse = true
+		case wire.ReuseAllowDuplicateFailedOnly:
+			refuse = prior.Status != wire.StatusFailed && prior.Status != wire.StatusCancelled
+		}
+		if refuse {
+			b.refuse(out, http.StatusConflict, "workflow_id_conflict",
+				fmt.Sprintf("workflow %s with workflow_id %q already ran (execution %s, %s)", st.WorkflowName, st.WorkflowID, prior.ExecutionID, prior.Status))
+			return
+		}
+	}
+	id := dedup.MintExecutionID(b.shards, b.shard)
+	e := &store.Execution{
+		ExecutionID: id, Shard: b.shard, WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID,
+		TaskQueue: st.TaskQueue, Status: wire.StatusRunning, Input: st.Input, CreatedAt: b.now, UpdatedAt: b.now,
+	}
+	b.execs[id] = e
+	b.newExecs[id] = true
+	b.byWorkflow[wref] = e
+	b.writes.NewExecutions = append(b.writes.NewExecutions, e)
+	b.appendEvent(e, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{
+		WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID, Input: st.Input, TaskQueue: st.TaskQueue,
+	})
+	sg.ExecutionID = id
+	b.deliverSignal(e, sg)
+	out.SignalDelivered = true
+	b.outcome(out, e, true, false)
+}
+
+// deliverSignal appends a signal to a running execution and records its
+// key.
+func (b *batch) deliverSignal(e *store.Execution, sg *wire.SignalCommand) {
+	b.appendEvent(e, wire.EventSignalReceived, wire.SignalReceivedAttrs{SignalName: sg.SignalName, Payload: sg.Payload, IdempotencyKey: sg.IdempotencyKey})
+	b.needWorkflowTask(e)
+	if sg.IdempotencyKey != "" {
+		ref := store.SignalRef{ExecutionID: e.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+		b.signalClaims[ref] = true
+		b.writes.SignalClaims = append(b.writes.SignalClaims, ref)
+	}
+}
+
 // signal delivers a signal: appended once per (execution, key) when keyed,
 // every time when not.
 func (b *batch) signal(c seqCommand) {
@@ -361,12 +440,7 @@ func (b *batch) signal(c seqCommand) {
 		b.refuse(out, http.StatusConflict, "execution_terminal", fmt.Sprintf("execution %s is %s and takes no signals", e.ExecutionID, e.Status))
 		return
 	}
-	b.appendEvent(e, wire.EventSignalReceived, wire.SignalReceivedAttrs{SignalName: sg.SignalName, Payload: sg.Payload, IdempotencyKey: sg.IdempotencyKey})
-	b.needWorkflowTask(e)
-	if sg.IdempotencyKey != "" {
-		b.signalClaims[ref] = true
-		b.writes.SignalClaims = append(b.writes.SignalClaims, ref)
-	}
+	b.deliverSignal(e, sg)
 	out.SignalDelivered = true
 	b.addOutcome(out)
 }

@@ -62,3 +62,33 @@ func GetHistory(ctx context.Context, db DBTX, executionID string) ([]wire.Event,
 	}
 	return events, nil
 }
+
+// ListFilter narrows ListExecutions; zero fields match everything.
+type ListFilter struct {
+	WorkflowName string
+	Status       string
+	Limit        int
+}
+
+// ListExecutions returns the newest executions matching f.
+func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, error) {
+	rows, err := db.Query(ctx, `SELECT `+executionColumns+` FROM executions
+		WHERE ($1 = '' OR workflow_name = $1) AND ($2 = '' OR status = $2)
+		ORDER BY created_at DESC, execution_id DESC LIMIT $3`, f.WorkflowName, f.Status, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	defer rows.Close()
+	var out []*Execution
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list executions: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	return out, nil
+}

@@ -16,6 +16,7 @@ const (
 	KindWorkflowTaskCompleted = "wft_completed"
 	KindActivityResult        = "activity_result"
 	KindSignal                = "signal"
+	KindSignalWithStart       = "signal_with_start"
 )
 
 // Task kinds: the last token of a task subject.
@@ -47,6 +48,15 @@ const (
 	EventTimerStarted       = "TimerStarted"
 	EventTimerFired         = "TimerFired"
 )
+
+// ValidStatus reports whether s names an execution status.
+func ValidStatus(s string) bool {
+	switch s {
+	case StatusRunning, StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut:
+		return true
+	}
+	return false
+}
 
 // Reuse policies: what a start does when an execution with its
 // (workflow_name, workflow_id) exists.
@@ -85,6 +95,10 @@ type Command struct {
 	WorkflowTask *WorkflowTaskResult `json:"workflow_task,omitempty"`
 	Activity     *ActivityResult     `json:"activity,omitempty"`
 	Signal       *SignalCommand      `json:"signal,omitempty"`
+	// SignalWithStart carries Start and Signal together: the signal goes
+	// to the running execution of Start's workflow_id, or to a new one
+	// started with it, atomically.
+	SignalWithStart bool `json:"signal_with_start,omitempty"`
 }
 
 // SignalCommand delivers a named signal to an execution. With a key, it is

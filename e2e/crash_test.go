@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/ingest"
@@ -75,6 +76,130 @@ func (p *proc) kill() {
 	p.t.Logf("killed %s (run %d)", p.name, p.n)
 }
 
+// cluster is a scheduler and a worker running as processes, with ingest
+// in the test process: it is not killed, and its 2xx answers are the
+// acknowledgements that must not be lost.
+type cluster struct {
+	ctx         context.Context
+	db          *pgxpool.Pool
+	srv         *httptest.Server
+	sched, work *proc
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	bins := buildServices(t)
+	ns := natstest.RunServer(t, natstest.Options{})
+	dbURL := pgtest.NewDatabase(t)
+	ctx := natstest.Context(t)
+	env := []string{
+		"HARVEST_NATS_URL=" + ns.ClientURL(),
+		"HARVEST_DATABASE_URL=" + dbURL,
+		"HARVEST_LEASE_TTL=1s",
+		"HARVEST_TASK_ACK_WAIT=2s",
+		"HARVEST_LOG_LEVEL=debug",
+	}
+	logs := t.TempDir()
+	c := &cluster{ctx: ctx,
+		sched: &proc{t: t, name: "scheduler", bin: filepath.Join(bins, "scheduler"), env: env, log: filepath.Join(logs, "scheduler")},
+		work:  &proc{t: t, name: "worker", bin: filepath.Join(bins, "worker"), env: env, log: filepath.Join(logs, "worker")},
+	}
+	c.sched.start()
+	c.work.start()
+	nc, err := nats.Connect(ns.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	top, err := streams.Declare(ctx, js, streams.Config{})
+	require.NoError(t, err)
+	c.db, err = pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(c.db.Close)
+	api, err := ingest.New(ingest.Config{Topology: top, NC: nc, DB: c.db, OutcomeWait: 2 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, api.Start(ctx))
+	t.Cleanup(func() { _ = api.Stop(context.Background()) })
+	c.srv = httptest.NewServer(api.Handler())
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+// post sends a JSON request to ingest and returns the status and body.
+func (c *cluster) post(t *testing.T, path, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(c.ctx, "POST", c.srv.URL+path, bytes.NewBufferString(body))
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}
+
+func (c *cluster) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, c.db.QueryRow(c.ctx, sql, args...).Scan(&n))
+	return n
+}
+
+// TestTimersAndSignalsSurviveRestarts kills the scheduler and the worker
+// while durable timers are pending and keyed signals are in flight: every
+// timer fires once, every signal lands once.
+func TestTimersAndSignalsSurviveRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills real processes")
+	}
+	c := startCluster(t)
+	const n = 10
+	var collectors []string
+	for i := range n {
+		status, body := c.post(t, "/api/harvest/workflows/sleep/start", fmt.Sprintf("sleep-%d", i), `{"input": {"duration": "3s"}}`)
+		require.Contains(t, []int{201, 202}, status, body)
+		status, body = c.post(t, "/api/harvest/workflows/collect/start", fmt.Sprintf("collect-%d", i), `{"input": {"count": 3}}`)
+		require.Equal(t, 201, status, body)
+		collectors = append(collectors, body["execution_id"].(string))
+	}
+	// Each round sends every collector its item twice, all at once.
+	sendRound := func(round int) {
+		var wg sync.WaitGroup
+		for _, id := range collectors {
+			for range 2 {
+				wg.Go(func() {
+					status, body := c.post(t, "/api/harvest/workflows/"+id+"/signal/item", fmt.Sprintf("evt-%d", round), fmt.Sprint(round))
+					assert.Equal(t, 202, status, body)
+				})
+			}
+		}
+		wg.Wait()
+	}
+	sendRound(1)
+	c.sched.kill() // timers pending, signals in flight
+	sendRound(2)   // accepted while no scheduler runs
+	c.sched.start()
+	c.work.kill()
+	sendRound(3)
+	c.work.start()
+
+	waitUntil(t, 3*time.Minute, "every execution to complete", func() bool {
+		return c.count(t, `SELECT count(*) FROM executions WHERE status = 'Completed'`) == 2*n
+	})
+	for _, id := range collectors {
+		require.Equal(t, 3, c.count(t, `SELECT count(*) FROM history_events WHERE execution_id = $1 AND type = 'SignalReceived'`, id), id)
+		var result string
+		require.NoError(t, c.db.QueryRow(c.ctx, `SELECT result::text FROM executions WHERE execution_id = $1`, id).Scan(&result))
+		require.JSONEq(t, `{"items": [1, 2, 3]}`, result)
+	}
+	require.Equal(t, n, c.count(t, `SELECT count(*) FROM history_events WHERE type = 'TimerFired'`), "each timer fired once")
+	require.Equal(t, n, c.count(t, `SELECT count(*) FROM executions WHERE workflow_name = 'sleep'`))
+	require.Zero(t, c.count(t, `SELECT count(*) FROM timers`))
+}
+
 type started struct {
 	key          string
 	status       int
@@ -90,42 +215,8 @@ func TestKilledSchedulerAndWorkerLoseNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills real processes")
 	}
-	bins := buildServices(t)
-	ns := natstest.RunServer(t, natstest.Options{})
-	dbURL := pgtest.NewDatabase(t)
-	ctx := natstest.Context(t)
-
-	env := []string{
-		"HARVEST_NATS_URL=" + ns.ClientURL(),
-		"HARVEST_DATABASE_URL=" + dbURL,
-		"HARVEST_LEASE_TTL=1s",
-		"HARVEST_TASK_ACK_WAIT=2s",
-		"HARVEST_LOG_LEVEL=debug",
-	}
-	logs := t.TempDir()
-	sched := &proc{t: t, name: "scheduler", bin: filepath.Join(bins, "scheduler"), env: env, log: filepath.Join(logs, "scheduler")}
-	work := &proc{t: t, name: "worker", bin: filepath.Join(bins, "worker"), env: env, log: filepath.Join(logs, "worker")}
-	sched.start()
-	work.start()
-
-	// Ingest runs in the test process: it is not killed here, and its 2xx
-	// answers are the acknowledgements that must not be lost.
-	nc, err := nats.Connect(ns.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	top, err := streams.Declare(ctx, js, streams.Config{})
-	require.NoError(t, err)
-	db, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
-	api, err := ingest.New(ingest.Config{Topology: top, NC: nc, DB: db, OutcomeWait: 2 * time.Second})
-	require.NoError(t, err)
-	require.NoError(t, api.Start(ctx))
-	t.Cleanup(func() { _ = api.Stop(context.Background()) })
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
+	c := startCluster(t)
+	ctx, db, srv, sched, work := c.ctx, c.db, c.srv, c.sched, c.work
 
 	const total = 240
 	var (

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -275,17 +274,11 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 	if err := dedup.ValidateName(p.name); err != nil {
 		return p, nil, reject(http.StatusBadRequest, "invalid_workflow_name", "name", err.Error())
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			rej := reject(http.StatusRequestEntityTooLarge, "body_too_large", "", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
-			rej.body.Limit = tooBig.Limit
-			return p, nil, rej
-		}
-		return p, nil, reject(http.StatusBadRequest, "unreadable_body", "", err.Error())
+	body, rej := s.readBody(w, r)
+	if rej != nil {
+		return p, nil, rej
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
+	if len(body) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		if err := dec.Decode(&p.req); err != nil {
 			return p, nil, reject(http.StatusBadRequest, "invalid_json", "", fmt.Sprintf("request body is not a JSON object: %v", err))
@@ -710,13 +703,6 @@ type executionView struct {
 	ClosedAt     *time.Time      `json:"closed_at"`
 }
 
-func orNull(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return json.RawMessage("null")
-	}
-	return raw
-}
-
 func (s *Server) readable(w http.ResponseWriter, id string) bool {
 	if s.cfg.DB == nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "this ingest has no database to read from")
@@ -790,7 +776,7 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 func viewOf(e *store.Execution) executionView {
 	return executionView{
 		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
-		Input: orNull(e.Input), Result: orNull(e.Result), Error: orNull(e.Error),
+		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt,
 	}
 }

@@ -87,8 +87,9 @@ func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 	return http.StatusAccepted, signalResponse{OK: true, SignalDelivered: &delivered}
 }
 
-// readPayload reads a signal's JSON payload; an empty body is null.
-func (s *Server) readPayload(w http.ResponseWriter, r *http.Request) (json.RawMessage, *rejection) {
+// readBody reads a request body up to MaxBodyBytes, trimmed of white
+// space.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *rejection) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -99,7 +100,15 @@ func (s *Server) readPayload(w http.ResponseWriter, r *http.Request) (json.RawMe
 		}
 		return nil, reject(http.StatusBadRequest, "unreadable_body", "", err.Error())
 	}
-	body = bytes.TrimSpace(body)
+	return bytes.TrimSpace(body), nil
+}
+
+// readPayload reads a signal's JSON payload; an empty body is null.
+func (s *Server) readPayload(w http.ResponseWriter, r *http.Request) (json.RawMessage, *rejection) {
+	body, rej := s.readBody(w, r)
+	if rej != nil {
+		return nil, rej
+	}
 	if len(body) == 0 {
 		return nil, nil
 	}

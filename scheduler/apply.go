@@ -509,7 +509,7 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 	if e.CompletionCallback != nil {
 		payload, _ := json.Marshal(CallbackPayload{
 			ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: status,
-			Result: orNull(e.Result), Error: orNull(e.Error), ClosedAt: now,
+			Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error), ClosedAt: now,
 		})
 		b.writes.Callbacks = append(b.writes.Callbacks, store.CallbackDelivery{ExecutionID: e.ExecutionID, URL: *e.CompletionCallback, Payload: payload})
 	}
@@ -524,13 +524,6 @@ type CallbackPayload struct {
 	Result       json.RawMessage `json:"result"`
 	Error        json.RawMessage `json:"error"`
 	ClosedAt     time.Time       `json:"closed_at"`
-}
-
-func orNull(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return json.RawMessage("null")
-	}
-	return raw
 }
 
 func (b *batch) activityResult(r *wire.ActivityResult) {

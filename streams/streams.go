@@ -152,38 +152,18 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err != nil {
 		return nil, fmt.Errorf("declare stream %s: %w", TaskStream, err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      OutcomeBucket,
-		Description: "Harvest command outcomes by command id",
-		History:     1,
-		TTL:         cfg.OutcomeTTL,
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("declare bucket %s: %w", OutcomeBucket, err)
+	buckets := make([]jetstream.KeyValue, 3)
+	for i, b := range []jetstream.KeyValueConfig{
+		{Bucket: OutcomeBucket, Description: "Harvest command outcomes by command id", TTL: cfg.OutcomeTTL},
+		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why"},
+		{Bucket: SchemaBucket, Description: "Harvest workflow input JSON Schemas, registered by workers"},
+	} {
+		b.History, b.Storage, b.Replicas = 1, storage, cfg.Replicas
+		if buckets[i], err = js.CreateOrUpdateKeyValue(ctx, b); err != nil {
+			return nil, fmt.Errorf("declare bucket %s: %w", b.Bucket, err)
+		}
 	}
-	adm, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      AdmissionBucket,
-		Description: "Harvest admission gates: closed workflows and why",
-		History:     1,
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("declare bucket %s: %w", AdmissionBucket, err)
-	}
-	schemas, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      SchemaBucket,
-		Description: "Harvest workflow input JSON Schemas, registered by workers",
-		History:     1,
-		Storage:     storage,
-		Replicas:    cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("declare bucket %s: %w", SchemaBucket, err)
-	}
-	return &Topology{JS: js, Outcomes: kv, Admission: adm, Schemas: schemas, shards: cfg.Shards}, nil
+	return &Topology{JS: js, Outcomes: buckets[0], Admission: buckets[1], Schemas: buckets[2], shards: cfg.Shards}, nil
 }
 
 // Shards is the number of logical shards.

@@ -299,3 +299,11 @@ type Outcome struct {
 	Pending   bool      `json:"pending,omitempty"`
 	AppliedAt time.Time `json:"applied_at,omitzero"`
 }
+
+// OrNull returns raw, or JSON null when raw is empty.
+func OrNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}

@@ -29,6 +29,8 @@ type ActivityInfo struct {
 	Attempt        int
 	IdempotencyKey dedup.ActivityKey
 	ScheduledAt    time.Time
+	// Deadline ends the attempt; the context is cancelled then.
+	Deadline time.Time
 }
 
 // IdempotencyKey is the stable key of this logical activity invocation:
@@ -66,6 +68,27 @@ func NonRetryable(err error) error {
 	return &NonRetryableError{Err: err}
 }
 
+// ApplicationError is an error with a type name of the user's choosing,
+// which RetryPolicy.NonRetryableErrorTypes can list.
+type ApplicationError struct {
+	Type         string
+	Message      string
+	NonRetryable bool
+}
+
+func (e *ApplicationError) Error() string { return e.Type + ": " + e.Message }
+
+// NewError returns an *ApplicationError of type typ.
+func NewError(typ, format string, args ...any) error {
+	return &ApplicationError{Type: typ, Message: fmt.Sprintf(format, args...)}
+}
+
+// NewNonRetryableError returns an *ApplicationError of type typ that is
+// never retried, whatever the retry policy says.
+func NewNonRetryableError(typ, format string, args ...any) error {
+	return &ApplicationError{Type: typ, Message: fmt.Sprintf(format, args...), NonRetryable: true}
+}
+
 // failureOf turns an error into its wire form.
 func failureOf(err error) *wire.Failure {
 	f := &wire.Failure{Message: err.Error(), Type: errorType(err)}
@@ -73,6 +96,11 @@ func failureOf(err error) *wire.Failure {
 	if errors.As(err, &nr) {
 		f.NonRetryable = true
 		f.Type = errorType(nr.Err)
+	}
+	var ae *ApplicationError
+	if errors.As(err, &ae) {
+		f.Type = ae.Type
+		f.NonRetryable = f.NonRetryable || ae.NonRetryable
 	}
 	return f
 }

@@ -31,11 +31,11 @@ func TestSignalsAreReceivedInArrivalOrder(t *testing.T) {
 		ev(t, 3, wire.EventSignalReceived, wire.SignalReceivedAttrs{SignalName: "other", Payload: json.RawMessage(`"x"`)}),
 		ev(t, 4, wire.EventSignalReceived, wire.SignalReceivedAttrs{SignalName: "item", Payload: json.RawMessage(`"b"`)}),
 	}
-	d, err := runWorkflowTask(fn, &wire.WorkflowTask{History: history})
+	d, err := runWorkflowTask(fn, &wire.WorkflowTask{History: history}, nil)
 	require.NoError(t, err)
 	require.Empty(t, d, "waiting for the third item")
 	history = append(history, ev(t, 5, wire.EventSignalReceived, wire.SignalReceivedAttrs{SignalName: "item", Payload: json.RawMessage(`"c"`)}))
-	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: history})
+	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: history}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`["a","b","c"]`)}}, d)
 }
@@ -53,7 +53,7 @@ func TestSelectorPicksWhatHappenedFirst(t *testing.T) {
 		return v, nil
 	})
 	started := ev(t, 1, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{})
-	d, err := runWorkflowTask(fn, &wire.WorkflowTask{History: []wire.Event{started}})
+	d, err := runWorkflowTask(fn, &wire.WorkflowTask{History: []wire.Event{started}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []wire.Decision{{Type: wire.DecisionStartTimer, TimerID: 1, DurationMS: 60000}}, d)
 
@@ -64,11 +64,11 @@ func TestSelectorPicksWhatHappenedFirst(t *testing.T) {
 	fired := func(seq int) wire.Event { return ev(t, seq, wire.EventTimerFired, wire.TimerAttrs{TimerID: 1}) }
 
 	// The signal came first: it wins even though the timer fired since.
-	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: []wire.Event{started, timerStarted, signal(3), fired(4)}})
+	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: []wire.Event{started, timerStarted, signal(3), fired(4)}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, json.RawMessage(`"yes"`), d[0].Result)
 	// The timer fired first.
-	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: []wire.Event{started, timerStarted, fired(3), signal(4)}})
+	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: []wire.Event{started, timerStarted, fired(3), signal(4)}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, json.RawMessage(`"timed out"`), d[0].Result)
 }
@@ -80,15 +80,15 @@ func TestSleepStartsOneDurableTimer(t *testing.T) {
 		return 1, nil
 	})
 	h := []wire.Event{ev(t, 1, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{})}
-	d, err := runWorkflowTask(fn, &wire.WorkflowTask{History: h})
+	d, err := runWorkflowTask(fn, &wire.WorkflowTask{History: h}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []wire.Decision{{Type: wire.DecisionStartTimer, TimerID: 1, DurationMS: 1500}}, d)
 	h = append(h, ev(t, 2, wire.EventTimerStarted, wire.TimerAttrs{TimerID: 1}))
-	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: h})
+	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: h}, nil)
 	require.NoError(t, err)
 	require.Empty(t, d, "the timer is not started twice")
 	h = append(h, ev(t, 3, wire.EventTimerFired, wire.TimerAttrs{TimerID: 1}))
-	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: h})
+	d, err = runWorkflowTask(fn, &wire.WorkflowTask{History: h}, nil)
 	require.NoError(t, err)
 	require.Equal(t, wire.DecisionCompleteWorkflow, d[0].Type)
 }

@@ -102,9 +102,11 @@ type Worker struct {
 	workflows  map[string]workflowFunc
 	schemas    map[string]*schema.Schema
 	activities map[string]activityFunc
-	regErrs    []error
-	started    bool
-	stop       func(ctx context.Context) error
+	// activityOptions are the registration options of each activity.
+	activityOptions map[string]ActivityOptions
+	regErrs         []error
+	started         bool
+	stop            func(ctx context.Context) error
 }
 
 // NewWorker checks cfg and returns a Worker.
@@ -116,6 +118,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
 		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
+		activityOptions: map[string]ActivityOptions{},
 	}, nil
 }
 
@@ -180,14 +183,20 @@ func RegisterWorkflow[In, Out any](w *Worker, name string, fn func(ctx *Workflow
 	})
 }
 
-// RegisterActivity registers fn as the activity name. Input and output
-// travel as JSON. Errors (a bad or duplicate name) are reported by Start.
-func RegisterActivity[In, Out any](w *Worker, name string, fn func(ctx *ActivityContext, input In) (Out, error)) {
+// RegisterActivity registers fn as the activity name, with the options its
+// invocations get unless a call overrides them. Input and output travel as
+// JSON. Errors (a bad or duplicate name) are reported by Start.
+func RegisterActivity[In, Out any](w *Worker, name string, fn func(ctx *ActivityContext, input In) (Out, error), opts ...ActivityOptions) {
 	w.register("activity", name, func() {
 		if _, dup := w.activities[name]; dup {
 			w.regErrs = append(w.regErrs, fmt.Errorf("register activity %q: already registered", name))
 			return
 		}
+		var o ActivityOptions
+		for _, over := range opts {
+			o = o.merge(over)
+		}
+		w.activityOptions[name] = o
 		w.activities[name] = func(ctx *ActivityContext, raw json.RawMessage) (any, error) {
 			in, err := decodeInput[In](raw)
 			if err != nil {
@@ -219,11 +228,14 @@ func (w *Worker) Start(ctx context.Context) error {
 	type loop struct {
 		kind string
 		conc int
+		// take, if set, runs in the consume callback before the task is
+		// queued; false drops it.
+		take func(context.Context, jetstream.Msg) bool
 		fn   func(context.Context, jetstream.Msg)
 	}
 	loops := []loop{
-		{wire.TaskWorkflow, w.cfg.WorkflowTaskConcurrency, w.handleWorkflowTask},
-		{wire.TaskActivity, w.cfg.ActivityConcurrency, w.handleActivityTask},
+		{wire.TaskWorkflow, w.cfg.WorkflowTaskConcurrency, nil, w.handleWorkflowTask},
+		{wire.TaskActivity, w.cfg.ActivityConcurrency, w.takeActivityTask, w.handleActivityTask},
 	}
 	var ccs []jetstream.ConsumeContext
 	var pools []*pool.Pool
@@ -249,7 +261,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			return fmt.Errorf("bind consumer %s: %w", name, err)
 		}
 		p := pool.New().WithMaxGoroutines(l.conc)
-		fn := l.fn
+		fn, take := l.fn, l.take
 		cc, err := cons.Consume(func(m jetstream.Msg) {
 			// The consume callback may still be running when Stop begins:
 			// the gate keeps it from handing the pool work once Stop waits
@@ -258,6 +270,9 @@ func (w *Worker) Start(ctx context.Context) error {
 			gate.RLock()
 			defer gate.RUnlock()
 			if stopping {
+				return
+			}
+			if take != nil && !take(runCtx, m) {
 				return
 			}
 			p.Go(func() { fn(runCtx, m) })
@@ -340,7 +355,10 @@ func (w *Worker) handleWorkflowTask(ctx context.Context, m jetstream.Msg) {
 		_ = m.NakWithDelay(unknownTaskDelay)
 		return
 	}
-	decisions, err := runWorkflowTask(fn, &task)
+	w.mu.Lock()
+	opts := w.activityOptions
+	w.mu.Unlock()
+	decisions, err := runWorkflowTask(fn, &task, opts)
 	if err != nil {
 		log.Error("workflow task failed; will retry", "err", err)
 		_ = m.NakWithDelay(unknownTaskDelay)
@@ -362,70 +380,93 @@ func (w *Worker) handleWorkflowTask(ctx context.Context, m jetstream.Msg) {
 	}
 }
 
+// takeActivityTask takes an activity task for this worker as it arrives:
+// the scheduler owns attempts, so a task is acknowledged once, before it
+// waits for a free slot, and an attempt whose worker vanishes is retried
+// by the scheduler when its start-to-close timeout passes. A task for an
+// activity this worker does not have is left to the others.
+func (w *Worker) takeActivityTask(ctx context.Context, m jetstream.Msg) bool {
+	var task struct {
+		ActivityName string `json:"activity_name"`
+	}
+	if err := json.Unmarshal(m.Data(), &task); err != nil {
+		w.log.Error("dropping malformed activity task", "err", err)
+		_ = m.Term()
+		return false
+	}
+	w.mu.Lock()
+	_, ok := w.activities[task.ActivityName]
+	w.mu.Unlock()
+	if !ok {
+		w.log.Warn("activity not registered on this worker", "activity", task.ActivityName)
+		_ = m.NakWithDelay(unknownTaskDelay)
+		return false
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		w.log.Warn("could not take activity task; leaving it to redelivery", "err", err)
+		return false
+	}
+	return true
+}
+
 func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 	var task wire.ActivityTask
 	if err := json.Unmarshal(m.Data(), &task); err != nil {
 		w.log.Error("dropping malformed activity task", "err", err)
-		_ = m.Term()
 		return
 	}
 	log := w.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
 	w.mu.Lock()
 	fn := w.activities[task.ActivityName]
 	w.mu.Unlock()
-	if fn == nil {
-		log.Warn("activity not registered on this worker")
-		_ = m.NakWithDelay(unknownTaskDelay)
+	if !task.Deadline.IsZero() && time.Now().After(task.Deadline) {
+		log.Info("dropping activity task past its deadline: the scheduler has moved on")
 		return
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Keep the task ours while the activity runs.
-	go func() {
-		t := time.NewTicker(w.cfg.TaskAckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-actx.Done():
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
+	if !task.Deadline.IsZero() {
+		var c context.CancelFunc
+		actx, c = context.WithDeadline(actx, task.Deadline)
+		defer c()
+	}
 	ac := &ActivityContext{Context: actx, info: ActivityInfo{
 		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
 		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: dedup.ActivityKey(task.IdempotencyKey),
-		ScheduledAt: task.ScheduledAt,
+		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline,
 	}}
 	res, err := runActivity(fn, ac, task.Input)
-	if ctx.Err() != nil {
-		log.Info("worker stopping; activity handed back")
-		return
-	}
 	result := &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt}
-	if err != nil {
+	switch {
+	case ctx.Err() != nil:
+		// The worker is stopping and out of grace: hand the attempt back
+		// as a retryable failure, so the next one starts at once rather
+		// than after the timeout.
+		log.Info("worker stopping; activity handed back")
+		result.Failure = &wire.Failure{Type: "WorkerShutdown", Message: "the worker stopped before the attempt finished"}
+	case err != nil:
 		result.Failure = failureOf(err)
 		var pe *panicError
 		if errors.As(err, &pe) {
 			result.Failure.Type, result.Failure.Stack = "panic", pe.stack
 		}
 		log.Warn("activity failed", "err", err)
-	} else if result.Result, err = json.Marshal(res); err != nil {
-		result.Result = nil
-		result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
+	default:
+		if result.Result, err = json.Marshal(res); err != nil {
+			result.Result = nil
+			result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
+		}
 	}
 	cmd := &wire.Command{
 		CommandID: dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
 		Kind:      wire.KindActivityResult,
 		Activity:  result,
 	}
-	if _, err := w.cfg.Topology.PublishCommand(ctx, task.Shard, cmd); err != nil {
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer pcancel()
+	if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
+		// The attempt's timeout will retry it.
 		log.Error("publish activity result", "err", err)
-		return
-	}
-	if err := m.Ack(); err != nil {
-		log.Warn("ack activity task", "err", err)
 	}
 }
 

@@ -27,15 +27,19 @@ type WorkflowInfo struct {
 type WorkflowContext struct {
 	info WorkflowInfo
 	r    *replayer
+	// activityOptions are the worker's registration options by activity.
+	activityOptions map[string]ActivityOptions
 }
 
 // Info describes the running execution.
 func (c *WorkflowContext) Info() WorkflowInfo { return c.info }
 
 // ExecuteActivity schedules the named activity with input (encoded as JSON)
-// and returns a Future for its result. Scheduling is recorded when the
-// workflow task completes; on replay the call is matched with its history.
-func ExecuteActivity(ctx *WorkflowContext, name string, input any) *Future {
+// and returns a Future for its result. Options given here override, field
+// by field, those the activity was registered with. Scheduling is recorded
+// when the workflow task completes; on replay the call is matched with its
+// history.
+func ExecuteActivity(ctx *WorkflowContext, name string, input any, opts ...ActivityOptions) *Future {
 	r := ctx.r
 	r.nextActivity++
 	id := r.nextActivity
@@ -51,7 +55,11 @@ func ExecuteActivity(ctx *WorkflowContext, name string, input any) *Future {
 		}
 		return f
 	}
-	r.decisions = append(r.decisions, wire.Decision{Type: wire.DecisionScheduleActivity, ActivityID: id, ActivityName: name, Input: raw})
+	o := ctx.activityOptions[name]
+	for _, over := range opts {
+		o = o.merge(over)
+	}
+	r.decisions = append(r.decisions, wire.Decision{Type: wire.DecisionScheduleActivity, ActivityID: id, ActivityName: name, Input: raw, Options: o.wire()})
 	return f
 }
 
@@ -154,7 +162,7 @@ type workflowOutcome struct {
 // runWorkflowTask replays fn over task's history and returns the decisions
 // of this task. An error means the task cannot complete (non-determinism,
 // a panic, a corrupt history) and should be retried later.
-func runWorkflowTask(fn workflowFunc, task *wire.WorkflowTask) ([]wire.Decision, error) {
+func runWorkflowTask(fn workflowFunc, task *wire.WorkflowTask, activityOptions map[string]ActivityOptions) ([]wire.Decision, error) {
 	r := &replayer{
 		scheduled:    map[int]wire.ActivityScheduledAttrs{},
 		closed:       map[int]wire.ActivityClosedAttrs{},
@@ -206,7 +214,7 @@ func runWorkflowTask(fn workflowFunc, task *wire.WorkflowTask) ([]wire.Decision,
 			}
 		}
 	}
-	ctx := &WorkflowContext{r: r, info: WorkflowInfo{
+	ctx := &WorkflowContext{r: r, activityOptions: activityOptions, info: WorkflowInfo{
 		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, WorkflowID: task.WorkflowID, TaskQueue: task.TaskQueue,
 	}}
 	done := make(chan workflowOutcome, 1)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -40,31 +41,45 @@ func registered[In, Out any](fn func(*WorkflowContext, In) (Out, error)) workflo
 	}
 }
 
+// withoutOptions checks that scheduled activities carry resolved options
+// (the default retry policy here), then drops them for comparison.
+func withoutOptions(t *testing.T, d []wire.Decision) []wire.Decision {
+	t.Helper()
+	for i := range d {
+		if d[i].Type == wire.DecisionScheduleActivity {
+			require.NotNil(t, d[i].Options)
+			require.Equal(t, wire.DefaultRetryPolicy(), d[i].Options.Retry)
+			d[i].Options = nil
+		}
+	}
+	return d
+}
+
 func TestReplayStepByStep(t *testing.T) {
 	t.Parallel()
 	fn := registered(twoSteps)
 	started := ev(t, 1, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{Input: json.RawMessage(`41`)})
 	task := &wire.WorkflowTask{History: []wire.Event{started}}
 
-	d, err := runWorkflowTask(fn, task)
+	d, err := runWorkflowTask(fn, task, nil)
 	require.NoError(t, err)
-	require.Equal(t, []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "a", Input: json.RawMessage(`41`)}}, d)
+	require.Equal(t, []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "a", Input: json.RawMessage(`41`)}}, withoutOptions(t, d))
 
 	// a is scheduled but not done: nothing new to decide.
 	task.History = append(task.History, ev(t, 2, wire.EventActivityScheduled, wire.ActivityScheduledAttrs{ActivityID: 1, ActivityName: "a"}))
-	d, err = runWorkflowTask(fn, task)
+	d, err = runWorkflowTask(fn, task, nil)
 	require.NoError(t, err)
 	require.Empty(t, d)
 
 	task.History = append(task.History, ev(t, 3, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: 1, ActivityName: "a", Result: json.RawMessage(`100`)}))
-	d, err = runWorkflowTask(fn, task)
+	d, err = runWorkflowTask(fn, task, nil)
 	require.NoError(t, err)
-	require.Equal(t, []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 2, ActivityName: "b", Input: json.RawMessage(`101`)}}, d)
+	require.Equal(t, []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 2, ActivityName: "b", Input: json.RawMessage(`101`)}}, withoutOptions(t, d))
 
 	task.History = append(task.History,
 		ev(t, 4, wire.EventActivityScheduled, wire.ActivityScheduledAttrs{ActivityID: 2, ActivityName: "b"}),
 		ev(t, 5, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: 2, ActivityName: "b", Result: json.RawMessage(`"done"`)}))
-	d, err = runWorkflowTask(fn, task)
+	d, err = runWorkflowTask(fn, task, nil)
 	require.NoError(t, err)
 	require.Equal(t, []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`"done"`)}}, d)
 }
@@ -81,7 +96,7 @@ func TestReplayActivityFailureReachesWorkflow(t *testing.T) {
 		got = ExecuteActivity(ctx, "a", in).Get(nil)
 		return 0, got
 	})
-	d, err := runWorkflowTask(fn, task)
+	d, err := runWorkflowTask(fn, task, nil)
 	require.NoError(t, err)
 	var ae *ActivityError
 	require.True(t, errors.As(got, &ae))
@@ -101,7 +116,7 @@ func TestReplayDetectsNonDeterminism(t *testing.T) {
 	fn := registered(func(ctx *WorkflowContext, _ struct{}) (int, error) {
 		return 0, ExecuteActivity(ctx, "other", nil).Get(nil)
 	})
-	_, err := runWorkflowTask(fn, task)
+	_, err := runWorkflowTask(fn, task, nil)
 	require.ErrorIs(t, err, ErrNonDeterministic)
 }
 
@@ -114,10 +129,27 @@ func TestReplayParallelActivitiesAndPanic(t *testing.T) {
 		_ = f1.Get(nil)
 		return 0, f2.Get(nil)
 	})
-	d, err := runWorkflowTask(fn, task)
+	d, err := runWorkflowTask(fn, task, nil)
 	require.NoError(t, err)
 	require.Len(t, d, 2, "both activities are scheduled in one task")
 
-	_, err = runWorkflowTask(registered(func(*WorkflowContext, struct{}) (int, error) { panic("boom") }), task)
+	_, err = runWorkflowTask(registered(func(*WorkflowContext, struct{}) (int, error) { panic("boom") }), task, nil)
 	require.ErrorContains(t, err, "boom")
+}
+
+func TestActivityOptionsResolve(t *testing.T) {
+	t.Parallel()
+	task := &wire.WorkflowTask{History: []wire.Event{ev(t, 1, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{})}}
+	fn := registered(func(ctx *WorkflowContext, _ struct{}) (int, error) {
+		return 0, ExecuteActivity(ctx, "charge", nil, ActivityOptions{RetryPolicy: RetryExponential(3, 2*time.Second)}).Get(nil)
+	})
+	registration := map[string]ActivityOptions{"charge": {StartToClose: 30 * time.Second, RetryPolicy: &RetryPolicy{MaximumAttempts: 9}}}
+	d, err := runWorkflowTask(fn, task, registration)
+	require.NoError(t, err)
+	o := d[0].Options
+	require.EqualValues(t, 30000, o.StartToCloseMS, "from the registration")
+	require.Equal(t, 3, o.Retry.MaximumAttempts, "the call overrides the policy")
+	require.Equal(t, []time.Duration{2 * time.Second, 4 * time.Second}, []time.Duration{o.Retry.Delay(1), o.Retry.Delay(2)})
+	require.False(t, o.Retry.Retries(3, "", false), "then failure")
+	require.Equal(t, 2*time.Second, RetryExponential(3, 2*time.Second).Delay(1))
 }

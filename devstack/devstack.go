@@ -56,7 +56,10 @@ type Config struct {
 	// Ingest tunes the HTTP API; its Topology, NC, DB and Logger fields
 	// are filled in.
 	Ingest ingest.Config
-	Logger *slog.Logger
+	// Register, if set, registers workflows and activities of the caller's
+	// on the stack's worker, beside the examples.
+	Register func(w *harvest.Worker)
+	Logger   *slog.Logger
 }
 
 // Stack is a running Harvest.
@@ -131,6 +134,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	examples.Register(s.worker, s.Services)
+	if cfg.Register != nil {
+		cfg.Register(s.worker)
+	}
 	if err := s.worker.Start(ctx); err != nil {
 		return nil, err
 	}

@@ -117,14 +117,15 @@ func Register(w *harvest.Worker, svc *Services) {
 	harvest.RegisterWorkflow(w, WorkflowCollect, Collect, harvest.WithInputSchema([]byte(CollectInputSchema)))
 	harvest.RegisterWorkflow(w, WorkflowSleep, SleepWorkflow)
 
+	quick := harvest.ActivityOptions{StartToClose: 10 * time.Second}
 	harvest.RegisterActivity(w, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
 		key := ctx.IdempotencyKey().Subkey("db")
 		return svc.Users.Do(key.String(), fmt.Sprintf("db-user-%d", in.UserID)), nil
-	})
+	}, quick)
 	harvest.RegisterActivity(w, ActivitySendWelcome, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
 		key := ctx.IdempotencyKey().Subkey("email")
 		return svc.Mail.Do(key.String(), fmt.Sprintf("welcome-%d-%s", in.UserID, key)), nil
-	})
+	}, quick)
 	harvest.RegisterActivity(w, ActivityChargeCard, func(ctx *harvest.ActivityContext, in ChargeInput) (ChargeResult, error) {
 		c, err := svc.Payments.CreateCharge(ctx, ctx.IdempotencyKey().String(), in.AmountCents, in.CustomerID)
 		if errors.Is(err, fakepay.ErrInvalidRequest) || errors.Is(err, fakepay.ErrKeyReused) || errors.Is(err, fakepay.ErrDeclined) {
@@ -134,7 +135,7 @@ func Register(w *harvest.Worker, svc *Services) {
 			return ChargeResult{}, err
 		}
 		return ChargeResult{ChargeID: c.ID}, nil
-	})
+	}, harvest.ActivityOptions{StartToClose: 30 * time.Second, RetryPolicy: harvest.RetryExponential(3, 2*time.Second)})
 }
 
 // Onboarding creates the user's database record, then sends the welcome

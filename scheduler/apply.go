@@ -459,27 +459,24 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		}
 		switch d.Type {
 		case wire.DecisionScheduleActivity:
+			opts := wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
+			if d.Options != nil {
+				opts = *d.Options
+			}
+			rawOpts, _ := json.Marshal(opts)
 			ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: d.ActivityID}
 			a := &store.Activity{
 				ExecutionID: e.ExecutionID, ActivityID: d.ActivityID, ActivityName: d.ActivityName,
 				Status: store.ActivityScheduled, Attempt: 1, IdempotencyKey: dedup.NewActivityKey().String(),
+				Input: d.Input, Options: rawOpts, ScheduledAt: b.now,
 			}
 			b.activities[ref] = a
 			b.newActs[ref] = true
 			b.writes.NewActivities = append(b.writes.NewActivities, a)
 			b.appendEvent(e, wire.EventActivityScheduled, wire.ActivityScheduledAttrs{
-				ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input, IdempotencyKey: a.IdempotencyKey,
+				ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input, IdempotencyKey: a.IdempotencyKey, Options: opts,
 			})
-			task := wire.ActivityTask{
-				ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, TaskQueue: e.TaskQueue,
-				ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input, IdempotencyKey: a.IdempotencyKey,
-				Attempt: 1, ScheduledAt: b.now,
-			}
-			data, _ := json.Marshal(task)
-			b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-				Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskActivity),
-				MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, d.ActivityID, 1), Payload: data,
-			})
+			b.dispatchAttempt(e, a)
 		case wire.DecisionStartTimer:
 			fireAt := b.now.Add(time.Duration(d.DurationMS) * time.Millisecond)
 			b.appendEvent(e, wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &fireAt})
@@ -505,6 +502,7 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 	e.Status = status
 	now := b.now
 	e.ClosedAt = &now
+	b.writes.ExecutionsClosed = append(b.writes.ExecutionsClosed, e.ExecutionID)
 	b.appendEvent(e, event, attrs)
 	if e.CompletionCallback != nil {
 		payload, _ := json.Marshal(CallbackPayload{
@@ -533,18 +531,115 @@ func (b *batch) activityResult(r *wire.ActivityResult) {
 		b.log.Debug("dropping stale activity result", "execution_id", r.ExecutionID, "activity", r.ActivityID, "attempt", r.Attempt)
 		return
 	}
-	attrs := wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: r.Attempt, Result: r.Result, Failure: r.Failure}
 	if r.Failure != nil {
-		a.Status = store.ActivityFailed
-		b.appendEvent(e, wire.EventActivityFailed, attrs)
-	} else {
-		a.Status = store.ActivityCompleted
-		b.appendEvent(e, wire.EventActivityCompleted, attrs)
+		b.attemptFailed(e, a, r.Failure)
+		return
 	}
+	a.Status = store.ActivityCompleted
+	b.activityChanged(ref, a)
+	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
+	b.appendEvent(e, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: r.Attempt, Result: r.Result})
+	b.needWorkflowTask(e)
+}
+
+func (b *batch) activityChanged(ref store.ActivityRef, a *store.Activity) {
 	if !b.newActs[ref] {
 		b.writes.UpdatedActivities = append(b.writes.UpdatedActivities, a)
 	}
+}
+
+func activityOptions(a *store.Activity) wire.ActivityOptions {
+	opts := wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
+	if len(a.Options) > 0 {
+		_ = json.Unmarshal(a.Options, &opts)
+	}
+	return opts
+}
+
+// attemptFailed decides what follows a failed attempt: the next attempt
+// after the policy's backoff, on a durable timer, or the activity's
+// failure, which the workflow sees.
+func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Failure) {
+	ref := store.ActivityRef{ExecutionID: a.ExecutionID, ActivityID: a.ActivityID}
+	opts := activityOptions(a)
+	delay := opts.Retry.Delay(a.Attempt)
+	retry := opts.Retry.Retries(a.Attempt, f.Type, f.NonRetryable)
+	if total := opts.ScheduleToClose(); retry && total > 0 && b.now.Add(delay).After(a.ScheduledAt.Add(total)) {
+		retry = false
+	}
+	if retry {
+		attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt + 1})
+		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: a.ExecutionID, Kind: store.TimerActivityRetry, FireAt: b.now.Add(delay), Attrs: attrs})
+		b.log.Debug("activity attempt failed; retrying", "execution_id", a.ExecutionID, "activity", a.ActivityName, "attempt", a.Attempt, "retry_in", delay, "err", f.Message)
+		return
+	}
+	a.Status = store.ActivityFailed
+	b.activityChanged(ref, a)
+	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
+	b.appendEvent(e, wire.EventActivityFailed, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: a.Attempt, Failure: f})
 	b.needWorkflowTask(e)
+}
+
+// activityTimerAttrs are the attributes of activity timers.
+type activityTimerAttrs struct {
+	ActivityID int `json:"activity_id"`
+	Attempt    int `json:"attempt"`
+}
+
+// dispatchAttempt publishes the activity's current attempt and sets the
+// timer that ends it if no result comes in time: the scheduler owns
+// attempts, so a vanished worker's attempt is retried, never run twice.
+func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
+	opts := activityOptions(a)
+	deadline := b.now.Add(opts.StartToClose())
+	if total := opts.ScheduleToClose(); total > 0 && a.ScheduledAt.Add(total).Before(deadline) {
+		deadline = a.ScheduledAt.Add(total)
+	}
+	task := wire.ActivityTask{
+		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, TaskQueue: e.TaskQueue,
+		ActivityID: a.ActivityID, ActivityName: a.ActivityName, Input: a.Input, IdempotencyKey: a.IdempotencyKey,
+		Attempt: a.Attempt, ScheduledAt: a.ScheduledAt, Deadline: deadline,
+	}
+	data, _ := json.Marshal(task)
+	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
+		Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskActivity),
+		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data,
+	})
+	attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
+	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityTimeout, FireAt: deadline, Attrs: attrs})
+}
+
+// activityTimer handles an attempt's timeout or the end of a retry
+// backoff; timers of attempts that finished since are ignored.
+func (b *batch) activityTimer(e *store.Execution, tm store.Timer) {
+	var at activityTimerAttrs
+	if err := json.Unmarshal(tm.Attrs, &at); err != nil {
+		b.log.Warn("dropping undecodable activity timer", "execution_id", tm.ExecutionID, "err", err)
+		return
+	}
+	ref := store.ActivityRef{ExecutionID: tm.ExecutionID, ActivityID: at.ActivityID}
+	a := b.activities[ref]
+	if a == nil || a.Status != store.ActivityScheduled {
+		return
+	}
+	switch tm.Kind {
+	case store.TimerActivityTimeout:
+		if a.Attempt != at.Attempt {
+			return
+		}
+		typ, msg := "StartToCloseTimeout", fmt.Sprintf("attempt %d did not finish within its start-to-close timeout", a.Attempt)
+		if total := activityOptions(a).ScheduleToClose(); total > 0 && !b.now.Before(a.ScheduledAt.Add(total)) {
+			typ, msg = "ScheduleToCloseTimeout", fmt.Sprintf("activity did not finish within its schedule-to-close timeout of %s", total)
+		}
+		b.attemptFailed(e, a, &wire.Failure{Type: typ, Message: msg, NonRetryable: typ == "ScheduleToCloseTimeout"})
+	case store.TimerActivityRetry:
+		if a.Attempt != at.Attempt-1 {
+			return
+		}
+		a.Attempt = at.Attempt
+		b.activityChanged(ref, a)
+		b.dispatchAttempt(e, a)
+	}
 }
 
 func (b *batch) appendEvent(e *store.Execution, typ string, attrs any) {
@@ -619,6 +714,7 @@ func fireTimers(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, tim
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log,
 		newExecs: map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
+		newActs: map[store.ActivityRef]bool{},
 	}
 	b.writes.Shard, b.writes.AppliedSeq = shard, applied
 	ids := make([]string, 0, len(timers))
@@ -628,6 +724,18 @@ func fireTimers(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, tim
 	}
 	var err error
 	if b.execs, err = store.LoadExecutions(ctx, tx, ids); err != nil {
+		return nil, err
+	}
+	var actRefs []store.ActivityRef
+	for _, tm := range timers {
+		if tm.Kind == store.TimerActivityTimeout || tm.Kind == store.TimerActivityRetry {
+			var at activityTimerAttrs
+			if json.Unmarshal(tm.Attrs, &at) == nil {
+				actRefs = append(actRefs, store.ActivityRef{ExecutionID: tm.ExecutionID, ActivityID: at.ActivityID})
+			}
+		}
+	}
+	if b.activities, err = store.LoadActivities(ctx, tx, actRefs); err != nil {
 		return nil, err
 	}
 	for _, tm := range timers {
@@ -646,6 +754,8 @@ func fireTimers(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, tim
 			}
 			b.appendEvent(e, wire.EventTimerFired, wire.TimerAttrs{TimerID: a.TimerID})
 			b.needWorkflowTask(e)
+		case store.TimerActivityTimeout, store.TimerActivityRetry:
+			b.activityTimer(e, tm)
 		default:
 			log.Warn("dropping timer of unknown kind", "execution_id", tm.ExecutionID, "kind", tm.Kind)
 		}

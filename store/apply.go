@@ -59,6 +59,9 @@ type Activity struct {
 	Status         string
 	Attempt        int
 	IdempotencyKey string
+	Input          json.RawMessage
+	Options        json.RawMessage
+	ScheduledAt    time.Time
 }
 
 // Activity statuses.
@@ -280,7 +283,7 @@ func LoadActivities(ctx context.Context, tx pgx.Tx, refs []ActivityRef) (map[Act
 		ids[i], aids[i] = r.ExecutionID, int32(r.ActivityID)
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key
+		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at
 		FROM activities
 		WHERE (execution_id, activity_id) IN (SELECT * FROM unnest($1::uuid[], $2::int[]))
 		FOR UPDATE`, ids, aids)
@@ -340,6 +343,10 @@ type Writes struct {
 	// NewTimers are durable timers to set; FiredTimers those to delete.
 	NewTimers   []Timer
 	FiredTimers []int64
+	// ActivityDone clears the timers of activities that finished;
+	// ExecutionsClosed clears every timer of executions that closed.
+	ActivityDone     []ActivityRef
+	ExecutionsClosed []string
 	// Callbacks are completion callbacks to deliver.
 	Callbacks []CallbackDelivery
 	// SignalClaims record keyed signals delivered.
@@ -370,8 +377,9 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 			ev.ExecutionID, ev.Seq, ev.Type, ev.At, ev.Attrs)
 	}
 	for _, a := range w.NewActivities {
-		b.Queue(`INSERT INTO activities (execution_id, activity_id, activity_name, status, attempt, idempotency_key)
-			VALUES ($1, $2, $3, $4, $5, $6)`, a.ExecutionID, a.ActivityID, a.ActivityName, a.Status, a.Attempt, a.IdempotencyKey)
+		b.Queue(`INSERT INTO activities (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, a.ExecutionID, a.ActivityID, a.ActivityName, a.Status, a.Attempt, a.IdempotencyKey,
+			a.Input, a.Options, a.ScheduledAt)
 	}
 	for _, a := range w.UpdatedActivities {
 		b.Queue(`UPDATE activities SET status = $3, attempt = $4, closed_at = CASE WHEN $3 = 'Scheduled' THEN NULL ELSE now() END
@@ -384,6 +392,13 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 	for _, tm := range w.NewTimers {
 		b.Queue(`INSERT INTO timers (shard, execution_id, kind, fire_at, attrs) VALUES ($1, $2, $3, $4, $5)`,
 			w.Shard, tm.ExecutionID, tm.Kind, tm.FireAt, tm.Attrs)
+	}
+	for _, ref := range w.ActivityDone {
+		b.Queue(`DELETE FROM timers WHERE execution_id = $1 AND kind IN ('activity_timeout', 'activity_retry')
+			AND (attrs->>'activity_id')::int = $2`, ref.ExecutionID, ref.ActivityID)
+	}
+	if len(w.ExecutionsClosed) > 0 {
+		b.Queue(`DELETE FROM timers WHERE execution_id = ANY($1::uuid[])`, w.ExecutionsClosed)
 	}
 	if len(w.FiredTimers) > 0 {
 		b.Queue(`DELETE FROM timers WHERE timer_id = ANY($1)`, w.FiredTimers)
@@ -442,6 +457,10 @@ func DeleteOutbox(ctx context.Context, db DBTX, ids []int64) error {
 const (
 	// TimerStart fires the first workflow task of a delayed start.
 	TimerStart = "start"
+	// TimerActivityTimeout ends an activity attempt that ran out of time.
+	TimerActivityTimeout = "activity_timeout"
+	// TimerActivityRetry starts the next attempt of a failed activity.
+	TimerActivityRetry = "activity_retry"
 )
 
 // Timer is a durable timer of one execution.

@@ -167,9 +167,10 @@ const (
 type Decision struct {
 	Type string `json:"type"`
 	// schedule_activity
-	ActivityID   int             `json:"activity_id,omitempty"`
-	ActivityName string          `json:"activity_name,omitempty"`
-	Input        json.RawMessage `json:"input,omitempty"`
+	ActivityID   int              `json:"activity_id,omitempty"`
+	ActivityName string           `json:"activity_name,omitempty"`
+	Input        json.RawMessage  `json:"input,omitempty"`
+	Options      *ActivityOptions `json:"options,omitempty"`
 	// start_timer
 	TimerID    int   `json:"timer_id,omitempty"`
 	DurationMS int64 `json:"duration_ms,omitempty"`
@@ -221,6 +222,7 @@ type ActivityScheduledAttrs struct {
 	ActivityName   string          `json:"activity_name"`
 	Input          json.RawMessage `json:"input,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key"`
+	Options        ActivityOptions `json:"options"`
 }
 
 // ActivityClosedAttrs are the attributes of ActivityCompleted and
@@ -265,6 +267,10 @@ type ActivityTask struct {
 	IdempotencyKey string          `json:"idempotency_key"`
 	Attempt        int             `json:"attempt"`
 	ScheduledAt    time.Time       `json:"scheduled_at"`
+	// Deadline ends the attempt (start-to-close, bounded by
+	// schedule-to-close); a worker drops a task it gets after it, since
+	// the scheduler has moved on to the next attempt.
+	Deadline time.Time `json:"deadline"`
 }
 
 // Outcome is what the scheduler reports about an applied command, in the

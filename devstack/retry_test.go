@@ -1,0 +1,150 @@
+package devstack_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/devstack"
+)
+
+// attempts records what each attempt of a test activity saw.
+type attempts struct {
+	mu   sync.Mutex
+	seen []seenAttempt
+}
+
+type seenAttempt struct {
+	attempt int
+	key     string
+}
+
+func (a *attempts) add(ctx *harvest.ActivityContext) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = append(a.seen, seenAttempt{ctx.Attempt(), ctx.IdempotencyKey().String()})
+	return len(a.seen)
+}
+
+func (a *attempts) all() []seenAttempt {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]seenAttempt(nil), a.seen...)
+}
+
+type retryCase struct {
+	in   string
+	fail func(ctx *harvest.ActivityContext, n int) error
+	opts harvest.ActivityOptions
+}
+
+// retryStack registers workflow "retry_<name>" for each case: it runs the
+// case's activity once and fails with the activity's error, if any.
+func retryStack(t *testing.T, cases map[string]retryCase) (*devstack.Stack, map[string]*attempts) {
+	t.Helper()
+	seen := map[string]*attempts{}
+	for name := range cases {
+		seen[name] = &attempts{}
+	}
+	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
+		for name, c := range cases {
+			act := "act_" + name
+			harvest.RegisterActivity(w, act, func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
+				n := seen[name].add(ctx)
+				if err := c.fail(ctx, n); err != nil {
+					return "", err
+				}
+				return "ok", nil
+			}, c.opts)
+			harvest.RegisterWorkflow(w, "retry_"+name, func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+				var out string
+				err := harvest.ExecuteActivity(ctx, act, nil).Get(&out)
+				var ae *harvest.ActivityError
+				if errors.As(err, &ae) {
+					return "", harvest.NewError(ae.Type, "after %d attempts: %s", ae.Attempts, ae.Message)
+				}
+				return out, err
+			})
+		}
+	}})
+	return s, seen
+}
+
+func waitStatus(t *testing.T, s *devstack.Stack, id, status string) map[string]any {
+	t.Helper()
+	var exec answer
+	eventually(t, 60*time.Second, "execution "+id+" to be "+status, func() bool {
+		exec = call(t, "GET", s.URL()+"/api/harvest/executions/"+id, nil, "")
+		return exec.body["status"] == status
+	})
+	return exec.body
+}
+
+func TestActivityRetries(t *testing.T) {
+	t.Parallel()
+	fast := harvest.RetryExponential(3, 50*time.Millisecond)
+	s, seen := retryStack(t, map[string]retryCase{
+		"flaky": {fail: func(_ *harvest.ActivityContext, n int) error {
+			if n < 3 {
+				return errors.New("provider unavailable")
+			}
+			return nil
+		}, opts: harvest.ActivityOptions{RetryPolicy: fast}},
+		"exhausted": {fail: func(*harvest.ActivityContext, int) error { return harvest.NewError("Unavailable", "still down") },
+			opts: harvest.ActivityOptions{RetryPolicy: fast}},
+		"nonretryable": {fail: func(*harvest.ActivityContext, int) error {
+			return harvest.NewNonRetryableError("ValidationFailed", "amount must be positive")
+		}, opts: harvest.ActivityOptions{RetryPolicy: fast}},
+		"listed": {fail: func(*harvest.ActivityContext, int) error { return harvest.NewError("Declined", "card declined") },
+			opts: harvest.ActivityOptions{RetryPolicy: &harvest.RetryPolicy{MaximumAttempts: 5, InitialInterval: 50 * time.Millisecond, NonRetryableErrorTypes: []string{"Declined"}}}},
+		"panics": {fail: func(*harvest.ActivityContext, int) error { panic("boom") },
+			opts: harvest.ActivityOptions{RetryPolicy: harvest.RetryExponential(2, 50*time.Millisecond)}},
+		"timeout": {fail: func(ctx *harvest.ActivityContext, _ int) error { <-ctx.Done(); return ctx.Err() },
+			opts: harvest.ActivityOptions{StartToClose: 300 * time.Millisecond, RetryPolicy: harvest.RetryExponential(2, 50*time.Millisecond)}},
+	})
+	ids := map[string]string{}
+	for _, name := range []string{"flaky", "exhausted", "nonretryable", "listed", "panics", "timeout"} {
+		a := start(t, s, "retry_"+name, "", `{}`)
+		require.Equal(t, 201, a.status, a.body)
+		ids[name] = a.body["execution_id"].(string)
+	}
+
+	// A flaky activity succeeds on its third attempt, with one key throughout.
+	exec := waitCompleted(t, s, ids["flaky"])
+	require.Equal(t, "ok", exec["result"])
+	got := seen["flaky"].all()
+	require.Len(t, got, 3)
+	for i, a := range got {
+		require.Equal(t, i+1, a.attempt)
+		require.Equal(t, got[0].key, a.key, "the same key for every attempt")
+	}
+	require.Equal(t, []string{"WorkflowStarted", "ActivityScheduled", "ActivityCompleted", "WorkflowCompleted"}, historyTypes(t, s, ids["flaky"]))
+
+	failedWith := func(name string) string {
+		e := waitStatus(t, s, ids[name], "Failed")
+		return e["error"].(map[string]any)["message"].(string) + " [" + e["error"].(map[string]any)["type"].(string) + "]"
+	}
+	require.Contains(t, failedWith("exhausted"), "after 3 attempts")
+	require.Len(t, seen["exhausted"].all(), 3)
+	require.Contains(t, failedWith("nonretryable"), "after 1 attempts")
+	require.Contains(t, failedWith("nonretryable"), "[ValidationFailed]")
+	require.Len(t, seen["nonretryable"].all(), 1)
+	require.Contains(t, failedWith("listed"), "[Declined]")
+	require.Len(t, seen["listed"].all(), 1, "a listed type is not retried")
+	require.Contains(t, failedWith("panics"), "[panic]")
+	require.Len(t, seen["panics"].all(), 2, "a panic is retryable")
+	require.Contains(t, failedWith("timeout"), "[StartToCloseTimeout]")
+	require.Len(t, seen["timeout"].all(), 2)
+
+	// The panic's stack is in the ActivityFailed event.
+	h := call(t, "GET", s.URL()+"/api/harvest/executions/"+ids["panics"]+"/history", nil, "")
+	for _, e := range h.body["events"].([]any) {
+		if ev := e.(map[string]any); ev["type"] == "ActivityFailed" {
+			require.Contains(t, ev["failure"].(map[string]any)["stack"], "goroutine")
+		}
+	}
+}

@@ -670,6 +670,15 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, body := startAnswer(out)
+	if out.Kind == wire.KindSignalWithStart && out.Error == "" {
+		status, body = http.StatusOK, signalWithStartResponse{
+			ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
+			StartedFresh: out.StartedFresh, SignalDelivered: out.SignalDelivered,
+		}
+		if out.StartedFresh {
+			status = http.StatusCreated
+		}
+	}
 	if out.Kind == wire.KindSignal {
 		status, body = http.StatusAccepted, signalResponse{OK: true, SignalDelivered: &out.SignalDelivered}
 		if out.Error != "" {

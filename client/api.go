@@ -1,0 +1,621 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Execution statuses. Every status but Running is terminal.
+const (
+	StatusRunning    = "Running"
+	StatusCompleted  = "Completed"
+	StatusFailed     = "Failed"
+	StatusCancelled  = "Cancelled"
+	StatusTerminated = "Terminated"
+	StatusTimedOut   = "TimedOut"
+)
+
+// IsTerminal reports whether status is a closed execution's status.
+func IsTerminal(status string) bool {
+	switch status {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut:
+		return true
+	}
+	return false
+}
+
+// Reuse policies for StartOptions.ReusePolicy and
+// SignalWithStartOptions.ReusePolicy: what a start does when its
+// workflow_id already has an execution. Empty means ReuseAllowDuplicate.
+const (
+	ReuseAllowDuplicate           = "allow_duplicate"
+	ReuseAllowDuplicateFailedOnly = "allow_duplicate_failed_only"
+	ReuseRejectDuplicate          = "reject_duplicate"
+	ReuseTerminateIfRunning       = "terminate_if_running"
+)
+
+const apiPrefix = "/api/harvest"
+
+// StartOptions tunes a start. The zero value is an unkeyed start with a
+// minted workflow_id that runs at once.
+type StartOptions struct {
+	// IdempotencyKey makes the start idempotent: every start of the
+	// workflow with the key, within the key's window, answers with the
+	// same execution. Sent as the Idempotency-Key header.
+	IdempotencyKey string
+	// WorkflowID is the business identifier of the execution; empty
+	// mints one.
+	WorkflowID string
+	// ReusePolicy is one of the Reuse constants; empty is the server's
+	// default (allow_duplicate).
+	ReusePolicy string
+	// Delay defers the first workflow task; zero means now. Give Delay
+	// or StartAt, not both.
+	Delay time.Duration
+	// StartAt is when the first workflow task may run.
+	StartAt *time.Time
+	// CompletionCallback is an http(s) URL the outcome is POSTed to when
+	// the execution closes.
+	CompletionCallback string
+}
+
+// StartResult is a start's answer.
+type StartResult struct {
+	ExecutionID  string
+	WorkflowName string
+	WorkflowID   string
+	// Status is the execution's status when the start was answered.
+	Status string
+	// StartedFresh says this call created the execution (HTTP 201).
+	StartedFresh bool
+	// Deduplicated says a keyed start was a retry: the execution is the
+	// one the key's first start created.
+	Deduplicated bool
+	// Keyed says the server treated the start as keyed (it reported
+	// started_fresh and deduplicated).
+	Keyed bool
+	// FirstSeenAt and ExpiresAt are the key's claim window, on a
+	// deduplicated start.
+	FirstSeenAt *time.Time
+	ExpiresAt   *time.Time
+	// Raw is the server's JSON answer (the polled outcome if the answer
+	// came late).
+	Raw json.RawMessage
+}
+
+type startBody struct {
+	Input              json.RawMessage `json:"input,omitempty"`
+	WorkflowID         string          `json:"workflow_id,omitempty"`
+	ReusePolicy        string          `json:"reuse_policy,omitempty"`
+	Delay              string          `json:"delay,omitempty"`
+	StartAt            string          `json:"start_at,omitempty"`
+	CompletionCallback string          `json:"completion_callback,omitempty"`
+}
+
+type startAnswer struct {
+	ExecutionID  string     `json:"execution_id"`
+	WorkflowName string     `json:"workflow_name"`
+	WorkflowID   string     `json:"workflow_id"`
+	Status       string     `json:"status"`
+	StartedFresh *bool      `json:"started_fresh"`
+	Deduplicated *bool      `json:"deduplicated"`
+	FirstSeenAt  *time.Time `json:"first_seen_at"`
+	ExpiresAt    *time.Time `json:"expires_at"`
+}
+
+// acceptedAnswer is a 202: the command is durable, its outcome late.
+type acceptedAnswer struct {
+	CommandID string `json:"command_id"`
+	Status    string `json:"status"`
+}
+
+// Start starts workflow with input (encoded as JSON; nil sends none, a
+// json.RawMessage is sent as it is). When the server answers 202, Start
+// polls the command until it is applied, within ctx.
+func (c *Client) Start(ctx context.Context, workflow string, input any, opts StartOptions) (*StartResult, error) {
+	if workflow == "" {
+		return nil, errors.New("client: Start: workflow name is required")
+	}
+	in, err := encodeJSON(input)
+	if err != nil {
+		return nil, fmt.Errorf("client: Start: encode input: %w", err)
+	}
+	b := startBody{Input: in, WorkflowID: opts.WorkflowID, ReusePolicy: opts.ReusePolicy, CompletionCallback: opts.CompletionCallback}
+	if opts.Delay < 0 {
+		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
+	}
+	if opts.Delay > 0 {
+		b.Delay = opts.Delay.String()
+	}
+	if opts.StartAt != nil {
+		b.StartAt = opts.StartAt.UTC().Format(time.RFC3339Nano)
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("client: Start: %w", err)
+	}
+	header := http.Header{}
+	if opts.IdempotencyKey != "" {
+		header.Set("Idempotency-Key", opts.IdempotencyKey)
+	}
+	path := apiPrefix + "/workflows/" + url.PathEscape(workflow) + "/start"
+	resp, err := c.do(ctx, http.MethodPost, path, header, body)
+	if err != nil {
+		return nil, err
+	}
+	status, raw := resp.status, resp.body
+	if status == http.StatusAccepted {
+		var acc acceptedAnswer
+		if err := decode(http.MethodPost, path, raw, &acc); err != nil {
+			return nil, err
+		}
+		cmd, err := c.awaitCommand(ctx, acc.CommandID)
+		if err != nil {
+			return nil, err
+		}
+		status, raw = cmd.HTTPStatus, cmd.Outcome
+	}
+	var a startAnswer
+	if err := decode(http.MethodPost, path, raw, &a); err != nil {
+		return nil, err
+	}
+	r := &StartResult{
+		ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status,
+		StartedFresh: status == http.StatusCreated, Keyed: a.StartedFresh != nil,
+		FirstSeenAt: a.FirstSeenAt, ExpiresAt: a.ExpiresAt, Raw: raw,
+	}
+	if a.StartedFresh != nil {
+		r.StartedFresh = *a.StartedFresh
+	}
+	if a.Deduplicated != nil {
+		r.Deduplicated = *a.Deduplicated
+	}
+	return r, nil
+}
+
+// CommandStatus is what the server knows of a command it accepted.
+type CommandStatus struct {
+	CommandID string
+	// Applied is false while the command waits to be applied.
+	Applied bool
+	// HTTPStatus and Outcome are the answer the command's request would
+	// have had, once Applied.
+	HTTPStatus int
+	Outcome    json.RawMessage
+}
+
+// Command reads the state of a command the server answered 202 for.
+func (c *Client) Command(ctx context.Context, commandID string) (*CommandStatus, error) {
+	if commandID == "" {
+		return nil, errors.New("client: Command: command id is required")
+	}
+	path := apiPrefix + "/commands/" + url.PathEscape(commandID)
+	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var a struct {
+		CommandID  string          `json:"command_id"`
+		Status     string          `json:"status"`
+		HTTPStatus int             `json:"http_status"`
+		Outcome    json.RawMessage `json:"outcome"`
+	}
+	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+		return nil, err
+	}
+	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == "applied", HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
+}
+
+// unknownCommandGrace is how long a command the server just accepted may
+// read as unknown before that is taken as final.
+const unknownCommandGrace = 10 * time.Second
+
+// awaitCommand polls a command until it is applied and returns its
+// outcome; an applied refusal is returned as an *APIError.
+func (c *Client) awaitCommand(ctx context.Context, commandID string) (*CommandStatus, error) {
+	if commandID == "" {
+		return nil, errors.New("client: the server accepted a command without naming it")
+	}
+	var cmd *CommandStatus
+	unknownSince := time.Time{}
+	err := poll(ctx, func() (bool, error) {
+		got, err := c.Command(ctx, commandID)
+		switch {
+		case err == nil:
+			cmd = got
+			return got.Applied, nil
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case transient(err):
+			return false, nil
+		case errors.Is(err, ErrNotFound):
+			// The pending mark may not be readable yet.
+			if unknownSince.IsZero() {
+				unknownSince = time.Now()
+			}
+			if time.Since(unknownSince) < unknownCommandGrace {
+				return false, nil
+			}
+		}
+		return false, err
+	})
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return nil, &PendingError{CommandID: commandID, Err: ctxErr}
+		}
+		return nil, err
+	}
+	if cmd.HTTPStatus/100 != 2 {
+		return nil, apiErrorFrom(cmd.HTTPStatus, nil, cmd.Outcome)
+	}
+	return cmd, nil
+}
+
+// signalAnswer is a signal's 202 answer: delivered, or accepted late.
+type signalAnswer struct {
+	OK              bool   `json:"ok"`
+	SignalDelivered *bool  `json:"signal_delivered"`
+	CommandID       string `json:"command_id"`
+	Status          string `json:"status"`
+}
+
+// SendSignal sends the named signal with payload (encoded as JSON; nil
+// sends none) to an execution. Without an idempotency key every call
+// appends one signal; use SendSignalIdempotent for deliveries that may be
+// retried. A 404 answer matches ErrNotFound, a closed execution's 409
+// ErrConflict.
+func (c *Client) SendSignal(ctx context.Context, executionID, name string, payload any) error {
+	_, err := c.signal(ctx, executionID, name, payload, "")
+	return err
+}
+
+// SendSignalIdempotent sends the named signal under an idempotency key:
+// the signal lands once per execution and key, however often it is sent.
+// delivered is true for the call that appended it and false for retries.
+// When the answer comes late (202), the command is polled for it; a late
+// answer to a retry may then report the first delivery's true.
+func (c *Client) SendSignalIdempotent(ctx context.Context, executionID, name string, payload any, key string) (delivered bool, err error) {
+	if key == "" {
+		return false, errors.New("client: SendSignalIdempotent: key is required")
+	}
+	return c.signal(ctx, executionID, name, payload, key)
+}
+
+func (c *Client) signal(ctx context.Context, executionID, name string, payload any, key string) (bool, error) {
+	switch {
+	case executionID == "":
+		return false, errors.New("client: signal: execution id is required")
+	case name == "":
+		return false, errors.New("client: signal: signal name is required")
+	}
+	body, err := encodeJSON(payload)
+	if err != nil {
+		return false, fmt.Errorf("client: signal %s: encode payload: %w", name, err)
+	}
+	header := http.Header{}
+	if key != "" {
+		header.Set("Idempotency-Key", key)
+	}
+	path := apiPrefix + "/workflows/" + url.PathEscape(executionID) + "/signal/" + url.PathEscape(name)
+	resp, err := c.do(ctx, http.MethodPost, path, header, body)
+	if err != nil {
+		return false, err
+	}
+	var a signalAnswer
+	if err := decode(http.MethodPost, path, resp.body, &a); err != nil {
+		return false, err
+	}
+	if a.SignalDelivered == nil && a.CommandID != "" {
+		cmd, err := c.awaitCommand(ctx, a.CommandID)
+		if err != nil {
+			return false, err
+		}
+		if err := decode(http.MethodGet, apiPrefix+"/commands/"+a.CommandID, cmd.Outcome, &a); err != nil {
+			return false, err
+		}
+	}
+	return a.SignalDelivered != nil && *a.SignalDelivered, nil
+}
+
+// SignalWithStartOptions describes a signal-with-start: deliver a signal
+// to the running execution of WorkflowID, starting one first if there is
+// none.
+type SignalWithStartOptions struct {
+	// WorkflowID is required.
+	WorkflowID string
+	// Input is the input of the execution, if one starts.
+	Input any
+	// SignalName is required.
+	SignalName    string
+	SignalPayload any
+	// IdempotencyKey makes the signal land once per key.
+	IdempotencyKey string
+	ReusePolicy    string
+}
+
+// SignalWithStartResult is a signal-with-start's answer.
+type SignalWithStartResult struct {
+	ExecutionID  string
+	WorkflowName string
+	WorkflowID   string
+	Status       string
+	// StartedFresh says this call started the execution.
+	StartedFresh bool
+	// SignalDelivered says this call appended the signal; false for a
+	// retry of a key already delivered. When the answer came late (202)
+	// and the polled outcome does not say, it is StartedFresh.
+	SignalDelivered bool
+	// Raw is the server's JSON answer (the polled outcome if late).
+	Raw json.RawMessage
+}
+
+// SignalWithStart delivers a signal to the running execution of
+// opts.WorkflowID, starting one with opts.Input first if none runs.
+func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts SignalWithStartOptions) (*SignalWithStartResult, error) {
+	switch {
+	case workflow == "":
+		return nil, errors.New("client: SignalWithStart: workflow name is required")
+	case opts.WorkflowID == "":
+		return nil, errors.New("client: SignalWithStart: WorkflowID is required")
+	case opts.SignalName == "":
+		return nil, errors.New("client: SignalWithStart: SignalName is required")
+	}
+	in, err := encodeJSON(opts.Input)
+	if err != nil {
+		return nil, fmt.Errorf("client: SignalWithStart: encode input: %w", err)
+	}
+	payload, err := encodeJSON(opts.SignalPayload)
+	if err != nil {
+		return nil, fmt.Errorf("client: SignalWithStart: encode signal payload: %w", err)
+	}
+	body, err := json.Marshal(struct {
+		WorkflowID    string          `json:"workflow_id"`
+		Input         json.RawMessage `json:"input,omitempty"`
+		SignalName    string          `json:"signal_name"`
+		SignalPayload json.RawMessage `json:"signal_payload,omitempty"`
+		ReusePolicy   string          `json:"reuse_policy,omitempty"`
+	}{opts.WorkflowID, in, opts.SignalName, payload, opts.ReusePolicy})
+	if err != nil {
+		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
+	}
+	header := http.Header{}
+	if opts.IdempotencyKey != "" {
+		header.Set("Idempotency-Key", opts.IdempotencyKey)
+	}
+	path := apiPrefix + "/workflows/" + url.PathEscape(workflow) + "/signal-with-start"
+	resp, err := c.do(ctx, http.MethodPost, path, header, body)
+	if err != nil {
+		return nil, err
+	}
+	status, raw := resp.status, resp.body
+	if status == http.StatusAccepted {
+		var acc signalAnswer
+		if err := decode(http.MethodPost, path, raw, &acc); err != nil {
+			return nil, err
+		}
+		cmd, err := c.awaitCommand(ctx, acc.CommandID)
+		if err != nil {
+			return nil, err
+		}
+		status, raw = cmd.HTTPStatus, cmd.Outcome
+	}
+	var a struct {
+		startAnswer
+		SignalDelivered *bool `json:"signal_delivered"`
+	}
+	if err := decode(http.MethodPost, path, raw, &a); err != nil {
+		return nil, err
+	}
+	r := &SignalWithStartResult{
+		ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status,
+		StartedFresh: status == http.StatusCreated, Raw: raw,
+	}
+	if a.StartedFresh != nil {
+		r.StartedFresh = *a.StartedFresh
+	}
+	r.SignalDelivered = r.StartedFresh
+	if a.SignalDelivered != nil {
+		r.SignalDelivered = *a.SignalDelivered
+	}
+	return r, nil
+}
+
+// Execution is an execution as the API describes it.
+type Execution struct {
+	ExecutionID  string          `json:"execution_id"`
+	WorkflowName string          `json:"workflow_name"`
+	WorkflowID   string          `json:"workflow_id"`
+	Status       string          `json:"status"`
+	Input        json.RawMessage `json:"input"`
+	Result       json.RawMessage `json:"result"`
+	// Error is the failure of an execution that did not complete, null
+	// otherwise: {"message", "type"?, "non_retryable"?}.
+	Error     json.RawMessage `json:"error"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	ClosedAt  *time.Time      `json:"closed_at"`
+	// Raw is the server's JSON for the execution.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Terminal reports whether the execution has closed.
+func (e *Execution) Terminal() bool { return IsTerminal(e.Status) }
+
+func (e *Execution) UnmarshalJSON(data []byte) error {
+	type plain Execution
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*e = Execution(p)
+	e.Raw = append(json.RawMessage(nil), data...)
+	return nil
+}
+
+// Describe reads an execution; an unknown id is an *APIError matching
+// ErrNotFound.
+func (c *Client) Describe(ctx context.Context, executionID string) (*Execution, error) {
+	if executionID == "" {
+		return nil, errors.New("client: Describe: execution id is required")
+	}
+	path := apiPrefix + "/executions/" + url.PathEscape(executionID)
+	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var e Execution
+	if err := decode(http.MethodGet, path, resp.body, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Event is one entry of an execution's history.
+type Event struct {
+	Seq  int
+	Type string
+	At   time.Time
+	// Attrs are the event's other fields (activity_name, failure, …),
+	// decoded as encoding/json decodes into any.
+	Attrs map[string]any
+	// Raw is the server's JSON for the event.
+	Raw json.RawMessage
+}
+
+// History reads an execution's history, oldest event first.
+func (c *Client) History(ctx context.Context, executionID string) ([]Event, error) {
+	if executionID == "" {
+		return nil, errors.New("client: History: execution id is required")
+	}
+	path := apiPrefix + "/executions/" + url.PathEscape(executionID) + "/history"
+	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var a struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+		return nil, err
+	}
+	events := make([]Event, 0, len(a.Events))
+	for _, raw := range a.Events {
+		var head struct {
+			Seq  int       `json:"seq"`
+			Type string    `json:"type"`
+			At   time.Time `json:"at"`
+		}
+		attrs := map[string]any{}
+		if err := decode(http.MethodGet, path, raw, &head); err != nil {
+			return nil, err
+		}
+		if err := decode(http.MethodGet, path, raw, &attrs); err != nil {
+			return nil, err
+		}
+		delete(attrs, "seq")
+		delete(attrs, "type")
+		delete(attrs, "at")
+		events = append(events, Event{Seq: head.Seq, Type: head.Type, At: head.At, Attrs: attrs, Raw: raw})
+	}
+	return events, nil
+}
+
+// ListOptions filters List. Zero values mean no filter and the server's
+// default limit (50).
+type ListOptions struct {
+	Workflow string
+	Status   string
+	// Limit is 1 to 500.
+	Limit int
+}
+
+// List lists executions, newest first.
+func (c *Client) List(ctx context.Context, opts ListOptions) ([]Execution, error) {
+	q := url.Values{}
+	if opts.Workflow != "" {
+		q.Set("workflow", opts.Workflow)
+	}
+	if opts.Status != "" {
+		q.Set("status", opts.Status)
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	path := apiPrefix + "/executions"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var a struct {
+		Executions []Execution `json:"executions"`
+	}
+	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+		return nil, err
+	}
+	if a.Executions == nil {
+		a.Executions = []Execution{}
+	}
+	return a.Executions, nil
+}
+
+// WaitResult polls the execution (every 50 ms at first, backing off to
+// 1 s) until it closes, within ctx. When it Completed, its result is
+// decoded into out (a pointer, or nil to skip). When it closed otherwise
+// the error is an *ExecutionFailedError; the execution is returned in
+// both cases.
+func (c *Client) WaitResult(ctx context.Context, executionID string, out any) (*Execution, error) {
+	var e *Execution
+	err := poll(ctx, func() (bool, error) {
+		got, err := c.Describe(ctx, executionID)
+		switch {
+		case err == nil:
+			e = got
+			return got.Terminal(), nil
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case transient(err):
+			return false, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			status := "unknown"
+			if e != nil {
+				status = e.Status
+			}
+			return e, fmt.Errorf("client: wait for execution %s (status %s): %w", executionID, status, ctxErr)
+		}
+		return e, err
+	}
+	if e.Status != StatusCompleted {
+		fe := &ExecutionFailedError{ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, Status: e.Status, Failure: e.Error}
+		var f struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Reason  string `json:"reason"`
+		}
+		if json.Unmarshal(e.Error, &f) == nil {
+			fe.Message, fe.Type = f.Message, f.Type
+			if fe.Message == "" {
+				fe.Message = f.Reason
+			}
+		}
+		return e, fe
+	}
+	if out != nil && len(e.Result) > 0 {
+		if err := json.Unmarshal(e.Result, out); err != nil {
+			return e, fmt.Errorf("client: decode the result of execution %s: %w", executionID, err)
+		}
+	}
+	return e, nil
+}

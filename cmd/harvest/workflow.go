@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harvest-engine/harvest/client"
+)
+
+// workflowClient is the API client of a workflow subcommand, and the
+// context its calls run under (bounded by --timeout).
+func workflowClient(cmd *cobra.Command) (*client.Client, context.Context, context.CancelFunc, error) {
+	c, err := client.New(client.Config{BaseURL: apiAddr(cmd)})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	if timeout, _ := cmd.Flags().GetDuration("timeout"); timeout > 0 {
+		ctx, cancel := context.WithTimeout(parent, timeout)
+		return c, ctx, cancel, nil
+	}
+	ctx, cancel := context.WithCancel(parent)
+	return c, ctx, cancel, nil
+}
+
+func jsonOutput(cmd *cobra.Command) bool {
+	on, _ := cmd.Flags().GetBool("json")
+	return on
+}
+
+// printJSON writes raw JSON, indented, to the command's output.
+func printJSON(w io.Writer, raw []byte) error {
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
+		return err
+	}
+	pretty.WriteByte('\n')
+	_, err := w.Write(pretty.Bytes())
+	return err
+}
+
+// parseInput reads a --input flag: empty is no input.
+func parseInput(flag, s string) (json.RawMessage, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	if !json.Valid([]byte(s)) {
+		return nil, fmt.Errorf("--%s is not JSON: %s", flag, s)
+	}
+	return json.RawMessage(s), nil
+}
+
+func newWorkflow() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "workflow",
+		Short: "Start, signal and inspect workflow executions through the HTTP API",
+		Long: `Talk to a running Harvest (harvest dev, or ingest) through its HTTP API.
+Starts and signals given --idempotency-key are idempotent: repeating one
+answers with the first one's execution or delivery.`,
+	}
+	cmd.PersistentFlags().String("addr", envOr("HARVEST_ADDR", "http://127.0.0.1:8080"), "the Harvest HTTP API (HARVEST_ADDR)")
+	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
+	cmd.PersistentFlags().Duration("timeout", time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
+	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowList())
+	return cmd
+}
+
+func newWorkflowStart() *cobra.Command {
+	var input, key, workflowID, reusePolicy string
+	var delay time.Duration
+	cmd := &cobra.Command{
+		Use:   "start <workflow>",
+		Short: "Start a workflow execution",
+		Example: `  harvest workflow start onboarding --input '{"user_id": 42}' --idempotency-key webhook-evt-abc123
+  harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --workflow-id order-1`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := parseInput("input", input)
+			if err != nil {
+				return err
+			}
+			c, ctx, cancel, err := workflowClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			var inArg any
+			if in != nil {
+				inArg = in
+			}
+			r, err := c.Start(ctx, args[0], inArg, client.StartOptions{
+				IdempotencyKey: key, WorkflowID: workflowID, ReusePolicy: reusePolicy, Delay: delay,
+			})
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				return printJSON(cmd.OutOrStdout(), r.Raw)
+			}
+			how := "existing"
+			switch {
+			case r.StartedFresh:
+				how = "fresh"
+			case r.Deduplicated:
+				how = "deduplicated"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "started execution %s (workflow %s, workflow_id %s) %s\n", r.ExecutionID, r.WorkflowName, r.WorkflowID, how)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&input, "input", "", "the workflow's input, as JSON")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "make the start idempotent under this key")
+	cmd.Flags().StringVar(&workflowID, "workflow-id", "", "the execution's business id (default: minted)")
+	cmd.Flags().StringVar(&reusePolicy, "reuse-policy", "", "allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running")
+	cmd.Flags().DurationVar(&delay, "delay", 0, "run the first workflow task after this long")
+	return cmd
+}
+
+func newWorkflowSignal() *cobra.Command {
+	var input, key string
+	cmd := &cobra.Command{
+		Use:     "signal <execution-id> <signal>",
+		Short:   "Send a signal to a running execution",
+		Example: `  harvest workflow signal 01a2… item --input '{"n": 1}' --idempotency-key evt-1`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			payload, err := parseInput("input", input)
+			if err != nil {
+				return err
+			}
+			c, ctx, cancel, err := workflowClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			var payloadArg any
+			if payload != nil {
+				payloadArg = payload
+			}
+			delivered := true
+			if key != "" {
+				delivered, err = c.SendSignalIdempotent(ctx, args[0], args[1], payloadArg, key)
+			} else {
+				err = c.SendSignal(ctx, args[0], args[1], payloadArg)
+			}
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				raw, _ := json.Marshal(map[string]any{"ok": true, "signal_delivered": delivered})
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			msg := "signal delivered"
+			if !delivered {
+				msg = "signal already delivered (deduplicated)"
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&input, "input", "", "the signal's payload, as JSON")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "deliver the signal once under this key")
+	return cmd
+}
+
+func newWorkflowDescribe() *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe <execution-id>",
+		Short: "Show an execution",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, cancel, err := workflowClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			e, err := c.Describe(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				return printJSON(cmd.OutOrStdout(), e.Raw)
+			}
+			closed := "-"
+			if e.ClosedAt != nil {
+				closed = formatTime(*e.ClosedAt)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 1, ' ', 0)
+			for _, kv := range [][2]string{
+				{"execution_id", e.ExecutionID},
+				{"workflow_name", e.WorkflowName},
+				{"workflow_id", e.WorkflowID},
+				{"status", e.Status},
+				{"input", compactJSON(e.Input)},
+				{"result", compactJSON(e.Result)},
+				{"error", compactJSON(e.Error)},
+				{"created_at", formatTime(e.CreatedAt)},
+				{"updated_at", formatTime(e.UpdatedAt)},
+				{"closed_at", closed},
+			} {
+				fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newWorkflowHistory() *cobra.Command {
+	return &cobra.Command{
+		Use:   "history <execution-id>",
+		Short: "Show an execution's history",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, cancel, err := workflowClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			events, err := c.History(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				raws := make([]json.RawMessage, 0, len(events))
+				for _, ev := range events {
+					raws = append(raws, ev.Raw)
+				}
+				raw, err := json.Marshal(map[string]any{"events": raws})
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SEQ\tTYPE\tAT\tDETAILS")
+			for _, ev := range events {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ev.Seq, ev.Type, formatTime(ev.At), details(ev.Attrs))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newWorkflowList() *cobra.Command {
+	var opts client.ListOptions
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List executions, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ctx, cancel, err := workflowClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			execs, err := c.List(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				raws := make([]json.RawMessage, 0, len(execs))
+				for _, e := range execs {
+					raws = append(raws, e.Raw)
+				}
+				raw, err := json.Marshal(map[string]any{"executions": raws})
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "EXECUTION_ID\tWORKFLOW\tWORKFLOW_ID\tSTATUS\tCREATED_AT")
+			for _, e := range execs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ExecutionID, e.WorkflowName, e.WorkflowID, e.Status, formatTime(e.CreatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&opts.Workflow, "workflow", "", "only executions of this workflow")
+	cmd.Flags().StringVar(&opts.Status, "status", "", "only executions in this status: Running, Completed, Failed, Cancelled, Terminated or TimedOut")
+	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many, 1 to 500 (default 50)")
+	return cmd
+}
+
+func formatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// compactJSON shows a JSON value on one line; null or nothing is "-".
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "-"
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// details shows an event's attributes on one line, shortened.
+func details(attrs map[string]any) string {
+	if len(attrs) == 0 {
+		return ""
+	}
+	raw, err := json.Marshal(attrs)
+	if err != nil {
+		return ""
+	}
+	const width = 100
+	if s := []rune(string(raw)); len(s) > width {
+		return string(s[:width-1]) + "…"
+	}
+	return string(raw)
+}

@@ -18,6 +18,10 @@ import (
 type ActivityContext struct {
 	context.Context
 	info ActivityInfo
+	// details are the last heartbeat details of an earlier attempt.
+	details json.RawMessage
+	// heartbeat sends a heartbeat; nil outside a worker.
+	heartbeat func(details json.RawMessage)
 }
 
 // ActivityInfo describes one activity attempt.
@@ -31,6 +35,10 @@ type ActivityInfo struct {
 	ScheduledAt    time.Time
 	// Deadline ends the attempt; the context is cancelled then.
 	Deadline time.Time
+	// PreviousOutcomeUnknown says the previous attempt ended without a
+	// result (it timed out, or its worker vanished): its effect may have
+	// happened. A registered reconcile function has already run.
+	PreviousOutcomeUnknown bool
 }
 
 // IdempotencyKey is the stable key of this logical activity invocation:
@@ -48,8 +56,38 @@ func (c *ActivityContext) ExecutionID() string { return c.info.ExecutionID }
 // Info describes the attempt.
 func (c *ActivityContext) Info() ActivityInfo { return c.info }
 
+// Heartbeat reports that the attempt is alive, extending its heartbeat
+// timeout, with details (encoded as JSON) that the next attempt can read
+// with HeartbeatDetails. Heartbeats are throttled: call it as often as is
+// convenient.
+func (c *ActivityContext) Heartbeat(details any) {
+	if c.heartbeat == nil {
+		return
+	}
+	raw, err := json.Marshal(details)
+	if err != nil {
+		raw = nil
+	}
+	c.heartbeat(raw)
+}
+
+// HeartbeatDetails decodes the last details an earlier attempt reported
+// into out, and says whether there were any.
+func (c *ActivityContext) HeartbeatDetails(out any) (bool, error) {
+	if len(c.details) == 0 {
+		return false, nil
+	}
+	if err := json.Unmarshal(c.details, out); err != nil {
+		return true, fmt.Errorf("decode heartbeat details: %w", err)
+	}
+	return true, nil
+}
+
 // activityFunc is a registered activity, with JSON in and out.
 type activityFunc func(ctx *ActivityContext, input json.RawMessage) (any, error)
+
+// reconcileFunc looks up whether an activity's effect happened already.
+type reconcileFunc func(ctx *ActivityContext, input json.RawMessage) (result any, found bool, err error)
 
 // NonRetryableError marks a failure that retrying cannot fix, such as a
 // validation or authorization failure.

@@ -104,6 +104,7 @@ type Worker struct {
 	activities map[string]activityFunc
 	// activityOptions are the registration options of each activity.
 	activityOptions map[string]ActivityOptions
+	reconcilers     map[string]reconcileFunc
 	regErrs         []error
 	started         bool
 	stop            func(ctx context.Context) error
@@ -118,7 +119,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
 		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
-		activityOptions: map[string]ActivityOptions{},
+		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{},
 	}, nil
 }
 
@@ -201,6 +202,23 @@ func RegisterActivity[In, Out any](w *Worker, name string, fn func(ctx *Activity
 			in, err := decodeInput[In](raw)
 			if err != nil {
 				return nil, NonRetryable(err)
+			}
+			return fn(ctx, in)
+		}
+	})
+}
+
+// RegisterReconcile declares how to find out whether the activity name's
+// effect already happened. When an attempt's outcome is unknown (it timed
+// out, or its worker vanished), the next attempt calls fn with the same
+// idempotency key first; if fn finds the effect, its result is the
+// activity's, and the activity function does not run.
+func RegisterReconcile[In, Out any](w *Worker, name string, fn func(ctx *ActivityContext, input In) (result Out, found bool, err error)) {
+	w.register("reconcile", name, func() {
+		w.reconcilers[name] = func(ctx *ActivityContext, raw json.RawMessage) (any, bool, error) {
+			in, err := decodeInput[In](raw)
+			if err != nil {
+				return nil, false, NonRetryable(err)
 			}
 			return fn(ctx, in)
 		}
@@ -430,12 +448,28 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		actx, c = context.WithDeadline(actx, task.Deadline)
 		defer c()
 	}
-	ac := &ActivityContext{Context: actx, info: ActivityInfo{
+	ac := &ActivityContext{Context: actx, details: task.HeartbeatDetails, heartbeat: w.heartbeater(actx, &task), info: ActivityInfo{
 		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
 		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: dedup.ActivityKey(task.IdempotencyKey),
-		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline,
+		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline, PreviousOutcomeUnknown: task.PreviousOutcomeUnknown,
 	}}
-	res, err := runActivity(fn, ac, task.Input)
+	w.mu.Lock()
+	reconcile := w.reconcilers[task.ActivityName]
+	w.mu.Unlock()
+	var res any
+	var err error
+	found := false
+	if task.PreviousOutcomeUnknown && reconcile != nil {
+		// The previous attempt may have had its effect: look before
+		// repeating it.
+		res, found, err = runReconcile(reconcile, ac, task.Input)
+		if found {
+			log.Info("reconciled: the effect had happened; not repeating it")
+		}
+	}
+	if !found && err == nil {
+		res, err = runActivity(fn, ac, task.Input)
+	}
 	result := &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt}
 	switch {
 	case ctx.Err() != nil:
@@ -468,6 +502,47 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		// The attempt's timeout will retry it.
 		log.Error("publish activity result", "err", err)
 	}
+}
+
+// heartbeater returns the function an attempt's Heartbeat calls: it
+// publishes a heartbeat command, at most once per third of the heartbeat
+// timeout (or per second when none is set).
+func (w *Worker) heartbeater(ctx context.Context, task *wire.ActivityTask) func(json.RawMessage) {
+	interval := time.Second
+	if hb := time.Duration(task.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
+		interval = max(hb/3, 50*time.Millisecond)
+	}
+	var mu sync.Mutex
+	var last time.Time
+	seq := 0
+	return func(details json.RawMessage) {
+		mu.Lock()
+		if time.Since(last) < interval {
+			mu.Unlock()
+			return
+		}
+		last = time.Now()
+		seq++
+		n := seq
+		mu.Unlock()
+		cmd := &wire.Command{
+			CommandID: dedup.HeartbeatCommandID(task.ExecutionID, task.ActivityID, task.Attempt, n),
+			Kind:      wire.KindActivityHeartbeat,
+			Heartbeat: &wire.ActivityHeartbeat{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Details: details},
+		}
+		if _, err := w.cfg.Topology.PublishCommand(ctx, task.Shard, cmd); err != nil && ctx.Err() == nil {
+			w.log.Warn("publish heartbeat", "execution_id", task.ExecutionID, "activity", task.ActivityName, "err", err)
+		}
+	}
+}
+
+func runReconcile(fn reconcileFunc, ctx *ActivityContext, input json.RawMessage) (res any, found bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx, input)
 }
 
 type panicError struct {

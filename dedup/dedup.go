@@ -90,6 +90,11 @@ func ActivityResultCommandID(executionID string, activityID, attempt int) string
 	return derive("activity", executionID, fmt.Sprint(activityID), fmt.Sprint(attempt))
 }
 
+// HeartbeatCommandID identifies the n-th heartbeat of an activity attempt.
+func HeartbeatCommandID(executionID string, activityID, attempt, n int) string {
+	return derive("heartbeat", executionID, fmt.Sprint(activityID), fmt.Sprint(attempt), fmt.Sprint(n))
+}
+
 // TaskMsgID is the message id of a task published from the outbox; the
 // outbox row id is unique per task, so a re-flushed row is dropped.
 func TaskMsgID(shard int, outboxID int64) string {

@@ -2,6 +2,7 @@ package devstack_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -147,4 +148,94 @@ func TestActivityRetries(t *testing.T) {
 			require.Contains(t, ev["failure"].(map[string]any)["stack"], "goroutine")
 		}
 	}
+}
+
+func TestHeartbeatsAndReconcile(t *testing.T) {
+	t.Parallel()
+	var (
+		mu        sync.Mutex
+		effects   = map[string]string{} // the downstream system, by key
+		calls     int
+		seen      []string
+		secondRun = make(chan struct{})
+	)
+	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
+		// "stalls" heartbeats once, then goes silent until the next attempt
+		// starts; the next attempt reads its details.
+		harvest.RegisterActivity(w, "stalls", func(ctx *harvest.ActivityContext, _ struct{}) (int, error) {
+			if ctx.Attempt() == 1 {
+				ctx.Heartbeat(map[string]int{"progress": 41})
+				select {
+				case <-secondRun:
+				case <-ctx.Done():
+				}
+				return 0, errors.New("too late")
+			}
+			close(secondRun)
+			var d map[string]int
+			ok, err := ctx.HeartbeatDetails(&d)
+			if !ok || err != nil {
+				return 0, errors.New("no details from the first attempt")
+			}
+			return d["progress"] + 1, nil
+		}, harvest.ActivityOptions{HeartbeatTimeout: 400 * time.Millisecond, RetryPolicy: harvest.RetryExponential(3, 50*time.Millisecond)})
+		// "steady" runs past its heartbeat timeout, heartbeating.
+		harvest.RegisterActivity(w, "steady", func(ctx *harvest.ActivityContext, _ struct{}) (int, error) {
+			for i := range 12 {
+				ctx.Heartbeat(i)
+				select {
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				case <-time.After(100 * time.Millisecond): // the work being done
+				}
+			}
+			return ctx.Attempt(), nil
+		}, harvest.ActivityOptions{HeartbeatTimeout: 400 * time.Millisecond})
+		// "effect" does its effect, then overruns its deadline before
+		// reporting: the next attempt reconciles instead of repeating it.
+		harvest.RegisterActivity(w, "effect", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
+			mu.Lock()
+			calls++
+			effects[ctx.IdempotencyKey().String()] = "done-" + ctx.IdempotencyKey().String()[:8]
+			mu.Unlock()
+			<-ctx.Done()
+			return "", ctx.Err()
+		}, harvest.ActivityOptions{StartToClose: 300 * time.Millisecond, RetryPolicy: harvest.RetryExponential(3, 50*time.Millisecond)})
+		harvest.RegisterReconcile(w, "effect", func(ctx *harvest.ActivityContext, _ struct{}) (string, bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("attempt %d unknown=%v", ctx.Attempt(), ctx.Info().PreviousOutcomeUnknown))
+			v, ok := effects[ctx.IdempotencyKey().String()]
+			return v, ok, nil
+		})
+		for _, act := range []string{"stalls", "steady", "effect"} {
+			harvest.RegisterWorkflow(w, "run_"+act, func(ctx *harvest.WorkflowContext, _ struct{}) (any, error) {
+				var out any
+				return out, harvest.ExecuteActivity(ctx, act, nil).Get(&out)
+			})
+		}
+	}})
+	stalls := start(t, s, "run_stalls", "", `{}`).body["execution_id"].(string)
+	steady := start(t, s, "run_steady", "", `{}`).body["execution_id"].(string)
+	effect := start(t, s, "run_effect", "", `{}`).body["execution_id"].(string)
+
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, id := range []string{stalls, steady, effect} {
+				h := call(t, "GET", s.URL()+"/api/harvest/executions/"+id+"/history", nil, "")
+				t.Logf("history of %s: %v", id, h.body)
+			}
+		}
+	})
+	require.EqualValues(t, 42, waitCompleted(t, s, stalls)["result"], "attempt 2 read attempt 1's details")
+	require.EqualValues(t, 1, waitCompleted(t, s, steady)["result"], "heartbeats kept attempt 1 alive")
+	exec := waitCompleted(t, s, effect)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, calls, "the effect ran once")
+	require.Len(t, effects, 1)
+	for _, v := range effects {
+		require.Equal(t, v, exec["result"], "the reconciled result is the activity's")
+	}
+	require.Equal(t, []string{"attempt 2 unknown=true"}, seen)
 }

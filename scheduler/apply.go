@@ -127,6 +127,9 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 			if c.cmd.Signal.IdempotencyKey != "" {
 				sigRefs = append(sigRefs, store.SignalRef{ExecutionID: c.cmd.Signal.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
 			}
+		case wire.KindActivityHeartbeat:
+			addExec(c.cmd.Heartbeat.ExecutionID)
+			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Heartbeat.ExecutionID, ActivityID: c.cmd.Heartbeat.ActivityID})
 		case wire.KindSignalWithStart:
 			ref := store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}
 			if !seenWf[ref] {
@@ -191,6 +194,8 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 			b.signal(c)
 		case wire.KindSignalWithStart:
 			b.signalWithStart(c)
+		case wire.KindActivityHeartbeat:
+			b.heartbeat(c.cmd.Heartbeat)
 		}
 	}
 	b.settleClaims()
@@ -568,9 +573,16 @@ func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Fai
 		retry = false
 	}
 	if retry {
-		attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt + 1})
+		// An attempt that ended without a result may have had its effect:
+		// the next one reconciles first.
+		a.OutcomeUnknown = outcomeUnknown(f.Type)
+		// The failed attempt is over: the next one's number is taken now,
+		// so a late result or heartbeat of the old one is stale.
+		a.Attempt++
+		b.activityChanged(ref, a)
+		attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
 		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: a.ExecutionID, Kind: store.TimerActivityRetry, FireAt: b.now.Add(delay), Attrs: attrs})
-		b.log.Debug("activity attempt failed; retrying", "execution_id", a.ExecutionID, "activity", a.ActivityName, "attempt", a.Attempt, "retry_in", delay, "err", f.Message)
+		b.log.Debug("activity attempt failed; retrying", "execution_id", a.ExecutionID, "activity", a.ActivityName, "attempt", a.Attempt-1, "retry_in", delay, "err", f.Message)
 		return
 	}
 	a.Status = store.ActivityFailed
@@ -578,6 +590,31 @@ func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Fai
 	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
 	b.appendEvent(e, wire.EventActivityFailed, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: a.Attempt, Failure: f})
 	b.needWorkflowTask(e)
+}
+
+// outcomeUnknown says whether a failure of type typ leaves the attempt's
+// effect unknown: it ended without the activity reporting.
+func outcomeUnknown(typ string) bool {
+	switch typ {
+	case "StartToCloseTimeout", "HeartbeatTimeout", "WorkerShutdown":
+		return true
+	}
+	return false
+}
+
+// heartbeat records that the current attempt is alive, with its details.
+func (b *batch) heartbeat(h *wire.ActivityHeartbeat) {
+	ref := store.ActivityRef{ExecutionID: h.ExecutionID, ActivityID: h.ActivityID}
+	a := b.activities[ref]
+	if a == nil || a.Status != store.ActivityScheduled || a.Attempt != h.Attempt {
+		return
+	}
+	now := b.now
+	a.LastHeartbeatAt = &now
+	if len(h.Details) > 0 {
+		a.HeartbeatDetails = h.Details
+	}
+	b.activityChanged(ref, a)
 }
 
 // activityTimerAttrs are the attributes of activity timers.
@@ -599,6 +636,7 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, TaskQueue: e.TaskQueue,
 		ActivityID: a.ActivityID, ActivityName: a.ActivityName, Input: a.Input, IdempotencyKey: a.IdempotencyKey,
 		Attempt: a.Attempt, ScheduledAt: a.ScheduledAt, Deadline: deadline,
+		HeartbeatTimeoutMS: opts.HeartbeatTimeoutMS, HeartbeatDetails: a.HeartbeatDetails, PreviousOutcomeUnknown: a.OutcomeUnknown,
 	}
 	data, _ := json.Marshal(task)
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
@@ -607,6 +645,11 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 	})
 	attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
 	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityTimeout, FireAt: deadline, Attrs: attrs})
+	if hb := time.Duration(opts.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
+		now := b.now
+		a.LastHeartbeatAt = &now
+		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityHeartbeat, FireAt: b.now.Add(hb), Attrs: attrs})
+	}
 }
 
 // activityTimer handles an attempt's timeout or the end of a retry
@@ -632,11 +675,25 @@ func (b *batch) activityTimer(e *store.Execution, tm store.Timer) {
 			typ, msg = "ScheduleToCloseTimeout", fmt.Sprintf("activity did not finish within its schedule-to-close timeout of %s", total)
 		}
 		b.attemptFailed(e, a, &wire.Failure{Type: typ, Message: msg, NonRetryable: typ == "ScheduleToCloseTimeout"})
-	case store.TimerActivityRetry:
-		if a.Attempt != at.Attempt-1 {
+	case store.TimerActivityHeartbeat:
+		if a.Attempt != at.Attempt {
 			return
 		}
-		a.Attempt = at.Attempt
+		hb := time.Duration(activityOptions(a).HeartbeatTimeoutMS) * time.Millisecond
+		last := a.ScheduledAt
+		if a.LastHeartbeatAt != nil {
+			last = *a.LastHeartbeatAt
+		}
+		if due := last.Add(hb); b.now.Before(due) {
+			// Heartbeats came in: check again when the newest one runs out.
+			b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: a.ExecutionID, Kind: store.TimerActivityHeartbeat, FireAt: due, Attrs: tm.Attrs})
+			return
+		}
+		b.attemptFailed(e, a, &wire.Failure{Type: "HeartbeatTimeout", Message: fmt.Sprintf("attempt %d sent no heartbeat for %s", a.Attempt, hb)})
+	case store.TimerActivityRetry:
+		if a.Attempt != at.Attempt {
+			return
+		}
 		b.activityChanged(ref, a)
 		b.dispatchAttempt(e, a)
 	}
@@ -728,7 +785,7 @@ func fireTimers(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, tim
 	}
 	var actRefs []store.ActivityRef
 	for _, tm := range timers {
-		if tm.Kind == store.TimerActivityTimeout || tm.Kind == store.TimerActivityRetry {
+		if tm.Kind == store.TimerActivityTimeout || tm.Kind == store.TimerActivityRetry || tm.Kind == store.TimerActivityHeartbeat {
 			var at activityTimerAttrs
 			if json.Unmarshal(tm.Attrs, &at) == nil {
 				actRefs = append(actRefs, store.ActivityRef{ExecutionID: tm.ExecutionID, ActivityID: at.ActivityID})
@@ -754,7 +811,7 @@ func fireTimers(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, tim
 			}
 			b.appendEvent(e, wire.EventTimerFired, wire.TimerAttrs{TimerID: a.TimerID})
 			b.needWorkflowTask(e)
-		case store.TimerActivityTimeout, store.TimerActivityRetry:
+		case store.TimerActivityTimeout, store.TimerActivityRetry, store.TimerActivityHeartbeat:
 			b.activityTimer(e, tm)
 		default:
 			log.Warn("dropping timer of unknown kind", "execution_id", tm.ExecutionID, "kind", tm.Kind)

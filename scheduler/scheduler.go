@@ -635,6 +635,8 @@ func validCommand(c *wire.Command) bool {
 		return c.Activity != nil && validUUID(c.Activity.ExecutionID)
 	case wire.KindSignal:
 		return c.Signal != nil && validUUID(c.Signal.ExecutionID) && c.Signal.SignalName != ""
+	case wire.KindActivityHeartbeat:
+		return c.Heartbeat != nil && validUUID(c.Heartbeat.ExecutionID)
 	case wire.KindSignalWithStart:
 		return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
 	}

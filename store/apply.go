@@ -62,6 +62,11 @@ type Activity struct {
 	Input          json.RawMessage
 	Options        json.RawMessage
 	ScheduledAt    time.Time
+	// HeartbeatDetails and LastHeartbeatAt are the current attempt's
+	// liveness; OutcomeUnknown says the previous attempt left no result.
+	HeartbeatDetails json.RawMessage
+	LastHeartbeatAt  *time.Time
+	OutcomeUnknown   bool
 }
 
 // Activity statuses.
@@ -283,7 +288,8 @@ func LoadActivities(ctx context.Context, tx pgx.Tx, refs []ActivityRef) (map[Act
 		ids[i], aids[i] = r.ExecutionID, int32(r.ActivityID)
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at
+		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
+			heartbeat_details, last_heartbeat_at, outcome_unknown
 		FROM activities
 		WHERE (execution_id, activity_id) IN (SELECT * FROM unnest($1::uuid[], $2::int[]))
 		FOR UPDATE`, ids, aids)
@@ -382,8 +388,10 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 			a.Input, a.Options, a.ScheduledAt)
 	}
 	for _, a := range w.UpdatedActivities {
-		b.Queue(`UPDATE activities SET status = $3, attempt = $4, closed_at = CASE WHEN $3 = 'Scheduled' THEN NULL ELSE now() END
-			WHERE execution_id = $1 AND activity_id = $2`, a.ExecutionID, a.ActivityID, a.Status, a.Attempt)
+		b.Queue(`UPDATE activities SET status = $3, attempt = $4, closed_at = CASE WHEN $3 = 'Scheduled' THEN NULL ELSE now() END,
+			heartbeat_details = $5, last_heartbeat_at = $6, outcome_unknown = $7
+			WHERE execution_id = $1 AND activity_id = $2`, a.ExecutionID, a.ActivityID, a.Status, a.Attempt,
+			a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown)
 	}
 	for ref, id := range w.RepointClaims {
 		b.Queue(`UPDATE start_claims SET execution_id = $3 WHERE workflow_name = $1 AND idempotency_key = $2`,
@@ -394,7 +402,7 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 			w.Shard, tm.ExecutionID, tm.Kind, tm.FireAt, tm.Attrs)
 	}
 	for _, ref := range w.ActivityDone {
-		b.Queue(`DELETE FROM timers WHERE execution_id = $1 AND kind IN ('activity_timeout', 'activity_retry')
+		b.Queue(`DELETE FROM timers WHERE execution_id = $1 AND kind IN ('activity_timeout', 'activity_retry', 'activity_heartbeat')
 			AND (attrs->>'activity_id')::int = $2`, ref.ExecutionID, ref.ActivityID)
 	}
 	if len(w.ExecutionsClosed) > 0 {
@@ -461,6 +469,8 @@ const (
 	TimerActivityTimeout = "activity_timeout"
 	// TimerActivityRetry starts the next attempt of a failed activity.
 	TimerActivityRetry = "activity_retry"
+	// TimerActivityHeartbeat checks that an attempt is still heartbeating.
+	TimerActivityHeartbeat = "activity_heartbeat"
 )
 
 // Timer is a durable timer of one execution.

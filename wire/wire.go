@@ -17,6 +17,7 @@ const (
 	KindActivityResult        = "activity_result"
 	KindSignal                = "signal"
 	KindSignalWithStart       = "signal_with_start"
+	KindActivityHeartbeat     = "activity_heartbeat"
 )
 
 // Task kinds: the last token of a task subject.
@@ -95,10 +96,20 @@ type Command struct {
 	WorkflowTask *WorkflowTaskResult `json:"workflow_task,omitempty"`
 	Activity     *ActivityResult     `json:"activity,omitempty"`
 	Signal       *SignalCommand      `json:"signal,omitempty"`
+	Heartbeat    *ActivityHeartbeat  `json:"heartbeat,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
 	SignalWithStart bool `json:"signal_with_start,omitempty"`
+}
+
+// ActivityHeartbeat reports that an activity attempt is alive, with
+// details the next attempt can read.
+type ActivityHeartbeat struct {
+	ExecutionID string          `json:"execution_id"`
+	ActivityID  int             `json:"activity_id"`
+	Attempt     int             `json:"attempt"`
+	Details     json.RawMessage `json:"details,omitempty"`
 }
 
 // SignalCommand delivers a named signal to an execution. With a key, it is
@@ -271,6 +282,15 @@ type ActivityTask struct {
 	// schedule-to-close); a worker drops a task it gets after it, since
 	// the scheduler has moved on to the next attempt.
 	Deadline time.Time `json:"deadline"`
+	// HeartbeatTimeoutMS, when set, is how long the attempt may go without
+	// a heartbeat.
+	HeartbeatTimeoutMS int64 `json:"heartbeat_timeout_ms,omitempty"`
+	// HeartbeatDetails are the last details an earlier attempt reported.
+	HeartbeatDetails json.RawMessage `json:"heartbeat_details,omitempty"`
+	// PreviousOutcomeUnknown says the previous attempt ended without a
+	// result (it timed out, or its worker vanished): its effect may have
+	// happened, so a reconcile function runs first.
+	PreviousOutcomeUnknown bool `json:"previous_outcome_unknown,omitempty"`
 }
 
 // Outcome is what the scheduler reports about an applied command, in the

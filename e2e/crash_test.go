@@ -86,7 +86,7 @@ type cluster struct {
 	sched, work *proc
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, extraEnv ...string) *cluster {
 	t.Helper()
 	bins := buildServices(t)
 	ns := natstest.RunServer(t, natstest.Options{})
@@ -99,6 +99,7 @@ func startCluster(t *testing.T) *cluster {
 		"HARVEST_TASK_ACK_WAIT=2s",
 		"HARVEST_LOG_LEVEL=debug",
 	}
+	env = append(env, extraEnv...)
 	logs := t.TempDir()
 	c := &cluster{ctx: ctx,
 		sched: &proc{t: t, name: "scheduler", bin: filepath.Join(bins, "scheduler"), env: env, log: filepath.Join(logs, "scheduler")},

@@ -28,14 +28,18 @@ const (
 
 // Services are the fake downstream systems the example activities call.
 type Services struct {
-	Users    *KeyedLog
-	Mail     *KeyedLog
-	Payments *fakepay.Provider
+	Users *KeyedLog
+	Mail  *KeyedLog
+	// Payments is the in-process provider; PaymentsAPI is what charge_card
+	// calls: Payments itself, unless it is pointed at one served over HTTP.
+	Payments    *fakepay.Provider
+	PaymentsAPI fakepay.API
 }
 
 // NewServices returns empty fakes.
 func NewServices() *Services {
-	return &Services{Users: NewKeyedLog(), Mail: NewKeyedLog(), Payments: fakepay.New()}
+	p := fakepay.New()
+	return &Services{Users: NewKeyedLog(), Mail: NewKeyedLog(), Payments: p, PaymentsAPI: p}
 }
 
 // KeyedLog is a fake downstream system that performs each effect once per
@@ -127,15 +131,25 @@ func Register(w *harvest.Worker, svc *Services) {
 		return svc.Mail.Do(key.String(), fmt.Sprintf("welcome-%d-%s", in.UserID, key)), nil
 	}, quick)
 	harvest.RegisterActivity(w, ActivityChargeCard, func(ctx *harvest.ActivityContext, in ChargeInput) (ChargeResult, error) {
-		c, err := svc.Payments.CreateCharge(ctx, ctx.IdempotencyKey().String(), in.AmountCents, in.CustomerID)
-		if errors.Is(err, fakepay.ErrInvalidRequest) || errors.Is(err, fakepay.ErrKeyReused) || errors.Is(err, fakepay.ErrDeclined) {
+		// The activity's key is the provider's Idempotency-Key: every
+		// attempt of this invocation asks for the same charge.
+		c, err := svc.PaymentsAPI.CreateCharge(ctx, ctx.IdempotencyKey().String(), in.AmountCents, in.CustomerID)
+		switch {
+		case errors.Is(err, fakepay.ErrDeclined):
+			return ChargeResult{}, harvest.NewNonRetryableError("CardDeclined", "%v", err)
+		case errors.Is(err, fakepay.ErrInvalidRequest) || errors.Is(err, fakepay.ErrKeyReused):
 			return ChargeResult{}, harvest.NonRetryable(err)
-		}
-		if err != nil {
+		case err != nil:
 			return ChargeResult{}, err
 		}
 		return ChargeResult{ChargeID: c.ID}, nil
-	}, harvest.ActivityOptions{StartToClose: 30 * time.Second, RetryPolicy: harvest.RetryExponential(3, 2*time.Second)})
+	}, harvest.ActivityOptions{StartToClose: 10 * time.Second, RetryPolicy: harvest.RetryExponential(5, 2*time.Second)})
+	// When an attempt's outcome is unknown, look the charge up by key
+	// before charging again.
+	harvest.RegisterReconcile(w, ActivityChargeCard, func(ctx *harvest.ActivityContext, _ ChargeInput) (ChargeResult, bool, error) {
+		c, found, err := svc.PaymentsAPI.FindCharge(ctx, ctx.IdempotencyKey().String())
+		return ChargeResult{ChargeID: c.ID}, found, err
+	})
 }
 
 // Onboarding creates the user's database record, then sends the welcome

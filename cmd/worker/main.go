@@ -12,6 +12,7 @@ import (
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/examples/fakepay"
 	"github.com/harvest-engine/harvest/service"
 )
 
@@ -43,7 +44,12 @@ func run(configPath string) error {
 	if err != nil {
 		return err
 	}
-	examples.Register(w, examples.NewServices())
+	svc := examples.NewServices()
+	if url := os.Getenv("HARVEST_FAKEPAY_URL"); url != "" {
+		// The examples' payment provider, served elsewhere (by a test).
+		svc.PaymentsAPI = fakepay.NewClient(url)
+	}
+	examples.Register(w, svc)
 	if err := w.Start(ctx); err != nil {
 		return err
 	}

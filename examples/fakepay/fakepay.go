@@ -40,6 +40,10 @@ type Provider struct {
 	mu       sync.Mutex
 	byKey    map[string]Charge
 	requests int
+	// AfterCharge, if set, runs after a new charge is recorded and before
+	// CreateCharge returns it: tests use it to stop a worker between the
+	// provider accepting a charge and Harvest hearing of it.
+	AfterCharge func(c Charge)
 }
 
 // New returns an empty provider.
@@ -70,7 +74,20 @@ func (p *Provider) CreateCharge(ctx context.Context, idempotencyKey string, amou
 	}
 	c := Charge{ID: "ch_" + uuid.NewString()[:18], AmountCents: amountCents, CustomerID: customerID}
 	p.byKey[idempotencyKey] = c
+	if after := p.AfterCharge; after != nil {
+		p.mu.Unlock()
+		after(c)
+		p.mu.Lock()
+	}
 	return c, nil
+}
+
+// FindCharge looks a charge up by the idempotency key that created it.
+func (p *Provider) FindCharge(_ context.Context, idempotencyKey string) (Charge, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.byKey[idempotencyKey]
+	return c, ok, nil
 }
 
 // Charges is the number of distinct charges made.

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/wire"
 )
@@ -22,6 +24,8 @@ type ActivityContext struct {
 	details json.RawMessage
 	// heartbeat sends a heartbeat; nil outside a worker.
 	heartbeat func(details json.RawMessage)
+	// ledger is the effect ledger Once uses; nil outside a worker.
+	ledger jetstream.KeyValue
 }
 
 // ActivityInfo describes one activity attempt.

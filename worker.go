@@ -448,7 +448,7 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		actx, c = context.WithDeadline(actx, task.Deadline)
 		defer c()
 	}
-	ac := &ActivityContext{Context: actx, details: task.HeartbeatDetails, heartbeat: w.heartbeater(actx, &task), info: ActivityInfo{
+	ac := &ActivityContext{Context: actx, details: task.HeartbeatDetails, heartbeat: w.heartbeater(actx, &task), ledger: w.cfg.Topology.Ledger, info: ActivityInfo{
 		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
 		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: dedup.ActivityKey(task.IdempotencyKey),
 		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline, PreviousOutcomeUnknown: task.PreviousOutcomeUnknown,

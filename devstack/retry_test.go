@@ -239,3 +239,22 @@ func TestHeartbeatsAndReconcile(t *testing.T) {
 	}
 	require.Equal(t, []string{"attempt 2 unknown=true"}, seen)
 }
+
+func TestScheduleToCloseBoundsAllAttempts(t *testing.T) {
+	t.Parallel()
+	s, seen := retryStack(t, map[string]retryCase{
+		"hangs": {fail: func(ctx *harvest.ActivityContext, _ int) error { <-ctx.Done(); return ctx.Err() },
+			opts: harvest.ActivityOptions{StartToClose: 10 * time.Second, ScheduleToClose: 300 * time.Millisecond}},
+		"keepsfailing": {fail: func(*harvest.ActivityContext, int) error { return errors.New("down") },
+			opts: harvest.ActivityOptions{ScheduleToClose: 500 * time.Millisecond, RetryPolicy: harvest.RetryExponential(100, 100*time.Millisecond)}},
+	})
+	hangs := start(t, s, "retry_hangs", "", `{}`).body["execution_id"].(string)
+	failing := start(t, s, "retry_keepsfailing", "", `{}`).body["execution_id"].(string)
+	e := waitStatus(t, s, hangs, "Failed")
+	require.Equal(t, "ScheduleToCloseTimeout", e["error"].(map[string]any)["type"])
+	require.Len(t, seen["hangs"].all(), 1, "the attempt's deadline is the schedule-to-close one; no retry after it")
+	waitStatus(t, s, failing, "Failed")
+	n := len(seen["keepsfailing"].all())
+	require.GreaterOrEqual(t, n, 2)
+	require.Less(t, n, 10, "retries stop at the schedule-to-close bound, long before 100 attempts")
+}

@@ -28,6 +28,9 @@ const (
 	// SchemaBucket holds the input JSON Schemas workers register, by
 	// workflow name.
 	SchemaBucket = "HARVEST_SCHEMAS"
+	// LedgerBucket records the effects activities ran once per key
+	// (harvest.Once), shared by every worker.
+	LedgerBucket = "HARVEST_LEDGER"
 
 	commandSubjects = "harvest.cmd.>"
 	taskSubjects    = "harvest.task.>"
@@ -102,6 +105,7 @@ type Topology struct {
 	Outcomes  jetstream.KeyValue
 	Admission jetstream.KeyValue
 	Schemas   jetstream.KeyValue
+	Ledger    jetstream.KeyValue
 	shards    int
 }
 
@@ -152,18 +156,19 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err != nil {
 		return nil, fmt.Errorf("declare stream %s: %w", TaskStream, err)
 	}
-	buckets := make([]jetstream.KeyValue, 3)
+	buckets := make([]jetstream.KeyValue, 4)
 	for i, b := range []jetstream.KeyValueConfig{
 		{Bucket: OutcomeBucket, Description: "Harvest command outcomes by command id", TTL: cfg.OutcomeTTL},
 		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why"},
 		{Bucket: SchemaBucket, Description: "Harvest workflow input JSON Schemas, registered by workers"},
+		{Bucket: LedgerBucket, Description: "Harvest effect ledger: results of effects run once per key"},
 	} {
 		b.History, b.Storage, b.Replicas = 1, storage, cfg.Replicas
 		if buckets[i], err = js.CreateOrUpdateKeyValue(ctx, b); err != nil {
 			return nil, fmt.Errorf("declare bucket %s: %w", b.Bucket, err)
 		}
 	}
-	return &Topology{JS: js, Outcomes: buckets[0], Admission: buckets[1], Schemas: buckets[2], shards: cfg.Shards}, nil
+	return &Topology{JS: js, Outcomes: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], shards: cfg.Shards}, nil
 }
 
 // Shards is the number of logical shards.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -448,7 +449,24 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		actx, c = context.WithDeadline(actx, task.Deadline)
 		defer c()
 	}
-	ac := &ActivityContext{Context: actx, details: task.HeartbeatDetails, heartbeat: w.heartbeater(actx, &task), ledger: w.cfg.Topology.Ledger, info: ActivityInfo{
+	beat := w.heartbeater(actx, &task)
+	var silent atomic.Bool
+	if hb := time.Duration(task.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
+		// The scheduler fails an attempt that stops heartbeating; this
+		// watchdog cancels its context at the same point, so the work
+		// stops too.
+		var wcancel context.CancelFunc
+		actx, wcancel = context.WithCancel(actx)
+		defer wcancel()
+		watchdog := time.AfterFunc(hb, func() { silent.Store(true); wcancel() })
+		defer watchdog.Stop()
+		send := beat
+		beat = func(details json.RawMessage) {
+			watchdog.Reset(hb)
+			send(details)
+		}
+	}
+	ac := &ActivityContext{Context: actx, details: task.HeartbeatDetails, heartbeat: beat, ledger: w.cfg.Topology.Ledger, info: ActivityInfo{
 		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
 		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: dedup.ActivityKey(task.IdempotencyKey),
 		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline, PreviousOutcomeUnknown: task.PreviousOutcomeUnknown,
@@ -478,6 +496,8 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		// than after the timeout.
 		log.Info("worker stopping; activity handed back")
 		result.Failure = &wire.Failure{Type: "WorkerShutdown", Message: "the worker stopped before the attempt finished"}
+	case err != nil && silent.Load():
+		result.Failure = &wire.Failure{Type: "HeartbeatTimeout", Message: fmt.Sprintf("no heartbeat within %s: %v", time.Duration(task.HeartbeatTimeoutMS)*time.Millisecond, err)}
 	case err != nil:
 		result.Failure = failureOf(err)
 		var pe *panicError

@@ -157,7 +157,6 @@ func TestHeartbeatsAndReconcile(t *testing.T) {
 		effects   = map[string]string{} // the downstream system, by key
 		calls     int
 		seen      []string
-		secondRun = make(chan struct{})
 	)
 	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
 		// "stalls" heartbeats once, then goes silent until the next attempt
@@ -165,13 +164,10 @@ func TestHeartbeatsAndReconcile(t *testing.T) {
 		harvest.RegisterActivity(w, "stalls", func(ctx *harvest.ActivityContext, _ struct{}) (int, error) {
 			if ctx.Attempt() == 1 {
 				ctx.Heartbeat(map[string]int{"progress": 41})
-				select {
-				case <-secondRun:
-				case <-ctx.Done():
-				}
-				return 0, errors.New("too late")
+				// Going silent cancels the attempt's context.
+				<-ctx.Done()
+				return 0, ctx.Err()
 			}
-			close(secondRun)
 			var d map[string]int
 			ok, err := ctx.HeartbeatDetails(&d)
 			if !ok || err != nil {

@@ -278,6 +278,9 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 		if total > 0 {
 			s.log.Debug("swept expired start claims", "deleted", total)
 		}
+		if err := store.ForgetDeadSchedulers(ctx, s.cfg.DB); err != nil && ctx.Err() == nil {
+			s.log.Warn("forget dead schedulers", "err", err)
+		}
 	}
 }
 

@@ -143,3 +143,12 @@ func LockShard(ctx context.Context, tx pgx.Tx, owner string, l Lease) (int64, er
 	}
 	return applied, nil
 }
+
+// ForgetDeadSchedulers deletes schedulers whose heartbeat lapsed over an
+// hour ago, so the table does not grow with every process start.
+func ForgetDeadSchedulers(ctx context.Context, db *pgxpool.Pool) error {
+	if _, err := db.Exec(ctx, `DELETE FROM schedulers WHERE expires_at < now() - interval '1 hour'`); err != nil {
+		return fmt.Errorf("forget dead schedulers: %w", err)
+	}
+	return nil
+}

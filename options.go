@@ -14,7 +14,8 @@ type ActivityOptions struct {
 	StartToClose time.Duration
 	// ScheduleToClose bounds all attempts together; zero means no bound.
 	ScheduleToClose time.Duration
-	// HeartbeatTimeout is reserved for heartbeats (not enforced yet).
+	// HeartbeatTimeout, when set, fails an attempt that goes that long
+	// without calling Heartbeat (and cancels its context); it is retried.
 	HeartbeatTimeout time.Duration
 	// RetryPolicy, default DefaultRetryPolicy.
 	RetryPolicy *RetryPolicy

@@ -484,6 +484,11 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		if found {
 			log.Info("reconciled: the effect had happened; not repeating it")
 		}
+		if err != nil {
+			// The effect's fate is still unknown: the next attempt must
+			// reconcile too.
+			err = &ApplicationError{Type: "ReconcileFailed", Message: err.Error()}
+		}
 	}
 	if !found && err == nil {
 		res, err = runActivity(fn, ac, task.Input)
@@ -496,6 +501,10 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		// than after the timeout.
 		log.Info("worker stopping; activity handed back")
 		result.Failure = &wire.Failure{Type: "WorkerShutdown", Message: "the worker stopped before the attempt finished"}
+	case err != nil && !task.Deadline.IsZero() && !time.Now().Before(task.Deadline):
+		// Out of time: the same as the scheduler's start-to-close timeout,
+		// whichever reports first.
+		result.Failure = &wire.Failure{Type: "StartToCloseTimeout", Message: fmt.Sprintf("attempt %d ran past its deadline: %v", task.Attempt, err)}
 	case err != nil && silent.Load():
 		result.Failure = &wire.Failure{Type: "HeartbeatTimeout", Message: fmt.Sprintf("no heartbeat within %s: %v", time.Duration(task.HeartbeatTimeoutMS)*time.Millisecond, err)}
 	case err != nil:

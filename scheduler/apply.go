@@ -596,7 +596,7 @@ func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Fai
 // effect unknown: it ended without the activity reporting.
 func outcomeUnknown(typ string) bool {
 	switch typ {
-	case "StartToCloseTimeout", "HeartbeatTimeout", "WorkerShutdown":
+	case "StartToCloseTimeout", "HeartbeatTimeout", "WorkerShutdown", "ReconcileFailed":
 		return true
 	}
 	return false

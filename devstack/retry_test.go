@@ -153,10 +153,10 @@ func TestActivityRetries(t *testing.T) {
 func TestHeartbeatsAndReconcile(t *testing.T) {
 	t.Parallel()
 	var (
-		mu        sync.Mutex
-		effects   = map[string]string{} // the downstream system, by key
-		calls     int
-		seen      []string
+		mu      sync.Mutex
+		effects = map[string]string{} // the downstream system, by key
+		calls   int
+		seen    []string
 	)
 	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
 		// "stalls" heartbeats once, then goes silent until the next attempt

@@ -109,6 +109,8 @@ type Worker struct {
 	regErrs         []error
 	started         bool
 	stop            func(ctx context.Context) error
+	// cancels cancels the activities of cancelled executions.
+	cancels *cancellations
 }
 
 // NewWorker checks cfg and returns a Worker.
@@ -120,7 +122,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
 		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
-		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{},
+		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{}, cancels: newCancellations(),
 	}, nil
 }
 
@@ -241,6 +243,9 @@ func (w *Worker) Start(ctx context.Context) error {
 			return fmt.Errorf("publish input schema of %q: %w", name, err)
 		}
 	}
+	if err := w.cancels.watch(ctx, w.cfg.Topology.Cancelled); err != nil {
+		return err
+	}
 	w.started = true
 	js := w.cfg.Topology.JS
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -277,6 +282,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			for _, cc := range ccs {
 				cc.Stop()
 			}
+			w.cancels.stop()
 			return fmt.Errorf("bind consumer %s: %w", name, err)
 		}
 		p := pool.New().WithMaxGoroutines(l.conc)
@@ -301,6 +307,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			for _, cc := range ccs {
 				cc.Stop()
 			}
+			w.cancels.stop()
 			return fmt.Errorf("consume %s: %w", name, err)
 		}
 		ccs = append(ccs, cc)
@@ -339,6 +346,9 @@ func (w *Worker) Start(ctx context.Context) error {
 				err = fmt.Errorf("stop worker: in-flight tasks handed back: %w", ctx.Err())
 			}
 			cancel()
+			if w.cancels.stop != nil {
+				w.cancels.stop()
+			}
 		})
 		return err
 	}
@@ -444,6 +454,12 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	release, live := w.cancels.track(task.ExecutionID, cancel)
+	defer release()
+	if !live {
+		log.Info("dropping activity task of a cancelled execution")
+		return
+	}
 	if !task.Deadline.IsZero() {
 		var c context.CancelFunc
 		actx, c = context.WithDeadline(actx, task.Deadline)

@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -253,4 +254,46 @@ func TestScheduleToCloseBoundsAllAttempts(t *testing.T) {
 	n := len(seen["keepsfailing"].all())
 	require.GreaterOrEqual(t, n, 2)
 	require.Less(t, n, 10, "retries stop at the schedule-to-close bound, long before 100 attempts")
+}
+
+func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
+	t.Parallel()
+	running := make(chan struct{}, 1)
+	stopped := make(chan error, 1)
+	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
+		harvest.RegisterActivity(w, "long_work", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
+			running <- struct{}{}
+			<-ctx.Done()
+			stopped <- ctx.Err()
+			return "", ctx.Err()
+		}, harvest.ActivityOptions{StartToClose: time.Minute})
+		harvest.RegisterWorkflow(w, "long", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+			var out string
+			return out, harvest.ExecuteActivity(ctx, "long_work", nil).Get(&out)
+		})
+	}})
+	id := start(t, s, "long", "", `{}`).body["execution_id"].(string)
+	select {
+	case <-running:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the activity never started")
+	}
+	r := call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/cancel", nil, `{"reason": "customer left"}`)
+	require.Equal(t, 200, r.status, r.body)
+	require.Equal(t, "Cancelled", r.body["status"])
+	select {
+	case err := <-stopped:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the activity's context was not cancelled")
+	}
+	require.Equal(t, []string{"WorkflowStarted", "ActivityScheduled", "WorkflowCancelled"}, historyTypes(t, s, id))
+	again := call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/cancel", nil, ``)
+	require.Equal(t, 200, again.status)
+	require.Equal(t, "Cancelled", again.body["status"], "cancelling again changes nothing")
+	require.Equal(t, 404, call(t, "POST", s.URL()+"/api/harvest/executions/01a23712-0000-7000-8000-000000000000/cancel", nil, ``).status)
+	// A cancelled run may be replaced under allow_duplicate_failed_only.
+	wid := call(t, "GET", s.URL()+"/api/harvest/executions/"+id, nil, "").body["workflow_id"].(string)
+	anew := start(t, s, "long", "", `{"workflow_id": "`+wid+`", "reuse_policy": "allow_duplicate_failed_only"}`)
+	require.Equal(t, 201, anew.status, anew.body)
 }

@@ -162,6 +162,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.handleSignal)
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.handleSignalWithStart)
 	s.mux.HandleFunc("GET /api/harvest/executions", s.handleListExecutions)
+	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.handleCancel)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.handleGetExecution)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.handleGetHistory)
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.handleGetCommand)

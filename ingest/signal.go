@@ -225,3 +225,41 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, status, resp)
 }
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	executionID := r.PathValue("execution_id")
+	if _, err := uuid.Parse(executionID); err != nil {
+		writeError(w, http.StatusNotFound, "execution_not_found", fmt.Sprintf("no execution %q", executionID))
+		return
+	}
+	body, rej := s.readBody(w, r)
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
+		return
+	}
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("request body is not a JSON object: %v", err))
+			return
+		}
+	}
+	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: executionID, Reason: req.Reason}}
+	shard := dedup.ExecutionShard(s.cfg.Topology.Shards(), executionID)
+	out, _, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
+	switch {
+	case errors.Is(err, errNotAccepted):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the command stream did not accept the cancellation; retry")
+	case errors.Is(err, errOutcomeLate):
+		writeJSON(w, http.StatusAccepted, acceptedResponse{CommandID: cmd.CommandID, Status: "accepted"})
+	case out.Error != "":
+		writeJSON(w, out.HTTPStatus, apiError{Error: out.Error, Message: out.Message})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{
+			"execution_id": out.ExecutionID, "workflow_name": out.WorkflowName, "workflow_id": out.WorkflowID, "status": out.Status,
+		})
+	}
+}

@@ -127,6 +127,8 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 			if c.cmd.Signal.IdempotencyKey != "" {
 				sigRefs = append(sigRefs, store.SignalRef{ExecutionID: c.cmd.Signal.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
 			}
+		case wire.KindCancel:
+			addExec(c.cmd.Cancel.ExecutionID)
 		case wire.KindActivityHeartbeat:
 			addExec(c.cmd.Heartbeat.ExecutionID)
 			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Heartbeat.ExecutionID, ActivityID: c.cmd.Heartbeat.ActivityID})
@@ -196,6 +198,8 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 			b.signalWithStart(c)
 		case wire.KindActivityHeartbeat:
 			b.heartbeat(c.cmd.Heartbeat)
+		case wire.KindCancel:
+			b.cancel(c)
 		}
 	}
 	b.settleClaims()
@@ -590,6 +594,34 @@ func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Fai
 	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
 	b.appendEvent(e, wire.EventActivityFailed, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: a.Attempt, Failure: f})
 	b.needWorkflowTask(e)
+}
+
+// cancel closes a running execution as Cancelled, and tells workers, so
+// they cancel the contexts of its running activities.
+func (b *batch) cancel(c seqCommand) {
+	cc := c.cmd.Cancel
+	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindCancel, ExecutionID: cc.ExecutionID, AppliedAt: b.now}
+	e := b.execs[cc.ExecutionID]
+	if e == nil {
+		b.refuse(out, http.StatusNotFound, "execution_not_found", fmt.Sprintf("no execution %s", cc.ExecutionID))
+		return
+	}
+	if e.Status == wire.StatusRunning {
+		reason := cc.Reason
+		if reason == "" {
+			reason = "cancelled"
+		}
+		e.Error, _ = json.Marshal(wire.Failure{Type: "Cancelled", Message: reason})
+		b.close(e, wire.StatusCancelled, wire.EventWorkflowCancelled, wire.WorkflowClosedAttrs{Reason: reason})
+		e.WFTOutstanding, e.WFTDirty = false, false
+		data, _ := json.Marshal(map[string]string{"execution_id": e.ExecutionID, "reason": reason})
+		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
+			Shard: b.shard, Subject: streams.CancelledSubject(e.ExecutionID), MsgID: "cancel:" + e.ExecutionID, Payload: data,
+		})
+	}
+	// Cancelling a closed execution changes nothing: the answer says how it
+	// ended.
+	b.outcome(out, e, false, false)
 }
 
 // outcomeUnknown says whether a failure of type typ leaves the attempt's

@@ -640,6 +640,8 @@ func validCommand(c *wire.Command) bool {
 		return c.Signal != nil && validUUID(c.Signal.ExecutionID) && c.Signal.SignalName != ""
 	case wire.KindActivityHeartbeat:
 		return c.Heartbeat != nil && validUUID(c.Heartbeat.ExecutionID)
+	case wire.KindCancel:
+		return c.Cancel != nil && validUUID(c.Cancel.ExecutionID)
 	case wire.KindSignalWithStart:
 		return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
 	}

@@ -31,6 +31,9 @@ const (
 	// LedgerBucket records the effects activities ran once per key
 	// (harvest.Once), shared by every worker.
 	LedgerBucket = "HARVEST_LEDGER"
+	// CancelledBucket announces cancelled executions to workers, which
+	// cancel the contexts of their running activities.
+	CancelledBucket = "HARVEST_CANCELLED"
 
 	commandSubjects = "harvest.cmd.>"
 	taskSubjects    = "harvest.task.>"
@@ -106,6 +109,7 @@ type Topology struct {
 	Admission jetstream.KeyValue
 	Schemas   jetstream.KeyValue
 	Ledger    jetstream.KeyValue
+	Cancelled jetstream.KeyValue
 	shards    int
 }
 
@@ -156,19 +160,20 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err != nil {
 		return nil, fmt.Errorf("declare stream %s: %w", TaskStream, err)
 	}
-	buckets := make([]jetstream.KeyValue, 4)
+	buckets := make([]jetstream.KeyValue, 5)
 	for i, b := range []jetstream.KeyValueConfig{
 		{Bucket: OutcomeBucket, Description: "Harvest command outcomes by command id", TTL: cfg.OutcomeTTL},
 		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why"},
 		{Bucket: SchemaBucket, Description: "Harvest workflow input JSON Schemas, registered by workers"},
 		{Bucket: LedgerBucket, Description: "Harvest effect ledger: results of effects run once per key"},
+		{Bucket: CancelledBucket, Description: "Harvest cancelled executions, for workers to stop their activities", TTL: cfg.OutcomeTTL},
 	} {
 		b.History, b.Storage, b.Replicas = 1, storage, cfg.Replicas
 		if buckets[i], err = js.CreateOrUpdateKeyValue(ctx, b); err != nil {
 			return nil, fmt.Errorf("declare bucket %s: %w", b.Bucket, err)
 		}
 	}
-	return &Topology{JS: js, Outcomes: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], shards: cfg.Shards}, nil
+	return &Topology{JS: js, Outcomes: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4], shards: cfg.Shards}, nil
 }
 
 // Shards is the number of logical shards.
@@ -196,6 +201,11 @@ func TaskSubject(queue, kind string) string {
 // stored in the outcome bucket (the key-value protocol's put subject).
 func OutcomeSubject(commandID string) string {
 	return "$KV." + OutcomeBucket + "." + commandID
+}
+
+// CancelledSubject is the put subject announcing a cancelled execution.
+func CancelledSubject(executionID string) string {
+	return "$KV." + CancelledBucket + "." + executionID
 }
 
 // OutcomeSubjects matches every outcome put.

@@ -18,6 +18,7 @@ const (
 	KindSignal                = "signal"
 	KindSignalWithStart       = "signal_with_start"
 	KindActivityHeartbeat     = "activity_heartbeat"
+	KindCancel                = "cancel"
 )
 
 // Task kinds: the last token of a task subject.
@@ -48,6 +49,7 @@ const (
 	EventSignalReceived     = "SignalReceived"
 	EventTimerStarted       = "TimerStarted"
 	EventTimerFired         = "TimerFired"
+	EventWorkflowCancelled  = "WorkflowCancelled"
 )
 
 // ValidStatus reports whether s names an execution status.
@@ -97,10 +99,17 @@ type Command struct {
 	Activity     *ActivityResult     `json:"activity,omitempty"`
 	Signal       *SignalCommand      `json:"signal,omitempty"`
 	Heartbeat    *ActivityHeartbeat  `json:"heartbeat,omitempty"`
+	Cancel       *CancelCommand      `json:"cancel,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
 	SignalWithStart bool `json:"signal_with_start,omitempty"`
+}
+
+// CancelCommand asks to cancel a running execution.
+type CancelCommand struct {
+	ExecutionID string `json:"execution_id"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // ActivityHeartbeat reports that an activity attempt is alive, with

@@ -257,6 +257,9 @@ func createDatabase(ctx context.Context, adminURL, name string) error {
 	return nil
 }
 
+// Worker is the stack's worker.
+func (s *Stack) Worker() *harvest.Worker { return s.worker }
+
 // URL is the HTTP API's base URL.
 func (s *Stack) URL() string { return "http://" + s.listener.Addr().String() }
 

@@ -297,3 +297,40 @@ func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
 	anew := start(t, s, "long", "", `{"workflow_id": "`+wid+`", "reuse_policy": "allow_duplicate_failed_only"}`)
 	require.Equal(t, 201, anew.status, anew.body)
 }
+
+func TestAStoppingWorkerHandsItsAttemptsBack(t *testing.T) {
+	t.Parallel()
+	started := make(chan int, 4)
+	register := func(w *harvest.Worker) {
+		harvest.RegisterActivity(w, "handback_work", func(ctx *harvest.ActivityContext, _ struct{}) (bool, error) {
+			started <- ctx.Attempt()
+			if ctx.Attempt() == 1 {
+				<-ctx.Done() // still running when its worker stops
+				return false, ctx.Err()
+			}
+			return ctx.Info().PreviousOutcomeUnknown, nil
+		}, harvest.ActivityOptions{StartToClose: time.Minute, RetryPolicy: harvest.RetryExponential(3, 50*time.Millisecond)})
+		harvest.RegisterWorkflow(w, "handback", func(ctx *harvest.WorkflowContext, _ struct{}) (bool, error) {
+			var out bool
+			return out, harvest.ExecuteActivity(ctx, "handback_work", nil).Get(&out)
+		})
+	}
+	s := startStack(t, devstack.Config{Register: register})
+	begun := time.Now()
+	id := start(t, s, "handback", "", `{}`).body["execution_id"].(string)
+	require.Equal(t, 1, <-started)
+
+	// A second worker joins; the first stops with a short grace period.
+	other, err := harvest.NewWorker(harvest.WorkerConfig{Topology: s.Topology})
+	require.NoError(t, err)
+	register(other)
+	require.NoError(t, other.Start(context.Background()))
+	t.Cleanup(func() { _ = other.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	require.Error(t, s.Worker().Stop(ctx), "the attempt outlived the grace period")
+
+	exec := waitCompleted(t, s, id)
+	require.Equal(t, true, exec["result"], "the next attempt knew the first's outcome was unknown")
+	require.Less(t, time.Since(begun), 30*time.Second, "handed back, not left to its one-minute timeout")
+}

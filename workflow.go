@@ -112,6 +112,12 @@ func (e *ActivityError) Error() string {
 	return fmt.Sprintf("activity %q failed after %d attempt(s): %s", e.Activity, e.Attempts, e.Message)
 }
 
+// Unwrap returns the cause: the last attempt's error, as an
+// *ApplicationError of its type.
+func (e *ActivityError) Unwrap() error {
+	return &ApplicationError{Type: e.Type, Message: e.Message}
+}
+
 // workflowFunc is a registered workflow, with JSON in and out.
 type workflowFunc func(ctx *WorkflowContext, input json.RawMessage) (any, error)
 

@@ -102,6 +102,9 @@ func TestReplayActivityFailureReachesWorkflow(t *testing.T) {
 	require.True(t, errors.As(got, &ae))
 	require.Equal(t, "Declined", ae.Type)
 	require.Equal(t, 1, ae.Attempts)
+	var cause *ApplicationError
+	require.ErrorAs(t, got, &cause)
+	require.Equal(t, "card declined", cause.Message)
 	require.Len(t, d, 1)
 	require.Equal(t, wire.DecisionFailWorkflow, d[0].Type)
 	require.Contains(t, d[0].Failure.Message, "card declined")

@@ -54,3 +54,36 @@ func TestOnceRunsAnEffectOncePerKey(t *testing.T) {
 	require.Equal(t, "done", waitCompleted(t, s, flaky)["result"])
 	require.EqualValues(t, 2, flakyRuns.Load())
 }
+
+func TestEveryInvocationGetsItsOwnKey(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
+		harvest.RegisterActivity(w, "key_of", func(ctx *harvest.ActivityContext, _ string) (string, error) {
+			return ctx.IdempotencyKey().String(), nil
+		})
+		// The same activity with the same input, twice in one workflow.
+		harvest.RegisterWorkflow(w, "two_keys", func(ctx *harvest.WorkflowContext, _ struct{}) ([]string, error) {
+			var a, b string
+			if err := harvest.ExecuteActivity(ctx, "key_of", "same").Get(&a); err != nil {
+				return nil, err
+			}
+			if err := harvest.ExecuteActivity(ctx, "key_of", "same").Get(&b); err != nil {
+				return nil, err
+			}
+			return []string{a, b}, nil
+		})
+	}})
+	id := start(t, s, "two_keys", "", `{}`).body["execution_id"].(string)
+	keys := waitCompleted(t, s, id)["result"].([]any)
+	require.Len(t, keys, 2)
+	require.NotEqual(t, keys[0], keys[1])
+	// Each key is the one its ActivityScheduled event recorded.
+	h := call(t, "GET", s.URL()+"/api/harvest/executions/"+id+"/history", nil, "")
+	var recorded []any
+	for _, e := range h.body["events"].([]any) {
+		if ev := e.(map[string]any); ev["type"] == "ActivityScheduled" {
+			recorded = append(recorded, ev["idempotency_key"])
+		}
+	}
+	require.Equal(t, keys, recorded)
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/harvest-engine/harvest/webhook"
 )
 
 // Duration is a time.Duration written as "5s", "24h" in YAML.
@@ -64,6 +66,9 @@ type Config struct {
 	// CallbackAllowHosts are host names or CIDRs that completion callbacks
 	// may target although they are not public addresses.
 	CallbackAllowHosts []string `yaml:"callback_allow_hosts"`
+	// Webhooks are the sources POST /hooks/{source} accepts, with their
+	// routing rules.
+	Webhooks []webhook.Endpoint `yaml:"webhooks"`
 	// Workflows holds per-workflow settings.
 	Workflows map[string]WorkflowConfig `yaml:"workflows"`
 	// LogLevel is debug, info, warn or error (HARVEST_LOG_LEVEL), default

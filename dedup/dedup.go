@@ -23,6 +23,10 @@ const MaxKeyBytes = 512
 // callers may not send one.
 const ReservedKeyPrefix = "conn:"
 
+// HookKeyPrefix starts the keys of webhook deliveries, "hook:{source}:{id}":
+// a namespace API callers cannot write to either.
+const HookKeyPrefix = "hook:"
+
 // Errors returned by ValidateKey; match them with errors.Is.
 var (
 	ErrKeyEmpty    = errors.New("idempotency key is empty")
@@ -42,6 +46,8 @@ func ValidateKey(raw string) (string, error) {
 		return "", fmt.Errorf("%w: %d bytes, at most %d", ErrKeyTooLong, len(key), MaxKeyBytes)
 	case strings.HasPrefix(key, ReservedKeyPrefix):
 		return "", fmt.Errorf("%w %q", ErrKeyReserved, ReservedKeyPrefix)
+	case strings.HasPrefix(key, HookKeyPrefix):
+		return "", fmt.Errorf("%w %q", ErrKeyReserved, HookKeyPrefix)
 	}
 	return key, nil
 }
@@ -59,6 +65,11 @@ func derive(parts ...string) string {
 		b = append(b, p...)
 	}
 	return uuid.NewSHA1(namespace, b).String()
+}
+
+// HookKey is the idempotency key of a webhook delivery.
+func HookKey(source, deliveryID string) string {
+	return HookKeyPrefix + source + ":" + deliveryID
 }
 
 // StartCommandID is the command id of a keyed start: a pure function of the

@@ -25,6 +25,7 @@ func TestValidateKey(t *testing.T) {
 		{"max after trim", " " + strings.Repeat("k", 512) + " ", strings.Repeat("k", 512), nil},
 		{"too long", strings.Repeat("k", 513), "", dedup.ErrKeyTooLong},
 		{"reserved", "conn:abc", "", dedup.ErrKeyReserved},
+		{"webhook namespace", "hook:stripe:evt_1", "", dedup.ErrKeyReserved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := dedup.ValidateKey(tc.raw)
@@ -50,7 +51,7 @@ func FuzzValidateKey(f *testing.F) {
 			}
 			return
 		}
-		if key == "" || len(key) > dedup.MaxKeyBytes || key != strings.TrimSpace(key) || strings.HasPrefix(key, "conn:") {
+		if key == "" || len(key) > dedup.MaxKeyBytes || key != strings.TrimSpace(key) || strings.HasPrefix(key, "conn:") || strings.HasPrefix(key, "hook:") {
 			t.Fatalf("accepted bad key %q", key)
 		}
 	})

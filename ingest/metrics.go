@@ -6,8 +6,9 @@ import (
 
 // metrics are ingest's counters, on the registry given in Config.
 type metrics struct {
-	starts     *prometheus.CounterVec
-	duplicates *prometheus.CounterVec
+	starts       *prometheus.CounterVec
+	duplicates   *prometheus.CounterVec
+	hooksIgnored prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -21,7 +22,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Duplicate starts caught, by layer: broker (PubAck.Duplicate) or claim (a replay answered from a PostgreSQL claim).",
 		}, []string{"layer"}),
 	}
-	for _, c := range []prometheus.Collector{m.starts, m.duplicates} {
+	m.hooksIgnored = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "harvest_ingest_webhooks_ignored_total",
+		Help: "Verified webhook events that no routing rule names.",
+	})
+	for _, c := range []prometheus.Collector{m.starts, m.duplicates, m.hooksIgnored} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/harvest-engine/harvest/schema"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/webhook"
 	"github.com/harvest-engine/harvest/wire"
 )
 
@@ -67,6 +68,8 @@ type Config struct {
 	IdempotencyFingerprint string
 	// FingerprintByWorkflow overrides IdempotencyFingerprint per workflow.
 	FingerprintByWorkflow map[string]string
+	// Webhooks are the sources POST /hooks/{source} accepts.
+	Webhooks []webhook.Endpoint
 	// Metrics is the registry ingest's counters go to and /metrics
 	// serves; default a fresh one.
 	Metrics *prometheus.Registry
@@ -117,6 +120,16 @@ func (c Config) Validate() error {
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("ingest config: MaxBodyBytes %d: want a positive size", c.MaxBodyBytes)
 	}
+	seen := map[string]bool{}
+	for _, e := range c.Webhooks {
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("ingest config: %w", err)
+		}
+		if seen[e.Name] {
+			return fmt.Errorf("ingest config: webhook source %q is declared twice", e.Name)
+		}
+		seen[e.Name] = true
+	}
 	modes := map[string]string{"": c.IdempotencyFingerprint}
 	for w, m := range c.FingerprintByWorkflow {
 		modes[w] = m
@@ -139,6 +152,7 @@ type Server struct {
 	metrics   *metrics
 	admission *mirror[gate]
 	schemas   *mirror[*schema.Schema]
+	hooks     map[string]webhook.Endpoint
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -154,6 +168,14 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: http.NewServeMux(), metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile)}
+	s.hooks = map[string]webhook.Endpoint{}
+	for _, e := range cfg.Webhooks {
+		s.hooks[e.Name] = e
+		if e.Kind == webhook.KindNone {
+			s.log.Warn("webhook source accepts unsigned deliveries", "source", e.Name)
+		}
+	}
+	s.mux.HandleFunc("POST /hooks/{source}", s.handleHook)
 	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/close", s.handleAdmissionClose)
 	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/open", s.handleAdmissionOpen)
 	s.mux.HandleFunc("GET /api/harvest/admission", s.handleAdmissionList)

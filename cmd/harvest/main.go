@@ -77,6 +77,7 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 					IdempotencyFingerprint: cfg.IdempotencyFingerprint,
 					FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
 					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+					Webhooks:               cfg.Webhooks,
 				},
 				Logger: log,
 			})

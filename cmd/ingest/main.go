@@ -54,6 +54,7 @@ func run(configPath string) error {
 		Topology: top, NC: nc, DB: db, OutcomeWait: time.Duration(cfg.OutcomeWait), Logger: log,
 		IdempotencyFingerprint: cfg.IdempotencyFingerprint, FingerprintByWorkflow: cfg.FingerprintByWorkflow(),
 		CallbackPolicy: callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+		Webhooks:       cfg.Webhooks,
 	})
 	if err != nil {
 		return err

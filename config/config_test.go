@@ -1,0 +1,46 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/config"
+)
+
+func TestLoadWebhooksAndDurations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+shards: 8
+outcome_wait: 2s
+webhooks:
+  - name: stripe
+    kind: stripe
+    secrets: [whsec_a, whsec_b]
+    tolerance: 3m
+    rules:
+      - event: payment_intent.succeeded
+        workflow: charge
+        input_pointer: /data/object
+`), 0o600))
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, 8, c.Shards)
+	require.Equal(t, 2*time.Second, time.Duration(c.OutcomeWait))
+	require.Len(t, c.Webhooks, 1)
+	require.Equal(t, 3*time.Minute, c.Webhooks[0].Tolerance)
+	require.Equal(t, []string{"whsec_a", "whsec_b"}, c.Webhooks[0].Secrets)
+	require.Equal(t, "charge", c.Webhooks[0].Rules[0].Workflow)
+
+	require.NoError(t, os.WriteFile(path, []byte("shardz: 8\n"), 0o600))
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "shardz", "unknown fields are errors")
+}
+
+func TestTheDevConfigLoads(t *testing.T) {
+	_, err := config.Load("../configs/harvest.dev.yaml")
+	require.NoError(t, err)
+}

@@ -1,0 +1,142 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/webhook"
+	"github.com/harvest-engine/harvest/wire"
+)
+
+// hookResponse answers a webhook delivery.
+type hookResponse struct {
+	Accepted  bool   `json:"accepted"`
+	CommandID string `json:"command_id,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Ignored   bool   `json:"ignored,omitempty"`
+}
+
+// handleHook takes a webhook delivery: verified on the raw body, routed by
+// event type to a start or a signal-with-start keyed by the provider's
+// event id, and acknowledged as soon as JetStream holds the command.
+func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("source")
+	ep, ok := s.hooks[name]
+	if !ok {
+		writeError(w, http.StatusNotFound, "unknown_source", fmt.Sprintf("no webhook source %q is configured", name))
+		return
+	}
+	limit := ep.MaxBodyBytes
+	if limit == 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: "body_too_large", Message: fmt.Sprintf("body exceeds %d bytes", limit), Limit: limit})
+			return
+		}
+		writeError(w, http.StatusBadRequest, "unreadable_body", err.Error())
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "webhook bodies must be application/json")
+		return
+	}
+	delivery, err := webhook.Verify(ep.Source, r.Header, body, time.Now())
+	if err != nil {
+		s.log.Warn("webhook refused", "source", name, "err", err)
+		writeError(w, http.StatusUnauthorized, "invalid_signature", err.Error())
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var event any
+	if err := dec.Decode(&event); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("the payload is not JSON: %v", err))
+		return
+	}
+	if delivery.ID == "" || delivery.EventType == "" {
+		obj, _ := event.(map[string]any)
+		if id, ok := obj["id"].(string); ok && delivery.ID == "" {
+			delivery.ID = id
+		}
+		if typ, ok := obj["type"].(string); ok && delivery.EventType == "" {
+			delivery.EventType = typ
+		}
+	}
+	if delivery.ID == "" {
+		writeError(w, http.StatusBadRequest, "missing_event_id", "the event carries no id to deduplicate it by")
+		return
+	}
+	rule, ok := ep.Rule(delivery.EventType)
+	if !ok {
+		s.log.Info("webhook event ignored: no rule", "source", name, "event", delivery.EventType)
+		s.metrics.hooksIgnored.Inc()
+		writeJSON(w, http.StatusAccepted, hookResponse{Accepted: true, Ignored: true})
+		return
+	}
+	cmd, shard, err := s.hookCommand(name, delivery, rule, event)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "unroutable_event", err.Error())
+		return
+	}
+	ack, err := s.cfg.Topology.PublishCommand(r.Context(), shard, cmd)
+	if err != nil {
+		s.log.Warn("webhook not accepted", "source", name, "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the command stream is unavailable; deliver again later")
+		return
+	}
+	duplicate := ack.Duplicate
+	if !duplicate {
+		// A redelivery after the broker's window: the command id's outcome
+		// is there already.
+		if out, ok, err := s.cfg.Topology.GetOutcome(r.Context(), cmd.CommandID); err == nil && ok && !out.Pending && out.StreamSeq < ack.Sequence && out.Error == "" {
+			duplicate = true
+		}
+	}
+	if duplicate {
+		s.metrics.duplicates.WithLabelValues("broker").Inc()
+		writeJSON(w, http.StatusOK, hookResponse{Accepted: true, Duplicate: true})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, hookResponse{Accepted: true, CommandID: cmd.CommandID})
+}
+
+// hookCommand builds the command a rule makes of an event.
+func (s *Server) hookCommand(source string, d webhook.Delivery, rule webhook.Rule, event any) (*wire.Command, int, error) {
+	payload, err := webhook.Pointer(event, rule.InputPointer)
+	if err != nil {
+		return nil, 0, err
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, 0, err
+	}
+	key := dedup.HookKey(source, d.ID)
+	shards := s.cfg.Topology.Shards()
+	if rule.Signal == "" {
+		shard := dedup.StartShard(shards, rule.Workflow, "", key)
+		return &wire.Command{CommandID: dedup.StartCommandID(rule.Workflow, key), Kind: wire.KindStart, Start: &wire.StartCommand{
+			WorkflowName: rule.Workflow, WorkflowID: dedup.MintWorkflowID(shards, shard, rule.Workflow), WorkflowIDMinted: true,
+			Input: raw, IdempotencyKey: key, Fingerprint: dedup.Fingerprint(raw), TaskQueue: wire.DefaultTaskQueue, AcceptedAt: time.Now().UTC(),
+		}}, shard, nil
+	}
+	workflowID, err := webhook.Expand(event, rule.WorkflowID)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &wire.Command{CommandID: dedup.SignalWithStartCommandID(rule.Workflow, workflowID, key), Kind: wire.KindSignalWithStart, SignalWithStart: true,
+		Start:  &wire.StartCommand{WorkflowName: rule.Workflow, WorkflowID: workflowID, TaskQueue: wire.DefaultTaskQueue},
+		Signal: &wire.SignalCommand{SignalName: rule.Signal, Payload: raw, IdempotencyKey: key},
+	}, dedup.StartShard(shards, rule.Workflow, workflowID, ""), nil
+}

@@ -1,0 +1,137 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Endpoint is a configured webhook source with its routing rules: what
+// `POST /hooks/{source}` does with a verified event.
+type Endpoint struct {
+	Source `yaml:",inline"`
+	// MaxBodyBytes caps a delivery's body; default 1 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Rules route events by type; an event no rule names is ignored.
+	Rules []Rule `yaml:"rules"`
+}
+
+// Rule routes one event type to a start or a signal-with-start.
+type Rule struct {
+	// Event is the event type: the body's "type" (stripe, hmac, none) or
+	// X-GitHub-Event (github).
+	Event string `yaml:"event"`
+	// Workflow to start, or to signal with start.
+	Workflow string `yaml:"workflow"`
+	// InputPointer selects the part of the event that becomes the input
+	// (or the signal's payload), as a JSON Pointer; empty means the whole
+	// event.
+	InputPointer string `yaml:"input_pointer"`
+	// Signal, when set, makes the rule a signal-with-start: the event is
+	// delivered as this signal to the execution of WorkflowID.
+	Signal string `yaml:"signal"`
+	// WorkflowID is a template over the event: each {/json/pointer} is
+	// replaced by the value it selects, e.g. "order-{/data/object/id}".
+	WorkflowID string `yaml:"workflow_id"`
+}
+
+// Validate names the first bad field.
+func (e Endpoint) Validate() error {
+	if err := e.Source.Validate(); err != nil {
+		return err
+	}
+	if e.MaxBodyBytes < 0 {
+		return fmt.Errorf("webhook %s: max_body_bytes %d: want a positive size", e.Name, e.MaxBodyBytes)
+	}
+	for i, r := range e.Rules {
+		switch {
+		case r.Event == "":
+			return fmt.Errorf("webhook %s: rules[%d]: event is required", e.Name, i)
+		case r.Workflow == "":
+			return fmt.Errorf("webhook %s: rules[%d]: workflow is required", e.Name, i)
+		case r.Signal != "" && r.WorkflowID == "":
+			return fmt.Errorf("webhook %s: rules[%d]: a signal rule needs a workflow_id template", e.Name, i)
+		}
+	}
+	return nil
+}
+
+// Rule returns the rule for an event type, if any.
+func (e Endpoint) Rule(eventType string) (Rule, bool) {
+	for _, r := range e.Rules {
+		if r.Event == eventType {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+// ErrPointer is returned when a JSON Pointer selects nothing.
+var ErrPointer = errors.New("JSON pointer selects nothing")
+
+// Pointer resolves an RFC 6901 JSON Pointer in a decoded JSON document.
+func Pointer(doc any, ptr string) (any, error) {
+	if ptr == "" {
+		return doc, nil
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, fmt.Errorf("%w: %q does not start with /", ErrPointer, ptr)
+	}
+	cur := doc
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch v := cur.(type) {
+		case map[string]any:
+			next, ok := v[tok]
+			if !ok {
+				return nil, fmt.Errorf("%w: %q", ErrPointer, ptr)
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, fmt.Errorf("%w: %q", ErrPointer, ptr)
+			}
+			cur = v[i]
+		default:
+			return nil, fmt.Errorf("%w: %q", ErrPointer, ptr)
+		}
+	}
+	return cur, nil
+}
+
+// Expand fills a template's {/json/pointer} placeholders from doc; each
+// must select a string or a number.
+func Expand(doc any, template string) (string, error) {
+	var b strings.Builder
+	rest := template
+	for {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			b.WriteString(rest)
+			return b.String(), nil
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("template %q: unclosed {", template)
+		}
+		b.WriteString(rest[:open])
+		v, err := Pointer(doc, rest[open+1:open+end])
+		if err != nil {
+			return "", fmt.Errorf("template %q: %w", template, err)
+		}
+		switch v := v.(type) {
+		case string:
+			b.WriteString(v)
+		case json.Number:
+			b.WriteString(v.String())
+		case float64:
+			b.WriteString(strconv.FormatFloat(v, 'f', -1, 64))
+		default:
+			return "", fmt.Errorf("template %q: %s selects neither a string nor a number", template, rest[open+1:open+end])
+		}
+		rest = rest[open+end+1:]
+	}
+}

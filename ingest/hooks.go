@@ -3,9 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"time"
@@ -37,14 +35,10 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	if limit == 0 {
 		limit = DefaultMaxBodyBytes
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: "body_too_large", Message: fmt.Sprintf("body exceeds %d bytes", limit), Limit: limit})
-			return
-		}
-		writeError(w, http.StatusBadRequest, "unreadable_body", err.Error())
+	// Signatures are over the body exactly as sent.
+	body, rej := readRaw(w, r, limit)
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {

@@ -90,7 +90,13 @@ func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 // readBody reads a request body up to MaxBodyBytes, trimmed of white
 // space.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *rejection) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, rej := readRaw(w, r, s.cfg.MaxBodyBytes)
+	return bytes.TrimSpace(body), rej
+}
+
+// readRaw reads a request body, as sent, up to limit bytes.
+func readRaw(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *rejection) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -100,7 +106,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *reje
 		}
 		return nil, reject(http.StatusBadRequest, "unreadable_body", "", err.Error())
 	}
-	return bytes.TrimSpace(body), nil
+	return body, nil
 }
 
 // readPayload reads a signal's JSON payload; an empty body is null.

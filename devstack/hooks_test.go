@@ -2,6 +2,7 @@ package devstack_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -39,7 +40,8 @@ func hookStack(t *testing.T) *devstack.Stack {
 		MaxBodyBytes: 8192,
 		Rules: []webhook.Rule{
 			{Event: "payment_intent.succeeded", Workflow: "charge", InputPointer: "/data/object"},
-			{Event: "order.item_added", Workflow: "collect", Signal: "item", WorkflowID: "order-{/data/object/order_id}", InputPointer: "/data/object/sku"},
+			{Event: "order.item_added", Workflow: "collect", Signal: "item", WorkflowID: "order-{/data/object/order_id}", InputPointer: "/data/object/sku",
+				StartInput: map[string]any{"count": 2}},
 		},
 	}}}})
 }
@@ -104,6 +106,12 @@ func TestStripeWebhooks(t *testing.T) {
 	require.Equal(t, true, ignored.body["ignored"])
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions`))
 
+	// The start checks apply: the input schema, then the admission gate.
+	invalid := paymentEvent("evt_bad", 0) // amount_cents 0 fails charge's schema
+	r0 := deliver(t, s, "stripe", invalid, stripeSign(invalid, now), "application/json")
+	require.Equal(t, 422, r0.status, r0.body)
+	require.Equal(t, "input_invalid", r0.body["error"])
+
 	// API callers cannot write into the webhook key namespace.
 	r := start(t, s, "charge", "hook:stripe:evt_1", `{`+chargeInput+`}`)
 	require.Equal(t, 400, r.status)
@@ -125,6 +133,9 @@ func TestWebhookSignalWithStart(t *testing.T) {
 			WHERE e.workflow_id = 'order-42' AND h.type = 'SignalReceived'`) == 2
 	})
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions WHERE workflow_id = 'order-42'`))
+	var id string
+	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT execution_id::text FROM executions WHERE workflow_id = 'order-42'`).Scan(&id))
+	require.Equal(t, map[string]any{"items": []any{"a", "b"}}, waitCompleted(t, s, id)["result"], "started with start_input, completed by the two items")
 }
 
 func TestWebhookBurstMakesOneExecutionPerEvent(t *testing.T) {

@@ -83,6 +83,21 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "unroutable_event", err.Error())
 		return
 	}
+	// The checks every fresh start gets: the workflow's input schema and
+	// its admission gate. (A redelivery of a committed start is dropped by
+	// the broker or answered from its claim either way.)
+	if sch, ok := s.schemas.get(rule.Workflow); ok && cmd.Start.Input != nil {
+		if violations := sch.Validate(cmd.Start.Input); len(violations) > 0 {
+			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "input_invalid", Field: "input", Violations: violations,
+				Message: fmt.Sprintf("the event does not match the input schema of %s: %s at %q", rule.Workflow, violations[0].Message, violations[0].Field)})
+			return
+		}
+	}
+	if g, closed := s.admission.get(rule.Workflow); closed {
+		w.Header().Set("Retry-After", admissionRetryAfter)
+		writeError(w, http.StatusServiceUnavailable, "admission_blocked", fmt.Sprintf("starts of %s are paused: %s", rule.Workflow, g.Reason))
+		return
+	}
 	ack, err := s.cfg.Topology.PublishCommand(r.Context(), shard, cmd)
 	if err != nil {
 		s.log.Warn("webhook not accepted", "source", name, "err", err)
@@ -129,8 +144,14 @@ func (s *Server) hookCommand(source string, d webhook.Delivery, rule webhook.Rul
 	if err != nil {
 		return nil, 0, err
 	}
+	var startInput json.RawMessage
+	if rule.StartInput != nil {
+		if startInput, err = json.Marshal(rule.StartInput); err != nil {
+			return nil, 0, fmt.Errorf("start_input: %w", err)
+		}
+	}
 	return &wire.Command{CommandID: dedup.SignalWithStartCommandID(rule.Workflow, workflowID, key), Kind: wire.KindSignalWithStart, SignalWithStart: true,
-		Start:  &wire.StartCommand{WorkflowName: rule.Workflow, WorkflowID: workflowID, TaskQueue: wire.DefaultTaskQueue},
+		Start:  &wire.StartCommand{WorkflowName: rule.Workflow, WorkflowID: workflowID, Input: startInput, TaskQueue: wire.DefaultTaskQueue},
 		Signal: &wire.SignalCommand{SignalName: rule.Signal, Payload: raw, IdempotencyKey: key},
 	}, dedup.StartShard(shards, rule.Workflow, workflowID, ""), nil
 }

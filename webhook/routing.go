@@ -35,6 +35,9 @@ type Rule struct {
 	// WorkflowID is a template over the event: each {/json/pointer} is
 	// replaced by the value it selects, e.g. "order-{/data/object/id}".
 	WorkflowID string `yaml:"workflow_id"`
+	// StartInput is the input of the execution a signal rule starts, when
+	// none runs for WorkflowID yet.
+	StartInput any `yaml:"start_input"`
 }
 
 // Validate names the first bad field.

@@ -7,7 +7,7 @@ dev: ## run the whole stack in one process (harvest dev)
 	go run ./cmd/harvest dev
 
 test: ## run the test suite with -race (starts its own PostgreSQL and NATS)
-	go test -race -count=1 ./...
+	go test -race -p 1 -count=1 ./...
 
 lint: ## gofmt, go vet, and go mod tidy must leave no diff
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)

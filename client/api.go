@@ -140,26 +140,10 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	if err != nil {
 		return nil, fmt.Errorf("client: Start: %w", err)
 	}
-	header := http.Header{}
-	if opts.IdempotencyKey != "" {
-		header.Set("Idempotency-Key", opts.IdempotencyKey)
-	}
 	path := apiPrefix + "/workflows/" + url.PathEscape(workflow) + "/start"
-	resp, err := c.do(ctx, http.MethodPost, path, header, body)
+	status, raw, err := c.submit(ctx, path, opts.IdempotencyKey, body)
 	if err != nil {
 		return nil, err
-	}
-	status, raw := resp.status, resp.body
-	if status == http.StatusAccepted {
-		var acc acceptedAnswer
-		if err := decode(http.MethodPost, path, raw, &acc); err != nil {
-			return nil, err
-		}
-		cmd, err := c.awaitCommand(ctx, acc.CommandID)
-		if err != nil {
-			return nil, err
-		}
-		status, raw = cmd.HTTPStatus, cmd.Outcome
 	}
 	var a startAnswer
 	if err := decode(http.MethodPost, path, raw, &a); err != nil {
@@ -215,6 +199,35 @@ func (c *Client) Command(ctx context.Context, commandID string) (*CommandStatus,
 // unknownCommandGrace is how long a command the server just accepted may
 // read as unknown before that is taken as final.
 const unknownCommandGrace = 10 * time.Second
+
+// submit posts a command-making request with its idempotency key, if any,
+// and returns the answer: the server's own, or, when it answered 202, the
+// applied command's outcome, polled until known.
+func (c *Client) submit(ctx context.Context, path, key string, body []byte) (int, []byte, error) {
+	header := http.Header{}
+	if key != "" {
+		header.Set("Idempotency-Key", key)
+	}
+	resp, err := c.do(ctx, http.MethodPost, path, header, body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.status != http.StatusAccepted {
+		return resp.status, resp.body, nil
+	}
+	var acc acceptedAnswer
+	if err := decode(http.MethodPost, path, resp.body, &acc); err != nil {
+		return 0, nil, err
+	}
+	if acc.CommandID == "" || acc.Status != "accepted" {
+		return resp.status, resp.body, nil // a 202 that is the answer itself
+	}
+	cmd, err := c.awaitCommand(ctx, acc.CommandID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return cmd.HTTPStatus, cmd.Outcome, nil
+}
 
 // awaitCommand polls a command until it is applied and returns its
 // outcome; an applied refusal is returned as an *APIError.
@@ -298,27 +311,14 @@ func (c *Client) signal(ctx context.Context, executionID, name string, payload a
 	if err != nil {
 		return false, fmt.Errorf("client: signal %s: encode payload: %w", name, err)
 	}
-	header := http.Header{}
-	if key != "" {
-		header.Set("Idempotency-Key", key)
-	}
 	path := apiPrefix + "/workflows/" + url.PathEscape(executionID) + "/signal/" + url.PathEscape(name)
-	resp, err := c.do(ctx, http.MethodPost, path, header, body)
+	_, raw, err := c.submit(ctx, path, key, body)
 	if err != nil {
 		return false, err
 	}
 	var a signalAnswer
-	if err := decode(http.MethodPost, path, resp.body, &a); err != nil {
+	if err := decode(http.MethodPost, path, raw, &a); err != nil {
 		return false, err
-	}
-	if a.SignalDelivered == nil && a.CommandID != "" {
-		cmd, err := c.awaitCommand(ctx, a.CommandID)
-		if err != nil {
-			return false, err
-		}
-		if err := decode(http.MethodGet, apiPrefix+"/commands/"+a.CommandID, cmd.Outcome, &a); err != nil {
-			return false, err
-		}
 	}
 	return a.SignalDelivered != nil && *a.SignalDelivered, nil
 }
@@ -384,26 +384,10 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
 	}
-	header := http.Header{}
-	if opts.IdempotencyKey != "" {
-		header.Set("Idempotency-Key", opts.IdempotencyKey)
-	}
 	path := apiPrefix + "/workflows/" + url.PathEscape(workflow) + "/signal-with-start"
-	resp, err := c.do(ctx, http.MethodPost, path, header, body)
+	status, raw, err := c.submit(ctx, path, opts.IdempotencyKey, body)
 	if err != nil {
 		return nil, err
-	}
-	status, raw := resp.status, resp.body
-	if status == http.StatusAccepted {
-		var acc signalAnswer
-		if err := decode(http.MethodPost, path, raw, &acc); err != nil {
-			return nil, err
-		}
-		cmd, err := c.awaitCommand(ctx, acc.CommandID)
-		if err != nil {
-			return nil, err
-		}
-		status, raw = cmd.HTTPStatus, cmd.Outcome
 	}
 	var a struct {
 		startAnswer

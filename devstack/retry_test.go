@@ -176,9 +176,9 @@ func TestHeartbeatsAndReconcile(t *testing.T) {
 			}
 			return d["progress"] + 1, nil
 		}, harvest.ActivityOptions{HeartbeatTimeout: 400 * time.Millisecond, RetryPolicy: harvest.RetryExponential(3, 50*time.Millisecond)})
-		// "steady" runs past its heartbeat timeout, heartbeating.
+		// "steady" runs well past its heartbeat timeout, heartbeating.
 		harvest.RegisterActivity(w, "steady", func(ctx *harvest.ActivityContext, _ struct{}) (int, error) {
-			for i := range 12 {
+			for i := range 25 {
 				ctx.Heartbeat(i)
 				select {
 				case <-ctx.Done():
@@ -187,7 +187,7 @@ func TestHeartbeatsAndReconcile(t *testing.T) {
 				}
 			}
 			return ctx.Attempt(), nil
-		}, harvest.ActivityOptions{HeartbeatTimeout: 400 * time.Millisecond})
+		}, harvest.ActivityOptions{HeartbeatTimeout: time.Second})
 		// "effect" does its effect, then overruns its deadline before
 		// reporting: the next attempt reconciles instead of repeating it.
 		harvest.RegisterActivity(w, "effect", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
@@ -262,9 +262,16 @@ func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
 	stopped := make(chan error, 1)
 	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
 		harvest.RegisterActivity(w, "long_work", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
-			running <- struct{}{}
+			// Never block the worker on the test's channels.
+			select {
+			case running <- struct{}{}:
+			default:
+			}
 			<-ctx.Done()
-			stopped <- ctx.Err()
+			select {
+			case stopped <- ctx.Err():
+			default:
+			}
 			return "", ctx.Err()
 		}, harvest.ActivityOptions{StartToClose: time.Minute})
 		harvest.RegisterWorkflow(w, "long", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {

@@ -359,8 +359,6 @@ type Writes struct {
 	SignalClaims []SignalRef
 	// Outbox rows get their ids filled in.
 	Outbox []*OutboxMsg
-	// PublishedOutbox are rows of earlier batches, published since.
-	PublishedOutbox []int64
 }
 
 // Write queues every statement of w in one pgx batch and runs it in tx.
@@ -420,9 +418,6 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 	}
 	for _, ref := range w.DeleteClaims {
 		b.Queue(`DELETE FROM start_claims WHERE workflow_name = $1 AND idempotency_key = $2`, ref.WorkflowName, ref.IdempotencyKey)
-	}
-	if len(w.PublishedOutbox) > 0 {
-		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, w.PublishedOutbox)
 	}
 	for _, m := range w.Outbox {
 		b.Queue(`INSERT INTO outbox (shard, subject, msg_id, payload) VALUES ($1, $2, $3, $4) RETURNING id`,

@@ -237,11 +237,7 @@ func newWorkflowHistory() *cobra.Command {
 				for _, ev := range events {
 					raws = append(raws, ev.Raw)
 				}
-				raw, err := json.Marshal(map[string]any{"events": raws})
-				if err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printRawList(cmd, "events", raws)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "SEQ\tTYPE\tAT\tDETAILS")
@@ -274,11 +270,7 @@ func newWorkflowList() *cobra.Command {
 				for _, e := range execs {
 					raws = append(raws, e.Raw)
 				}
-				raw, err := json.Marshal(map[string]any{"executions": raws})
-				if err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printRawList(cmd, "executions", raws)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "EXECUTION_ID\tWORKFLOW\tWORKFLOW_ID\tSTATUS\tCREATED_AT")
@@ -324,4 +316,13 @@ func details(attrs map[string]any) string {
 		return string(s[:width-1]) + "…"
 	}
 	return string(raw)
+}
+
+// printRawList prints {"<field>": [the server's objects, as sent]}.
+func printRawList(cmd *cobra.Command, field string, raws []json.RawMessage) error {
+	raw, err := json.Marshal(map[string]any{field: raws})
+	if err != nil {
+		return err
+	}
+	return printJSON(cmd.OutOrStdout(), raw)
 }

@@ -465,7 +465,8 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		actx, c = context.WithDeadline(actx, task.Deadline)
 		defer c()
 	}
-	beat := w.heartbeater(actx, &task)
+	beat, stopBeats := w.heartbeater(actx, &task)
+	defer stopBeats()
 	var silent atomic.Bool
 	if hb := time.Duration(task.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
 		// The scheduler fails an attempt that stops heartbeating; this
@@ -509,6 +510,7 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 	if !found && err == nil {
 		res, err = runActivity(fn, ac, task.Input)
 	}
+	stopBeats() // no heartbeat after the result
 	result := &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt}
 	switch {
 	case ctx.Err() != nil:
@@ -549,36 +551,71 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 	}
 }
 
-// heartbeater returns the function an attempt's Heartbeat calls: it
-// publishes a heartbeat command, at most once per third of the heartbeat
-// timeout (or per second when none is set).
-func (w *Worker) heartbeater(ctx context.Context, task *wire.ActivityTask) func(json.RawMessage) {
+// heartbeater returns the function an attempt's Heartbeat calls, and the
+// stop that ends its sender. Heartbeat never blocks the activity: it
+// leaves the newest details for a sender goroutine, which publishes a
+// heartbeat command at most once per third of the heartbeat timeout (or
+// per second when none is set), the newest details each time, so the last
+// call before a quiet spell still reaches the scheduler.
+func (w *Worker) heartbeater(ctx context.Context, task *wire.ActivityTask) (beat func(json.RawMessage), stop func()) {
 	interval := time.Second
 	if hb := time.Duration(task.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
 		interval = max(hb/3, 50*time.Millisecond)
 	}
-	var mu sync.Mutex
-	var last time.Time
-	seq := 0
-	return func(details json.RawMessage) {
-		mu.Lock()
-		if time.Since(last) < interval {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu      sync.Mutex
+		details json.RawMessage
+		fresh   bool
+	)
+	kick := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var last time.Time
+		for seq := 1; ; seq++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+			}
+			if wait := time.Until(last.Add(interval)); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			mu.Lock()
+			d, ok := details, fresh
+			fresh = false
 			mu.Unlock()
-			return
+			if !ok {
+				continue
+			}
+			last = time.Now()
+			cmd := &wire.Command{
+				CommandID: dedup.HeartbeatCommandID(task.ExecutionID, task.ActivityID, task.Attempt, seq),
+				Kind:      wire.KindActivityHeartbeat,
+				Heartbeat: &wire.ActivityHeartbeat{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Details: d},
+			}
+			if _, err := w.cfg.Topology.PublishCommand(ctx, task.Shard, cmd); err != nil && ctx.Err() == nil {
+				w.log.Warn("publish heartbeat", "execution_id", task.ExecutionID, "activity", task.ActivityName, "err", err)
+			}
 		}
-		last = time.Now()
-		seq++
-		n := seq
+	}()
+	beat = func(d json.RawMessage) {
+		mu.Lock()
+		details, fresh = d, true
 		mu.Unlock()
-		cmd := &wire.Command{
-			CommandID: dedup.HeartbeatCommandID(task.ExecutionID, task.ActivityID, task.Attempt, n),
-			Kind:      wire.KindActivityHeartbeat,
-			Heartbeat: &wire.ActivityHeartbeat{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Details: details},
-		}
-		if _, err := w.cfg.Topology.PublishCommand(ctx, task.Shard, cmd); err != nil && ctx.Err() == nil {
-			w.log.Warn("publish heartbeat", "execution_id", task.ExecutionID, "activity", task.ActivityName, "err", err)
+		select {
+		case kick <- struct{}{}:
+		default:
 		}
 	}
+	return beat, func() { cancel(); <-done }
 }
 
 func runReconcile(fn reconcileFunc, ctx *ActivityContext, input json.RawMessage) (res any, found bool, err error) {

@@ -178,7 +178,7 @@ func TestHeartbeatsAndReconcile(t *testing.T) {
 		}, harvest.ActivityOptions{HeartbeatTimeout: 400 * time.Millisecond, RetryPolicy: harvest.RetryExponential(3, 50*time.Millisecond)})
 		// "steady" runs well past its heartbeat timeout, heartbeating.
 		harvest.RegisterActivity(w, "steady", func(ctx *harvest.ActivityContext, _ struct{}) (int, error) {
-			for i := range 25 {
+			for i := range 40 {
 				ctx.Heartbeat(i)
 				select {
 				case <-ctx.Done():
@@ -187,7 +187,7 @@ func TestHeartbeatsAndReconcile(t *testing.T) {
 				}
 			}
 			return ctx.Attempt(), nil
-		}, harvest.ActivityOptions{HeartbeatTimeout: time.Second})
+		}, harvest.ActivityOptions{HeartbeatTimeout: 1500 * time.Millisecond})
 		// "effect" does its effect, then overruns its deadline before
 		// reporting: the next attempt reconciles instead of repeating it.
 		harvest.RegisterActivity(w, "effect", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {

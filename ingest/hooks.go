@@ -10,7 +10,6 @@ import (
 
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/webhook"
-	"github.com/harvest-engine/harvest/wire"
 )
 
 // hookResponse answers a webhook delivery.
@@ -78,7 +77,7 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, hookResponse{Accepted: true, Ignored: true})
 		return
 	}
-	cmd, shard, err := s.hookCommand(name, delivery, rule, event)
+	cmd, shard, err := rule.Command(s.cfg.Topology.Shards(), dedup.HookKey(name, delivery.ID), event, time.Now())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "unroutable_event", err.Error())
 		return
@@ -119,39 +118,4 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, hookResponse{Accepted: true, CommandID: cmd.CommandID})
-}
-
-// hookCommand builds the command a rule makes of an event.
-func (s *Server) hookCommand(source string, d webhook.Delivery, rule webhook.Rule, event any) (*wire.Command, int, error) {
-	payload, err := webhook.Pointer(event, rule.InputPointer)
-	if err != nil {
-		return nil, 0, err
-	}
-	raw, err := json.Marshal(payload)
-	if err != nil {
-		return nil, 0, err
-	}
-	key := dedup.HookKey(source, d.ID)
-	shards := s.cfg.Topology.Shards()
-	if rule.Signal == "" {
-		shard := dedup.StartShard(shards, rule.Workflow, "", key)
-		return &wire.Command{CommandID: dedup.StartCommandID(rule.Workflow, key), Kind: wire.KindStart, Start: &wire.StartCommand{
-			WorkflowName: rule.Workflow, WorkflowID: dedup.MintWorkflowID(shards, shard, rule.Workflow), WorkflowIDMinted: true,
-			Input: raw, IdempotencyKey: key, Fingerprint: dedup.Fingerprint(raw), TaskQueue: wire.DefaultTaskQueue, AcceptedAt: time.Now().UTC(),
-		}}, shard, nil
-	}
-	workflowID, err := webhook.Expand(event, rule.WorkflowID)
-	if err != nil {
-		return nil, 0, err
-	}
-	var startInput json.RawMessage
-	if rule.StartInput != nil {
-		if startInput, err = json.Marshal(rule.StartInput); err != nil {
-			return nil, 0, fmt.Errorf("start_input: %w", err)
-		}
-	}
-	return &wire.Command{CommandID: dedup.SignalWithStartCommandID(rule.Workflow, workflowID, key), Kind: wire.KindSignalWithStart, SignalWithStart: true,
-		Start:  &wire.StartCommand{WorkflowName: rule.Workflow, WorkflowID: workflowID, Input: startInput, TaskQueue: wire.DefaultTaskQueue},
-		Signal: &wire.SignalCommand{SignalName: rule.Signal, Payload: raw, IdempotencyKey: key},
-	}, dedup.StartShard(shards, rule.Workflow, workflowID, ""), nil
 }

@@ -573,8 +573,15 @@ func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Fai
 	opts := activityOptions(a)
 	delay := opts.Retry.Delay(a.Attempt)
 	retry := opts.Retry.Retries(a.Attempt, f.Type, f.NonRetryable)
-	if total := opts.ScheduleToClose(); retry && total > 0 && b.now.Add(delay).After(a.ScheduledAt.Add(total)) {
+	if total := opts.ScheduleToClose(); total > 0 && b.now.Add(delay).After(a.ScheduledAt.Add(total)) {
 		retry = false
+		if f.Type == "StartToCloseTimeout" {
+			// The attempt ran out of time and the activity has none left
+			// for another: whichever side noticed first (the worker at its
+			// deadline, or the timer), the bound that ended it is the
+			// schedule-to-close one.
+			f = &wire.Failure{Type: "ScheduleToCloseTimeout", Message: fmt.Sprintf("activity did not finish within its schedule-to-close timeout of %s", total), NonRetryable: true}
+		}
 	}
 	if retry {
 		// An attempt that ended without a result may have had its effect:

@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -443,9 +444,11 @@ func (r *runner) session() error {
 	if err := r.flushStoredOutbox(ctx); err != nil {
 		return err
 	}
+	var got counts
 	msgs := make(chan jetstream.Msg, r.s.cfg.BatchSize)
 	consumeErr := make(chan error, 1)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		got.received.Add(1)
 		select {
 		case msgs <- m:
 		case <-ctx.Done():
@@ -475,6 +478,11 @@ func (r *runner) session() error {
 		case err := <-consumeErr:
 			return fmt.Errorf("consumer %s: %w", name, err)
 		case <-timers.c():
+			// A timer decides against commands that arrived before it was
+			// due (a heartbeat, a result): apply those first.
+			if err := r.catchUp(ctx, cons, msgs, &got, timers); err != nil {
+				return err
+			}
 			if err := r.fireDueTimers(ctx); err != nil {
 				return err
 			}
@@ -484,22 +492,75 @@ func (r *runner) session() error {
 			continue
 		case first = <-msgs:
 		}
-		batch := []jetstream.Msg{first}
-	drain:
-		for len(batch) < r.s.cfg.BatchSize {
-			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-			default:
-				break drain
-			}
-		}
-		writes, err := r.applyBatch(ctx, batch)
-		if err != nil {
+		if err := r.applyFrom(ctx, first, msgs, &got, timers); err != nil {
 			return err
 		}
-		for _, tm := range writes.NewTimers {
-			timers.arm(tm.FireAt)
+	}
+}
+
+// applyFrom applies first and whatever else is waiting in msgs, up to a
+// batch, and arms the alarm for the timers the batch set.
+func (r *runner) applyFrom(ctx context.Context, first jetstream.Msg, msgs <-chan jetstream.Msg, got *counts, timers *timerAlarm) error {
+	batch := []jetstream.Msg{first}
+drain:
+	for len(batch) < r.s.cfg.BatchSize {
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+		default:
+			break drain
+		}
+	}
+	writes, err := r.applyBatch(ctx, batch)
+	if err != nil {
+		return err
+	}
+	got.applied += uint64(len(batch))
+	for _, tm := range writes.NewTimers {
+		timers.arm(tm.FireAt)
+	}
+	return nil
+}
+
+// counts are a session's deliveries: received by the consume callback,
+// and applied by the shard loop (which alone touches applied).
+type counts struct {
+	received atomic.Uint64
+	applied  uint64
+}
+
+// catchUpLimit bounds how long due timers wait for the commands ahead of
+// them, so a shard under a steady stream of commands still fires them.
+const catchUpLimit = 2 * time.Second
+
+// catchUp applies the shard's commands that JetStream holds or has
+// delivered but that are not applied yet, so that due timers see them:
+// without it a heartbeat queued behind a busy shard could lose the race
+// against its own heartbeat timeout.
+func (r *runner) catchUp(ctx context.Context, cons jetstream.Consumer, msgs <-chan jetstream.Msg, got *counts, timers *timerAlarm) error {
+	deadline := time.NewTimer(catchUpLimit)
+	defer deadline.Stop()
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("consumer info: %w", err)
+		}
+		// The session's consumer is new, so its delivery count is this
+		// session's: everything it delivered has reached the callback
+		// and been applied, and nothing is left to deliver.
+		if info.NumPending == 0 && info.Delivered.Consumer <= got.received.Load() && got.applied == got.received.Load() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-deadline.C:
+			r.log.Warn("firing timers before the shard caught up", "pending", info.NumPending, "delivered", info.Delivered.Consumer, "applied", got.applied)
+			return nil
+		case m := <-msgs:
+			if err := r.applyFrom(ctx, m, msgs, got, timers); err != nil {
+				return err
+			}
 		}
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/wire"
 )
 
 // Endpoint is a configured webhook source with its routing rules: what
@@ -137,4 +141,40 @@ func Expand(doc any, template string) (string, error) {
 		}
 		rest = rest[open+end+1:]
 	}
+}
+
+// Command builds the command the rule makes of a decoded event, keyed by
+// key (a reserved-namespace key such as dedup.HookKey's), and the shard it
+// belongs on: a start of the rule's workflow, or a signal-with-start of
+// the execution the rule's workflow_id template names.
+func (r Rule) Command(shards int, key string, event any, now time.Time) (*wire.Command, int, error) {
+	payload, err := Pointer(event, r.InputPointer)
+	if err != nil {
+		return nil, 0, err
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, 0, err
+	}
+	if r.Signal == "" {
+		shard := dedup.StartShard(shards, r.Workflow, "", key)
+		return &wire.Command{CommandID: dedup.StartCommandID(r.Workflow, key), Kind: wire.KindStart, Start: &wire.StartCommand{
+			WorkflowName: r.Workflow, WorkflowID: dedup.MintWorkflowID(shards, shard, r.Workflow), WorkflowIDMinted: true,
+			Input: raw, IdempotencyKey: key, Fingerprint: dedup.Fingerprint(raw), TaskQueue: wire.DefaultTaskQueue, AcceptedAt: now.UTC(),
+		}}, shard, nil
+	}
+	workflowID, err := Expand(event, r.WorkflowID)
+	if err != nil {
+		return nil, 0, err
+	}
+	var startInput json.RawMessage
+	if r.StartInput != nil {
+		if startInput, err = json.Marshal(r.StartInput); err != nil {
+			return nil, 0, fmt.Errorf("start_input: %w", err)
+		}
+	}
+	return &wire.Command{CommandID: dedup.SignalWithStartCommandID(r.Workflow, workflowID, key), Kind: wire.KindSignalWithStart, SignalWithStart: true,
+		Start:  &wire.StartCommand{WorkflowName: r.Workflow, WorkflowID: workflowID, Input: startInput, TaskQueue: wire.DefaultTaskQueue},
+		Signal: &wire.SignalCommand{SignalName: r.Signal, Payload: raw, IdempotencyKey: key},
+	}, dedup.StartShard(shards, r.Workflow, workflowID, ""), nil
 }

@@ -69,11 +69,23 @@ type Config struct {
 	// Webhooks are the sources POST /hooks/{source} accepts, with their
 	// routing rules.
 	Webhooks []webhook.Endpoint `yaml:"webhooks"`
+	// ArcFlow configures the ArcFlow-compatible /v1/runs routes.
+	ArcFlow ArcFlowConfig `yaml:"arcflow"`
 	// Workflows holds per-workflow settings.
 	Workflows map[string]WorkflowConfig `yaml:"workflows"`
 	// LogLevel is debug, info, warn or error (HARVEST_LOG_LEVEL), default
 	// info.
 	LogLevel string `yaml:"log_level"`
+}
+
+// ArcFlowConfig is the ArcFlow-compatible part of Config.
+type ArcFlowConfig struct {
+	// Secrets, when set, make external callbacks
+	// (POST /v1/runs/{run_id}/external/{binding_id}) require
+	// X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body> under one
+	// of them; several are accepted at once, for rotation
+	// (HARVEST_ARCFLOW_SECRET sets one).
+	Secrets []string `yaml:"secrets"`
 }
 
 // WorkflowConfig is the per-workflow part of Config.
@@ -138,6 +150,9 @@ func (c *Config) applyEnv(get func(string) string) error {
 	str(&c.TaskQueue, "HARVEST_TASK_QUEUE")
 	str(&c.LogLevel, "HARVEST_LOG_LEVEL")
 	str(&c.IdempotencyFingerprint, "HARVEST_IDEMPOTENCY_FINGERPRINT")
+	if v := get("HARVEST_ARCFLOW_SECRET"); v != "" {
+		c.ArcFlow.Secrets = []string{v}
+	}
 	if v := get("HARVEST_SHARDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -162,6 +177,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: outcome_wait %s: want a positive duration", time.Duration(c.OutcomeWait))
 	case c.StartIdempotencyWindow < 0:
 		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
+	}
+	for i, sec := range c.ArcFlow.Secrets {
+		if sec == "" {
+			return fmt.Errorf("config: arcflow.secrets[%d] is empty", i)
+		}
 	}
 	if _, err := c.Level(); err != nil {
 		return err

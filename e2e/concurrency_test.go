@@ -129,4 +129,71 @@ func TestSameKeyStartsThroughTwoIngestsAndTwoSchedulers(t *testing.T) {
 	// a second first task would show as a higher task id.
 	require.NoError(t, db.QueryRow(ctx, `SELECT wft_id FROM executions`).Scan(&wftID))
 	require.Equal(t, 2, wftID)
+
+	// ArcFlow's routes through both ingests: concurrent creates with one
+	// key make one run, and concurrent redeliveries of one external
+	// callback deliver one signal.
+	post := func(url, header, key, body string) (int, map[string]any) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewBufferString(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(header, key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("POST %s: %v", url, err)
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var b map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&b)
+		return resp.StatusCode, b
+	}
+	runs := make([]map[string]any, 16)
+	codes := make([]int, len(runs))
+	gate = make(chan struct{})
+	for i := range runs {
+		wg.Go(func() {
+			<-gate
+			codes[i], runs[i] = post(ingests[i%2]+"/v1/runs", "Idempotency-Key", "arc-burst-1", `{"workflow": "collect", "input": {"count": 1}}`)
+		})
+	}
+	close(gate)
+	wg.Wait()
+	fresh = 0
+	runID, _ := runs[0]["run_id"].(string)
+	require.NotEmpty(t, runID, "%v", runs[0])
+	for i := range runs {
+		require.Contains(t, []int{200, 201}, codes[i], "create %d: %v", i, runs[i])
+		require.Equal(t, runID, runs[i]["run_id"], "create %d", i)
+		if codes[i] == 201 {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh, "exactly one create starts the run")
+	answers := make([]map[string]any, 16)
+	codes = make([]int, len(answers))
+	gate = make(chan struct{})
+	for i := range answers {
+		wg.Go(func() {
+			<-gate
+			codes[i], answers[i] = post(ingests[i%2]+"/v1/runs/"+runID+"/external/item", "X-Idempotency-Key", "callback-1", `{"n": 1}`)
+		})
+	}
+	close(gate)
+	wg.Wait()
+	delivered := 0
+	for i, a := range answers {
+		require.Equal(t, 202, codes[i], "callback %d: %v", i, a)
+		if a["status"] == "accepted" && a["command_id"] == nil {
+			delivered++
+		}
+	}
+	require.LessOrEqual(t, delivered, 1, "at most one redelivery is told it was delivered")
+	waitUntil(t, 60*time.Second, "the run to complete", func() bool {
+		var status string
+		_ = db.QueryRow(ctx, `SELECT status FROM executions WHERE execution_id = $1`, runID).Scan(&status)
+		return status == "Completed"
+	})
+	var signals int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM history_events WHERE execution_id = $1 AND type = 'SignalReceived'`, runID).Scan(&signals))
+	require.Equal(t, 1, signals)
 }

@@ -70,6 +70,10 @@ type Config struct {
 	FingerprintByWorkflow map[string]string
 	// Webhooks are the sources POST /hooks/{source} accepts.
 	Webhooks []webhook.Endpoint
+	// ArcFlowSecrets, when set, make POST /v1/runs/{run_id}/external/{binding_id}
+	// require X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body>
+	// under one of them (several, for rotation).
+	ArcFlowSecrets []string
 	// Metrics is the registry ingest's counters go to and /metrics
 	// serves; default a fresh one.
 	Metrics *prometheus.Registry
@@ -183,6 +187,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.handleStart)
 	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.handleSignal)
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.handleSignalWithStart)
+	s.mux.HandleFunc("POST /v1/runs", s.handleCreateRun)
+	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", s.handleRunExternal)
 	s.mux.HandleFunc("GET /api/harvest/executions", s.handleListExecutions)
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.handleCancel)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.handleGetExecution)
@@ -315,26 +321,32 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 			return p, keyErr, nil
 		}
 	}
+	return p, nil, s.checkStart(r.Context(), &p)
+}
+
+// checkStart checks a decoded start request's fields, the workflow's input
+// schema and its admission gate.
+func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection) {
 	if p.req.WorkflowID != nil {
 		p.workflowID = *p.req.WorkflowID
 		if strings.TrimSpace(p.workflowID) == "" || len(p.workflowID) > maxWorkflowIDBytes {
-			return p, nil, reject(http.StatusBadRequest, "invalid_workflow_id", "workflow_id",
+			return reject(http.StatusBadRequest, "invalid_workflow_id", "workflow_id",
 				fmt.Sprintf("workflow_id must be 1 to %d bytes and not blank", maxWorkflowIDBytes))
 		}
 	}
 	if !wire.ValidReusePolicy(p.req.ReusePolicy) {
-		return p, nil, reject(http.StatusBadRequest, "invalid_reuse_policy", "reuse_policy",
+		return reject(http.StatusBadRequest, "invalid_reuse_policy", "reuse_policy",
 			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", p.req.ReusePolicy))
 	}
 	if p.startAt, rej = s.parseSchedule(p.req); rej != nil {
-		return p, nil, rej
+		return rej
 	}
 	if len(p.req.Input) == 0 {
 		p.req.Input = nil
 	}
 	if p.req.CompletionCallback != nil {
-		if rej := s.checkCallback(r.Context(), *p.req.CompletionCallback); rej != nil {
-			return p, nil, rej
+		if rej := s.checkCallback(ctx, *p.req.CompletionCallback); rej != nil {
+			return rej
 		}
 	}
 	if sch, ok := s.schemas.get(p.name); ok {
@@ -342,16 +354,16 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 			rej := reject(http.StatusUnprocessableEntity, "input_invalid", "input",
 				fmt.Sprintf("input does not match the schema of %s: %s at %q", p.name, violations[0].Message, violations[0].Field))
 			rej.body.Violations = violations
-			return p, nil, rej
+			return rej
 		}
 	}
 	if g, closed := s.admission.get(p.name); closed {
 		rej := reject(http.StatusServiceUnavailable, "admission_blocked", "",
 			fmt.Sprintf("starts of %s are paused since %s: %s", p.name, g.ClosedAt.Format(time.RFC3339), g.Reason))
 		rej.retryAfter = admissionRetryAfter
-		return p, nil, rej
+		return rej
 	}
-	return p, nil, nil
+	return nil
 }
 
 // checkCallback vets a completion_callback target: it must resolve to
@@ -415,10 +427,21 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, "invalid_idempotency_key", "idempotency_key", keyErr.Error())
 		return
 	}
+	var status int
+	var body any
 	if rej != nil {
-		s.refuseOrReplay(w, r, p, rej)
-		return
+		status, body = s.refuseOrReplay(w, r, p, rej)
+	} else {
+		status, body = s.start(r.Context(), p)
 	}
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
+// start publishes a checked start and answers it.
+func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 	shards := s.cfg.Topology.Shards()
 	shard := dedup.StartShard(shards, p.name, p.workflowID, p.key)
 	minted := false
@@ -438,11 +461,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		cmd.Start.Fingerprint = dedup.Fingerprint(p.req.Input)
 		cmd.Start.RejectFingerprintMismatch = s.cfg.rejectsFingerprintMismatch(p.name)
 	}
-	status, body := s.publishStart(r.Context(), shard, cmd, cmd.CommandID, true)
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, body)
+	return s.publishStart(ctx, shard, cmd, cmd.CommandID, true)
 }
 
 // publishStart publishes a start and answers it from its outcome, or with
@@ -552,8 +571,9 @@ func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand) (*store.C
 
 // refuseOrReplay answers a start that fails its own checks: with the
 // original execution if its key names a committed claim (a keyed replay
-// short-circuits every check), else with the rejection.
-func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsedStart, rej *rejection) {
+// short-circuits every check), else with the rejection. It sets
+// Retry-After on w when the answer asks for a retry.
+func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsedStart, rej *rejection) (int, any) {
 	if p.key != "" && s.cfg.DB != nil && p.name != "" && dedup.ValidateName(p.name) == nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -561,25 +581,22 @@ func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsed
 		if err != nil {
 			s.log.Warn("read claim for a refused start", "workflow", p.name, "idempotency_key", p.key, "err", err)
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "could not tell whether this key was used before; retry")
-			return
+			return http.StatusServiceUnavailable, apiError{Error: "unavailable", Message: "could not tell whether this key was used before; retry"}
 		}
 		if claim != nil {
 			s.metrics.duplicates.WithLabelValues("claim").Inc()
 			s.metrics.starts.WithLabelValues("deduplicated").Inc()
-			status, body := startAnswer(wire.Outcome{
+			return startAnswer(wire.Outcome{
 				ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
 				Keyed: true, Deduplicated: true, FirstSeenAt: &claim.CreatedAt, ExpiresAt: &claim.ExpiresAt,
 			})
-			writeJSON(w, status, body)
-			return
 		}
 	}
 	s.metrics.starts.WithLabelValues("refused").Inc()
 	if rej.retryAfter != "" {
 		w.Header().Set("Retry-After", rej.retryAfter)
 	}
-	writeJSON(w, rej.status, rej.body)
+	return rej.status, rej.body
 }
 
 func startResult(out wire.Outcome) string {

@@ -78,6 +78,7 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 					FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
 					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 					Webhooks:               cfg.Webhooks,
+					ArcFlowSecrets:         cfg.ArcFlow.Secrets,
 				},
 				Logger: log,
 			})

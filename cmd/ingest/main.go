@@ -55,6 +55,7 @@ func run(configPath string) error {
 		IdempotencyFingerprint: cfg.IdempotencyFingerprint, FingerprintByWorkflow: cfg.FingerprintByWorkflow(),
 		CallbackPolicy: callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 		Webhooks:       cfg.Webhooks,
+		ArcFlowSecrets: cfg.ArcFlow.Secrets,
 	})
 	if err != nil {
 		return err

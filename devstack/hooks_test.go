@@ -38,6 +38,10 @@ func hookStack(t *testing.T) *devstack.Stack {
 	return startStack(t, devstack.Config{Ingest: ingest.Config{Webhooks: []webhook.Endpoint{{
 		Source:       webhook.Source{Name: "stripe", Kind: webhook.KindStripe, Secrets: []string{"whsec_old", stripeSecret}},
 		MaxBodyBytes: 8192,
+		// The source's payload schema, as YAML decodes it.
+		Schema: map[string]any{"type": "object", "required": []any{"id", "type", "data"}, "properties": map[string]any{
+			"id": map[string]any{"type": "string"}, "type": map[string]any{"type": "string"}, "data": map[string]any{"type": "object"},
+		}},
 		Rules: []webhook.Rule{
 			{Event: "payment_intent.succeeded", Workflow: "charge", InputPointer: "/data/object"},
 			{Event: "order.item_added", Workflow: "collect", Signal: "item", WorkflowID: "order-{/data/object/order_id}", InputPointer: "/data/object/sku",
@@ -100,10 +104,23 @@ func TestStripeWebhooks(t *testing.T) {
 	require.Equal(t, 413, deliver(t, s, "stripe", big, stripeSign(big, now), "application/json").status)
 	notJSON := []byte(`{"id":`)
 	require.Equal(t, 400, deliver(t, s, "stripe", notJSON, stripeSign(notJSON, now), "application/json").status)
-	other := []byte(`{"id": "evt_9", "type": "customer.created"}`)
+	other := []byte(`{"id": "evt_9", "type": "customer.created", "data": {}}`)
 	ignored := deliver(t, s, "stripe", other, stripeSign(other, now), "application/json")
 	require.Equal(t, 202, ignored.status)
 	require.Equal(t, true, ignored.body["ignored"])
+	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions`))
+
+	// The source's payload schema: checked before routing.
+	noData := []byte(`{"id": "evt_nodata", "type": "payment_intent.succeeded"}`)
+	r1 := deliver(t, s, "stripe", noData, stripeSign(noData, now), "application/json")
+	require.Equal(t, 422, r1.status, r1.body)
+	require.Equal(t, "payload_invalid", r1.body["error"])
+	require.Contains(t, r1.body["message"], "source stripe")
+	require.NotEmpty(t, r1.body["violations"])
+	wrongType := []byte(`{"id": 7, "type": "payment_intent.succeeded", "data": {}}`)
+	r1 = deliver(t, s, "stripe", wrongType, stripeSign(wrongType, now), "application/json")
+	require.Equal(t, 422, r1.status, r1.body)
+	require.Equal(t, "/id", r1.body["field"])
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions`))
 
 	// The start checks apply: the input schema, then the admission gate.

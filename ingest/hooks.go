@@ -57,6 +57,13 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("the payload is not JSON: %v", err))
 		return
 	}
+	if sch, ok := s.hookSchemas[name]; ok {
+		if violations := sch.Validate(body); len(violations) > 0 {
+			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "payload_invalid", Field: violations[0].Field, Violations: violations,
+				Message: fmt.Sprintf("the payload does not match the schema of source %s: %s at %q", name, violations[0].Message, violations[0].Field)})
+			return
+		}
+	}
 	if delivery.ID == "" || delivery.EventType == "" {
 		obj, _ := event.(map[string]any)
 		if id, ok := obj["id"].(string); ok && delivery.ID == "" {

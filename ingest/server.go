@@ -157,6 +157,9 @@ type Server struct {
 	admission *mirror[gate]
 	schemas   *mirror[*schema.Schema]
 	hooks     map[string]webhook.Endpoint
+	// hookSchemas are the compiled payload schemas of the sources that
+	// declare one.
+	hookSchemas map[string]*schema.Schema
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -172,9 +175,16 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: http.NewServeMux(), metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile)}
-	s.hooks = map[string]webhook.Endpoint{}
+	s.hooks, s.hookSchemas = map[string]webhook.Endpoint{}, map[string]*schema.Schema{}
 	for _, e := range cfg.Webhooks {
 		s.hooks[e.Name] = e
+		sch, err := e.CompileSchema()
+		if err != nil {
+			return nil, err
+		}
+		if sch != nil {
+			s.hookSchemas[e.Name] = sch
+		}
 		if e.Kind == webhook.KindNone {
 			s.log.Warn("webhook source accepts unsigned deliveries", "source", e.Name)
 		}

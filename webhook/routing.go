@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/schema"
 	"github.com/harvest-engine/harvest/wire"
 )
 
@@ -20,6 +21,27 @@ type Endpoint struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// Rules route events by type; an event no rule names is ignored.
 	Rules []Rule `yaml:"rules"`
+	// Schema, when set, is a JSON Schema (written in YAML or JSON) that
+	// every verified payload must match: one that does not is refused
+	// with 422 and nothing is published.
+	Schema any `yaml:"schema"`
+}
+
+// CompileSchema compiles the endpoint's payload schema; nil when it has
+// none.
+func (e Endpoint) CompileSchema() (*schema.Schema, error) {
+	if e.Schema == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(e.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("webhook %s: schema: %w", e.Name, err)
+	}
+	sch, err := schema.Compile("hook-"+e.Name, raw)
+	if err != nil {
+		return nil, fmt.Errorf("webhook %s: schema: %w", e.Name, err)
+	}
+	return sch, nil
 }
 
 // Rule routes one event type to a start or a signal-with-start.
@@ -47,6 +69,9 @@ type Rule struct {
 // Validate names the first bad field.
 func (e Endpoint) Validate() error {
 	if err := e.Source.Validate(); err != nil {
+		return err
+	}
+	if _, err := e.CompileSchema(); err != nil {
 		return err
 	}
 	if e.MaxBodyBytes < 0 {

@@ -190,7 +190,7 @@ func (s *Stack) startNATS(ctx context.Context) error {
 		s.nats = ns
 		s.cfg.NATSURL = ns.ClientURL()
 	}
-	nc, err := nats.Connect(s.cfg.NATSURL, nats.Name("harvest-dev"), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(s.cfg.NATSURL, streams.ClientOptions("harvest-dev")...)
 	if err != nil {
 		return fmt.Errorf("connect to nats %s: %w", s.cfg.NATSURL, err)
 	}

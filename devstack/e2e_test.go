@@ -24,8 +24,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // startStack runs a whole stack on a fresh database and NATS server.
 func startStack(t *testing.T, cfg devstack.Config) *devstack.Stack {
 	t.Helper()
-	ns := natstest.RunServer(t, natstest.Options{})
-	cfg.NATSURL = ns.ClientURL()
+	if cfg.NATSURL == "" {
+		cfg.NATSURL = natstest.RunServer(t, natstest.Options{}).ClientURL()
+	}
 	cfg.DatabaseURL = pgtest.NewDatabase(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.StateDir = t.TempDir()
@@ -47,6 +48,7 @@ func startStack(t *testing.T, cfg devstack.Config) *devstack.Stack {
 
 type answer struct {
 	status int
+	header http.Header
 	body   map[string]any
 }
 
@@ -63,7 +65,7 @@ func call(t *testing.T, method, url string, header map[string]string, body strin
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	a := answer{status: resp.StatusCode}
+	a := answer{status: resp.StatusCode, header: resp.Header}
 	require.NoError(t, json.Unmarshal(raw, &a.body), "body: %s", raw)
 	return a
 }

@@ -62,7 +62,7 @@ func deliver(t *testing.T, s *devstack.Stack, source string, payload []byte, sig
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode}
+	a := answer{status: resp.StatusCode, header: resp.Header}
 	require.NoError(t, json.Unmarshal(raw, &a.body), "%s", raw)
 	return a
 }

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -104,7 +105,9 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "admission_blocked", fmt.Sprintf("starts of %s are paused: %s", rule.Workflow, g.Reason))
 		return
 	}
-	ack, err := s.cfg.Topology.PublishCommand(r.Context(), shard, cmd)
+	pctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
+	ack, err := s.cfg.Topology.PublishCommand(pctx, shard, cmd)
+	cancel()
 	if err != nil {
 		s.log.Warn("webhook not accepted", "source", name, "err", err)
 		w.Header().Set("Retry-After", "5")

@@ -37,6 +37,8 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultMaxStartDelay bounds delay and start_at.
 	DefaultMaxStartDelay = 30 * 24 * time.Hour
+	// DefaultPublishTimeout bounds a command's publish before a 503.
+	DefaultPublishTimeout = 5 * time.Second
 	// admissionRetryAfter is the Retry-After of a start refused by a
 	// closed admission gate, in seconds.
 	admissionRetryAfter = "30"
@@ -56,6 +58,10 @@ type Config struct {
 	OutcomeWait time.Duration
 	// MaxBodyBytes caps request bodies, default 1 MiB.
 	MaxBodyBytes int64
+	// PublishTimeout bounds how long a command's publish may try before
+	// the request is answered 503 with Retry-After (JetStream down or
+	// unreachable), default 5 s.
+	PublishTimeout time.Duration
 	// MaxStartDelay bounds how far ahead delay or start_at may put a
 	// start, default 30 days.
 	MaxStartDelay time.Duration
@@ -99,6 +105,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = DefaultPublishTimeout
 	}
 	if c.MaxStartDelay == 0 {
 		c.MaxStartDelay = DefaultMaxStartDelay
@@ -555,7 +564,9 @@ var (
 func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID string) (out wire.Outcome, duplicate bool, err error) {
 	outcomes, stopWaiting := s.waiters.wait(cmd.CommandID)
 	defer stopWaiting()
-	ack, err := s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, msgID)
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	ack, err := s.cfg.Topology.PublishCommandAs(pctx, shard, cmd, msgID)
+	cancel()
 	if err != nil {
 		s.log.Warn("command not accepted", "kind", cmd.Kind, "err", err)
 		return out, false, fmt.Errorf("%w: %w", errNotAccepted, err)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/wire"
@@ -261,6 +262,15 @@ func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Co
 	}
 }
 
+// ClientOptions are the options every Harvest connection to NATS uses:
+// reconnect forever, and hold no publishes while disconnected. A publish
+// then fails at once and PublishCommand tries it again until its context
+// ends, so a caller that gives up (ingest answering 503) has published
+// nothing that a buffer could still send after its answer.
+func ClientOptions(name string) []nats.Option {
+	return []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1), nats.ReconnectWait(250 * time.Millisecond)}
+}
+
 // publishAttemptTimeout bounds one publish attempt, so a lost PubAck is
 // retried instead of using up the caller's whole deadline.
 const publishAttemptTimeout = 2 * time.Second
@@ -273,7 +283,10 @@ func retryablePublishError(err error) bool {
 	if errors.As(err, &apiErr) {
 		return apiErr.ErrorCode == 10158
 	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) || isTimeout(err)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) || isTimeout(err) ||
+		// Disconnected: the connection holds no publishes while it
+		// reconnects (see ClientOptions), so the publish is tried again.
+		errors.Is(err, nats.ErrReconnectBufExceeded)
 }
 
 func isTimeout(err error) bool {

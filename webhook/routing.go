@@ -100,6 +100,46 @@ func (e Endpoint) Rule(eventType string) (Rule, bool) {
 	return Rule{}, false
 }
 
+// unescapeToken decodes a reference token: ~1 is /, ~0 is ~, and any
+// other ~ makes the pointer invalid (RFC 6901, section 3).
+func unescapeToken(tok string) (string, bool) {
+	if !strings.Contains(tok, "~") {
+		return tok, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(tok); i++ {
+		if tok[i] != '~' {
+			b.WriteByte(tok[i])
+			continue
+		}
+		if i+1 == len(tok) || (tok[i+1] != '0' && tok[i+1] != '1') {
+			return "", false
+		}
+		if tok[i+1] == '0' {
+			b.WriteByte('~')
+		} else {
+			b.WriteByte('/')
+		}
+		i++
+	}
+	return b.String(), true
+}
+
+// arrayIndex reads an array index token: "0", or digits without a
+// leading zero (no sign, no "-").
+func arrayIndex(tok string) (int, bool) {
+	if tok == "" || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return 0, false
+		}
+	}
+	i, err := strconv.Atoi(tok)
+	return i, err == nil
+}
+
 // ErrPointer is returned when a JSON Pointer selects nothing.
 var ErrPointer = errors.New("JSON pointer selects nothing")
 
@@ -113,7 +153,10 @@ func Pointer(doc any, ptr string) (any, error) {
 	}
 	cur := doc
 	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		tok, ok := unescapeToken(tok)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q has a ~ that is not ~0 or ~1", ErrPointer, ptr)
+		}
 		switch v := cur.(type) {
 		case map[string]any:
 			next, ok := v[tok]
@@ -122,8 +165,8 @@ func Pointer(doc any, ptr string) (any, error) {
 			}
 			cur = next
 		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(v) {
+			i, ok := arrayIndex(tok)
+			if !ok || i >= len(v) {
 				return nil, fmt.Errorf("%w: %q", ErrPointer, ptr)
 			}
 			cur = v[i]

@@ -264,8 +264,10 @@ func verifyStripe(s Source, h http.Header, body []byte, now time.Time) error {
 	if !haveTS {
 		return badSig("malformed %s header: missing t", HeaderStripeSignature)
 	}
+	// Stripe's libraries sign over the timestamp they parsed, reformatted;
+	// only the canonical form makes that the bytes received.
 	t, ok := parseUnix(ts)
-	if !ok {
+	if !ok || strconv.FormatInt(t, 10) != ts {
 		return badSig("malformed %s header: t %q is not unix seconds", HeaderStripeSignature, ts)
 	}
 	if len(sigs) == 0 {
@@ -317,7 +319,7 @@ func verifyHMAC(s Source, h http.Header, body []byte, now time.Time) error {
 	}
 	var sig []byte
 	if s.Encoding == EncodingBase64 {
-		sig, err = base64.StdEncoding.DecodeString(enc)
+		sig, err = base64.StdEncoding.Strict().DecodeString(enc)
 	} else {
 		sig, err = hex.DecodeString(enc)
 	}

@@ -371,6 +371,11 @@ type runner struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    *slog.Logger
+	// published are outbox rows JetStream has acknowledged and that are
+	// not deleted yet: the next batch's transaction deletes them, or
+	// flushPublished does when the shard is idle. Only the shard loop
+	// touches it.
+	published []int64
 }
 
 func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
@@ -486,6 +491,11 @@ func (r *runner) session() error {
 			if err := r.fireDueTimers(ctx); err != nil {
 				return err
 			}
+			if len(msgs) == 0 {
+				if err := r.flushPublished(ctx); err != nil {
+					return err
+				}
+			}
 			if err := r.rearm(ctx, timers); err != nil {
 				return err
 			}
@@ -518,6 +528,10 @@ drain:
 	got.applied += uint64(len(batch))
 	for _, tm := range writes.NewTimers {
 		timers.arm(tm.FireAt)
+	}
+	if len(msgs) == 0 {
+		// Nothing waiting: no next batch to delete the published rows.
+		return r.flushPublished(ctx)
 	}
 	return nil
 }
@@ -628,10 +642,14 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 			if writes, err = fireTimers(ctx, tx, r.env(), applied, due); err != nil {
 				return err
 			}
+			writes.PublishedOutbox = r.published
 			return store.Write(ctx, tx, writes)
 		})
 		if err != nil {
 			return fmt.Errorf("fire timers: %w", err)
+		}
+		if writes != nil {
+			r.published = nil
 		}
 		if writes != nil {
 			if err := r.publish(ctx, writes.Outbox); err != nil {
@@ -676,10 +694,14 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		if writes.AppliedSeq == applied {
 			return nil // all redelivered
 		}
+		writes.PublishedOutbox = r.published
 		return store.Write(ctx, tx, writes)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apply batch of %d commands: %w", len(msgs), err)
+	}
+	if writes.PublishedOutbox != nil {
+		r.published = nil
 	}
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
@@ -727,11 +749,27 @@ func (r *runner) flushStoredOutbox(ctx context.Context) error {
 		if err := r.publish(ctx, msgs); err != nil {
 			return err
 		}
+		if err := r.flushPublished(ctx); err != nil {
+			return err
+		}
 	}
 }
 
+// flushPublished deletes the acknowledged outbox rows no batch has
+// deleted yet.
+func (r *runner) flushPublished(ctx context.Context) error {
+	if len(r.published) == 0 {
+		return nil
+	}
+	if err := store.DeleteOutbox(ctx, r.s.cfg.DB, r.published); err != nil {
+		return err
+	}
+	r.published = nil
+	return nil
+}
+
 // publish sends outbox rows asynchronously with their message ids, waits
-// for every PubAck, then deletes the rows.
+// for every PubAck, then leaves the rows for deletion (see published).
 func (r *runner) publish(ctx context.Context, msgs []*store.OutboxMsg) error {
 	if len(msgs) == 0 {
 		return nil
@@ -747,16 +785,15 @@ func (r *runner) publish(ctx context.Context, msgs []*store.OutboxMsg) error {
 		}
 		futures = append(futures, f)
 	}
-	ids := make([]int64, 0, len(msgs))
 	for i, f := range futures {
 		select {
 		case <-f.Ok():
-			ids = append(ids, msgs[i].ID)
+			r.published = append(r.published, msgs[i].ID)
 		case err := <-f.Err():
 			return fmt.Errorf("publish outbox row %d to %s: %w", msgs[i].ID, msgs[i].Subject, err)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return store.DeleteOutbox(ctx, r.s.cfg.DB, ids)
+	return nil
 }

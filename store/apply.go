@@ -359,6 +359,10 @@ type Writes struct {
 	SignalClaims []SignalRef
 	// Outbox rows get their ids filled in.
 	Outbox []*OutboxMsg
+	// PublishedOutbox are rows of earlier batches that JetStream has
+	// acknowledged: deleted in this transaction rather than one of their
+	// own.
+	PublishedOutbox []int64
 }
 
 // Write queues every statement of w in one pgx batch and runs it in tx.
@@ -424,6 +428,9 @@ func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
 			m.Shard, m.Subject, m.MsgID, m.Payload).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&m.ID)
 		})
+	}
+	if len(w.PublishedOutbox) > 0 {
+		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, w.PublishedOutbox)
 	}
 	b.Queue(`UPDATE shard_offsets SET applied_seq = $2 WHERE shard = $1`, w.Shard, w.AppliedSeq)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {

@@ -47,6 +47,9 @@ type Config struct {
 	NATSPort int
 	// DatabaseURL, when set, is used instead of a private PostgreSQL.
 	DatabaseURL string
+	// DBTracer, when set, traces every query of the stack's pool (the
+	// bench counts SQL statements with it).
+	DBTracer pgx.QueryTracer
 	// Streams configures the JetStream topology (shards and so on).
 	Streams streams.Config
 	// Scheduler and Worker tune those services; their DB, Topology and
@@ -227,7 +230,12 @@ func (s *Stack) startPostgres(ctx context.Context) error {
 		}
 		url = pg.URL("harvest")
 	}
-	db, err := pgxpool.New(ctx, url)
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	pcfg.ConnConfig.Tracer = s.cfg.DBTracer
+	db, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}

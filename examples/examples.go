@@ -34,12 +34,14 @@ type Services struct {
 	// calls: Payments itself, unless it is pointed at one served over HTTP.
 	Payments    *fakepay.Provider
 	PaymentsAPI fakepay.API
+	// Bench counts the runs of bench_echo's activity.
+	Bench *BenchCounter
 }
 
 // NewServices returns empty fakes.
 func NewServices() *Services {
 	p := fakepay.New()
-	return &Services{Users: NewKeyedLog(), Mail: NewKeyedLog(), Payments: p, PaymentsAPI: p}
+	return &Services{Users: NewKeyedLog(), Mail: NewKeyedLog(), Payments: p, PaymentsAPI: p, Bench: &BenchCounter{}}
 }
 
 // KeyedLog is a fake downstream system that performs each effect once per
@@ -120,6 +122,7 @@ func Register(w *harvest.Worker, svc *Services) {
 	harvest.RegisterWorkflow(w, WorkflowCharge, ChargeWorkflow, harvest.WithInputSchema([]byte(ChargeInputSchema)))
 	harvest.RegisterWorkflow(w, WorkflowCollect, Collect, harvest.WithInputSchema([]byte(CollectInputSchema)))
 	harvest.RegisterWorkflow(w, WorkflowSleep, SleepWorkflow)
+	registerBench(w, svc.Bench)
 
 	quick := harvest.ActivityOptions{StartToClose: 10 * time.Second}
 	harvest.RegisterActivity(w, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {

@@ -34,7 +34,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow())
+	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newBench())
 	return root
 }
 

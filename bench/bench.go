@@ -1,0 +1,212 @@
+// Package bench measures Harvest under load: the workloads of
+// `harvest bench`, run over the HTTP API against a running stack or a
+// stack in this process ([Local]), each verified as it is measured.
+//
+//   - W1: N keyed starts of bench_echo (one activity that returns its
+//     input), from Concurrency submitters.
+//   - W2: W1 plus 30% extra submissions that reuse an earlier key shortly
+//     after it, racing the original; it checks that there are exactly N
+//     executions and N activity runs.
+//   - W3: N collect executions, each sent 10 keyed item signals of which 3
+//     are sent twice; it checks that each completes with exactly its 10
+//     distinct items.
+//
+// Latencies are exact percentiles over every sample. An execution's
+// end-to-end time runs from the first submission of its key to its
+// closed_at as the database records it, so how often the bench polls for
+// completions does not change it. With a [Local] stack the bench also
+// measures the cost per workflow: SQL statements and transactions (a pgx
+// tracer on the stack's pool), JetStream messages stored (stream sequence
+// deltas), and the CPU time and peak memory of the process and of the
+// private PostgreSQL.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Workload names a workload.
+type Workload string
+
+// The workloads.
+const (
+	W1 Workload = "W1"
+	W2 Workload = "W2"
+	W3 Workload = "W3"
+)
+
+// Defaults.
+const (
+	DefaultN           = 10000
+	DefaultCollectN    = 1000
+	DefaultConcurrency = 16
+	// DuplicateShare is the share of W2's extra submissions (of N), and of
+	// W3's signals that are sent twice.
+	DuplicateShare = 0.3
+	// SignalsPerCollect is how many item signals each W3 execution waits
+	// for.
+	SignalsPerCollect = 10
+	// DefaultStallTimeout ends a run that makes no progress for so long.
+	DefaultStallTimeout = 2 * time.Minute
+)
+
+// Config configures a run. Zero values mean the documented defaults.
+type Config struct {
+	// Workload is W1, W2 or W3; required.
+	Workload Workload
+	// N is the number of workflows: default 10,000 for W1 and W2, 1,000
+	// for W3.
+	N int
+	// Concurrency is the number of concurrent submitters, default 16.
+	Concurrency int
+	// BaseURL is the HTTP API, such as "http://127.0.0.1:8080"; with
+	// Local, default Local.URL().
+	BaseURL string
+	// Local, when set, is the stack in this process: completions are read
+	// from its database, and costs are measured.
+	Local *Local
+	// HTTPClient sends the requests; nil means a client whose transport
+	// keeps Concurrency idle connections and more.
+	HTTPClient *http.Client
+	// Progress, when set, is called about ten times a second from one
+	// goroutine, and once at the end.
+	Progress func(Progress)
+	// StallTimeout ends the run with an error when neither a submission
+	// nor a completion happens for so long, default 2 minutes.
+	StallTimeout time.Duration
+	// Seed makes the choice of duplicates repeatable; 0 means 1.
+	Seed uint64
+}
+
+// Progress is how far a run has come.
+type Progress struct {
+	Workload Workload
+	// Submitted of Submissions requests have been answered.
+	Submitted, Submissions int
+	// Completed of Expected executions have closed.
+	Completed, Expected int
+}
+
+// Check is one verification of a run.
+type Check struct {
+	Name string `json:"name"`
+	Want int64  `json:"want"`
+	Got  int64  `json:"got"`
+	OK   bool   `json:"ok"`
+}
+
+// Result is what a run measured. The JSON names are those of issue 7;
+// figures that a run cannot measure (costs against a remote stack) are
+// null.
+type Result struct {
+	Workload    Workload `json:"workload"`
+	N           int      `json:"n"`
+	Concurrency int      `json:"concurrency"`
+	// Target is "in-process" or the remote API's URL.
+	Target string `json:"target"`
+	// Submissions counts start and signal requests.
+	Submissions     int     `json:"submissions"`
+	SubmitsPerS     float64 `json:"submits_per_s"`
+	CompletionsPerS float64 `json:"completions_per_s"`
+	StartP50Ms      float64 `json:"start_p50_ms"`
+	StartP99Ms      float64 `json:"start_p99_ms"`
+	// SignalP50Ms and SignalP99Ms are W3's signal calls.
+	SignalP50Ms        *float64 `json:"signal_p50_ms,omitempty"`
+	SignalP99Ms        *float64 `json:"signal_p99_ms,omitempty"`
+	E2EP50Ms           float64  `json:"e2e_p50_ms"`
+	E2EP99Ms           float64  `json:"e2e_p99_ms"`
+	DistinctExecutions int      `json:"distinct_executions"`
+	// Completed counts executions that closed as Completed.
+	Completed    int   `json:"completed"`
+	ActivityRuns int64 `json:"activity_runs"`
+	// ActivityRunsSource says how ActivityRuns was measured: "worker"
+	// (the in-process worker's count of calls of the activity function) or
+	// "history" (ActivityCompleted events of the run's executions).
+	ActivityRunsSource string `json:"activity_runs_source"`
+	// DuplicatesDetected counts answers that reported a duplicate: starts
+	// with "deduplicated": true, signals with "signal_delivered": false.
+	DuplicatesDetected int `json:"duplicates_detected"`
+	// Errors counts transport errors and non-2xx answers.
+	Errors int `json:"errors"`
+	// ErrorSamples are the first few errors.
+	ErrorSamples []string `json:"error_samples,omitempty"`
+	// CPUS and PeakRSSMB are this process's (stack and bench client
+	// together) when in-process: CPU time over the run, peak RSS over
+	// the process's life.
+	CPUS      *float64 `json:"cpu_s"`
+	PeakRSSMB *float64 `json:"peak_rss_mb"`
+	// PostgresCPUS is the private PostgreSQL's CPU time over the run.
+	PostgresCPUS *float64 `json:"postgres_cpu_s"`
+	// Costs per workflow (per execution), over the run.
+	SQLStatementsPerWorkflow     *float64 `json:"sql_statements_per_workflow"`
+	TransactionsPerWorkflow      *float64 `json:"transactions_per_workflow"`
+	JetStreamMessagesPerWorkflow *float64 `json:"jetstream_messages_per_workflow"`
+	// JetStreamMessagesPerStream splits JetStreamMessagesPerWorkflow by
+	// stream.
+	JetStreamMessagesPerStream map[string]float64 `json:"jetstream_messages_per_workflow_by_stream,omitempty"`
+	// DurationS runs from the first submission to the last completion.
+	DurationS float64 `json:"duration_s"`
+	Checks    []Check `json:"checks"`
+	// OK is true when every check passed.
+	OK bool `json:"ok"`
+}
+
+// ErrStalled is returned when a run makes no progress for StallTimeout.
+var ErrStalled = errors.New("bench: no progress")
+
+func (c Config) withDefaults() (Config, error) {
+	switch c.Workload {
+	case W1, W2:
+		if c.N == 0 {
+			c.N = DefaultN
+		}
+	case W3:
+		if c.N == 0 {
+			c.N = DefaultCollectN
+		}
+	default:
+		return c, fmt.Errorf("bench: Workload %q: want W1, W2 or W3", c.Workload)
+	}
+	if c.N < 1 {
+		return c, fmt.Errorf("bench: N %d: want at least 1", c.N)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Concurrency < 1 {
+		return c, fmt.Errorf("bench: Concurrency %d: want at least 1", c.Concurrency)
+	}
+	if c.BaseURL == "" && c.Local != nil {
+		c.BaseURL = c.Local.URL()
+	}
+	if c.BaseURL == "" {
+		return c, errors.New("bench: BaseURL is required without Local")
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	return c, nil
+}
+
+// Run runs the configured workload and returns what it measured. A run
+// whose checks fail is still a Result (OK false), not an error; errors
+// are for runs that could not finish.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	return r.run(ctx)
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/harvest-engine/harvest/bench"
+	"github.com/harvest-engine/harvest/callback"
+	"github.com/harvest-engine/harvest/config"
+	"github.com/harvest-engine/harvest/devstack"
+	"github.com/harvest-engine/harvest/ingest"
+	"github.com/harvest-engine/harvest/scheduler"
+	"github.com/harvest-engine/harvest/service"
+	"github.com/harvest-engine/harvest/streams"
+)
+
+// benchOptions are the flags of `harvest bench`.
+type benchOptions struct {
+	workload    string
+	n           int
+	concurrency int
+	addr        string
+	json        bool
+	cfgPath     string
+	cfgChanged  bool
+	cpuProfile  string
+}
+
+func newBench() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "bench --workload W1|W2|W3 [--n 10000] [--concurrency 16] [--addr URL] [--json]",
+		Short: "Measure throughput, latency and cost per workflow under a workload",
+		Long: `Run a workload over the HTTP API and print what it measured, verified:
+
+  W1  N keyed starts of bench_echo (one activity that returns its input).
+  W2  W1 plus 30% extra submissions reusing an earlier key, racing the
+      original; checks N executions and N activity runs.
+  W3  N collect executions (default 1000), each sent 10 keyed signals of
+      which 3 are sent twice; checks each completes with its 10 items.
+
+Without --addr the bench starts the whole stack in this process (as
+` + "`harvest dev`" + ` does, with its configuration, in a fresh temporary state dir
+that is removed afterwards) and also measures the cost per workflow: SQL
+statements, transactions, JetStream messages, CPU and memory. With --addr
+it runs against that stack, and those figures are not measured.
+
+It exits non-zero when a check fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.cfgChanged = cmd.Flags().Changed("config")
+			ctx, stop := service.SignalContext()
+			defer stop()
+			return runBench(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.workload, "workload", "", "W1, W2 or W3 (required)")
+	f.IntVar(&o.n, "n", 0, "workflows to run (default 10000, or 1000 for W3)")
+	f.IntVar(&o.concurrency, "concurrency", bench.DefaultConcurrency, "concurrent submitters")
+	f.StringVar(&o.addr, "addr", "", "base URL of a running stack's HTTP API (default: start one in this process)")
+	f.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the in-process stack and the client) to this file")
+	f.StringVar(&o.cfgPath, "config", envOr("HARVEST_CONFIG", "configs/harvest.dev.yaml"), "YAML configuration of the in-process stack (HARVEST_CONFIG)")
+	_ = cmd.MarkFlagRequired("workload")
+	return cmd
+}
+
+// runBench runs one workload and prints its result to stdout; progress
+// and notes go to stderr.
+func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (err error) {
+	cfg := bench.Config{
+		Workload:    bench.Workload(o.workload),
+		N:           o.n,
+		Concurrency: o.concurrency,
+		BaseURL:     o.addr,
+	}
+	if cfg.Workload != bench.W1 && cfg.Workload != bench.W2 && cfg.Workload != bench.W3 {
+		return fmt.Errorf("--workload %q: want W1, W2 or W3", o.workload)
+	}
+	if o.addr == "" {
+		local, cleanup, err := startBenchStack(ctx, o, stderr)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			err = errors.Join(err, cleanup(stopCtx))
+		}()
+		cfg.Local = local
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	bar := newBenchBar(o, stderr)
+	if bar != nil {
+		cfg.Progress = bar.update
+	}
+	res, err := bench.Run(ctx, cfg)
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		return err
+	}
+	if o.json {
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(stdout, "%s\n", raw); err != nil {
+			return err
+		}
+	} else if err := bench.WriteTable(stdout, res); err != nil {
+		return err
+	}
+	if !res.OK {
+		return fmt.Errorf("bench %s: a check failed", res.Workload)
+	}
+	return nil
+}
+
+// startBenchStack starts the stack `harvest dev` would, from the same
+// configuration, on a free port and in a fresh temporary state dir; the
+// cleanup stops it and removes the dir.
+func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*bench.Local, func(context.Context) error, error) {
+	path := o.cfgPath
+	if !o.cfgChanged {
+		if _, err := os.Stat(path); err != nil {
+			path = "" // run from elsewhere than the repository: defaults
+		}
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The stack's logs would run over the progress bar and the table:
+	// errors only, unless HARVEST_LOG_LEVEL asks for more.
+	level := slog.LevelError
+	if os.Getenv("HARVEST_LOG_LEVEL") != "" {
+		level, _ = cfg.Level()
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	stateDir, err := os.MkdirTemp("", "harvest-bench-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("state dir: %w", err)
+	}
+	// As root, PostgreSQL runs as another user, who must reach its data
+	// dir inside.
+	if err := os.Chmod(stateDir, 0o755); err != nil {
+		_ = os.RemoveAll(stateDir)
+		return nil, nil, fmt.Errorf("state dir: %w", err)
+	}
+	if !o.json {
+		fmt.Fprintf(stderr, "harvest bench: starting a stack in this process (state in %s)\n", stateDir)
+	}
+	local, err := bench.StartLocal(ctx, devstack.Config{
+		StateDir: stateDir, Addr: "127.0.0.1:0", NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL,
+		Streams: streams.Config{Shards: cfg.Shards},
+		Scheduler: scheduler.Config{
+			StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
+			CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+		},
+		Ingest: ingest.Config{
+			OutcomeWait:            time.Duration(cfg.OutcomeWait),
+			IdempotencyFingerprint: cfg.IdempotencyFingerprint,
+			FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
+			CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+			Webhooks:               cfg.Webhooks,
+			ArcFlowSecrets:         cfg.ArcFlow.Secrets,
+		},
+		Logger: log,
+	})
+	if err != nil {
+		_ = os.RemoveAll(stateDir)
+		return nil, nil, err
+	}
+	cleanup := func(ctx context.Context) error {
+		err := local.Stop(ctx)
+		return errors.Join(err, os.RemoveAll(stateDir))
+	}
+	return local, cleanup, nil
+}
+
+// benchBar is the progress bar on stderr.
+type benchBar struct {
+	bar *progressbar.ProgressBar
+}
+
+// newBenchBar returns a progress bar on stderr, or nil with --json or
+// when stderr is not a terminal.
+func newBenchBar(o benchOptions, stderr io.Writer) *benchBar {
+	f, ok := stderr.(*os.File)
+	if o.json || !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return &benchBar{bar: progressbar.NewOptions(1,
+		progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+// update shows submissions and completions together as one bar.
+func (b *benchBar) update(p bench.Progress) {
+	total := p.Submissions + p.Expected
+	if b.bar.GetMax() != total {
+		b.bar.ChangeMax(total)
+	}
+	b.bar.Describe(fmt.Sprintf("%s submitted %d/%d, completed %d/%d", p.Workload, p.Submitted, p.Submissions, p.Completed, p.Expected))
+	_ = b.bar.Set(min(p.Submitted+p.Completed, total))
+}
+
+func (b *benchBar) finish() {
+	_ = b.bar.Finish()
+	_ = b.bar.Clear()
+}

@@ -485,7 +485,7 @@ func (r *runner) session() error {
 		case <-timers.c():
 			// A timer decides against commands that arrived before it was
 			// due (a heartbeat, a result): apply those first.
-			if err := r.catchUp(ctx, cons, msgs, &got, timers); err != nil {
+			if err := r.catchUp(ctx, cons, msgs, &got, timers, time.Now()); err != nil {
 				return err
 			}
 			if err := r.fireDueTimers(ctx); err != nil {
@@ -526,6 +526,9 @@ drain:
 		return err
 	}
 	got.applied += uint64(len(batch))
+	if meta, err := batch[len(batch)-1].Metadata(); err == nil && meta.Timestamp.After(got.newest) {
+		got.newest = meta.Timestamp
+	}
 	for _, tm := range writes.NewTimers {
 		timers.arm(tm.FireAt)
 	}
@@ -541,6 +544,8 @@ drain:
 type counts struct {
 	received atomic.Uint64
 	applied  uint64
+	// newest is when JetStream stored the newest command applied.
+	newest time.Time
 }
 
 // catchUpLimit bounds how long due timers wait for the commands ahead of
@@ -551,9 +556,16 @@ const catchUpLimit = 2 * time.Second
 // delivered but that are not applied yet, so that due timers see them:
 // without it a heartbeat queued behind a busy shard could lose the race
 // against its own heartbeat timeout.
-func (r *runner) catchUp(ctx context.Context, cons jetstream.Consumer, msgs <-chan jetstream.Msg, got *counts, timers *timerAlarm) error {
+//
+// Commands are delivered in stream order, so once a command stored at or
+// after due has been applied, every one stored before it has been too:
+// that ends the catch-up on a shard that never runs dry.
+func (r *runner) catchUp(ctx context.Context, cons jetstream.Consumer, msgs <-chan jetstream.Msg, got *counts, timers *timerAlarm, due time.Time) error {
 	deadline := time.NewTimer(catchUpLimit)
 	defer deadline.Stop()
+	if !got.newest.Before(due) {
+		return nil
+	}
 	for {
 		info, err := cons.Info(ctx)
 		if err != nil {
@@ -574,6 +586,9 @@ func (r *runner) catchUp(ctx context.Context, cons jetstream.Consumer, msgs <-ch
 		case m := <-msgs:
 			if err := r.applyFrom(ctx, m, msgs, got, timers); err != nil {
 				return err
+			}
+			if !got.newest.Before(due) {
+				return nil
 			}
 		}
 	}

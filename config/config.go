@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/harvest-engine/harvest/binding"
 	"github.com/harvest-engine/harvest/webhook"
 )
 
@@ -69,6 +70,9 @@ type Config struct {
 	// Webhooks are the sources POST /hooks/{source} accepts, with their
 	// routing rules.
 	Webhooks []webhook.Endpoint `yaml:"webhooks"`
+	// Bindings route messages of the user's own JetStream streams to
+	// workflows, with the same rules as webhooks; ingest runs them.
+	Bindings []binding.Binding `yaml:"bindings"`
 	// ArcFlow configures the ArcFlow-compatible /v1/runs routes.
 	ArcFlow ArcFlowConfig `yaml:"arcflow"`
 	// Workflows holds per-workflow settings.
@@ -182,6 +186,9 @@ func (c Config) Validate() error {
 		if sec == "" {
 			return fmt.Errorf("config: arcflow.secrets[%d] is empty", i)
 		}
+	}
+	if err := binding.ValidateAll(c.Bindings); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if _, err := c.Level(); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -19,8 +20,9 @@ import (
 // MaxKeyBytes is the longest idempotency key accepted, after trimming.
 const MaxKeyBytes = 512
 
-// ReservedKeyPrefix starts the keys Harvest derives from broker coordinates;
-// callers may not send one.
+// ReservedKeyPrefix starts the keys of messages taken from NATS subject
+// bindings, derived from their coordinates or their Nats-Msg-Id (ConnKey,
+// ConnMsgIDKey); callers may not send one.
 const ReservedKeyPrefix = "conn:"
 
 // HookKeyPrefix starts the keys of webhook deliveries, "hook:{source}:{id}":
@@ -70,6 +72,44 @@ func derive(parts ...string) string {
 // HookKey is the idempotency key of a webhook delivery.
 func HookKey(source, deliveryID string) string {
 	return HookKeyPrefix + source + ":" + deliveryID
+}
+
+// ConnKey is the idempotency key of a message a NATS subject binding takes
+// from a stream when the message carries no Nats-Msg-Id: its coordinates,
+// the binding's name, the stream and the stream sequence. The name and the
+// stream are length-prefixed, "conn:<len>:<binding>:<len>:<stream>:<seq>"
+// (for instance "conn:6:orders:6:ORDERS:42"), so no two coordinates give
+// the same key whatever bytes the names hold. The key lives in the reserved
+// "conn:" namespace, which ValidateKey refuses to API callers.
+func ConnKey(binding, stream string, seq uint64) string {
+	b := make([]byte, 0, len(ReservedKeyPrefix)+len(binding)+len(stream)+32)
+	b = append(b, ReservedKeyPrefix...)
+	b = appendPrefixed(b, binding)
+	b = appendPrefixed(b, stream)
+	return string(strconv.AppendUint(b, seq, 10))
+}
+
+// ConnMsgIDKey is the idempotency key of a message a NATS subject binding
+// takes from a stream when the message carries a Nats-Msg-Id: the id,
+// namespaced under the binding, "conn:<len>:<binding>:id:<msg id>" (for
+// instance "conn:6:orders:id:evt-1"). Two bindings' ids never collide, an
+// id never collides with coordinates (ConnKey has a length where this has
+// "id"), and API callers cannot forge one, the "conn:" namespace being
+// reserved.
+func ConnMsgIDKey(binding, msgID string) string {
+	b := make([]byte, 0, len(ReservedKeyPrefix)+len(binding)+len(msgID)+16)
+	b = append(b, ReservedKeyPrefix...)
+	b = appendPrefixed(b, binding)
+	b = append(b, "id:"...)
+	return string(append(b, msgID...))
+}
+
+// appendPrefixed appends "<len(s)>:<s>:".
+func appendPrefixed(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	b = append(b, s...)
+	return append(b, ':')
 }
 
 // StartCommandID is the command id of a keyed start: a pure function of the

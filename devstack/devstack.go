@@ -23,8 +23,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/binding"
 	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/ingest"
 	"github.com/harvest-engine/harvest/pglocal"
@@ -59,6 +61,10 @@ type Config struct {
 	// Ingest tunes the HTTP API; its Topology, NC, DB and Logger fields
 	// are filled in.
 	Ingest ingest.Config
+	// Bindings route messages of the caller's JetStream streams to
+	// workflows; they run after the HTTP API is up. A binding whose stream
+	// does not exist waits for it and does not hold up Start.
+	Bindings []binding.Binding
 	// Register, if set, registers workflows and activities of the caller's
 	// on the stack's worker, beside the examples.
 	Register func(w *harvest.Worker)
@@ -77,6 +83,7 @@ type Stack struct {
 	sched    *scheduler.Scheduler
 	worker   *harvest.Worker
 	api      *ingest.Server
+	bindings *binding.Runner
 	http     *http.Server
 	listener net.Listener
 	// Services are the fake downstream systems of the example workflows.
@@ -147,6 +154,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	icfg := cfg.Ingest
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger = s.Topology, s.nc, s.DB, s.log.With("service", "ingest")
+	if icfg.Metrics == nil {
+		// Shared with the bindings, so /metrics shows their counters too.
+		icfg.Metrics = prometheus.NewRegistry()
+	}
 	if s.api, err = ingest.New(icfg); err != nil {
 		return nil, err
 	}
@@ -154,6 +165,15 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.stops = append(s.stops, s.api.Stop)
+	s.bindings, err = binding.New(binding.Config{Topology: s.Topology, Bindings: cfg.Bindings, Metrics: icfg.Metrics,
+		Logger: s.log.With("service", "bindings")})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.bindings.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, s.bindings.Stop)
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}

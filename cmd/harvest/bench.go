@@ -189,7 +189,8 @@ func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*be
 			Webhooks:               cfg.Webhooks,
 			ArcFlowSecrets:         cfg.ArcFlow.Secrets,
 		},
-		Logger: log,
+		Bindings: cfg.Bindings,
+		Logger:   log,
 	})
 	if err != nil {
 		_ = os.RemoveAll(stateDir)

@@ -80,7 +80,8 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 					Webhooks:               cfg.Webhooks,
 					ArcFlowSecrets:         cfg.ArcFlow.Secrets,
 				},
-				Logger: log,
+				Bindings: cfg.Bindings,
+				Logger:   log,
 			})
 			if err != nil {
 				return err

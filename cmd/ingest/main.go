@@ -1,6 +1,8 @@
 // Command ingest serves Harvest's HTTP API: it publishes start commands to
 // JetStream and answers with their outcome, and reads executions and their
-// history from PostgreSQL (which it never writes).
+// history from PostgreSQL (which it never writes). It also runs the NATS
+// subject bindings, which turn messages of the users' streams into
+// commands.
 package main
 
 import (
@@ -13,7 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/harvest-engine/harvest/binding"
 	"github.com/harvest-engine/harvest/callback"
 	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/ingest"
@@ -50,8 +54,9 @@ func run(configPath string) error {
 		}
 		defer db.Close()
 	}
+	metrics := prometheus.NewRegistry() // ingest's and the bindings' counters, on /metrics
 	api, err := ingest.New(ingest.Config{
-		Topology: top, NC: nc, DB: db, OutcomeWait: time.Duration(cfg.OutcomeWait), Logger: log,
+		Topology: top, NC: nc, DB: db, OutcomeWait: time.Duration(cfg.OutcomeWait), Logger: log, Metrics: metrics,
 		IdempotencyFingerprint: cfg.IdempotencyFingerprint, FingerprintByWorkflow: cfg.FingerprintByWorkflow(),
 		CallbackPolicy: callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 		Webhooks:       cfg.Webhooks,
@@ -64,6 +69,22 @@ func run(configPath string) error {
 		return err
 	}
 	defer api.Stop(context.Background())
+	// Bindings consume the users' own streams; one whose stream does not
+	// exist yet waits for it, logging, and holds nothing else up.
+	bindings, err := binding.New(binding.Config{Topology: top, Bindings: cfg.Bindings, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := bindings.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := bindings.Stop(stopCtx); err != nil {
+			log.Warn("stop bindings", "err", err)
+		}
+	}()
 	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()

@@ -376,6 +376,8 @@ type runner struct {
 	// flushPublished does when the shard is idle. Only the shard loop
 	// touches it.
 	published []int64
+	// inflight are outbox rows published and not yet acknowledged.
+	inflight []pending
 }
 
 func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
@@ -446,6 +448,9 @@ func (r *runner) session() error {
 	if err != nil {
 		return fmt.Errorf("create consumer %s: %w", name, err)
 	}
+	// Publishes of an earlier session are not waited for: their rows are
+	// still in the outbox, and go again under their message ids.
+	r.inflight = nil
 	if err := r.flushStoredOutbox(ctx); err != nil {
 		return err
 	}
@@ -475,13 +480,26 @@ func (r *runner) session() error {
 	if err := r.rearm(ctx, timers); err != nil {
 		return err
 	}
+	// Published rows are deleted by the next batch's transaction; when
+	// none comes for idleFlush, on their own.
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	defer flush.Stop()
 	for {
+		if len(r.inflight) > 0 || len(r.published) > 0 {
+			flush.Reset(idleFlush)
+		}
 		var first jetstream.Msg
 		select {
 		case <-ctx.Done():
 			return nil
 		case err := <-consumeErr:
 			return fmt.Errorf("consumer %s: %w", name, err)
+		case <-flush.C:
+			if err := r.flushPublished(ctx); err != nil {
+				return err
+			}
+			continue
 		case <-timers.c():
 			// A timer decides against commands that arrived before it was
 			// due (a heartbeat, a result): apply those first.
@@ -490,11 +508,6 @@ func (r *runner) session() error {
 			}
 			if err := r.fireDueTimers(ctx); err != nil {
 				return err
-			}
-			if len(msgs) == 0 {
-				if err := r.flushPublished(ctx); err != nil {
-					return err
-				}
 			}
 			if err := r.rearm(ctx, timers); err != nil {
 				return err
@@ -532,10 +545,6 @@ drain:
 	for _, tm := range writes.NewTimers {
 		timers.arm(tm.FireAt)
 	}
-	if len(msgs) == 0 {
-		// Nothing waiting: no next batch to delete the published rows.
-		return r.flushPublished(ctx)
-	}
 	return nil
 }
 
@@ -547,6 +556,10 @@ type counts struct {
 	// newest is when JetStream stored the newest command applied.
 	newest time.Time
 }
+
+// idleFlush is how long a shard with nothing to apply waits before it
+// deletes its published outbox rows in a transaction of their own.
+const idleFlush = 20 * time.Millisecond
 
 // catchUpLimit bounds how long due timers wait for the commands ahead of
 // them, so a shard under a steady stream of commands still fires them.
@@ -644,6 +657,9 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 	for {
 		var writes *store.Writes
 		var fired int
+		if err := r.reap(ctx, false); err != nil {
+			return err
+		}
 		err := pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
 			applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
 			if err != nil {
@@ -695,6 +711,11 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 			continue
 		}
 		cmds = append(cmds, seqCommand{seq: meta.Sequence.Stream, cmd: c})
+	}
+	// Rows of earlier batches JetStream has acknowledged since are
+	// deleted by this batch's transaction.
+	if err := r.reap(ctx, false); err != nil {
+		return nil, err
 	}
 	var writes *store.Writes
 	err := pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
@@ -773,6 +794,9 @@ func (r *runner) flushStoredOutbox(ctx context.Context) error {
 // flushPublished deletes the acknowledged outbox rows no batch has
 // deleted yet.
 func (r *runner) flushPublished(ctx context.Context) error {
+	if err := r.reap(ctx, true); err != nil {
+		return err
+	}
 	if len(r.published) == 0 {
 		return nil
 	}
@@ -783,14 +807,19 @@ func (r *runner) flushPublished(ctx context.Context) error {
 	return nil
 }
 
-// publish sends outbox rows asynchronously with their message ids, waits
-// for every PubAck, then leaves the rows for deletion (see published).
+// publish sends outbox rows asynchronously with their message ids and
+// returns without waiting: the shard goes on to its next batch while
+// JetStream acknowledges them, in order, on the one connection. reap
+// collects the acknowledgements; rows are deleted once acknowledged (see
+// published), and a failed publish restarts the session, which publishes
+// every row still in the outbox again under its message id.
 func (r *runner) publish(ctx context.Context, msgs []*store.OutboxMsg) error {
-	if len(msgs) == 0 {
-		return nil
+	if len(r.inflight)+len(msgs) > maxInflight {
+		if err := r.reap(ctx, true); err != nil {
+			return err
+		}
 	}
 	js := r.s.cfg.Topology.JS
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
 		nm := nats.NewMsg(m.Subject)
 		nm.Data = m.Payload
@@ -798,17 +827,50 @@ func (r *runner) publish(ctx context.Context, msgs []*store.OutboxMsg) error {
 		if err != nil {
 			return fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.Subject, err)
 		}
-		futures = append(futures, f)
+		r.inflight = append(r.inflight, pending{f: f, row: m})
 	}
-	for i, f := range futures {
+	return nil
+}
+
+// maxInflight bounds a shard's outbox rows published and not yet
+// acknowledged.
+const maxInflight = 4096
+
+// pending is an outbox row published and not yet acknowledged.
+type pending struct {
+	f   jetstream.PubAckFuture
+	row *store.OutboxMsg
+}
+
+// reap collects the acknowledgements that have come in (all of them, if
+// wait), moving their rows to published.
+func (r *runner) reap(ctx context.Context, wait bool) error {
+	left := r.inflight[:0]
+	for i, p := range r.inflight {
+		if !wait {
+			select {
+			case <-p.f.Ok():
+				r.published = append(r.published, p.row.ID)
+			case err := <-p.f.Err():
+				r.inflight = append(left, r.inflight[i+1:]...)
+				return fmt.Errorf("publish outbox row %d to %s: %w", p.row.ID, p.row.Subject, err)
+			default:
+				left = append(left, p)
+			}
+			continue
+		}
 		select {
-		case <-f.Ok():
-			r.published = append(r.published, msgs[i].ID)
-		case err := <-f.Err():
-			return fmt.Errorf("publish outbox row %d to %s: %w", msgs[i].ID, msgs[i].Subject, err)
+		case <-p.f.Ok():
+			r.published = append(r.published, p.row.ID)
+		case err := <-p.f.Err():
+			r.inflight = append(left, r.inflight[i+1:]...)
+			return fmt.Errorf("publish outbox row %d to %s: %w", p.row.ID, p.row.Subject, err)
 		case <-ctx.Done():
+			r.inflight = append(left, r.inflight[i:]...)
 			return ctx.Err()
 		}
 	}
+	clear(r.inflight[len(left):])
+	r.inflight = left
 	return nil
 }

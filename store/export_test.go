@@ -1,0 +1,4 @@
+package store
+
+// SetBasedUpdateRows exposes setBasedUpdateRows to the tests.
+const SetBasedUpdateRows = setBasedUpdateRows

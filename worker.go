@@ -48,7 +48,14 @@ type WorkerConfig struct {
 	// StopGrace bounds how long Stop waits for in-flight tasks when its
 	// context has no deadline, default 30 s.
 	StopGrace time.Duration
-	Logger    *slog.Logger
+	// DisableEagerActivities turns eager dispatch off: every activity
+	// attempt then goes through the task stream. By default a worker that
+	// completes a workflow task scheduling only activities it has, none
+	// with a heartbeat timeout, runs their first attempts at once when it
+	// has free activity slots, then the next workflow task over their
+	// results, and reports all of it in one command.
+	DisableEagerActivities bool
+	Logger                 *slog.Logger
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
@@ -111,6 +118,9 @@ type Worker struct {
 	stop            func(ctx context.Context) error
 	// cancels cancels the activities of cancelled executions.
 	cancels *cancellations
+	// slots holds one token per activity attempt running, eager or not,
+	// up to ActivityConcurrency.
+	slots chan struct{}
 }
 
 // NewWorker checks cfg and returns a Worker.
@@ -123,6 +133,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
 		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
 		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{}, cancels: newCancellations(),
+		slots: make(chan struct{}, cfg.ActivityConcurrency),
 	}, nil
 }
 
@@ -387,20 +398,26 @@ func (w *Worker) handleWorkflowTask(ctx context.Context, m jetstream.Msg) {
 	w.mu.Lock()
 	opts := w.activityOptions
 	w.mu.Unlock()
-	decisions, err := runWorkflowTask(fn, &task, opts)
+	first := true
+	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+		first = false
+	}
+	result, err := w.completeWorkflowTask(ctx, m, fn, &task, opts, first)
 	if err != nil {
 		log.Error("workflow task failed; will retry", "err", err)
 		_ = m.NakWithDelay(unknownTaskDelay)
 		return
 	}
 	cmd := &wire.Command{
-		CommandID: dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID),
-		Kind:      wire.KindWorkflowTaskCompleted,
-		WorkflowTask: &wire.WorkflowTaskResult{
-			ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions,
-		},
+		CommandID:    dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID),
+		Kind:         wire.KindWorkflowTaskCompleted,
+		WorkflowTask: result,
 	}
-	if _, err := w.cfg.Topology.PublishCommand(ctx, task.Shard, cmd); err != nil {
+	// A stopping worker still reports what it did: eager attempts it
+	// handed back are retried at once, not after the task's AckWait.
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer pcancel()
+	if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
 		log.Error("publish workflow task result", "err", err)
 		return // not acknowledged: redelivered after TaskAckWait
 	}
@@ -444,13 +461,38 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 		w.log.Error("dropping malformed activity task", "err", err)
 		return
 	}
+	// Eager attempts share the slots; they never wait for one, so this
+	// wait ends when one of them does.
+	w.slots <- struct{}{}
+	result := w.runAttempt(ctx, &task)
+	<-w.slots
+	if result == nil {
+		return
+	}
+	cmd := &wire.Command{
+		CommandID: dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
+		Kind:      wire.KindActivityResult,
+		Activity:  result,
+	}
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer pcancel()
+	if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
+		// The attempt's timeout will retry it.
+		w.log.Error("publish activity result", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
+	}
+}
+
+// runAttempt runs one activity attempt and says how it ended, or returns
+// nil when the attempt is not run: past its deadline, or of a cancelled
+// execution.
+func (w *Worker) runAttempt(ctx context.Context, task *wire.ActivityTask) *wire.ActivityResult {
 	log := w.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
 	w.mu.Lock()
 	fn := w.activities[task.ActivityName]
 	w.mu.Unlock()
 	if !task.Deadline.IsZero() && time.Now().After(task.Deadline) {
 		log.Info("dropping activity task past its deadline: the scheduler has moved on")
-		return
+		return nil
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -458,14 +500,14 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 	defer release()
 	if !live {
 		log.Info("dropping activity task of a cancelled execution")
-		return
+		return nil
 	}
 	if !task.Deadline.IsZero() {
 		var c context.CancelFunc
 		actx, c = context.WithDeadline(actx, task.Deadline)
 		defer c()
 	}
-	beat, stopBeats := w.heartbeater(actx, &task)
+	beat, stopBeats := w.heartbeater(actx, task)
 	defer stopBeats()
 	var silent atomic.Bool
 	if hb := time.Duration(task.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
@@ -538,17 +580,7 @@ func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
 			result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
 		}
 	}
-	cmd := &wire.Command{
-		CommandID: dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
-		Kind:      wire.KindActivityResult,
-		Activity:  result,
-	}
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer pcancel()
-	if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
-		// The attempt's timeout will retry it.
-		log.Error("publish activity result", "err", err)
-	}
+	return result
 }
 
 // heartbeater returns the function an attempt's Heartbeat calls, and the

@@ -1,15 +1,18 @@
 package dedup
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 )
 
 // ActivityKey is the idempotency key of one logical activity invocation. It
-// is minted once, when the activity is first scheduled, and recorded in the
-// execution's history, so every attempt, redelivery and replay reads the
-// same value. Hand it (or a Subkey) to downstream systems that deduplicate,
+// is derived from the execution and the activity's id when the activity is
+// first scheduled (ActivityKeyFor), and recorded in the execution's
+// history, so every attempt, redelivery and replay reads the same value,
+// and so does a worker that runs the first attempt eagerly, before the
+// scheduler has recorded it. Hand it (or a Subkey) to downstream systems that deduplicate,
 // such as Stripe's Idempotency-Key header.
 type ActivityKey string
 
@@ -17,6 +20,16 @@ type ActivityKey string
 // free of input data.
 func NewActivityKey() ActivityKey {
 	return ActivityKey(uuid.NewString())
+}
+
+// activityKeySpace is the UUID namespace of derived activity keys.
+var activityKeySpace = uuid.MustParse("5b0c1d3e-7a47-4c55-9e0a-6f2d8e1b4a90")
+
+// ActivityKeyFor derives the key of activity activityID of execution
+// executionID: a name-based (version 5) UUID, so the same invocation
+// always gets the same key and distinct invocations distinct ones.
+func ActivityKeyFor(executionID string, activityID int) ActivityKey {
+	return ActivityKey(uuid.NewSHA1(activityKeySpace, []byte(executionID+"#"+strconv.Itoa(activityID))).String())
 }
 
 // String returns the key as it goes into a header.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/dedup"
@@ -66,6 +67,26 @@ func TestActivityKeysAreDistinct(t *testing.T) {
 		require.False(t, seen[k], "collision on %s", k)
 		seen[k] = true
 	}
+}
+
+func TestActivityKeyForIsStableAndDistinct(t *testing.T) {
+	t.Parallel()
+	exec := "01a23850-3557-76a9-bea9-c3af4081c19d"
+	k := dedup.ActivityKeyFor(exec, 1)
+	require.Equal(t, k, dedup.ActivityKeyFor(exec, 1), "the scheduler and an eager worker derive the same key")
+	parsed, err := uuid.Parse(k.String())
+	require.NoError(t, err)
+	require.Equal(t, uuid.Version(5), parsed.Version())
+	seen := map[dedup.ActivityKey]bool{}
+	for _, e := range []string{exec, "01a23850-3571-75b6-9e82-e86f4eb9cfdb"} {
+		for id := 1; id <= 1000; id++ {
+			k := dedup.ActivityKeyFor(e, id)
+			require.False(t, seen[k], "collision on %s", k)
+			seen[k] = true
+		}
+	}
+	// The id is delimited: execution "…1" with activity 11 is not "…11" with 1.
+	require.NotEqual(t, dedup.ActivityKeyFor("x1", 11), dedup.ActivityKeyFor("x11", 1))
 }
 
 func TestSubkey(t *testing.T) {

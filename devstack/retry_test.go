@@ -258,9 +258,23 @@ func TestScheduleToCloseBoundsAllAttempts(t *testing.T) {
 
 func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
 	t.Parallel()
+	t.Run("eager", func(t *testing.T) {
+		t.Parallel()
+		// The attempt runs on the worker that scheduled it, and the
+		// workflow task it rides with is stale once the execution closed:
+		// the history never records it.
+		testCancellingCancelsActivities(t, false, []string{"WorkflowStarted", "WorkflowCancelled"})
+	})
+	t.Run("dispatched", func(t *testing.T) {
+		t.Parallel()
+		testCancellingCancelsActivities(t, true, []string{"WorkflowStarted", "ActivityScheduled", "WorkflowCancelled"})
+	})
+}
+
+func testCancellingCancelsActivities(t *testing.T, disableEager bool, history []string) {
 	running := make(chan struct{}, 1)
 	stopped := make(chan error, 1)
-	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
+	s := startStack(t, devstack.Config{Worker: harvest.WorkerConfig{DisableEagerActivities: disableEager}, Register: func(w *harvest.Worker) {
 		harvest.RegisterActivity(w, "long_work", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
 			// Never block the worker on the test's channels.
 			select {
@@ -294,7 +308,7 @@ func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the activity's context was not cancelled")
 	}
-	require.Equal(t, []string{"WorkflowStarted", "ActivityScheduled", "WorkflowCancelled"}, historyTypes(t, s, id))
+	require.Equal(t, history, historyTypes(t, s, id))
 	again := call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/cancel", nil, ``)
 	require.Equal(t, 200, again.status)
 	require.Equal(t, "Cancelled", again.body["status"], "cancelling again changes nothing")
@@ -303,6 +317,10 @@ func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
 	wid := call(t, "GET", s.URL()+"/api/harvest/executions/"+id, nil, "").body["workflow_id"].(string)
 	anew := start(t, s, "long", "", `{"workflow_id": "`+wid+`", "reuse_policy": "allow_duplicate_failed_only"}`)
 	require.Equal(t, 201, anew.status, anew.body)
+	// Its activity waits for cancellation too: cancel it, so the stack
+	// stops within its grace.
+	r = call(t, "POST", s.URL()+"/api/harvest/executions/"+anew.body["execution_id"].(string)+"/cancel", nil, ``)
+	require.Equal(t, 200, r.status, r.body)
 }
 
 func TestAStoppingWorkerHandsItsAttemptsBack(t *testing.T) {

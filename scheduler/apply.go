@@ -462,6 +462,17 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	}
 	e.WFTOutstanding = false
 	b.changed[e.ExecutionID] = true
+	eager := b.eagerAttempts(r)
+	// The worker's speculative next task holds only when the history it
+	// ran over is the execution's: nothing (a signal, a timer, a
+	// cancellation) was added since this task, and every eager attempt
+	// completed.
+	speculate := r.Next != nil && len(eager) > 0 && len(eager) == len(r.Eager) && r.BaseSeq == e.LastSeq && !e.WFTDirty
+	for _, res := range eager {
+		if res.Failure != nil {
+			speculate = false
+		}
+	}
 	for _, d := range r.Decisions {
 		if e.Status != wire.StatusRunning {
 			break
@@ -476,7 +487,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: d.ActivityID}
 			a := &store.Activity{
 				ExecutionID: e.ExecutionID, ActivityID: d.ActivityID, ActivityName: d.ActivityName,
-				Status: store.ActivityScheduled, Attempt: 1, IdempotencyKey: dedup.NewActivityKey().String(),
+				Status: store.ActivityScheduled, Attempt: 1, IdempotencyKey: dedup.ActivityKeyFor(e.ExecutionID, d.ActivityID).String(),
 				Input: d.Input, Options: rawOpts, ScheduledAt: b.now,
 			}
 			b.activities[ref] = a
@@ -485,7 +496,18 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			b.appendEvent(e, wire.EventActivityScheduled, wire.ActivityScheduledAttrs{
 				ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input, IdempotencyKey: a.IdempotencyKey, Options: opts,
 			})
-			b.dispatchAttempt(e, a)
+			switch {
+			case eager[d.ActivityID] != nil:
+				// Its attempt 1 ran on the worker; the result follows.
+			case d.PossiblyStarted:
+				// Attempt 1 may have run on a worker that vanished: it
+				// counts, as an attempt whose worker vanished does, and
+				// the next one reconciles first. An activity allowed one
+				// attempt is thus never run twice.
+				b.attemptFailed(e, a, &wire.Failure{Type: "WorkerLost", Message: "attempt 1 may have run eagerly on a worker that vanished before reporting it"})
+			default:
+				b.dispatchAttempt(e, a)
+			}
 		case wire.DecisionStartTimer:
 			fireAt := b.now.Add(time.Duration(d.DurationMS) * time.Millisecond)
 			b.appendEvent(e, wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &fireAt})
@@ -501,10 +523,67 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			b.log.Warn("ignoring unknown decision", "execution_id", e.ExecutionID, "decision", d.Type)
 		}
 	}
+	// The eager attempts' results follow the decisions, in the worker's
+	// order, as they do in the history its next task ran over.
+	for i := range r.Eager {
+		res := &r.Eager[i]
+		if eager[res.ActivityID] != res || e.Status != wire.StatusRunning {
+			continue
+		}
+		ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: res.ActivityID}
+		a := b.activities[ref]
+		if res.Failure != nil {
+			b.attemptFailed(e, a, res.Failure)
+			continue
+		}
+		a.Status = store.ActivityCompleted
+		b.appendEvent(e, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: 1, Result: res.Result})
+		if !speculate {
+			b.needWorkflowTask(e)
+		}
+	}
+	if speculate && e.Status == wire.StatusRunning {
+		if n := r.Next; n.ExecutionID != e.ExecutionID || n.TaskID != e.WFTID+1 || n.BaseSeq != e.LastSeq {
+			// Not the task the scheduler would dispatch now: dispatch it.
+			b.log.Warn("dropping speculative workflow task that does not follow its history", "execution_id", e.ExecutionID, "task_id", n.TaskID, "base_seq", n.BaseSeq)
+			b.needWorkflowTask(e)
+			return
+		}
+		// The next task is the one the worker already ran: take its
+		// decisions as if it had been dispatched.
+		e.WFTID++
+		e.WFTOutstanding = true
+		b.workflowTaskCompleted(r.Next)
+		return
+	}
 	if e.Status == wire.StatusRunning && e.WFTDirty {
 		e.WFTDirty = false
 		b.needWorkflowTask(e)
 	}
+}
+
+// eagerAttempts returns r's eager attempts by activity id, keeping only
+// attempt 1 of activities r's own decisions schedule, once each.
+func (b *batch) eagerAttempts(r *wire.WorkflowTaskResult) map[int]*wire.ActivityResult {
+	if len(r.Eager) == 0 {
+		return nil
+	}
+	scheduled := map[int]bool{}
+	for _, d := range r.Decisions {
+		if d.Type == wire.DecisionScheduleActivity {
+			scheduled[d.ActivityID] = true
+		}
+	}
+	out := make(map[int]*wire.ActivityResult, len(r.Eager))
+	for i := range r.Eager {
+		res := &r.Eager[i]
+		if !scheduled[res.ActivityID] || res.Attempt != 1 || out[res.ActivityID] != nil {
+			b.log.Warn("ignoring eager attempt its task did not schedule", "execution_id", r.ExecutionID, "activity", res.ActivityID, "attempt", res.Attempt)
+			continue
+		}
+		out[res.ActivityID] = res
+	}
+	return out
 }
 
 func (b *batch) close(e *store.Execution, status, event string, attrs wire.WorkflowClosedAttrs) {
@@ -635,7 +714,7 @@ func (b *batch) cancel(c seqCommand) {
 // effect unknown: it ended without the activity reporting.
 func outcomeUnknown(typ string) bool {
 	switch typ {
-	case "StartToCloseTimeout", "HeartbeatTimeout", "WorkerShutdown", "ReconcileFailed":
+	case "StartToCloseTimeout", "HeartbeatTimeout", "WorkerShutdown", "ReconcileFailed", "WorkerLost":
 		return true
 	}
 	return false

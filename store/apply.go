@@ -506,15 +506,19 @@ func queueInsertActivities(b *pgx.Batch, as []*Activity) {
 		actIDs, attempts           = make([]int, n), make([]int, n)
 		inputs, options            = make([]json.RawMessage, n), make([]json.RawMessage, n)
 		scheduled                  = make([]time.Time, n)
+		unknown                    = make([]bool, n)
 	)
 	for i, a := range as {
 		ids[i], actIDs[i], names[i], statuses[i], attempts[i] = a.ExecutionID, a.ActivityID, a.ActivityName, a.Status, a.Attempt
-		keys[i], inputs[i], options[i], scheduled[i] = a.IdempotencyKey, a.Input, a.Options, a.ScheduledAt
+		keys[i], inputs[i], options[i], scheduled[i], unknown[i] = a.IdempotencyKey, a.Input, a.Options, a.ScheduledAt, a.OutcomeUnknown
 	}
-	b.Queue(`INSERT INTO activities (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at)
-		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::int[]), unnest($6::text[]),
-			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::timestamptz[])`,
-		ids, actIDs, names, statuses, attempts, keys, inputs, options, scheduled)
+	// An activity can be inserted closed: its first attempt ran eagerly.
+	b.Queue(`INSERT INTO activities (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
+			outcome_unknown, closed_at)
+		SELECT v.*, CASE WHEN v.status = 'Scheduled' THEN NULL ELSE now() END
+		FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::jsonb[], $8::jsonb[], $9::timestamptz[], $10::bool[])
+			AS v (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at, outcome_unknown)`,
+		ids, actIDs, names, statuses, attempts, keys, inputs, options, scheduled, unknown)
 }
 
 func queueUpdateActivities(b *pgx.Batch, as []*Activity) {

@@ -173,6 +173,19 @@ type WorkflowTaskResult struct {
 	ExecutionID string     `json:"execution_id"`
 	TaskID      int        `json:"task_id"`
 	Decisions   []Decision `json:"decisions"`
+	// BaseSeq is the seq of the last history event the task saw.
+	BaseSeq int `json:"base_seq,omitempty"`
+	// Eager holds the first attempts the worker ran at once, on its own
+	// slots, of activities these decisions schedule (eager dispatch). The
+	// scheduler records each as that activity's attempt 1, instead of
+	// dispatching it.
+	Eager []ActivityResult `json:"eager,omitempty"`
+	// Next is the following workflow task, which the same worker ran over
+	// the history these decisions and Eager make (speculatively, with
+	// TaskID one more). The scheduler takes it only when nothing else
+	// happened to the execution since this task's BaseSeq; otherwise it
+	// drops Next and dispatches the task as usual.
+	Next *WorkflowTaskResult `json:"next,omitempty"`
 }
 
 // Decision types.
@@ -191,6 +204,11 @@ type Decision struct {
 	ActivityName string           `json:"activity_name,omitempty"`
 	Input        json.RawMessage  `json:"input,omitempty"`
 	Options      *ActivityOptions `json:"options,omitempty"`
+	// PossiblyStarted says an earlier delivery of this workflow task may
+	// have run attempt 1 eagerly before its worker vanished. The scheduler
+	// counts attempt 1 as failed with type WorkerLost, its outcome
+	// unknown, so attempt 2 follows the retry policy and reconciles first.
+	PossiblyStarted bool `json:"possibly_started,omitempty"`
 	// start_timer
 	TimerID    int   `json:"timer_id,omitempty"`
 	DurationMS int64 `json:"duration_ms,omitempty"`

@@ -1,0 +1,237 @@
+package harvest
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/wire"
+)
+
+// completeWorkflowTask runs a workflow task and returns its result. When
+// the task only schedules activities this worker can run eagerly and it has
+// a free slot for each, it runs their first attempts at once and, if they
+// all complete, the next workflow task over their results, and returns all
+// of it as one result: one command, one scheduler transaction, instead of
+// three of each and two task messages.
+//
+// No guarantee is weaker for it. Each activity's idempotency key is derived
+// from the execution and the activity's id, so an eager attempt hands
+// downstream systems the key every later attempt would. The workflow task
+// is acknowledged only after the result is published; if this worker
+// vanishes before that, the task is delivered again, and the worker that
+// takes it runs nothing eagerly and marks the activities PossiblyStarted,
+// so their attempt 1 reconciles first. The scheduler takes the
+// speculative next task only if nothing else happened to the execution in
+// the meantime.
+//
+// first says this is the task's first delivery.
+func (w *Worker) completeWorkflowTask(ctx context.Context, m jetstream.Msg, fn workflowFunc, task *wire.WorkflowTask, opts map[string]ActivityOptions, first bool) (*wire.WorkflowTaskResult, error) {
+	decisions, err := runWorkflowTask(fn, task, opts)
+	if err != nil {
+		return nil, err
+	}
+	res := &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions, BaseSeq: lastSeq(task.History)}
+	if !eagerShape(decisions) {
+		return res, nil
+	}
+	if !first {
+		// An earlier delivery of this task, on this worker or another,
+		// may have run these attempts.
+		for i := range res.Decisions {
+			res.Decisions[i].PossiblyStarted = true
+		}
+		return res, nil
+	}
+	if !w.eagerEligible(decisions) || !w.takeSlots(len(decisions)) {
+		return res, nil
+	}
+	res.Eager = w.runEager(ctx, m, task, decisions)
+	w.releaseSlots(len(decisions))
+	if len(res.Eager) != len(decisions) {
+		return res, nil
+	}
+	for _, r := range res.Eager {
+		if r.Failure != nil {
+			// The scheduler decides what a failed attempt leads to.
+			return res, nil
+		}
+	}
+	next := *task
+	next.TaskID++
+	next.History = eagerHistory(task, decisions, res.Eager)
+	nd, err := runWorkflowTask(fn, &next, opts)
+	if err != nil {
+		// The scheduler dispatches the next task as usual, and its worker
+		// meets the same error there.
+		w.log.Warn("speculative workflow task failed", "execution_id", task.ExecutionID, "err", err)
+		return res, nil
+	}
+	res.Next = &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: next.TaskID, Decisions: nd, BaseSeq: lastSeq(next.History)}
+	return res, nil
+}
+
+// eagerShape says whether a worker may run decisions' activities eagerly:
+// the decisions only schedule activities, none with a heartbeat timeout
+// (the scheduler watches heartbeats only of attempts it dispatched).
+func eagerShape(decisions []wire.Decision) bool {
+	if len(decisions) == 0 {
+		return false
+	}
+	for _, d := range decisions {
+		if d.Type != wire.DecisionScheduleActivity || (d.Options != nil && d.Options.HeartbeatTimeoutMS > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// eagerEligible says whether this worker runs decisions' activities
+// eagerly: it has them all, and eager dispatch is on.
+func (w *Worker) eagerEligible(decisions []wire.Decision) bool {
+	if w.cfg.DisableEagerActivities || len(decisions) > cap(w.slots) {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range decisions {
+		if w.activities[d.ActivityName] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// takeSlots takes n activity slots if they are all free now.
+func (w *Worker) takeSlots(n int) bool {
+	for i := range n {
+		select {
+		case w.slots <- struct{}{}:
+		default:
+			w.releaseSlots(i)
+			return false
+		}
+	}
+	return true
+}
+
+func (w *Worker) releaseSlots(n int) {
+	for range n {
+		<-w.slots
+	}
+}
+
+// runEager runs attempt 1 of each activity decisions schedule, at once and
+// side by side, keeping the workflow task m alive meanwhile. It returns the
+// results in decision order, leaving out attempts not run (the execution
+// was cancelled).
+func (w *Worker) runEager(ctx context.Context, m jetstream.Msg, task *wire.WorkflowTask, decisions []wire.Decision) []wire.ActivityResult {
+	results := make([]*wire.ActivityResult, len(decisions))
+	tasks := make([]*wire.ActivityTask, len(decisions))
+	var last time.Time
+	for i, d := range decisions {
+		tasks[i] = eagerTask(task, d, time.Now())
+		if tasks[i].Deadline.After(last) {
+			last = tasks[i].Deadline
+		}
+	}
+	keepAlive := make(chan struct{})
+	var wg conc.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(max(w.cfg.TaskAckWait/3, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-keepAlive:
+				return
+			case now := <-t.C:
+				// An attempt that ignores its deadline must not hold the
+				// execution: past the deadlines the task is let go, and
+				// is delivered again to a worker that dispatches the
+				// attempts through the scheduler.
+				if now.After(last) {
+					return
+				}
+				_ = m.InProgress()
+			}
+		}
+	})
+	var attempts conc.WaitGroup
+	for i, at := range tasks {
+		attempts.Go(func() { results[i] = w.runAttempt(ctx, at) })
+	}
+	attempts.Wait()
+	close(keepAlive)
+	wg.Wait()
+	out := make([]wire.ActivityResult, 0, len(results))
+	for _, r := range results {
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
+// eagerTask is attempt 1 of the activity d schedules, as the scheduler
+// would dispatch it at now.
+func eagerTask(task *wire.WorkflowTask, d wire.Decision, now time.Time) *wire.ActivityTask {
+	opts := activityOptionsOf(d)
+	deadline := now.Add(opts.StartToClose())
+	if total := opts.ScheduleToClose(); total > 0 && now.Add(total).Before(deadline) {
+		deadline = now.Add(total)
+	}
+	return &wire.ActivityTask{
+		ExecutionID: task.ExecutionID, Shard: task.Shard, WorkflowName: task.WorkflowName, TaskQueue: task.TaskQueue,
+		ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input,
+		IdempotencyKey: dedup.ActivityKeyFor(task.ExecutionID, d.ActivityID).String(),
+		Attempt:        1, ScheduledAt: now, Deadline: deadline,
+	}
+}
+
+// activityOptionsOf is a schedule decision's options as the scheduler
+// resolves them.
+func activityOptionsOf(d wire.Decision) wire.ActivityOptions {
+	if d.Options != nil {
+		return *d.Options
+	}
+	return wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
+}
+
+// eagerHistory is task's history followed by the events the scheduler
+// writes when it applies decisions and their eager results: the
+// activities' ActivityScheduled events in decision order, then their
+// ActivityCompleted events in result order.
+func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []wire.ActivityResult) []wire.Event {
+	hist := make([]wire.Event, len(task.History), len(task.History)+len(decisions)+len(results))
+	copy(hist, task.History)
+	seq := lastSeq(task.History)
+	add := func(typ string, attrs any) {
+		raw, _ := json.Marshal(attrs)
+		seq++
+		hist = append(hist, wire.Event{Seq: seq, Type: typ, Attrs: raw})
+	}
+	names := map[int]string{}
+	for _, d := range decisions {
+		names[d.ActivityID] = d.ActivityName
+		add(wire.EventActivityScheduled, wire.ActivityScheduledAttrs{
+			ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input,
+			IdempotencyKey: dedup.ActivityKeyFor(task.ExecutionID, d.ActivityID).String(), Options: activityOptionsOf(d),
+		})
+	}
+	for _, r := range results {
+		add(wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: r.ActivityID, ActivityName: names[r.ActivityID], Attempt: 1, Result: r.Result})
+	}
+	return hist
+}
+
+// lastSeq is the seq of history's last event, 0 for none.
+func lastSeq(history []wire.Event) int {
+	if len(history) == 0 {
+		return 0
+	}
+	return history[len(history)-1].Seq
+}

@@ -42,8 +42,9 @@ type Config struct {
 	// HTTPAddr is ingest's listen address (HARVEST_HTTP_ADDR), default
 	// 127.0.0.1:8080.
 	HTTPAddr string `yaml:"http_addr"`
-	// Shards is the number of logical shards (HARVEST_SHARDS), default 16;
-	// fixed for a deployment's life.
+	// Shards is the number of logical shards (HARVEST_SHARDS), default 16
+	// (harvest dev: the count its state dir has, else 2); fixed for a
+	// deployment's life.
 	Shards int `yaml:"shards"`
 	// OutcomeWait bounds how long a start waits for its outcome
 	// (HARVEST_OUTCOME_WAIT), default 5s.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/devstack"
+	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/streams"
 )
 
@@ -106,4 +107,17 @@ func TestEagerDispatch(t *testing.T) {
 	require.Equal(t, 201, r.status, r.body)
 	require.Equal(t, "hi!", waitCompleted(t, off, r.body["execution_id"].(string))["result"])
 	require.EqualValues(t, 3, tasksPublished(t, off)-before)
+}
+
+// TestStackShardCount checks the shard count a stack picks: DefaultShards
+// for new streams, and the count the streams were created with otherwise.
+func TestStackShardCount(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, devstack.DefaultShards, startStack(t, devstack.Config{}).Topology.Shards())
+
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	_, err := streams.Declare(t.Context(), js, streams.Config{Shards: 3})
+	require.NoError(t, err)
+	require.Equal(t, 3, startStack(t, devstack.Config{NATSURL: ns.ClientURL()}).Topology.Shards())
 }

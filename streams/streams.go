@@ -51,6 +51,27 @@ const (
 	DefaultOutcomeTTL = 24 * time.Hour
 )
 
+// DeployedShards returns the shard count recorded on the command stream,
+// or 0 when the stream does not exist yet (or predates the record).
+func DeployedShards(ctx context.Context, js jetstream.JetStream) (int, error) {
+	s, err := js.Stream(ctx, CommandStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up stream %s: %w", CommandStream, err)
+	}
+	have := s.CachedInfo().Config.Metadata[shardsMetadataKey]
+	if have == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(have)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s records shard count %q: %w", CommandStream, have, err)
+	}
+	return n, nil
+}
+
 // ErrShardMismatch is returned by Declare when the command stream was
 // created with a different shard count. The shard count is fixed for a
 // deployment's life.

@@ -18,9 +18,15 @@ func TestDeclareIsIdempotentAndKeepsTheShardCount(t *testing.T) {
 	_, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
 
+	n, err := streams.DeployedShards(ctx, js)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing deployed yet")
 	top, err := streams.Declare(ctx, js, streams.Config{})
 	require.NoError(t, err)
 	require.Equal(t, streams.DefaultShards, top.Shards())
+	n, err = streams.DeployedShards(ctx, js)
+	require.NoError(t, err)
+	require.Equal(t, streams.DefaultShards, n)
 	_, err = streams.Declare(ctx, js, streams.Config{})
 	require.NoError(t, err, "declaring again changes nothing")
 

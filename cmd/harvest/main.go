@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -67,7 +68,7 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			defer stop()
 			stack, err := devstack.Start(ctx, devstack.Config{
 				StateDir: stateDir, Addr: addr, NATSURL: cfg.NATSURL, NATSPort: natsPort, DatabaseURL: cfg.DatabaseURL,
-				Streams: streams.Config{Shards: shards},
+				Streams: streams.Config{Shards: cmp.Or(shards, cfg.Shards)},
 				Scheduler: scheduler.Config{
 					StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
 					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
@@ -96,7 +97,7 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".harvest", "where the embedded NATS store and the private PostgreSQL live")
-	cmd.Flags().IntVar(&shards, "shards", streams.DefaultShards, "logical shards (fixed for a state dir's life)")
+	cmd.Flags().IntVar(&shards, "shards", 0, "logical shards, fixed for a state dir's life (default: the config's, else the state dir's, else 2)")
 	cmd.Flags().IntVar(&natsPort, "nats-port", 0, "embedded NATS client port (0 picks a free one)")
 	cmd.Flags().StringVar(&cfgPath, "config", envOr("HARVEST_CONFIG", "configs/harvest.dev.yaml"), "YAML configuration file (HARVEST_CONFIG)")
 	return cmd

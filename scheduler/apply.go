@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -64,7 +65,22 @@ type applyEnv struct {
 	// window is the start idempotency window.
 	window time.Duration
 	log    *slog.Logger
+	// lock, when set, makes apply take the shard's lock itself, in the
+	// round trip of its first reads, and check that the shard's applied
+	// sequence is the one it was given. Without it the caller has locked
+	// the shard.
+	lock *shardLock
 }
+
+// shardLock is the lease an apply transaction fences itself with.
+type shardLock struct {
+	owner string
+	lease store.Lease
+}
+
+// errAppliedMoved says the shard's applied sequence is not the one its
+// runner last committed: the runner starts a new session, which reads it.
+var errAppliedMoved = errors.New("shard's applied sequence moved under its runner")
 
 func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
 	shard := env.shard
@@ -144,20 +160,55 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 		return &b.writes, nil
 	}
 
-	var err error
-	if b.claims, err = store.ClaimStartKeys(ctx, tx, newClaims, env.window); err != nil {
+	// The reads go in one round trip (after the shard's lock, when apply
+	// takes it); only what they lead to (executions that claims point to,
+	// signal-with-start keys) needs a second.
+	var (
+		reads     store.Reads
+		lockedSeq int64
+		latest    = make(map[store.WorkflowRef]*store.Execution, len(wfRefs))
+	)
+	b.claims = make(map[store.ClaimRef]store.Claim, len(newClaims))
+	b.execs = make(map[string]*store.Execution, len(execIDs))
+	b.activities = make(map[store.ActivityRef]*store.Activity, len(actRefs))
+	b.signalClaims = make(map[store.SignalRef]bool, len(sigRefs))
+	if env.lock != nil {
+		reads.LockShard(env.lock.owner, env.lock.lease, &lockedSeq)
+	}
+	reads.ClaimStartKeys(newClaims, env.window, b.claims)
+	reads.LoadExecutions(execIDs, b.execs)
+	reads.LatestByWorkflowID(wfRefs, latest)
+	reads.LoadActivities(actRefs, b.activities)
+	reads.LoadSignalClaims(sigRefs, b.signalClaims)
+	if err := reads.Send(ctx, tx); err != nil {
 		return nil, err
 	}
+	if env.lock != nil && lockedSeq != applied {
+		return nil, fmt.Errorf("shard %d: applied %d, expected %d: %w", shard, lockedSeq, applied, errAppliedMoved)
+	}
+	if err := store.ClaimsMissed(ctx, tx, newClaims, b.claims); err != nil {
+		return nil, err
+	}
+	var more []string
 	for ref, c := range b.claims {
-		if c.ExecutionID != b.tentative[ref] {
-			addExec(c.ExecutionID)
+		if c.ExecutionID != b.tentative[ref] && !seenExecIDs[c.ExecutionID] {
+			seenExecIDs[c.ExecutionID] = true
+			more = append(more, c.ExecutionID)
 		}
 	}
-	if b.execs, err = store.LoadExecutions(ctx, tx, execIDs); err != nil {
-		return nil, err
+	reads.LoadExecutions(more, b.execs)
+	// A signal-with-start's key is checked against the execution its
+	// workflow_id resolves to.
+	var swsRefs []store.SignalRef
+	for _, c := range pending {
+		if c.cmd.Kind == wire.KindSignalWithStart && c.cmd.Signal.IdempotencyKey != "" {
+			if e := latest[store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}]; e != nil {
+				swsRefs = append(swsRefs, store.SignalRef{ExecutionID: e.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
+			}
+		}
 	}
-	latest, err := store.LatestByWorkflowID(ctx, tx, wfRefs)
-	if err != nil {
+	reads.LoadSignalClaims(swsRefs, b.signalClaims)
+	if err := reads.Send(ctx, tx); err != nil {
 		return nil, err
 	}
 	for ref, e := range latest {
@@ -167,21 +218,6 @@ func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []s
 			b.execs[e.ExecutionID] = e
 		}
 		b.byWorkflow[ref] = e
-	}
-	if b.activities, err = store.LoadActivities(ctx, tx, actRefs); err != nil {
-		return nil, err
-	}
-	// A signal-with-start's key is checked against the execution its
-	// workflow_id resolves to.
-	for _, c := range pending {
-		if c.cmd.Kind == wire.KindSignalWithStart && c.cmd.Signal.IdempotencyKey != "" {
-			if e := latest[store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}]; e != nil {
-				sigRefs = append(sigRefs, store.SignalRef{ExecutionID: e.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
-			}
-		}
-	}
-	if b.signalClaims, err = store.LoadSignalClaims(ctx, tx, sigRefs); err != nil {
-		return nil, err
 	}
 
 	for _, c := range pending {

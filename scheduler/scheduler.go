@@ -378,6 +378,9 @@ type runner struct {
 	published []int64
 	// inflight are outbox rows published and not yet acknowledged.
 	inflight []pending
+	// applied is the shard's applied stream sequence as this session last
+	// committed it, or -1 when the session has not read it yet.
+	applied int64
 }
 
 func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
@@ -451,6 +454,7 @@ func (r *runner) session() error {
 	// Publishes of an earlier session are not waited for: their rows are
 	// still in the outbox, and go again under their message ids.
 	r.inflight = nil
+	r.applied = -1
 	if err := r.flushStoredOutbox(ctx); err != nil {
 		return err
 	}
@@ -719,11 +723,20 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 	}
 	var writes *store.Writes
 	err := pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
-		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
-		if err != nil {
-			return err
+		env, applied := r.env(), r.applied
+		if applied >= 0 {
+			// The shard's applied sequence is the one this session last
+			// committed: apply locks the shard and checks it in the round
+			// trip of its first reads.
+			env.lock = &shardLock{owner: r.s.cfg.Owner, lease: r.lease}
+		} else {
+			var err error
+			if applied, err = store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease); err != nil {
+				return err
+			}
 		}
-		writes, err = apply(ctx, tx, r.env(), applied, cmds)
+		var err error
+		writes, err = apply(ctx, tx, env, applied, cmds)
 		if err != nil {
 			return err
 		}
@@ -734,8 +747,10 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		return store.Write(ctx, tx, writes)
 	})
 	if err != nil {
+		r.applied = -1
 		return nil, fmt.Errorf("apply batch of %d commands: %w", len(msgs), err)
 	}
+	r.applied = writes.AppliedSeq
 	if writes.PublishedOutbox != nil {
 		r.published = nil
 	}

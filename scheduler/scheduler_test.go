@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sort"
 	"testing"
@@ -182,4 +183,37 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
 	}
+}
+
+// TestApplyLocksTheShardWithItsReads checks the fence apply takes itself,
+// in the round trip of its first reads: it applies when the shard's
+// applied sequence is the one its runner expects, and refuses when it
+// moved or the lease is gone.
+func TestApplyLocksTheShardWithItsReads(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	ctx := context.Background()
+	require.NoError(t, store.EnsureShards(ctx, db, 4))
+	leases, err := store.AcquireLeases(ctx, db, "a", time.Minute, 1)
+	require.NoError(t, err)
+	l := leases[0]
+	run := func(owner string, lease store.Lease, expect int64, seq uint64) error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			env := applyEnv{shard: l.Shard, shards: 4, window: time.Hour, log: slog.New(slog.DiscardHandler), lock: &shardLock{owner: owner, lease: lease}}
+			w, err := apply(ctx, tx, env, expect, []seqCommand{{seq: seq, cmd: startCmd("onboarding", "", fmt.Sprintf("w%d", seq))}})
+			if err != nil {
+				return err
+			}
+			return store.Write(ctx, tx, w)
+		})
+	}
+	require.NoError(t, run("a", l, 0, 4))
+	require.ErrorIs(t, run("a", l, 0, 5), errAppliedMoved, "the shard applied 4 since")
+	require.NoError(t, run("a", l, 4, 5))
+	stale := l
+	stale.Epoch--
+	require.ErrorIs(t, run("a", stale, 5, 6), store.ErrLeaseLost)
+	require.ErrorIs(t, run("b", l, 5, 6), store.ErrLeaseLost)
+	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM executions`))
+	require.Equal(t, 5, count(t, db, `SELECT applied_seq FROM shard_offsets WHERE shard = $1`, l.Shard))
 }

@@ -120,49 +120,41 @@ type NewClaim struct {
 
 const claimColumns = `workflow_name, idempotency_key, execution_id::text, fingerprint, created_at, expires_at`
 
-// ClaimStartKeys takes each claim for the execution given with it, in one
-// statement. A live claim held by another execution is left alone; an
-// expired one is taken over. It returns, for every key, the claim as it
-// now stands: the new one, or the live holder's.
+// ClaimStartKeys takes each claim for the execution given with it. A live
+// claim held by another execution is left alone; an expired one is taken
+// over. It returns, for every key, the claim as it now stands: the new
+// one, or the live holder's.
 func ClaimStartKeys(ctx context.Context, tx pgx.Tx, claims []NewClaim, window time.Duration) (map[ClaimRef]Claim, error) {
 	out := make(map[ClaimRef]Claim, len(claims))
-	if len(claims) == 0 {
-		return out, nil
+	var r Reads
+	r.ClaimStartKeys(claims, window, out)
+	if err := r.Send(ctx, tx); err != nil {
+		return nil, err
+	}
+	return out, ClaimsMissed(ctx, tx, claims, out)
+}
+
+// ClaimsMissed reads the claims of keys Reads.ClaimStartKeys could not
+// report: keys another transaction claimed after its statement began.
+func ClaimsMissed(ctx context.Context, tx pgx.Tx, claims []NewClaim, out map[ClaimRef]Claim) error {
+	if len(out) == len(claims) {
+		return nil
 	}
 	names := make([]string, len(claims))
 	keys := make([]string, len(claims))
-	execs := make([]string, len(claims))
-	prints := make([]string, len(claims))
 	for i, c := range claims {
-		names[i], keys[i], execs[i], prints[i] = c.WorkflowName, c.IdempotencyKey, c.ExecutionID, c.Fingerprint
+		names[i], keys[i] = c.WorkflowName, c.IdempotencyKey
 	}
 	rows, err := tx.Query(ctx, `
-		INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
-		SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
-		ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
-			SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
-				created_at = now(), expires_at = EXCLUDED.expires_at
-			WHERE c.expires_at <= now()
-		RETURNING `+claimColumns, names, keys, execs, prints, window)
-	if err != nil {
-		return nil, fmt.Errorf("claim start keys: %w", err)
-	}
-	if err := collectClaims(rows, out); err != nil {
-		return nil, fmt.Errorf("claim start keys: %w", err)
-	}
-	if len(out) == len(claims) {
-		return out, nil
-	}
-	rows, err = tx.Query(ctx, `
 		SELECT `+claimColumns+` FROM start_claims
 		WHERE (workflow_name, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, names, keys)
 	if err != nil {
-		return nil, fmt.Errorf("read start claims: %w", err)
+		return fmt.Errorf("read start claims: %w", err)
 	}
 	if err := collectClaims(rows, out); err != nil {
-		return nil, fmt.Errorf("read start claims: %w", err)
+		return fmt.Errorf("read start claims: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 func collectClaims(rows pgx.Rows, out map[ClaimRef]Claim) error {
@@ -221,89 +213,26 @@ type WorkflowRef struct {
 // recent execution, locked for update.
 func LatestByWorkflowID(ctx context.Context, tx pgx.Tx, refs []WorkflowRef) (map[WorkflowRef]*Execution, error) {
 	out := make(map[WorkflowRef]*Execution, len(refs))
-	if len(refs) == 0 {
-		return out, nil
-	}
-	names := make([]string, len(refs))
-	ids := make([]string, len(refs))
-	for i, r := range refs {
-		names[i], ids[i] = r.WorkflowName, r.WorkflowID
-	}
-	rows, err := tx.Query(ctx, `
-		SELECT DISTINCT ON (workflow_name, workflow_id) `+executionColumns+`
-		FROM executions
-		WHERE (workflow_name, workflow_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-		ORDER BY workflow_name, workflow_id, created_at DESC`, names, ids)
-	if err != nil {
-		return nil, fmt.Errorf("look up executions by workflow id: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanExecution(rows)
-		if err != nil {
-			return nil, fmt.Errorf("look up executions by workflow id: %w", err)
-		}
-		out[WorkflowRef{e.WorkflowName, e.WorkflowID}] = e
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up executions by workflow id: %w", err)
-	}
-	return out, nil
+	var r Reads
+	r.LatestByWorkflowID(refs, out)
+	return out, r.Send(ctx, tx)
 }
 
 // LoadExecutions returns the executions with the given ids, locked for
 // update. Unknown ids are absent from the map.
 func LoadExecutions(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*Execution, error) {
 	out := make(map[string]*Execution, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	rows, err := tx.Query(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id = ANY($1::uuid[]) FOR UPDATE`, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load executions: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanExecution(rows)
-		if err != nil {
-			return nil, fmt.Errorf("load executions: %w", err)
-		}
-		out[e.ExecutionID] = e
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load executions: %w", err)
-	}
-	return out, nil
+	var r Reads
+	r.LoadExecutions(ids, out)
+	return out, r.Send(ctx, tx)
 }
 
 // LoadActivities returns the activities named, locked for update.
 func LoadActivities(ctx context.Context, tx pgx.Tx, refs []ActivityRef) (map[ActivityRef]*Activity, error) {
 	out := make(map[ActivityRef]*Activity, len(refs))
-	if len(refs) == 0 {
-		return out, nil
-	}
-	ids := make([]string, len(refs))
-	aids := make([]int32, len(refs))
-	for i, r := range refs {
-		ids[i], aids[i] = r.ExecutionID, int32(r.ActivityID)
-	}
-	rows, err := tx.Query(ctx, `
-		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
-			heartbeat_details, last_heartbeat_at, outcome_unknown
-		FROM activities
-		WHERE (execution_id, activity_id) IN (SELECT * FROM unnest($1::uuid[], $2::int[]))
-		FOR UPDATE`, ids, aids)
-	if err != nil {
-		return nil, fmt.Errorf("load activities: %w", err)
-	}
-	acts, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[Activity])
-	if err != nil {
-		return nil, fmt.Errorf("load activities: %w", err)
-	}
-	for _, a := range acts {
-		out[ActivityRef{a.ExecutionID, a.ActivityID}] = a
-	}
-	return out, nil
+	var r Reads
+	r.LoadActivities(refs, out)
+	return out, r.Send(ctx, tx)
 }
 
 // LoadHistories returns the stored history of each execution, in order.
@@ -843,26 +772,7 @@ type SignalRef struct {
 // LoadSignalClaims returns which of the keyed signals were delivered.
 func LoadSignalClaims(ctx context.Context, tx pgx.Tx, refs []SignalRef) (map[SignalRef]bool, error) {
 	out := make(map[SignalRef]bool, len(refs))
-	if len(refs) == 0 {
-		return out, nil
-	}
-	ids := make([]string, len(refs))
-	keys := make([]string, len(refs))
-	for i, r := range refs {
-		ids[i], keys[i] = r.ExecutionID, r.IdempotencyKey
-	}
-	rows, err := tx.Query(ctx, `SELECT execution_id::text, idempotency_key FROM signal_claims
-		WHERE (execution_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))`, ids, keys)
-	if err != nil {
-		return nil, fmt.Errorf("load signal claims: %w", err)
-	}
-	var r SignalRef
-	_, err = pgx.ForEachRow(rows, []any{&r.ExecutionID, &r.IdempotencyKey}, func() error {
-		out[r] = true
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load signal claims: %w", err)
-	}
-	return out, nil
+	var r Reads
+	r.LoadSignalClaims(refs, out)
+	return out, r.Send(ctx, tx)
 }

@@ -131,17 +131,9 @@ func ReleaseLease(ctx context.Context, db *pgxpool.Pool, owner string, l Lease) 
 // the transaction ends, so no takeover can slip in between.
 func LockShard(ctx context.Context, tx pgx.Tx, owner string, l Lease) (int64, error) {
 	var applied int64
-	err := tx.QueryRow(ctx, `
-		SELECT o.applied_seq FROM shard_leases l JOIN shard_offsets o USING (shard)
-		WHERE l.shard = $1 AND l.owner = $2 AND l.epoch = $3
-		FOR UPDATE OF o FOR SHARE OF l`, l.Shard, owner, l.Epoch).Scan(&applied)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("shard %d epoch %d: %w", l.Shard, l.Epoch, ErrLeaseLost)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("lock shard %d: %w", l.Shard, err)
-	}
-	return applied, nil
+	var r Reads
+	r.LockShard(owner, l, &applied)
+	return applied, r.Send(ctx, tx)
 }
 
 // ForgetDeadSchedulers deletes schedulers whose heartbeat lapsed over an

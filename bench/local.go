@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/devstack"
+	"github.com/harvest-engine/harvest/store"
 )
 
 // Local is a stack running in this process, with what only an in-process
@@ -46,7 +47,11 @@ func StartLocal(ctx context.Context, cfg devstack.Config) (_ *Local, err error) 
 			_ = l.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	if l.db, err = pgxpool.New(ctx, l.Stack.DB.Config().ConnString()); err != nil {
+	pcfg, err := store.PoolConfig(l.Stack.DB.Config().ConnString())
+	if err != nil {
+		return nil, fmt.Errorf("bench: connect to the stack's database: %w", err)
+	}
+	if l.db, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("bench: connect to the stack's database: %w", err)
 	}
 	if l.nc, err = nats.Connect(l.Stack.NATSURL(), nats.Name("harvest-bench")); err != nil {

@@ -269,7 +269,7 @@ func (s *Stack) startPostgres(ctx context.Context) error {
 		}
 		url = pg.URL("harvest")
 	}
-	pcfg, err := pgxpool.ParseConfig(url)
+	pcfg, err := store.PoolConfig(url)
 	if err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/config"
+	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
 )
 
@@ -66,7 +67,11 @@ func ConnectDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*pgxpo
 	if cfg.DatabaseURL == "" {
 		return nil, fmt.Errorf("no PostgreSQL: set database_url in the config file or HARVEST_DATABASE_URL")
 	}
-	db, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pcfg, err := store.PoolConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	db, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -35,6 +36,7 @@ type benchOptions struct {
 	cfgPath     string
 	cfgChanged  bool
 	cpuProfile  string
+	memProfile  string
 }
 
 func newBench() *cobra.Command {
@@ -72,6 +74,7 @@ It exits non-zero when a check fails.`,
 	f.StringVar(&o.addr, "addr", "", "base URL of a running stack's HTTP API (default: start one in this process)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the in-process stack and the client) to this file")
+	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
 	f.StringVar(&o.cfgPath, "config", envOr("HARVEST_CONFIG", "configs/harvest.dev.yaml"), "YAML configuration of the in-process stack (HARVEST_CONFIG)")
 	_ = cmd.MarkFlagRequired("workload")
 	return cmd
@@ -122,6 +125,11 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 	}
 	if err != nil {
 		return err
+	}
+	if o.memProfile != "" {
+		if err := writeHeapProfile(o.memProfile); err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
 	}
 	if o.json {
 		raw, err := json.Marshal(res)
@@ -237,4 +245,19 @@ func (b *benchBar) update(p bench.Progress) {
 func (b *benchBar) finish() {
 	_ = b.bar.Finish()
 	_ = b.bar.Clear()
+}
+
+// writeHeapProfile writes what the heap holds live after a collection,
+// while the in-process stack still runs: what a long run keeps.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,9 +95,18 @@ func TestBenchInProcess(t *testing.T) {
 	t.Setenv("HARVEST_OUTCOME_WAIT", "30s")
 	t.Setenv("HARVEST_CONFIG", "")
 
-	out, stderr, err := runCLI(t, "bench", "--workload", "W2", "--n", "20", "--concurrency", "4", "--json")
+	dir := t.TempDir()
+	cpu, heap := filepath.Join(dir, "cpu.pb.gz"), filepath.Join(dir, "heap.pb.gz")
+	out, stderr, err := runCLI(t, "bench", "--workload", "W2", "--n", "20", "--concurrency", "4", "--json",
+		"--cpuprofile", cpu, "--memprofile", heap)
 	require.NoError(t, err, stderr)
 	fields := requireBenchJSON(t, out, "W2", 20)
+	for _, path := range []string{cpu, heap} {
+		raw, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Greater(t, len(raw), 2, path)
+		require.Equal(t, []byte{0x1f, 0x8b}, raw[:2], "%s: a profile is gzipped protobuf", path)
+	}
 	require.EqualValues(t, 20, fields["activity_runs"])
 	require.EqualValues(t, 6, fields["duplicates_detected"])
 	require.NotNil(t, fields["cpu_s"])

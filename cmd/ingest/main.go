@@ -22,6 +22,7 @@ import (
 	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/ingest"
 	"github.com/harvest-engine/harvest/service"
+	"github.com/harvest-engine/harvest/store"
 )
 
 func main() {
@@ -49,7 +50,11 @@ func run(configPath string) error {
 	// Reads only, and lazily: ingest accepts starts while PostgreSQL is down.
 	var db *pgxpool.Pool
 	if cfg.DatabaseURL != "" {
-		if db, err = pgxpool.New(ctx, cfg.DatabaseURL); err != nil {
+		pcfg, err := store.PoolConfig(cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		if db, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		defer db.Close()

@@ -133,7 +133,12 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	dsn := NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dsn)
+	// The pool Harvest's services run with, so that tests plan as they do.
+	cfg, err := store.PoolConfig(dsn)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("pgtest: connect: %v", err)
 	}

@@ -21,9 +21,10 @@ import (
 //
 // A statement is every Query, QueryRow, Exec and every query of a batch,
 // except transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT,
-// RELEASE). A transaction is every COMMIT that committed, every statement
-// sent outside a transaction (autocommit), and every batch sent outside a
-// transaction (an implicit one).
+// RELEASE). A transaction is every COMMIT that committed (alone or as the
+// last query of a batch), every statement sent outside a transaction
+// (autocommit), and every batch sent outside a transaction that does not
+// begin one (an implicit one).
 type SQLCounter struct {
 	statements   atomic.Int64
 	transactions atomic.Int64
@@ -100,19 +101,34 @@ func (c *SQLCounter) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.Trac
 }
 
 // TraceBatchStart counts a batch, and its implicit transaction when it is
-// sent outside one.
-func (c *SQLCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+// sent outside one and does not begin one itself.
+func (c *SQLCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	c.batches.Add(1)
-	if conn.PgConn().TxStatus() == 'I' {
+	if conn.PgConn().TxStatus() == 'I' && !beginsTx(data.Batch) {
 		c.transactions.Add(1)
 	}
 	return ctx
 }
 
-// TraceBatchQuery counts one statement of a batch.
+func beginsTx(b *pgx.Batch) bool {
+	return b != nil && len(b.QueuedQueries) > 0 && txControl(b.QueuedQueries[0].SQL)
+}
+
+// TraceBatchQuery counts one statement of a batch, or the COMMIT that ends
+// a transaction inside a batch.
 func (c *SQLCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
 	if !txControl(data.SQL) {
 		c.statements.Add(1)
+		return
+	}
+	if data.Err != nil {
+		return
+	}
+	switch data.CommandTag.String() {
+	case "COMMIT":
+		c.transactions.Add(1)
+	case "ROLLBACK":
+		c.rollbacks.Add(1)
 	}
 }
 

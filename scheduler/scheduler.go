@@ -722,7 +722,8 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		return nil, err
 	}
 	var writes *store.Writes
-	err := pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
+	// BEGIN goes with the reads and COMMIT with the writes (pipeTx).
+	err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
 		env, applied := r.env(), r.applied
 		if applied >= 0 {
 			// The shard's applied sequence is the one this session last
@@ -744,6 +745,7 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 			return nil // all redelivered
 		}
 		writes.PublishedOutbox = r.published
+		tx.commitWithNext()
 		return store.Write(ctx, tx, writes)
 	})
 	if err != nil {

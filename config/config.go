@@ -43,7 +43,7 @@ type Config struct {
 	// 127.0.0.1:8080.
 	HTTPAddr string `yaml:"http_addr"`
 	// Shards is the number of logical shards (HARVEST_SHARDS), default 16
-	// (harvest dev: the count its state dir has, else 2); fixed for a
+	// (harvest dev: the count its state dir has, else 1); fixed for a
 	// deployment's life.
 	Shards int `yaml:"shards"`
 	// OutcomeWait bounds how long a start waits for its outcome

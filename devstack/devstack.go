@@ -37,11 +37,12 @@ import (
 
 // DefaultShards is the shard count of a new stack whose Config leaves it
 // zero. Shards let several scheduler processes share the work; one process
-// on one machine does best with few, since each shard is a pipeline of
-// transactions and fewer shards make larger batches. (harvest bench, W1 on
-// a 2-core machine: about 1,000 completed workflows/s with 1 or 2 shards,
-// 750 with 4, 380 with 16.)
-const DefaultShards = 2
+// on one machine does best with one, since each shard is a pipeline of
+// transactions and fewer shards make larger batches. (harvest bench, W1 at
+// concurrency 16 on a 2-core machine: about 1,290 completed workflows/s
+// with 1 shard, 1,100 with 2, 780 with 4; at concurrency 64, 1 shard keeps
+// e2e p99 under 100 ms where 2 shards reach 200-285 ms.)
+const DefaultShards = 1
 
 // Config configures a Stack. Zero values mean the documented defaults.
 type Config struct {

@@ -97,7 +97,7 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
 	cmd.Flags().StringVar(&stateDir, "state-dir", ".harvest", "where the embedded NATS store and the private PostgreSQL live")
-	cmd.Flags().IntVar(&shards, "shards", 0, "logical shards, fixed for a state dir's life (default: the config's, else the state dir's, else 2)")
+	cmd.Flags().IntVar(&shards, "shards", 0, "logical shards, fixed for a state dir's life (default: the config's, else the state dir's, else 1)")
 	cmd.Flags().IntVar(&natsPort, "nats-port", 0, "embedded NATS client port (0 picks a free one)")
 	cmd.Flags().StringVar(&cfgPath, "config", envOr("HARVEST_CONFIG", "configs/harvest.dev.yaml"), "YAML configuration file (HARVEST_CONFIG)")
 	return cmd

@@ -50,8 +50,8 @@ func (r *Reads) LockShard(owner string, l Lease, applied *int64) {
 // ClaimStartKeys takes each claim for the execution given with it, in one
 // statement: a live claim held by another execution is left alone, an
 // expired one is taken over. It puts in out, for every key, the claim as
-// it now stands. A key another transaction claimed while the statement ran
-// can be missing: ClaimsMissed reads those.
+// it now stands, for the keys it took; a key held by a live claim of
+// another execution is missing, and ClaimsMissed reads those.
 func (r *Reads) ClaimStartKeys(claims []NewClaim, window time.Duration, out map[ClaimRef]Claim) {
 	if len(claims) == 0 {
 		return
@@ -63,24 +63,20 @@ func (r *Reads) ClaimStartKeys(claims []NewClaim, window time.Duration, out map[
 	for i, c := range claims {
 		names[i], keys[i], execs[i], prints[i] = c.WorkflowName, c.IdempotencyKey, c.ExecutionID, c.Fingerprint
 	}
-	// The outer SELECT sees start_claims as it was before the INSERT: the
-	// claims taken come from the INSERT, the others (live, held by other
-	// executions) from the table.
+	// The INSERT returns the claims it took (new keys, and expired claims
+	// taken over); a key held by a live claim of another execution is not
+	// returned, and ClaimsMissed reads it in a second round trip. Keeping
+	// the common statement a plain INSERT matters: PostgreSQL plans it on
+	// every call (store.PoolConfig), and planning the earlier form, which
+	// also read the held claims in a UNION ALL, cost more than running it.
 	r.b.Queue(`
-		WITH taken AS (
-			INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
-			SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
-			ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
-				SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
-					created_at = now(), expires_at = EXCLUDED.expires_at
-				WHERE c.expires_at <= now()
-			RETURNING `+claimColumns+`
-		)
-		SELECT * FROM taken
-		UNION ALL
-		SELECT `+claimColumns+` FROM start_claims s
-		WHERE (workflow_name, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-			AND NOT EXISTS (SELECT 1 FROM taken t WHERE t.workflow_name = s.workflow_name AND t.idempotency_key = s.idempotency_key)`,
+		INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
+		SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
+		ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
+			SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
+				created_at = now(), expires_at = EXCLUDED.expires_at
+			WHERE c.expires_at <= now()
+		RETURNING `+claimColumns,
 		names, keys, execs, prints, window).Query(func(rows pgx.Rows) error {
 		if err := collectClaims(rows, out); err != nil {
 			return fmt.Errorf("claim start keys: %w", err)
@@ -100,11 +96,15 @@ func (r *Reads) LatestByWorkflowID(refs []WorkflowRef, out map[WorkflowRef]*Exec
 	for i, ref := range refs {
 		names[i], ids[i] = ref.WorkflowName, ref.WorkflowID
 	}
+	// One index probe per ref (executions_workflow_id_idx), newest first:
+	// a plan PostgreSQL makes quickly and cannot turn into a scan.
 	r.b.Queue(`
-		SELECT DISTINCT ON (workflow_name, workflow_id) `+executionColumns+`
-		FROM executions
-		WHERE (workflow_name, workflow_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-		ORDER BY workflow_name, workflow_id, created_at DESC`, names, ids).Query(func(rows pgx.Rows) error {
+		SELECT e.* FROM unnest($1::text[], $2::text[]) AS u(n, id)
+		CROSS JOIN LATERAL (
+			SELECT `+executionColumns+` FROM executions
+			WHERE workflow_name = u.n AND workflow_id = u.id
+			ORDER BY created_at DESC LIMIT 1
+		) AS e`, names, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			e, err := scanExecution(rows)
 			if err != nil {

@@ -312,7 +312,9 @@ func (w *Worker) Start(ctx context.Context) error {
 				return
 			}
 			p.Go(func() { fn(runCtx, m) })
-		}, jetstream.PullMaxMessages(l.conc))
+		}, jetstream.PullMaxMessages(l.conc), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			w.log.Warn("task consumer", "consumer", name, "err", err)
+		}))
 		if err != nil {
 			cancel()
 			for _, cc := range ccs {

@@ -233,7 +233,7 @@ func (s *Stack) startNATS(ctx context.Context) error {
 		s.nats = ns
 		s.cfg.NATSURL = ns.ClientURL()
 	}
-	nc, err := nats.Connect(s.cfg.NATSURL, streams.ClientOptions("harvest-dev")...)
+	nc, err := nats.Connect(s.cfg.NATSURL, streams.ClientOptions("harvest-dev", s.log)...)
 	if err != nil {
 		return fmt.Errorf("connect to nats %s: %w", s.cfg.NATSURL, err)
 	}

@@ -38,7 +38,7 @@ func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.
 		return nil, nil, fmt.Errorf("no NATS server: set nats_url in the config file or HARVEST_NATS_URL")
 	}
 	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
-		nc, err := nats.Connect(cfg.NATSURL, streams.ClientOptions(name)...)
+		nc, err := nats.Connect(cfg.NATSURL, streams.ClientOptions(name, log)...)
 		if err != nil {
 			log.Info("waiting for NATS", "url", cfg.NATSURL, "err", err)
 		}

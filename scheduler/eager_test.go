@@ -3,13 +3,11 @@ package scheduler
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/dedup"
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
 	"github.com/harvest-engine/harvest/wire"
@@ -27,12 +25,8 @@ type eagerFixture struct {
 
 func newEagerFixture(t *testing.T) *eagerFixture {
 	t.Helper()
-	db := pgtest.NewPool(t)
-	ctx := t.Context()
-	require.NoError(t, store.EnsureShards(ctx, db, 4))
-	leases, err := store.AcquireLeases(ctx, db, "a", time.Minute, 1)
-	require.NoError(t, err)
-	f := &eagerFixture{db: db, lease: leases[0], seq: 1}
+	db, lease := leasedDB(t)
+	f := &eagerFixture{db: db, lease: lease, seq: 1}
 	w := applyOnce(t, db, "a", f.lease, []seqCommand{{seq: f.seq, cmd: startCmd("pay", "", "w1")}})
 	require.Len(t, w.NewExecutions, 1)
 	f.exec = w.NewExecutions[0].ExecutionID

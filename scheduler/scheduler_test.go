@@ -54,6 +54,16 @@ func applyOnce(t *testing.T, db *pgxpool.Pool, owner string, l store.Lease, cmds
 	return w
 }
 
+// leasedDB is a fresh database with 4 shards, one of them leased by "a".
+func leasedDB(t *testing.T) (*pgxpool.Pool, store.Lease) {
+	t.Helper()
+	db := pgtest.NewPool(t)
+	require.NoError(t, store.EnsureShards(context.Background(), db, 4))
+	leases, err := store.AcquireLeases(context.Background(), db, "a", time.Minute, 1)
+	require.NoError(t, err)
+	return db, leases[0]
+}
+
 func count(t *testing.T, db *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -63,12 +73,7 @@ func count(t *testing.T, db *pgxpool.Pool, sql string, args ...any) int {
 
 func TestRedeliveredCommandsApplyOnce(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewPool(t)
-	ctx := context.Background()
-	require.NoError(t, store.EnsureShards(ctx, db, 4))
-	leases, err := store.AcquireLeases(ctx, db, "a", time.Minute, 1)
-	require.NoError(t, err)
-	l := leases[0]
+	db, l := leasedDB(t)
 
 	cmds := []seqCommand{
 		{seq: 3, cmd: startCmd("onboarding", "k1", "w1")},
@@ -191,12 +196,8 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // moved or the lease is gone.
 func TestApplyLocksTheShardWithItsReads(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewPool(t)
+	db, l := leasedDB(t)
 	ctx := context.Background()
-	require.NoError(t, store.EnsureShards(ctx, db, 4))
-	leases, err := store.AcquireLeases(ctx, db, "a", time.Minute, 1)
-	require.NoError(t, err)
-	l := leases[0]
 	run := func(owner string, lease store.Lease, expect int64, seq uint64) error {
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			env := applyEnv{shard: l.Shard, shards: 4, window: time.Hour, log: slog.New(slog.DiscardHandler), lock: &shardLock{owner: owner, lease: lease}}

@@ -312,7 +312,7 @@ func (w *Worker) Start(ctx context.Context) error {
 				return
 			}
 			p.Go(func() { fn(runCtx, m) })
-		}, jetstream.PullMaxMessages(l.conc), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		}, jetstream.PullMaxMessages(l.conc), jetstream.PullExpiry(streams.PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			w.log.Warn("task consumer", "consumer", name, "err", err)
 		}))
 		if err != nil {

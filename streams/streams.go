@@ -284,6 +284,18 @@ func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Co
 	}
 }
 
+// PullExpiry is how long each pull request of Harvest's consumers lasts.
+// nats.go's Consume counts the messages its pull requests still have
+// coming and asks for more only when that count runs low. Under load the
+// count and the server can disagree: a W1 run at concurrency 64 stalled
+// with 1,812 workflow tasks in the stream, none delivered or awaiting an
+// ack, and no pull request waiting on the server, while the client
+// counted messages still to come. Nothing moves until the client misses
+// two idle heartbeats, half an expiry apart, and asks again: with the
+// default 30 s expiry that was a 30 s stall. Two seconds bounds it to
+// about two, for one request per consumer every two seconds while idle.
+const PullExpiry = 2 * time.Second
+
 // ClientOptions are the options every Harvest connection to NATS uses:
 // reconnect forever, and hold no publishes while disconnected. A publish
 // then fails at once and PublishCommand tries it again until its context

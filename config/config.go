@@ -49,6 +49,10 @@ type Config struct {
 	// OutcomeWait bounds how long a start waits for its outcome
 	// (HARVEST_OUTCOME_WAIT), default 5s.
 	OutcomeWait Duration `yaml:"outcome_wait"`
+	// OutcomeTTL is how long a command's outcome stays readable with
+	// GET /api/harvest/commands/{command_id} (HARVEST_OUTCOME_TTL), default
+	// 24h, at least 2m. NATS keeps some state per outcome for this long.
+	OutcomeTTL Duration `yaml:"outcome_ttl"`
 	// StartIdempotencyWindow is how long a start's idempotency claim lasts
 	// (HARVEST_START_IDEMPOTENCY_WINDOW), default 24h.
 	StartIdempotencyWindow Duration `yaml:"start_idempotency_window"`
@@ -167,6 +171,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 	}
 	return errors.Join(
 		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
+		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
 		dur(&c.TaskAckWait, "HARVEST_TASK_ACK_WAIT"),
 		dur(&c.LeaseTTL, "HARVEST_LEASE_TTL"),
@@ -180,6 +185,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: shards %d: want a positive number", c.Shards)
 	case c.OutcomeWait < 0:
 		return fmt.Errorf("config: outcome_wait %s: want a positive duration", time.Duration(c.OutcomeWait))
+	case c.OutcomeTTL < 0:
+		return fmt.Errorf("config: outcome_ttl %s: want a positive duration", time.Duration(c.OutcomeTTL))
 	case c.StartIdempotencyWindow < 0:
 		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
 	}

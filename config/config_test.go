@@ -16,6 +16,7 @@ func TestLoadWebhooksAndDurations(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(`
 shards: 8
 outcome_wait: 2s
+outcome_ttl: 1h
 webhooks:
   - name: stripe
     kind: stripe
@@ -30,6 +31,7 @@ webhooks:
 	require.NoError(t, err)
 	require.Equal(t, 8, c.Shards)
 	require.Equal(t, 2*time.Second, time.Duration(c.OutcomeWait))
+	require.Equal(t, time.Hour, time.Duration(c.OutcomeTTL))
 	require.Len(t, c.Webhooks, 1)
 	require.Equal(t, 3*time.Minute, c.Webhooks[0].Tolerance)
 	require.Equal(t, []string{"whsec_a", "whsec_b"}, c.Webhooks[0].Secrets)
@@ -38,6 +40,17 @@ webhooks:
 	require.NoError(t, os.WriteFile(path, []byte("shardz: 8\n"), 0o600))
 	_, err = config.Load(path)
 	require.ErrorContains(t, err, "shardz", "unknown fields are errors")
+}
+
+func TestOutcomeTTLFromTheEnvironment(t *testing.T) {
+	t.Setenv("HARVEST_OUTCOME_TTL", "30m")
+	c, err := config.Load("")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Minute, time.Duration(c.OutcomeTTL))
+
+	t.Setenv("HARVEST_OUTCOME_TTL", "-1m")
+	_, err = config.Load("")
+	require.ErrorContains(t, err, "outcome_ttl")
 }
 
 func TestTheDevConfigLoads(t *testing.T) {

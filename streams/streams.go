@@ -86,7 +86,11 @@ type Config struct {
 	// Duplicates is the window in which JetStream drops a message whose
 	// Nats-Msg-Id it has seen, default 2 minutes.
 	Duplicates time.Duration
-	// OutcomeTTL is how long command outcomes stay readable, default 24h.
+	// OutcomeTTL is how long command outcomes stay readable, default 24h;
+	// at least Duplicates, since after the broker's window a redelivered
+	// webhook is recognised by its outcome. The outcome bucket keeps some
+	// 370 bytes of subject state in the NATS server per command for this
+	// long (docs/benchmarks.md).
 	OutcomeTTL time.Duration
 	// Replicas of each stream, default 1.
 	Replicas int
@@ -120,6 +124,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("streams config: Duplicates %s: want at least 1s", c.Duplicates)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("streams config: Replicas %d: want 1..5", c.Replicas)
+	case c.OutcomeTTL < c.Duplicates:
+		return fmt.Errorf("streams config: OutcomeTTL %s: want at least the duplicate window (%s)", c.OutcomeTTL, c.Duplicates)
 	}
 	return nil
 }

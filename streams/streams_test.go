@@ -1,6 +1,8 @@
 package streams_test
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,4 +61,28 @@ func TestPublishCommandIsDeduplicatedByTheBroker(t *testing.T) {
 	require.Equal(t, "harvest.cmd.2.start", streams.CommandSubject(2, wire.KindStart))
 	require.Equal(t, "harvest.task.default.activity", streams.TaskSubject("default", wire.TaskActivity))
 	require.Equal(t, "c-1", streams.OutcomeCommandID(streams.OutcomeSubject("c-1")))
+}
+
+func TestOutcomeTTLOutlivesTheDuplicateWindow(t *testing.T) {
+	require.NoError(t, streams.Config{}.Validate())
+	require.NoError(t, streams.Config{OutcomeTTL: streams.DefaultDuplicates}.Validate())
+	require.ErrorContains(t, streams.Config{OutcomeTTL: time.Minute}.Validate(), "OutcomeTTL 1m0s")
+	require.ErrorContains(t, streams.Config{OutcomeTTL: time.Hour, Duplicates: 2 * time.Hour}.Validate(), "duplicate window")
+}
+
+func TestDeclareSetsTheOutcomeTTL(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, OutcomeTTL: 10 * time.Minute})
+	require.NoError(t, err)
+	st, err := top.Outcomes.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Minute, st.TTL())
+	// A later declaration with another TTL updates the bucket.
+	top, err = streams.Declare(ctx, js, streams.Config{Shards: 1, OutcomeTTL: time.Hour})
+	require.NoError(t, err)
+	st, err = top.Outcomes.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, st.TTL())
 }

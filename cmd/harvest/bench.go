@@ -184,7 +184,7 @@ func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*be
 	}
 	local, err := bench.StartLocal(ctx, devstack.Config{
 		StateDir: stateDir, Addr: "127.0.0.1:0", NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL,
-		Streams: streams.Config{Shards: cfg.Shards},
+		Streams: streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL)},
 		Scheduler: scheduler.Config{
 			StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
 			CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},

@@ -68,7 +68,7 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			defer stop()
 			stack, err := devstack.Start(ctx, devstack.Config{
 				StateDir: stateDir, Addr: addr, NATSURL: cfg.NATSURL, NATSPort: natsPort, DatabaseURL: cfg.DatabaseURL,
-				Streams: streams.Config{Shards: cmp.Or(shards, cfg.Shards)},
+				Streams: streams.Config{Shards: cmp.Or(shards, cfg.Shards), OutcomeTTL: time.Duration(cfg.OutcomeTTL)},
 				Scheduler: scheduler.Config{
 					StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
 					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},

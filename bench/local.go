@@ -47,11 +47,7 @@ func StartLocal(ctx context.Context, cfg devstack.Config) (_ *Local, err error) 
 			_ = l.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	pcfg, err := store.PoolConfig(l.Stack.DB.Config().ConnString())
-	if err != nil {
-		return nil, fmt.Errorf("bench: connect to the stack's database: %w", err)
-	}
-	if l.db, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+	if l.db, err = store.NewPool(ctx, l.Stack.DB.Config().ConnString()); err != nil {
 		return nil, fmt.Errorf("bench: connect to the stack's database: %w", err)
 	}
 	if l.nc, err = nats.Connect(l.Stack.NATSURL(), nats.Name("harvest-bench")); err != nil {

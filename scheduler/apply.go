@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
@@ -82,7 +80,7 @@ type shardLock struct {
 // runner last committed: the runner starts a new session, which reads it.
 var errAppliedMoved = errors.New("shard's applied sequence moved under its runner")
 
-func apply(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
+func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
 	shard := env.shard
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log,
@@ -882,7 +880,7 @@ func (b *batch) needWorkflowTask(e *store.Execution) {
 
 // scheduleWorkflowTasks puts one workflow task per execution that needs one
 // into the outbox, carrying the execution's whole history.
-func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx pgx.Tx) error {
+func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx store.Tx) error {
 	var load []string
 	for _, id := range b.needTask {
 		if !b.newExecs[id] && b.execs[id].Status == wire.StatusRunning {
@@ -920,7 +918,7 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx pgx.Tx) error {
 
 // fireTimers applies due timers in tx: each start timer asks for its
 // execution's first workflow task.
-func fireTimers(ctx context.Context, tx pgx.Tx, env applyEnv, applied int64, timers []store.Timer) (*store.Writes, error) {
+func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, timers []store.Timer) (*store.Writes, error) {
 	shard, log := env.shard, env.log
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log,

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/harvest-engine/harvest/store"
 )
 
 // pipeTx is a transaction whose BEGIN rides with its first batch and whose
@@ -17,8 +19,9 @@ import (
 // about 0.6 ms of waiting for PostgreSQL's backend to be scheduled, and
 // the shard applies nothing else meanwhile.
 //
-// It implements pgx.Tx for apply and store.Write. A statement sent
-// outside a batch before the first one sends its BEGIN first, alone.
+// It is a store.Tx for apply, fireTimers and store.Write. A statement sent
+// outside a batch before the first one (fireDueTimers' shard lock) sends
+// its BEGIN first, alone.
 type pipeTx struct {
 	conn *pgx.Conn
 	// begun: BEGIN was sent; committing: the next batch ends with COMMIT;
@@ -48,7 +51,7 @@ func (t *pipeTx) commitWithNext() { t.committing = true }
 
 func (t *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.done {
-		return errBatchResults{errPipeTxDone}
+		return pgx.FailedBatchResults(b, errPipeTxDone)
 	}
 	if !t.begun {
 		t.begun = true
@@ -61,8 +64,8 @@ func (t *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return t.conn.SendBatch(ctx, b)
 }
 
-// Commit commits, unless a batch already did.
-func (t *pipeTx) Commit(ctx context.Context) error {
+// commit commits, unless a batch already did.
+func (t *pipeTx) commit(ctx context.Context) error {
 	if t.done {
 		return nil
 	}
@@ -74,10 +77,10 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 	return err
 }
 
-// Rollback rolls back what is open. After a failed batch the transaction
+// rollback rolls back what is open. After a failed batch the transaction
 // may be open (aborted), or ended by a COMMIT that failed: PostgreSQL
 // answers the second case with a warning only.
-func (t *pipeTx) Rollback(ctx context.Context) error {
+func (t *pipeTx) rollback(ctx context.Context) error {
 	if !t.begun || (t.done && t.conn.PgConn().TxStatus() == 'I') {
 		t.done = true
 		return nil
@@ -85,24 +88,6 @@ func (t *pipeTx) Rollback(ctx context.Context) error {
 	t.done = true
 	_, err := t.conn.Exec(ctx, "rollback")
 	return err
-}
-
-func (t *pipeTx) Begin(context.Context) (pgx.Tx, error) {
-	return nil, errors.New("pipeTx: nested transactions are not supported")
-}
-
-func (t *pipeTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	if err := t.begin(ctx); err != nil {
-		return 0, err
-	}
-	return t.conn.CopyFrom(ctx, table, cols, src)
-}
-
-// LargeObjects is not supported: what it returns is unusable.
-func (t *pipeTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
-
-func (t *pipeTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	return t.conn.Prepare(ctx, name, sql)
 }
 
 func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -126,26 +111,16 @@ func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return t.conn.QueryRow(ctx, sql, args...)
 }
 
-func (t *pipeTx) Conn() *pgx.Conn { return t.conn }
-
-var _ pgx.Tx = (*pipeTx)(nil)
+var _ store.Tx = (*pipeTx)(nil)
 
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-type errBatchResults struct{ err error }
-
-func (r errBatchResults) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, r.err }
-func (r errBatchResults) Query() (pgx.Rows, error)         { return nil, r.err }
-func (r errBatchResults) QueryRow() pgx.Row                { return errRow{r.err} }
-func (r errBatchResults) Close() error                     { return r.err }
-func (r errBatchResults) Tx() pgx.Tx                       { return nil }
-
 // inPipeTx runs fn in a pipeTx on a connection of db. fn calls
 // commitWithNext before its last batch to commit with it; a transaction fn
 // leaves open is committed after it. An error from fn rolls back.
-func inPipeTx(ctx context.Context, db *pgxpool.Pool, fn func(*pipeTx) error) (err error) {
+func inPipeTx(ctx context.Context, db *pgxpool.Pool, fn func(*pipeTx) error) error {
 	c, err := db.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire connection: %w", err)
@@ -155,12 +130,12 @@ func inPipeTx(ctx context.Context, db *pgxpool.Pool, fn func(*pipeTx) error) (er
 	defer c.Release()
 	t := &pipeTx{conn: c.Conn()}
 	if err := fn(t); err != nil {
-		if rerr := t.Rollback(context.WithoutCancel(ctx)); rerr != nil {
+		if rerr := t.rollback(context.WithoutCancel(ctx)); rerr != nil {
 			return errors.Join(err, fmt.Errorf("rollback: %w", rerr))
 		}
 		return err
 	}
-	if err := t.Commit(ctx); err != nil {
+	if err := t.commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil

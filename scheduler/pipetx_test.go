@@ -47,7 +47,7 @@ func TestPipeTxCommitsWithItsLastBatch(t *testing.T) {
 		for _, q := range b.QueuedQueries {
 			sent = append(sent, q.SQL)
 		}
-		require.Equal(t, byte('T'), tx.Conn().PgConn().TxStatus(), "the first batch began a transaction")
+		require.Equal(t, byte('T'), tx.conn.PgConn().TxStatus(), "the first batch began a transaction")
 		require.Zero(t, rowsIn(t, db), "nothing is visible before the commit")
 
 		tx.commitWithNext()
@@ -60,7 +60,7 @@ func TestPipeTxCommitsWithItsLastBatch(t *testing.T) {
 			sent = append(sent, q.SQL)
 		}
 		// Committed by the batch itself, before inPipeTx returns.
-		require.Equal(t, byte('I'), tx.Conn().PgConn().TxStatus())
+		require.Equal(t, byte('I'), tx.conn.PgConn().TxStatus())
 		require.Equal(t, 2, rowsIn(t, db))
 		return nil
 	})

@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -664,7 +663,7 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 		if err := r.reap(ctx, false); err != nil {
 			return err
 		}
-		err := pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
+		err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
 			applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
 			if err != nil {
 				return err
@@ -678,6 +677,7 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 				return err
 			}
 			writes.PublishedOutbox = r.published
+			tx.commitWithNext()
 			return store.Write(ctx, tx, writes)
 		})
 		if err != nil {

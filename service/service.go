@@ -67,11 +67,7 @@ func ConnectDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*pgxpo
 	if cfg.DatabaseURL == "" {
 		return nil, fmt.Errorf("no PostgreSQL: set database_url in the config file or HARVEST_DATABASE_URL")
 	}
-	pcfg, err := store.PoolConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, err
-	}
-	db, err := pgxpool.NewWithConfig(ctx, pcfg)
+	db, err := store.NewPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}

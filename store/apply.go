@@ -125,7 +125,7 @@ const claimColumns = `workflow_name, idempotency_key, execution_id::text, finger
 // claim held by another execution is left alone; an expired one is taken
 // over. It returns, for every key, the claim as it now stands: the new
 // one, or the live holder's.
-func ClaimStartKeys(ctx context.Context, tx pgx.Tx, claims []NewClaim, window time.Duration) (map[ClaimRef]Claim, error) {
+func ClaimStartKeys(ctx context.Context, tx Tx, claims []NewClaim, window time.Duration) (map[ClaimRef]Claim, error) {
 	out := make(map[ClaimRef]Claim, len(claims))
 	var r Reads
 	r.ClaimStartKeys(claims, window, out)
@@ -137,7 +137,7 @@ func ClaimStartKeys(ctx context.Context, tx pgx.Tx, claims []NewClaim, window ti
 
 // ClaimsMissed reads the claims of keys Reads.ClaimStartKeys did not
 // take: keys held by a live claim of another execution.
-func ClaimsMissed(ctx context.Context, tx pgx.Tx, claims []NewClaim, out map[ClaimRef]Claim) error {
+func ClaimsMissed(ctx context.Context, tx Tx, claims []NewClaim, out map[ClaimRef]Claim) error {
 	if len(out) == len(claims) {
 		return nil
 	}
@@ -212,7 +212,7 @@ type WorkflowRef struct {
 
 // LatestByWorkflowID returns, for each (workflow_name, workflow_id), its most
 // recent execution, locked for update.
-func LatestByWorkflowID(ctx context.Context, tx pgx.Tx, refs []WorkflowRef) (map[WorkflowRef]*Execution, error) {
+func LatestByWorkflowID(ctx context.Context, tx Tx, refs []WorkflowRef) (map[WorkflowRef]*Execution, error) {
 	out := make(map[WorkflowRef]*Execution, len(refs))
 	var r Reads
 	r.LatestByWorkflowID(refs, out)
@@ -221,7 +221,7 @@ func LatestByWorkflowID(ctx context.Context, tx pgx.Tx, refs []WorkflowRef) (map
 
 // LoadExecutions returns the executions with the given ids, locked for
 // update. Unknown ids are absent from the map.
-func LoadExecutions(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*Execution, error) {
+func LoadExecutions(ctx context.Context, tx Tx, ids []string) (map[string]*Execution, error) {
 	out := make(map[string]*Execution, len(ids))
 	var r Reads
 	r.LoadExecutions(ids, out)
@@ -229,7 +229,7 @@ func LoadExecutions(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*E
 }
 
 // LoadActivities returns the activities named, locked for update.
-func LoadActivities(ctx context.Context, tx pgx.Tx, refs []ActivityRef) (map[ActivityRef]*Activity, error) {
+func LoadActivities(ctx context.Context, tx Tx, refs []ActivityRef) (map[ActivityRef]*Activity, error) {
 	out := make(map[ActivityRef]*Activity, len(refs))
 	var r Reads
 	r.LoadActivities(refs, out)
@@ -237,7 +237,7 @@ func LoadActivities(ctx context.Context, tx pgx.Tx, refs []ActivityRef) (map[Act
 }
 
 // LoadHistories returns the stored history of each execution, in order.
-func LoadHistories(ctx context.Context, tx pgx.Tx, ids []string) (map[string][]wire.Event, error) {
+func LoadHistories(ctx context.Context, tx Tx, ids []string) (map[string][]wire.Event, error) {
 	out := make(map[string][]wire.Event, len(ids))
 	if len(ids) == 0 {
 		return out, nil
@@ -301,7 +301,7 @@ type Writes struct {
 // only a few updated executions or activities go one UPDATE per row (see
 // setBasedUpdateRows). The statements run in a fixed order; each kind is
 // skipped when it has no rows.
-func Write(ctx context.Context, tx pgx.Tx, w *Writes) error {
+func Write(ctx context.Context, tx Tx, w *Writes) error {
 	b := &pgx.Batch{}
 	queueInsertExecutions(b, w.NewExecutions)
 	queueUpdateExecutions(b, w.UpdatedExecutions)
@@ -680,7 +680,7 @@ type Timer struct {
 }
 
 // DueTimers locks up to limit of the shard's timers that are due at now.
-func DueTimers(ctx context.Context, tx pgx.Tx, shard int, now time.Time, limit int) ([]Timer, error) {
+func DueTimers(ctx context.Context, tx Tx, shard int, now time.Time, limit int) ([]Timer, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT timer_id, execution_id::text, kind, fire_at, attrs FROM timers
 		WHERE shard = $1 AND fire_at <= $2 ORDER BY fire_at LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit)
@@ -776,7 +776,7 @@ type SignalRef struct {
 }
 
 // LoadSignalClaims returns which of the keyed signals were delivered.
-func LoadSignalClaims(ctx context.Context, tx pgx.Tx, refs []SignalRef) (map[SignalRef]bool, error) {
+func LoadSignalClaims(ctx context.Context, tx Tx, refs []SignalRef) (map[SignalRef]bool, error) {
 	out := make(map[SignalRef]bool, len(refs))
 	var r Reads
 	r.LoadSignalClaims(refs, out)

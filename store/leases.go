@@ -129,7 +129,7 @@ func ReleaseLease(ctx context.Context, db *pgxpool.Pool, owner string, l Lease) 
 // stream sequence, locking the offset row, if owner still holds the lease at
 // epoch, and ErrLeaseLost otherwise. The lease row stays share-locked until
 // the transaction ends, so no takeover can slip in between.
-func LockShard(ctx context.Context, tx pgx.Tx, owner string, l Lease) (int64, error) {
+func LockShard(ctx context.Context, tx Tx, owner string, l Lease) (int64, error) {
 	var applied int64
 	var r Reads
 	r.LockShard(owner, l, &applied)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,4 +31,13 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
 	return cfg, nil
+}
+
+// NewPool connects a pool configured by PoolConfig.
+func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := PoolConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
 }

@@ -19,6 +19,14 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Tx is what the apply's reads and writes use of a transaction: its
+// statements and batches. A pgx.Tx is one; so is the scheduler's
+// transaction that sends BEGIN and COMMIT with its batches.
+type Tx interface {
+	DBTX
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // GetExecution reads one execution, or returns ErrExecutionNotFound.
 func GetExecution(ctx context.Context, db DBTX, executionID string) (*Execution, error) {
 	e, err := scanExecution(db.QueryRow(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id = $1`, executionID))

@@ -19,7 +19,7 @@ type Reads struct {
 
 // Send runs the queued statements in tx and fills their results. It
 // returns the first error, which aborts the transaction.
-func (r *Reads) Send(ctx context.Context, tx pgx.Tx) error {
+func (r *Reads) Send(ctx context.Context, tx Tx) error {
 	if r.b.Len() == 0 {
 		return nil
 	}

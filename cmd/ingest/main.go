@@ -50,11 +50,7 @@ func run(configPath string) error {
 	// Reads only, and lazily: ingest accepts starts while PostgreSQL is down.
 	var db *pgxpool.Pool
 	if cfg.DatabaseURL != "" {
-		pcfg, err := store.PoolConfig(cfg.DatabaseURL)
-		if err != nil {
-			return err
-		}
-		if db, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		if db, err = store.NewPool(ctx, cfg.DatabaseURL); err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		defer db.Close()

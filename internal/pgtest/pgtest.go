@@ -134,11 +134,7 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	// The pool Harvest's services run with, so that tests plan as they do.
-	cfg, err := store.PoolConfig(dsn)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := store.NewPool(ctx, dsn)
 	if err != nil {
 		t.Fatalf("pgtest: connect: %v", err)
 	}

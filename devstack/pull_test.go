@@ -1,0 +1,66 @@
+package devstack_test
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/devstack"
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/streams"
+)
+
+// TestConsumersPullWithAShortExpiry checks what bounds the stall of a pull
+// consumer whose client and server disagree on the requests outstanding
+// (streams.PullExpiry): the scheduler's and the worker's pull requests
+// expire after streams.PullExpiry, not nats.go's default 30 s.
+func TestConsumersPullWithAShortExpiry(t *testing.T) {
+	t.Parallel()
+	ns := natstest.RunServer(t, natstest.Options{})
+	nc, _ := natstest.Connect(t, ns)
+	var (
+		mu      sync.Mutex
+		expires = map[string]time.Duration{} // by stream.consumer
+	)
+	const prefix = "$JS.API.CONSUMER.MSG.NEXT."
+	sub, err := nc.Subscribe(prefix+">", func(m *nats.Msg) {
+		var req struct {
+			Expires time.Duration `json:"expires"`
+		}
+		if json.Unmarshal(m.Data, &req) != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		expires[strings.TrimPrefix(m.Subject, prefix)] = req.Expires
+	})
+	require.NoError(t, err)
+	defer sub.Unsubscribe()
+
+	startStack(t, devstack.Config{NATSURL: ns.ClientURL()})
+	want := []string{
+		streams.CommandStream + ".harvest_sched_0",
+		streams.TaskStream + ".harvest_worker_default_workflow",
+		streams.TaskStream + ".harvest_worker_default_activity",
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range want {
+			if _, ok := expires[c]; !ok {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "a pull request from each consumer")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range want {
+		require.Equal(t, streams.PullExpiry, expires[c], c)
+	}
+}

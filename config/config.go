@@ -51,7 +51,8 @@ type Config struct {
 	OutcomeWait Duration `yaml:"outcome_wait"`
 	// OutcomeTTL is how long a command's outcome stays readable with
 	// GET /api/harvest/commands/{command_id} (HARVEST_OUTCOME_TTL), default
-	// 24h, at least 2m. NATS keeps some state per outcome for this long.
+	// 24h, at least 2m. Outcomes are PostgreSQL rows, deleted by the
+	// scheduler's sweep once expired.
 	OutcomeTTL Duration `yaml:"outcome_ttl"`
 	// StartIdempotencyWindow is how long a start's idempotency claim lasts
 	// (HARVEST_START_IDEMPOTENCY_WINDOW), default 24h.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/webhook"
 )
 
@@ -118,8 +119,10 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	if !duplicate {
 		// A redelivery after the broker's window: the command id's outcome
 		// is there already.
-		if out, ok, err := s.cfg.Topology.GetOutcome(r.Context(), cmd.CommandID); err == nil && ok && !out.Pending && out.StreamSeq < ack.Sequence && out.Error == "" {
-			duplicate = true
+		if s.cfg.DB != nil {
+			if out, ok, err := store.GetOutcome(r.Context(), s.cfg.DB, cmd.CommandID); err == nil && ok && out.StreamSeq < ack.Sequence && out.Error == "" {
+				duplicate = true
+			}
 		}
 	}
 	if duplicate {

@@ -50,8 +50,9 @@ type Config struct {
 	Topology *streams.Topology
 	// NC is the connection outcomes are received on.
 	NC *nats.Conn
-	// DB serves the read endpoints; ingest never writes it. Nil makes the
-	// read endpoints answer 503.
+	// DB serves the read endpoints and command outcomes; ingest never
+	// writes it. Nil makes the read endpoints answer 503, and a start
+	// learns its outcome only from the scheduler's announcement.
 	DB *pgxpool.Pool
 	// OutcomeWait bounds how long a start waits for its outcome before it
 	// answers 202 with a command id to poll, default 5 s.
@@ -655,34 +656,35 @@ func startAnswer(out wire.Outcome) (int, any) {
 	return http.StatusOK, resp
 }
 
-// awaitOutcome waits for the outcome of the message at stream sequence seq.
-// A broker duplicate's outcome may be stored already, so it is read first.
+// awaitOutcome waits for the outcome of the message at stream sequence seq,
+// announced by the scheduler on core NATS once stored. A broker
+// duplicate's outcome may be stored already, so it is read from
+// PostgreSQL at once; any other is read from there too once the
+// announcement is late (it is lost if the scheduler stops between its
+// commit and the announcement).
 func (s *Server) awaitOutcome(ctx context.Context, commandID string, seq uint64, duplicate bool, ch <-chan wire.Outcome) (wire.Outcome, bool) {
 	// A fresh message is answered by its own outcome; a duplicate by the
 	// newest outcome for the command id, which is at least as new as the
 	// original message's.
 	matches := func(out wire.Outcome) bool {
-		if out.Pending {
-			return false
-		}
 		if duplicate {
 			return out.StreamSeq >= seq
 		}
 		return out.StreamSeq == seq
 	}
-	// The original's outcome may be stored already. Subscribers can see a
-	// put a moment before the bucket serves it, so a duplicate also polls
-	// the bucket, with backoff, until its outcome turns up.
-	poll := time.NewTimer(0)
+	first, backoff := lateOutcome, lateOutcome
+	if duplicate {
+		first, backoff = 0, 10*time.Millisecond
+	}
+	poll := time.NewTimer(first)
 	defer poll.Stop()
-	if !duplicate {
+	if s.cfg.DB == nil {
 		poll.Stop()
 	}
-	backoff := 10 * time.Millisecond
 	for {
 		select {
 		case <-poll.C:
-			out, ok, err := s.cfg.Topology.GetOutcome(ctx, commandID)
+			out, ok, err := store.GetOutcome(ctx, s.cfg.DB, commandID)
 			if err == nil && ok && matches(out) {
 				return out, true
 			}
@@ -698,14 +700,16 @@ func (s *Server) awaitOutcome(ctx context.Context, commandID string, seq uint64,
 	}
 }
 
+// lateOutcome is how long a start waits for the announcement of its
+// outcome before it also reads PostgreSQL for it.
+const lateOutcome = 250 * time.Millisecond
+
 // markPending records that a command was accepted, so polling it answers
-// "accepted" until the scheduler stores its outcome. It never overwrites
-// an outcome already there.
+// "accepted" until the scheduler stores its outcome.
 func (s *Server) markPending(commandID string) {
-	data, _ := json.Marshal(wire.Outcome{CommandID: commandID, Pending: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := s.cfg.Topology.Outcomes.Create(ctx, commandID, data); err != nil {
+	if err := s.cfg.Topology.MarkAccepted(ctx, commandID); err != nil {
 		s.log.Debug("mark command pending", "command_id", commandID, "err", err)
 	}
 }
@@ -716,18 +720,24 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "command_not_found", fmt.Sprintf("no command %q", id))
 		return
 	}
-	out, ok, err := s.cfg.Topology.GetOutcome(r.Context(), id)
-	if err != nil {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
-		return
+	var out wire.Outcome
+	ok, err := false, errors.New("no database configured")
+	if s.cfg.DB != nil {
+		out, ok, err = store.GetOutcome(r.Context(), s.cfg.DB, id)
 	}
 	if !ok {
-		writeError(w, http.StatusNotFound, "command_not_found", fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
-		return
-	}
-	if out.Pending {
-		writeJSON(w, http.StatusOK, acceptedResponse{CommandID: id, Status: "accepted"})
+		// Not applied yet, or PostgreSQL cannot say: a command ingest
+		// accepted without knowing its outcome is "accepted" either way.
+		accepted, aerr := s.cfg.Topology.WasAccepted(r.Context(), id)
+		switch {
+		case aerr == nil && accepted:
+			writeJSON(w, http.StatusOK, acceptedResponse{CommandID: id, Status: "accepted"})
+		case err != nil || aerr != nil:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("could not read command %q: %v", id, errors.Join(err, aerr)))
+		default:
+			writeError(w, http.StatusNotFound, "command_not_found", fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
+		}
 		return
 	}
 	status, body := startAnswer(out)

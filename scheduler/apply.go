@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,7 +29,9 @@ type batch struct {
 	shards int
 	now    time.Time
 	window time.Duration
-	log    *slog.Logger
+	// outcomeTTL is how long the batch's outcomes stay readable.
+	outcomeTTL time.Duration
+	log        *slog.Logger
 
 	execs       map[string]*store.Execution
 	newExecs    map[string]bool
@@ -62,7 +65,10 @@ type applyEnv struct {
 	shards int
 	// window is the start idempotency window.
 	window time.Duration
-	log    *slog.Logger
+	// outcomeTTL is how long outcomes stay readable; zero means
+	// streams.DefaultOutcomeTTL.
+	outcomeTTL time.Duration
+	log        *slog.Logger
 	// lock, when set, makes apply take the shard's lock itself, in the
 	// round trip of its first reads, and check that the shard's applied
 	// sequence is the one it was given. Without it the caller has locked
@@ -84,7 +90,8 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	shard := env.shard
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log,
-		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
+		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL),
+		execs:      map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 		claimExec: map[store.ClaimRef]*store.Execution{}, tentative: map[store.ClaimRef]string{},
@@ -393,10 +400,12 @@ func (b *batch) outcome(out wire.Outcome, e *store.Execution, fresh, dedup bool)
 	b.addOutcome(out)
 }
 
+// addOutcome stores a command's outcome with the batch; the runner
+// announces it once the batch commits.
 func (b *batch) addOutcome(out wire.Outcome) {
 	data, _ := json.Marshal(out)
-	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-		Shard: b.shard, Subject: streams.OutcomeSubject(out.CommandID), MsgID: fmt.Sprintf("outcome:%s:%d", out.CommandID, out.StreamSeq), Payload: data,
+	b.writes.Outcomes = append(b.writes.Outcomes, store.OutcomeRow{
+		CommandID: out.CommandID, StreamSeq: out.StreamSeq, Payload: data, ExpiresAt: b.now.Add(b.outcomeTTL),
 	})
 }
 

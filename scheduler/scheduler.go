@@ -58,10 +58,11 @@ type Config struct {
 	StartIdempotencyWindow time.Duration
 	// AckWait is the command consumer's redelivery timeout, default 30 s.
 	AckWait time.Duration
-	// SweepInterval paces the deletion of expired start claims, default
-	// 1 minute; each round deletes at most SweepBatches batches of
-	// SweepBatchSize (default 10 of 1000). Correctness never depends on
-	// the sweep: expired claims are ignored and taken over where read.
+	// SweepInterval paces the deletion of expired start claims and
+	// command outcomes, default 1 minute; each round deletes at most
+	// SweepBatches batches of SweepBatchSize (default 10 of 1000) of each.
+	// Correctness never depends on the sweep: expired claims are ignored
+	// and taken over where read, expired outcomes ignored.
 	SweepInterval  time.Duration
 	SweepBatchSize int
 	SweepBatches   int
@@ -251,7 +252,8 @@ func (s *Scheduler) leaseLoop(ctx context.Context, first chan struct{}) {
 	}
 }
 
-// sweepLoop deletes expired start claims in bounded batches.
+// sweepLoop deletes expired start claims and command outcomes in bounded
+// batches.
 func (s *Scheduler) sweepLoop(ctx context.Context) {
 	ticker := time.NewTicker(s.cfg.SweepInterval)
 	defer ticker.Stop()
@@ -261,26 +263,33 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		var total int64
-		for range s.cfg.SweepBatches {
-			n, err := store.SweepExpiredClaims(ctx, s.cfg.DB, s.cfg.SweepBatchSize)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("sweep expired claims", "err", err)
-				}
-				break
-			}
-			total += n
-			if n < int64(s.cfg.SweepBatchSize) {
-				break
-			}
-		}
-		if total > 0 {
-			s.log.Debug("swept expired start claims", "deleted", total)
-		}
+		s.sweep(ctx, "expired start claims", store.SweepExpiredClaims)
+		s.sweep(ctx, "expired command outcomes", store.SweepExpiredOutcomes)
 		if err := store.ForgetDeadSchedulers(ctx, s.cfg.DB); err != nil && ctx.Err() == nil {
 			s.log.Warn("forget dead schedulers", "err", err)
 		}
+	}
+}
+
+// sweep runs del, which deletes up to a batch of rows, for at most
+// SweepBatches batches, stopping at the first that finds fewer.
+func (s *Scheduler) sweep(ctx context.Context, what string, del func(context.Context, store.DBTX, int) (int64, error)) {
+	var total int64
+	for range s.cfg.SweepBatches {
+		n, err := del(ctx, s.cfg.DB, s.cfg.SweepBatchSize)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("sweep "+what, "err", err)
+			}
+			return
+		}
+		total += n
+		if n < int64(s.cfg.SweepBatchSize) {
+			break
+		}
+	}
+	if total > 0 {
+		s.log.Debug("swept "+what, "deleted", total)
 	}
 }
 
@@ -398,7 +407,8 @@ func (r *runner) finished() bool {
 }
 
 func (r *runner) env() applyEnv {
-	return applyEnv{shard: r.lease.Shard, shards: r.s.cfg.Topology.Shards(), window: r.s.cfg.StartIdempotencyWindow, log: r.log}
+	return applyEnv{shard: r.lease.Shard, shards: r.s.cfg.Topology.Shards(), window: r.s.cfg.StartIdempotencyWindow,
+		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), log: r.log}
 }
 
 func (r *runner) consumerName() string { return fmt.Sprintf("harvest_sched_%d", r.lease.Shard) }
@@ -685,8 +695,7 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 		}
 		if writes != nil {
 			r.published = nil
-		}
-		if writes != nil {
+			r.announce(writes.Outcomes)
 			if err := r.publish(ctx, writes.Outbox); err != nil {
 				return err
 			}
@@ -761,7 +770,20 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 			r.log.Warn("ack command", "err", err)
 		}
 	}
+	r.announce(writes.Outcomes)
 	return writes, r.publish(ctx, writes.Outbox)
+}
+
+// announce tells the ingest requests waiting on the outcomes a batch just
+// committed, on core NATS: nothing is stored, since the outcomes are in
+// PostgreSQL already, where a reader that misses the message finds them.
+func (r *runner) announce(outcomes []store.OutcomeRow) {
+	nc := r.s.cfg.Topology.JS.Conn()
+	for _, o := range outcomes {
+		if err := nc.Publish(streams.OutcomeSubject(o.CommandID), o.Payload); err != nil {
+			r.log.Debug("announce outcome", "command_id", o.CommandID, "err", err)
+		}
+	}
 }
 
 func validCommand(c *wire.Command) bool {

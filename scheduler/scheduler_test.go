@@ -85,27 +85,34 @@ func TestRedeliveredCommandsApplyOnce(t *testing.T) {
 	require.Len(t, w.NewExecutions, 2)
 	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM executions`))
 	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM history_events WHERE type = 'WorkflowStarted'`))
-	// 3 outcomes and 2 workflow tasks wait in the outbox.
-	require.Equal(t, 5, count(t, db, `SELECT count(*) FROM outbox`))
+	// 2 workflow tasks wait in the outbox; the 3 outcomes are stored, the
+	// key's two under its one command id, the later message's kept.
+	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM outbox`))
+	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM command_outcomes`))
 	var outcomes []wire.Outcome
-	for _, m := range w.Outbox {
-		if m.Subject == streams.OutcomeSubject(cmds[0].cmd.CommandID) {
-			var o wire.Outcome
-			require.NoError(t, json.Unmarshal(m.Payload, &o))
-			outcomes = append(outcomes, o)
+	for _, o := range w.Outcomes {
+		if o.CommandID == cmds[0].cmd.CommandID {
+			var out wire.Outcome
+			require.NoError(t, json.Unmarshal(o.Payload, &out))
+			outcomes = append(outcomes, out)
 		}
 	}
 	require.Len(t, outcomes, 2)
 	require.True(t, outcomes[0].StartedFresh)
 	require.True(t, outcomes[1].Deduplicated)
 	require.Equal(t, outcomes[0].ExecutionID, outcomes[1].ExecutionID)
+	stored, ok, err := store.GetOutcome(context.Background(), db, cmds[0].cmd.CommandID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, outcomes[1], stored)
 
 	// The same messages delivered again apply nothing.
 	w = applyOnce(t, db, "a", l, cmds)
 	require.Empty(t, w.NewExecutions)
 	require.Empty(t, w.Outbox)
+	require.Empty(t, w.Outcomes)
 	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM executions`))
-	require.Equal(t, 5, count(t, db, `SELECT count(*) FROM outbox`))
+	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM outbox`))
 
 	// A later message with a claimed key is a replay, not a new execution.
 	w = applyOnce(t, db, "a", l, []seqCommand{{seq: 12, cmd: startCmd("onboarding", "k1", "w9")}})

@@ -287,6 +287,9 @@ type Writes struct {
 	Callbacks []CallbackDelivery
 	// SignalClaims record keyed signals delivered.
 	SignalClaims []SignalRef
+	// Outcomes are the outcomes of the commands applied, stored by
+	// command id.
+	Outcomes []OutcomeRow
 	// Outbox rows get their ids filled in.
 	Outbox []*OutboxMsg
 	// PublishedOutbox are rows of earlier batches that JetStream has
@@ -317,6 +320,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueInsertSignalClaims(b, w.SignalClaims)
 	queueInsertCallbacks(b, w.Shard, w.Callbacks)
 	queueDeleteClaims(b, w.DeleteClaims)
+	queueUpsertOutcomes(b, w.Outcomes)
 	queueInsertOutbox(b, w.Outbox)
 	if len(w.PublishedOutbox) > 0 {
 		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, w.PublishedOutbox)

@@ -2,7 +2,7 @@
 // migrations, and every query the scheduler and the read API make through
 // pgx — executions and their event history, start idempotency claims, shard
 // leases fenced by an epoch, the applied command sequence per shard, timers,
-// and the task outbox.
+// the task outbox, and command outcomes.
 //
 // All SQL in Harvest lives in this package.
 package store

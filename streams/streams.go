@@ -24,7 +24,14 @@ import (
 const (
 	CommandStream = "HARVEST_CMD"
 	TaskStream    = "HARVEST_TASK"
-	OutcomeBucket = "HARVEST_OUTCOMES"
+	// AcceptedBucket marks the commands ingest answered 202 before their
+	// outcome was known, so polling them answers "accepted" until the
+	// scheduler stores the outcome in PostgreSQL, even while PostgreSQL
+	// is unreachable.
+	AcceptedBucket = "HARVEST_ACCEPTED"
+	// retiredOutcomeBucket held every command's outcome before outcomes
+	// moved to PostgreSQL (migration 010); Declare deletes it.
+	retiredOutcomeBucket = "HARVEST_OUTCOMES"
 	// AdmissionBucket holds the closed admission gates, by workflow name.
 	AdmissionBucket = "HARVEST_ADMISSION"
 	// SchemaBucket holds the input JSON Schemas workers register, by
@@ -88,9 +95,9 @@ type Config struct {
 	Duplicates time.Duration
 	// OutcomeTTL is how long command outcomes stay readable, default 24h;
 	// at least Duplicates, since after the broker's window a redelivered
-	// webhook is recognised by its outcome. The outcome bucket keeps some
-	// 370 bytes of subject state in the NATS server per command for this
-	// long (docs/benchmarks.md).
+	// webhook is recognised by its outcome. Outcomes are PostgreSQL rows
+	// (store.GetOutcome), deleted once expired; the accepted and cancelled
+	// buckets keep their keys this long too.
 	OutcomeTTL time.Duration
 	// Replicas of each stream, default 1.
 	Replicas int
@@ -130,16 +137,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Topology is the declared set of streams and the bucket, with the
+// Topology is the declared set of streams and buckets, with the
 // configuration they were declared with.
 type Topology struct {
-	JS        jetstream.JetStream
-	Outcomes  jetstream.KeyValue
-	Admission jetstream.KeyValue
-	Schemas   jetstream.KeyValue
-	Ledger    jetstream.KeyValue
-	Cancelled jetstream.KeyValue
-	shards    int
+	JS         jetstream.JetStream
+	Accepted   jetstream.KeyValue
+	Admission  jetstream.KeyValue
+	Schemas    jetstream.KeyValue
+	Ledger     jetstream.KeyValue
+	Cancelled  jetstream.KeyValue
+	shards     int
+	outcomeTTL time.Duration
 }
 
 // Declare creates or updates the command stream, the task stream and the
@@ -189,9 +197,13 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err != nil {
 		return nil, fmt.Errorf("declare stream %s: %w", TaskStream, err)
 	}
+	// Outcomes live in PostgreSQL now; the bucket that held them goes.
+	if err := js.DeleteKeyValue(ctx, retiredOutcomeBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("delete retired bucket %s: %w", retiredOutcomeBucket, err)
+	}
 	buckets := make([]jetstream.KeyValue, 5)
 	for i, b := range []jetstream.KeyValueConfig{
-		{Bucket: OutcomeBucket, Description: "Harvest command outcomes by command id", TTL: cfg.OutcomeTTL},
+		{Bucket: AcceptedBucket, Description: "Harvest commands answered 202 whose outcome was not known yet", TTL: cfg.OutcomeTTL},
 		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why"},
 		{Bucket: SchemaBucket, Description: "Harvest workflow input JSON Schemas, registered by workers"},
 		{Bucket: LedgerBucket, Description: "Harvest effect ledger: results of effects run once per key"},
@@ -202,11 +214,15 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 			return nil, fmt.Errorf("declare bucket %s: %w", b.Bucket, err)
 		}
 	}
-	return &Topology{JS: js, Outcomes: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4], shards: cfg.Shards}, nil
+	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
+		shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL}, nil
 }
 
 // Shards is the number of logical shards.
 func (t *Topology) Shards() int { return t.shards }
+
+// OutcomeTTL is how long a command's outcome stays readable.
+func (t *Topology) OutcomeTTL() time.Duration { return t.outcomeTTL }
 
 // CommandSubject is the subject of a command of kind for shard:
 // harvest.cmd.<shard>.<kind>.
@@ -226,25 +242,28 @@ func TaskSubject(queue, kind string) string {
 	return "harvest.task." + queue + "." + kind
 }
 
-// OutcomeSubject is the subject under which the outcome of a command is
-// stored in the outcome bucket (the key-value protocol's put subject).
+// OutcomeSubject is the core NATS subject on which the scheduler announces
+// a command's outcome once the transaction that stored it has committed:
+// harvest.outcome.<command_id>. Nothing stores these messages; a reader
+// that missed one reads the outcome from PostgreSQL.
 func OutcomeSubject(commandID string) string {
-	return "$KV." + OutcomeBucket + "." + commandID
+	return outcomePrefix + commandID
 }
+
+const outcomePrefix = "harvest.outcome."
 
 // CancelledSubject is the put subject announcing a cancelled execution.
 func CancelledSubject(executionID string) string {
 	return "$KV." + CancelledBucket + "." + executionID
 }
 
-// OutcomeSubjects matches every outcome put.
-const OutcomeSubjects = "$KV." + OutcomeBucket + ".>"
+// OutcomeSubjects matches every outcome announcement.
+const OutcomeSubjects = outcomePrefix + ">"
 
 // OutcomeCommandID returns the command id of an outcome subject.
 func OutcomeCommandID(subject string) string {
-	const prefix = "$KV." + OutcomeBucket + "."
-	if len(subject) > len(prefix) && subject[:len(prefix)] == prefix {
-		return subject[len(prefix):]
+	if len(subject) > len(outcomePrefix) && subject[:len(outcomePrefix)] == outcomePrefix {
+		return subject[len(outcomePrefix):]
 	}
 	return ""
 }
@@ -356,18 +375,26 @@ func isTimeout(err error) bool {
 	return errors.As(err, &te) && te.Timeout()
 }
 
-// GetOutcome reads the outcome of a command; ok is false when none is
-// recorded (not applied yet, or unknown).
-func (t *Topology) GetOutcome(ctx context.Context, commandID string) (out wire.Outcome, ok bool, err error) {
-	e, err := t.Outcomes.Get(ctx, commandID)
+// MarkAccepted records that a command was accepted and answered before its
+// outcome was known. It never fails the caller's request: the mark only
+// lets a poll answer "accepted" rather than "unknown" until the outcome is
+// stored.
+func (t *Topology) MarkAccepted(ctx context.Context, commandID string) error {
+	if _, err := t.Accepted.Create(ctx, commandID, nil); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("mark command %s accepted: %w", commandID, err)
+	}
+	return nil
+}
+
+// WasAccepted says whether MarkAccepted recorded commandID (within the
+// outcome TTL).
+func (t *Topology) WasAccepted(ctx context.Context, commandID string) (bool, error) {
+	_, err := t.Accepted.Get(ctx, commandID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return out, false, nil
+		return false, nil
 	}
 	if err != nil {
-		return out, false, fmt.Errorf("get outcome %s: %w", commandID, err)
+		return false, fmt.Errorf("read accepted mark of command %s: %w", commandID, err)
 	}
-	if err := json.Unmarshal(e.Value(), &out); err != nil {
-		return out, false, fmt.Errorf("decode outcome %s: %w", commandID, err)
-	}
-	return out, true, nil
+	return true, nil
 }

@@ -1,10 +1,10 @@
 package streams_test
 
 import (
+	"testing"
 	"time"
 
-	"testing"
-
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -76,13 +76,42 @@ func TestDeclareSetsTheOutcomeTTL(t *testing.T) {
 	ctx := natstest.Context(t)
 	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, OutcomeTTL: 10 * time.Minute})
 	require.NoError(t, err)
-	st, err := top.Outcomes.Status(ctx)
+	require.Equal(t, 10*time.Minute, top.OutcomeTTL())
+	st, err := top.Accepted.Status(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 10*time.Minute, st.TTL())
 	// A later declaration with another TTL updates the bucket.
 	top, err = streams.Declare(ctx, js, streams.Config{Shards: 1, OutcomeTTL: time.Hour})
 	require.NoError(t, err)
-	st, err = top.Outcomes.Status(ctx)
+	st, err = top.Accepted.Status(ctx)
 	require.NoError(t, err)
 	require.Equal(t, time.Hour, st.TTL())
+}
+
+func TestDeclareDeletesTheRetiredOutcomeBucket(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "HARVEST_OUTCOMES"})
+	require.NoError(t, err)
+	_, err = streams.Declare(ctx, js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	_, err = js.KeyValue(ctx, "HARVEST_OUTCOMES")
+	require.ErrorIs(t, err, jetstream.ErrBucketNotFound)
+}
+
+func TestAcceptedMarks(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	ok, err := top.WasAccepted(ctx, "c-1")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, top.MarkAccepted(ctx, "c-1"))
+	require.NoError(t, top.MarkAccepted(ctx, "c-1"), "marking twice is no error")
+	ok, err = top.WasAccepted(ctx, "c-1")
+	require.NoError(t, err)
+	require.True(t, ok)
 }

@@ -320,8 +320,9 @@ type ActivityTask struct {
 	PreviousOutcomeUnknown bool `json:"previous_outcome_unknown,omitempty"`
 }
 
-// Outcome is what the scheduler reports about an applied command, in the
-// outcome bucket under the command id.
+// Outcome is what the scheduler reports about an applied command: stored
+// in PostgreSQL under the command id (store.GetOutcome) and announced on
+// streams.OutcomeSubject once stored.
 type Outcome struct {
 	CommandID string `json:"command_id"`
 	// StreamSeq is the command stream sequence of the message whose
@@ -346,11 +347,8 @@ type Outcome struct {
 	Message    string `json:"message,omitempty"`
 	HTTPStatus int    `json:"http_status,omitempty"`
 	// SignalDelivered says whether a signal command appended its signal.
-	SignalDelivered bool `json:"signal_delivered,omitempty"`
-	// Pending marks the placeholder ingest stores for a command it
-	// accepted but whose outcome it did not see in time.
-	Pending   bool      `json:"pending,omitempty"`
-	AppliedAt time.Time `json:"applied_at,omitzero"`
+	SignalDelivered bool      `json:"signal_delivered,omitempty"`
+	AppliedAt       time.Time `json:"applied_at,omitzero"`
 }
 
 // OrNull returns raw, or JSON null when raw is empty.

@@ -460,6 +460,21 @@ func (r *runner) session() error {
 	if err != nil {
 		return fmt.Errorf("create consumer %s: %w", name, err)
 	}
+	bound, err := store.BindShardStream(ctx, r.s.cfg.DB, r.s.cfg.Owner, r.lease, func(ctx context.Context) (time.Time, uint64, error) {
+		st, err := js.Stream(ctx, streams.CommandStream)
+		if err != nil {
+			return time.Time{}, 0, fmt.Errorf("look up stream %s: %w", streams.CommandStream, err)
+		}
+		info := st.CachedInfo()
+		return info.Created, info.State.LastSeq, nil
+	})
+	if err != nil {
+		return err
+	}
+	if bound.Reset {
+		r.log.Error("the command stream was created anew since this shard last applied from it: applying the new stream from its start; commands of the old stream that were not applied are lost with it",
+			"stream", streams.CommandStream, "previous_stream_created", bound.Previous)
+	}
 	// Publishes of an earlier session are not waited for: their rows are
 	// still in the outbox, and go again under their message ids.
 	r.inflight = nil

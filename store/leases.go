@@ -144,3 +144,60 @@ func ForgetDeadSchedulers(ctx context.Context, db *pgxpool.Pool) error {
 	}
 	return nil
 }
+
+// StreamBinding is what BindShardStream found: the shard's applied
+// sequence counted in another command stream than the one now deployed,
+// created at Previous (zero when unknown), and was reset to 0 for the new
+// stream; the commands of the old stream it had not applied are gone with
+// it.
+type StreamBinding struct {
+	Reset      bool
+	Previous   time.Time
+	AppliedSeq int64
+}
+
+// BindShardStream records that the shard's applied sequence counts in the
+// command stream that stream describes (its creation time and last
+// sequence), and resets it to 0 when it counted in another: one created at
+// another time, or one that got further than this stream has (a stream's
+// sequences never go back, so it cannot be this one). Without it a
+// recreated stream's commands, numbered from 1 again, would be skipped as
+// redeliveries. It is fenced like an apply transaction (ErrLeaseLost), and
+// asks for the stream's state while it holds the shard's lock, so no
+// earlier owner's apply can still move the applied sequence past it.
+func BindShardStream(ctx context.Context, db *pgxpool.Pool, owner string, l Lease, stream func(context.Context) (created time.Time, lastSeq uint64, err error)) (StreamBinding, error) {
+	var b StreamBinding
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		applied, err := LockShard(ctx, tx, owner, l)
+		if err != nil {
+			return err
+		}
+		created, lastSeq, err := stream(ctx)
+		if err != nil {
+			return err
+		}
+		var prev *time.Time
+		if err := tx.QueryRow(ctx, `SELECT stream_created FROM shard_offsets WHERE shard = $1`, l.Shard).Scan(&prev); err != nil {
+			return fmt.Errorf("read stream of shard %d: %w", l.Shard, err)
+		}
+		created = created.UTC().Truncate(time.Microsecond)
+		if prev != nil && prev.Equal(created) && uint64(applied) <= lastSeq {
+			b.AppliedSeq = applied
+			return nil
+		}
+		if prev != nil {
+			b.Previous = *prev
+		}
+		b.Reset = applied > 0 && ((prev != nil && !prev.Equal(created)) || uint64(applied) > lastSeq)
+		if b.Reset {
+			applied = 0
+		}
+		b.AppliedSeq = applied
+		_, err = tx.Exec(ctx, `UPDATE shard_offsets SET stream_created = $2, applied_seq = $3 WHERE shard = $1`, l.Shard, created, applied)
+		if err != nil {
+			return fmt.Errorf("bind shard %d to its stream: %w", l.Shard, err)
+		}
+		return nil
+	})
+	return b, err
+}

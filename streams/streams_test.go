@@ -115,3 +115,28 @@ func TestAcceptedMarks(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 }
+
+// TestACommandStreamKeepsItsCreationTimeAcrossRestarts: the scheduler
+// tells a recreated command stream from a restarted one by its creation
+// time (store.BindShardStream), so a restart must not change it.
+func TestACommandStreamKeepsItsCreationTimeAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	ns := natstest.RunServer(t, natstest.Options{StoreDir: dir})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, streams.CommandStream)
+	require.NoError(t, err)
+	created := s.CachedInfo().Created
+	ns.Shutdown()
+	ns.WaitForShutdown()
+
+	ns = natstest.RunServer(t, natstest.Options{StoreDir: dir})
+	_, js = natstest.Connect(t, ns)
+	_, err = streams.Declare(ctx, js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	s, err = js.Stream(ctx, streams.CommandStream)
+	require.NoError(t, err)
+	require.True(t, created.Equal(s.CachedInfo().Created), "created %s, after a restart %s", created, s.CachedInfo().Created)
+}

@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
@@ -74,6 +77,12 @@ type applyEnv struct {
 	// sequence is the one it was given. Without it the caller has locked
 	// the shard.
 	lock *shardLock
+	// known, when set with lock, makes apply read nothing: it takes the
+	// executions the batch needs from known (see execCache) and assumes
+	// what its reads would have found, leaving the checks to the writes
+	// (store.Preconditions). A batch that needs what that cannot give
+	// fails with errNeedsReads, having sent nothing.
+	known execCache
 }
 
 // shardLock is the lease an apply transaction fences itself with.
@@ -85,6 +94,23 @@ type shardLock struct {
 // errAppliedMoved says the shard's applied sequence is not the one its
 // runner last committed: the runner starts a new session, which reads it.
 var errAppliedMoved = errors.New("shard's applied sequence moved under its runner")
+
+// errNeedsReads says a batch cannot be applied without reading
+// PostgreSQL first.
+var errNeedsReads = errors.New("batch needs reads")
+
+// noReads is the transaction a read-free apply runs in: any read it
+// attempts fails with errNeedsReads, and apply is run again with reads.
+type noReads struct{}
+
+func (noReads) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errNeedsReads
+}
+func (noReads) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, errNeedsReads }
+func (noReads) QueryRow(context.Context, string, ...any) pgx.Row        { return errRow{errNeedsReads} }
+func (noReads) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
+	return pgx.FailedBatchResults(b, errNeedsReads)
+}
 
 func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
 	shard := env.shard
@@ -109,6 +135,10 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		pending     []seqCommand
 		seenWf      = map[store.WorkflowRef]bool{}
 		seenExecIDs = map[string]bool{}
+		// readFree says whether the batch can go without reads: no key
+		// used twice, no signal-with-start, no activity or signal rows
+		// to read.
+		readFree = env.known != nil && env.lock != nil
 	)
 	addExec := func(id string) {
 		if !seenExecIDs[id] {
@@ -131,6 +161,8 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 					id := dedup.MintExecutionID(b.shards, shard)
 					b.tentative[ref] = id
 					newClaims = append(newClaims, store.NewClaim{ClaimRef: ref, ExecutionID: id, Fingerprint: s.Fingerprint})
+				} else {
+					readFree = false
 				}
 			}
 			ref := store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}
@@ -154,6 +186,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			addExec(c.cmd.Heartbeat.ExecutionID)
 			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Heartbeat.ExecutionID, ActivityID: c.cmd.Heartbeat.ActivityID})
 		case wire.KindSignalWithStart:
+			readFree = false
 			ref := store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}
 			if !seenWf[ref] {
 				seenWf[ref] = true
@@ -163,6 +196,12 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	}
 	if len(pending) == 0 {
 		return &b.writes, nil
+	}
+	if env.known != nil {
+		if !readFree || len(actRefs) > 0 || len(sigRefs) > 0 || !b.assume(env, applied, execIDs, newClaims, wfRefs) {
+			return nil, errNeedsReads
+		}
+		return b.applyAll(ctx, tx, pending)
 	}
 
 	// The reads go in one round trip (after the shard's lock, when apply
@@ -224,7 +263,41 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		}
 		b.byWorkflow[ref] = e
 	}
+	return b.applyAll(ctx, tx, pending)
+}
 
+// assume fills in, for a read-free apply, what the reads would have
+// found if the preconditions it records hold: the executions from
+// env.known, every key's claim taken by the batch, no execution under any
+// workflow id it starts. It reports false if an execution is not known.
+func (b *batch) assume(env applyEnv, applied int64, execIDs []string, claims []store.NewClaim, wfRefs []store.WorkflowRef) bool {
+	for _, id := range execIDs {
+		e, ok := env.known.get(id)
+		if !ok {
+			return false
+		}
+		b.execs[id] = e
+	}
+	// PostgreSQL's now() sets the claims' times as it writes them; the
+	// outcomes carry the scheduler's, a moment apart. (They are shown
+	// only for a replay, which a read-free batch has none of, and ingest
+	// answers a later duplicate from the stored claim.)
+	at := b.now
+	exp := at.Add(b.window)
+	b.signalClaims = map[store.SignalRef]bool{}
+	b.claims = make(map[store.ClaimRef]store.Claim, len(claims))
+	for _, c := range claims {
+		b.claims[c.ClaimRef] = store.Claim{ExecutionID: c.ExecutionID, Fingerprint: c.Fingerprint, CreatedAt: at, ExpiresAt: exp}
+	}
+	b.writes.Preconditions = &store.Preconditions{
+		Owner: env.lock.owner, Lease: env.lock.lease, AppliedSeq: applied,
+		Claims: claims, Window: b.window, Unused: wfRefs,
+	}
+	return true
+}
+
+// applyAll applies the batch's commands to what was read (or assumed).
+func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand) (*store.Writes, error) {
 	for _, c := range pending {
 		switch c.cmd.Kind {
 		case wire.KindStart:

@@ -389,6 +389,9 @@ type runner struct {
 	// applied is the shard's applied stream sequence as this session last
 	// committed it, or -1 when the session has not read it yet.
 	applied int64
+	// known are the running executions this session committed, for
+	// batches applied without reads; emptied whenever applied is unknown.
+	known execCache
 }
 
 func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
@@ -478,7 +481,7 @@ func (r *runner) session() error {
 	// Publishes of an earlier session are not waited for: their rows are
 	// still in the outbox, and go again under their message ids.
 	r.inflight = nil
-	r.applied = -1
+	r.applied, r.known = -1, execCache{}
 	if err := r.flushStoredOutbox(ctx); err != nil {
 		return err
 	}
@@ -710,6 +713,7 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 		}
 		if writes != nil {
 			r.published = nil
+			r.known.remember(writes)
 			r.announce(writes.Outcomes)
 			if err := r.publish(ctx, writes.Outbox); err != nil {
 				return err
@@ -745,38 +749,21 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 	if err := r.reap(ctx, false); err != nil {
 		return nil, err
 	}
-	var writes *store.Writes
-	// BEGIN goes with the reads and COMMIT with the writes (pipeTx).
-	err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
-		env, applied := r.env(), r.applied
-		if applied >= 0 {
-			// The shard's applied sequence is the one this session last
-			// committed: apply locks the shard and checks it in the round
-			// trip of its first reads.
-			env.lock = &shardLock{owner: r.s.cfg.Owner, lease: r.lease}
-		} else {
-			var err error
-			if applied, err = store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease); err != nil {
-				return err
-			}
-		}
-		var err error
-		writes, err = apply(ctx, tx, env, applied, cmds)
-		if err != nil {
-			return err
-		}
-		if writes.AppliedSeq == applied {
-			return nil // all redelivered
-		}
-		writes.PublishedOutbox = r.published
-		tx.commitWithNext()
-		return store.Write(ctx, tx, writes)
-	})
+	writes, err := r.applyTx(ctx, cmds, true)
+	if errors.Is(err, store.ErrClaimHeld) || errors.Is(err, store.ErrWorkflowIDTaken) || errors.Is(err, store.ErrFenced) {
+		// What the read-free apply assumed did not hold (a key or a
+		// workflow id used before, or the fence): nothing was written.
+		// Applied with reads, the batch finds what is there, and a fence
+		// that fails again tells a lost lease (the runner stops) from a
+		// moved sequence (a new session).
+		writes, err = r.applyTx(ctx, cmds, false)
+	}
 	if err != nil {
-		r.applied = -1
+		r.applied, r.known = -1, execCache{}
 		return nil, fmt.Errorf("apply batch of %d commands: %w", len(msgs), err)
 	}
 	r.applied = writes.AppliedSeq
+	r.known.remember(writes)
 	if writes.PublishedOutbox != nil {
 		r.published = nil
 	}
@@ -799,6 +786,64 @@ func (r *runner) announce(outcomes []store.OutcomeRow) {
 			r.log.Debug("announce outcome", "command_id", o.CommandID, "err", err)
 		}
 	}
+}
+
+// applyTx applies cmds in one transaction. With readFree, and the shard's
+// applied sequence known, it first tries without reading PostgreSQL
+// (applyEnv.known): the batch's reads are then assumed and checked by its
+// writes, and the transaction is one round trip. A batch that cannot go
+// without reads is applied with them in the same transaction, which has
+// sent nothing yet.
+func (r *runner) applyTx(ctx context.Context, cmds []seqCommand, readFree bool) (*store.Writes, error) {
+	var (
+		writes *store.Writes
+		// held is what the read-free attempt logged: logged once its
+		// writes commit, dropped if it is given up.
+		held     *[]heldRecord
+		freeUsed bool
+	)
+	// BEGIN goes with the reads and COMMIT with the writes (pipeTx).
+	err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
+		env, applied := r.env(), r.applied
+		var err error
+		if applied >= 0 {
+			// The shard's applied sequence is the one this session last
+			// committed: apply locks the shard and checks it in the round
+			// trip of its first reads, or in its writes when it reads
+			// nothing.
+			env.lock = &shardLock{owner: r.s.cfg.Owner, lease: r.lease}
+			if readFree {
+				free := env
+				free.known = r.known
+				free.log, held = newHeldLog(r.log.Handler())
+				writes, err = apply(ctx, noReads{}, free, applied, cmds)
+				if err != nil && !errors.Is(err, errNeedsReads) {
+					return err
+				}
+				freeUsed = err == nil
+			}
+		} else if applied, err = store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease); err != nil {
+			return err
+		}
+		if writes == nil {
+			if writes, err = apply(ctx, tx, env, applied, cmds); err != nil {
+				return err
+			}
+		}
+		if writes.AppliedSeq == applied {
+			return nil // all redelivered
+		}
+		writes.PublishedOutbox = r.published
+		tx.commitWithNext()
+		return store.Write(ctx, tx, writes)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if freeUsed {
+		release(ctx, *held)
+	}
+	return writes, nil
 }
 
 func validCommand(c *wire.Command) bool {

@@ -296,6 +296,9 @@ type Writes struct {
 	// acknowledged: deleted in this transaction rather than one of their
 	// own.
 	PublishedOutbox []int64
+	// Preconditions, when set, are checked before anything is written:
+	// the batch was applied without reading (see Preconditions).
+	Preconditions *Preconditions
 }
 
 // Write sends everything w holds to PostgreSQL in tx as one pgx batch: one
@@ -306,6 +309,7 @@ type Writes struct {
 // skipped when it has no rows.
 func Write(ctx context.Context, tx Tx, w *Writes) error {
 	b := &pgx.Batch{}
+	queuePreconditions(b, w.Preconditions)
 	queueInsertExecutions(b, w.NewExecutions)
 	queueUpdateExecutions(b, w.UpdatedExecutions)
 	queueInsertEvents(b, w.Events)
@@ -327,7 +331,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	}
 	b.Queue(`UPDATE shard_offsets SET applied_seq = $2 WHERE shard = $1`, w.Shard, w.AppliedSeq)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write batch of shard %d: %w", w.Shard, err)
+		return fmt.Errorf("write batch of shard %d: %w", w.Shard, wrapPrecondition(err))
 	}
 	return nil
 }

@@ -672,10 +672,14 @@ func (s *Server) awaitOutcome(ctx context.Context, commandID string, seq uint64,
 		}
 		return out.StreamSeq == seq
 	}
-	first, backoff := lateOutcome, lateOutcome
+	// Waiting began before the publish, so an outcome stored after it is
+	// announced to ch; one stored before (a duplicate's original) is read
+	// at once. Later reads only cover a lost announcement.
+	first := lateOutcome
 	if duplicate {
-		first, backoff = 0, 10*time.Millisecond
+		first = 0
 	}
+	backoff := lateOutcome
 	poll := time.NewTimer(first)
 	defer poll.Stop()
 	if s.cfg.DB == nil {
@@ -689,7 +693,7 @@ func (s *Server) awaitOutcome(ctx context.Context, commandID string, seq uint64,
 				return out, true
 			}
 			poll.Reset(backoff)
-			backoff = min(backoff*2, 500*time.Millisecond)
+			backoff = min(backoff*2, time.Second)
 		case out := <-ch:
 			if matches(out) {
 				return out, true

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/harvest-engine/harvest/dedup"
@@ -272,7 +273,13 @@ func (w *Worker) Start(ctx context.Context) error {
 		{wire.TaskWorkflow, w.cfg.WorkflowTaskConcurrency, nil, w.handleWorkflowTask},
 		{wire.TaskActivity, w.cfg.ActivityConcurrency, w.takeActivityTask, w.handleActivityTask},
 	}
-	var ccs []jetstream.ConsumeContext
+	// pullCtx ends the pull loops; pulling waits for them.
+	pullCtx, stopPulling := context.WithCancel(runCtx)
+	var pulling conc.WaitGroup
+	stopPull := func() {
+		stopPulling()
+		pulling.Wait()
+	}
 	var pools []*pool.Pool
 	var (
 		gate     sync.RWMutex
@@ -289,41 +296,32 @@ func (w *Worker) Start(ctx context.Context) error {
 			MaxAckPending: 10000,
 		})
 		if err != nil {
+			stopPull()
 			cancel()
-			for _, cc := range ccs {
-				cc.Stop()
-			}
 			w.cancels.stop()
 			return fmt.Errorf("bind consumer %s: %w", name, err)
 		}
 		p := pool.New().WithMaxGoroutines(l.conc)
 		fn, take := l.fn, l.take
-		cc, err := cons.Consume(func(m jetstream.Msg) {
-			// The consume callback may still be running when Stop begins:
-			// the gate keeps it from handing the pool work once Stop waits
-			// on the pool. A task it drops is redelivered after its
-			// AckWait.
-			gate.RLock()
-			defer gate.RUnlock()
-			if stopping {
-				return
-			}
-			if take != nil && !take(runCtx, m) {
-				return
-			}
-			p.Go(func() { fn(runCtx, m) })
-		}, jetstream.PullMaxMessages(l.conc), jetstream.PullExpiry(streams.PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.log.Warn("task consumer", "consumer", name, "err", err)
-		}))
-		if err != nil {
-			cancel()
-			for _, cc := range ccs {
-				cc.Stop()
-			}
-			w.cancels.stop()
-			return fmt.Errorf("consume %s: %w", name, err)
-		}
-		ccs = append(ccs, cc)
+		pulling.Go(func() {
+			streams.Pull(pullCtx, cons, l.conc, func(m jetstream.Msg) {
+				// The pull loop may still be handing over a task when Stop
+				// begins: the gate keeps it from handing the pool work once
+				// Stop waits on the pool. A task it drops is redelivered
+				// after its AckWait.
+				gate.RLock()
+				defer gate.RUnlock()
+				if stopping {
+					return
+				}
+				if take != nil && !take(runCtx, m) {
+					return
+				}
+				p.Go(func() { fn(runCtx, m) })
+			}, func(err error) {
+				w.log.Warn("task consumer", "consumer", name, "err", err)
+			})
+		})
 		pools = append(pools, p)
 	}
 	w.log.Info("worker started", "workflows", len(w.workflows), "activities", len(w.activities))
@@ -331,12 +329,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.stop = func(ctx context.Context) error {
 		var err error
 		once.Do(func() {
-			for _, cc := range ccs {
-				cc.Stop()
-			}
 			gate.Lock()
 			stopping = true
 			gate.Unlock()
+			stopPull()
 			done := make(chan struct{})
 			go func() {
 				for _, p := range pools {

@@ -15,10 +15,10 @@ import (
 	"github.com/harvest-engine/harvest/streams"
 )
 
-// TestConsumersPullWithAShortExpiry checks what bounds the stall of a pull
-// consumer whose client and server disagree on the requests outstanding
-// (streams.PullExpiry): the scheduler's and the worker's pull requests
-// expire after streams.PullExpiry, not nats.go's default 30 s.
+// TestConsumersPullWithAShortExpiry checks that the scheduler's and the
+// worker's pull requests (streams.Pull) expire within streams.PullExpiry,
+// not nats.go's default 30 s: a request the server lost is asked again
+// that soon.
 func TestConsumersPullWithAShortExpiry(t *testing.T) {
 	t.Parallel()
 	ns := natstest.RunServer(t, natstest.Options{})
@@ -61,6 +61,7 @@ func TestConsumersPullWithAShortExpiry(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, c := range want {
-		require.Equal(t, streams.PullExpiry, expires[c], c)
+		require.LessOrEqual(t, expires[c], streams.PullExpiry, c)
+		require.Greater(t, expires[c], streams.PullExpiry*9/10, c)
 	}
 }

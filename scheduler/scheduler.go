@@ -488,24 +488,32 @@ func (r *runner) session() error {
 	var got counts
 	msgs := make(chan jetstream.Msg, r.s.cfg.BatchSize)
 	consumeErr := make(chan error, 1)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		got.received.Add(1)
-		select {
-		case msgs <- m:
-		case <-ctx.Done():
-		}
-	}, jetstream.PullMaxMessages(r.s.cfg.BatchSize*2), jetstream.PullExpiry(streams.PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+	pullCtx, stopPull := context.WithCancel(ctx)
+	var pulling conc.WaitGroup
+	defer func() {
+		stopPull()
+		pulling.Wait()
+	}()
+	pulling.Go(func() {
+		streams.Pull(pullCtx, cons, r.s.cfg.BatchSize, func(m jetstream.Msg) {
+			got.received.Add(1)
 			select {
-			case consumeErr <- err:
-			default:
+			case msgs <- m:
+			case <-pullCtx.Done():
 			}
-		}
-	}))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", name, err)
-	}
-	defer cc.Stop()
+		}, func(err error) {
+			// The consumer is gone (a pull to a missing consumer has no
+			// responder): a new session creates it again.
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, nats.ErrNoResponders) {
+				select {
+				case consumeErr <- err:
+				default:
+				}
+				return
+			}
+			r.log.Warn("pull commands", "consumer", name, "err", err)
+		})
+	})
 	timers := newTimerAlarm()
 	defer timers.stop()
 	if err := r.rearm(ctx, timers); err != nil {

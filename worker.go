@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
@@ -287,14 +288,15 @@ func (w *Worker) Start(ctx context.Context) error {
 	)
 	for _, l := range loops {
 		name := fmt.Sprintf("harvest_worker_%s_%s", w.cfg.TaskQueue, l.kind)
-		cons, err := js.CreateOrUpdateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
+		ccfg := jetstream.ConsumerConfig{
 			Durable:       name,
 			FilterSubject: streams.TaskSubject(w.cfg.TaskQueue, l.kind),
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       w.cfg.TaskAckWait,
 			MaxDeliver:    -1,
 			MaxAckPending: 10000,
-		})
+		}
+		cons, err := js.CreateOrUpdateConsumer(ctx, streams.TaskStream, ccfg)
 		if err != nil {
 			stopPull()
 			cancel()
@@ -304,7 +306,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		p := pool.New().WithMaxGoroutines(l.conc)
 		fn, take := l.fn, l.take
 		pulling.Go(func() {
-			streams.Pull(pullCtx, cons, l.conc, func(m jetstream.Msg) {
+			streams.Pull(pullCtx, js.Conn(), cons, l.conc, func(m jetstream.Msg) {
 				// The pull loop may still be handing over a task when Stop
 				// begins: the gate keeps it from handing the pool work once
 				// Stop waits on the pool. A task it drops is redelivered
@@ -320,6 +322,13 @@ func (w *Worker) Start(ctx context.Context) error {
 				p.Go(func() { fn(runCtx, m) })
 			}, func(err error) {
 				w.log.Warn("task consumer", "consumer", name, "err", err)
+				// Deleted under the worker (or lost with a JetStream store):
+				// create it again; Pull asks it by name.
+				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, nats.ErrNoResponders) {
+					if _, err := js.CreateOrUpdateConsumer(pullCtx, streams.TaskStream, ccfg); err != nil && pullCtx.Err() == nil {
+						w.log.Warn("task consumer: create again", "consumer", name, "err", err)
+					}
+				}
 			})
 		})
 		pools = append(pools, p)

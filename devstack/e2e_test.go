@@ -30,6 +30,9 @@ func startStack(t *testing.T, cfg devstack.Config) *devstack.Stack {
 	cfg.DatabaseURL = pgtest.NewDatabase(t)
 	cfg.Addr = "127.0.0.1:0"
 	cfg.StateDir = t.TempDir()
+	if cfg.Logger == nil {
+		cfg.Logger = captureLog(t)
+	}
 	if cfg.Ingest.OutcomeWait == 0 {
 		// Many stacks share two cores under -race: wait longer than a
 		// deployment would before answering 202.

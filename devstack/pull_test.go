@@ -65,3 +65,39 @@ func TestConsumersPullWithAShortExpiry(t *testing.T) {
 		require.Greater(t, expires[c], streams.PullExpiry*9/10, c)
 	}
 }
+
+// TestConsumersDeletedUnderTheStackAreCreatedAgain: the scheduler's and
+// the worker's consumers, deleted under a running stack (an operator's
+// mistake, a JetStream store lost), are created again, and work started
+// afterwards completes.
+func TestConsumersDeletedUnderTheStackAreCreatedAgain(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, devstack.Config{})
+	ctx := natstest.Context(t)
+	js := s.Topology.JS
+	first := start(t, s, "charge", "before-delete", `{`+chargeInput+`}`)
+	require.Equal(t, 201, first.status, first.body)
+	waitCompleted(t, s, first.body["execution_id"].(string))
+
+	consumers := [][2]string{
+		{streams.CommandStream, "harvest_sched_0"},
+		{streams.TaskStream, "harvest_worker_default_workflow"},
+		{streams.TaskStream, "harvest_worker_default_activity"},
+	}
+	for _, c := range consumers {
+		require.NoError(t, js.DeleteConsumer(ctx, c[0], c[1]), c[1])
+	}
+	eventually(t, 30*time.Second, "the consumers to be created again", func() bool {
+		for _, c := range consumers {
+			if _, err := js.Consumer(ctx, c[0], c[1]); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	second := start(t, s, "charge", "after-delete", `{`+chargeInput+`}`)
+	require.Contains(t, []int{201, 202}, second.status, second.body)
+	eventually(t, 30*time.Second, "the charge started after the deletion to complete", func() bool {
+		return dbCount(t, s, `SELECT count(*) FROM executions WHERE idempotency_key = 'after-delete' AND status = 'Completed'`) == 1
+	})
+}

@@ -495,7 +495,7 @@ func (r *runner) session() error {
 		pulling.Wait()
 	}()
 	pulling.Go(func() {
-		streams.Pull(pullCtx, cons, r.s.cfg.BatchSize, func(m jetstream.Msg) {
+		streams.Pull(pullCtx, js.Conn(), cons, r.s.cfg.BatchSize, func(m jetstream.Msg) {
 			got.received.Add(1)
 			select {
 			case msgs <- m:

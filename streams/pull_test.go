@@ -52,7 +52,7 @@ func TestPullDeliversInOrderAcrossRequests(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		streams.Pull(pctx, cons, 4, func(m jetstream.Msg) {
+		streams.Pull(pctx, nc, cons, 4, func(m jetstream.Msg) {
 			mu.Lock()
 			got = append(got, string(m.Data()))
 			mu.Unlock()

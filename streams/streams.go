@@ -309,57 +309,6 @@ func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Co
 	}
 }
 
-// PullExpiry is how long each pull request of Harvest's consumers lasts
-// at most (Pull).
-const PullExpiry = 2 * time.Second
-
-// Pull hands handle the messages of cons, in delivery order, until ctx
-// ends. It keeps a pull request of up to batch messages waiting on the
-// server, which delivers each message as it comes, and asks again as soon
-// as one ends, filled or expired (PullExpiry). handle may block: the
-// request then waits, and the server holds back what it did not deliver.
-// A request that fails is reported to onErr, and asked again after a
-// pause.
-//
-// It replaces nats.go's Consume, whose next request can go unasked: Consume
-// asks for more only when a message or status arrives and no request of
-// its own is being published (jetstream/pull.go, checkPending and
-// fetchInProgress). When the last message of the last request is handled
-// while that request's publish is still returning — on two busy cores,
-// with the server in the process, about one W1 run in ten — nothing
-// arrives any more, and the consumer waits for two missed heartbeats: 2 s
-// with PullExpiry, 30 s with the default. A request per Fetch has no such
-// state: it ends with its last message, its expiry or an error, and the
-// loop asks again.
-func Pull(ctx context.Context, cons jetstream.Consumer, batch int, handle func(jetstream.Msg), onErr func(error)) {
-	pause := 50 * time.Millisecond
-	for ctx.Err() == nil {
-		// The request expires on the server a tenth before the context
-		// ends the fetch (FetchContext): at PullExpiry.
-		fctx, cancel := context.WithTimeout(ctx, PullExpiry+PullExpiry/9)
-		msgs, err := cons.Fetch(batch, jetstream.FetchContext(fctx))
-		if err == nil {
-			for m := range msgs.Messages() {
-				handle(m)
-			}
-			err = msgs.Error()
-		}
-		cancel()
-		if err == nil || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			pause = 50 * time.Millisecond
-			continue
-		}
-		onErr(err)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		pause = min(pause*2, time.Second)
-	}
-}
-
 // ClientOptions are the options every Harvest connection to NATS uses:
 // reconnect forever, and hold no publishes while disconnected. A publish
 // then fails at once and PublishCommand tries it again until its context

@@ -1,0 +1,204 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// PullExpiry is how long each pull request of Harvest's consumers lasts
+// at most (Pull).
+const PullExpiry = 2 * time.Second
+
+// pullGrace is how long after its expiry a pull request whose end never
+// came (its expiry notice lost with a connection) is given up for a new one.
+const pullGrace = time.Second
+
+// Pull hands handle the messages of cons, in delivery order, until ctx
+// ends. It keeps one pull request of up to batch messages waiting on the
+// server, which delivers each message as it comes, and asks again as soon
+// as the request ends: filled, expired (PullExpiry), or given up a second
+// after its expiry when the server's notice never came (a reconnection).
+// handle may block: the server holds back what the request has not
+// delivered yet. Errors the server answers a request with (the consumer
+// deleted, no responders) go to onErr, and the request is asked again
+// after a pause.
+//
+// The replies come to one inbox subscription that lives as long as Pull,
+// so a message the server sends is handed over however late it arrives.
+// nats.go offers two ways, and each loses or delays work on a loaded
+// machine:
+//
+//   - Fetch subscribes an inbox per request and drops what reaches it
+//     after its own timer ends the request (jetstream/pull.go, fetch:
+//     res.done). With FetchContext that timer runs a tenth of the expiry
+//     after the server's: a message the server sends near the end of a
+//     request and the client reads 0.2 s later is dropped, and the
+//     consumer redelivers it only after its AckWait, 30 s. Under -race
+//     with many stacks on two cores, chains of such drops outlasted the
+//     end-to-end tests' deadlines.
+//   - Consume asks for more only when a message or status arrives and no
+//     request of its own is being published (jetstream/pull.go,
+//     checkPending and fetchInProgress). When the last message of the
+//     last request is handled while that request's publish is still
+//     returning, nothing arrives any more and it waits for two missed
+//     heartbeats: a 2 s stall in about one W1 bench run in ten.
+func Pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int, handle func(jetstream.Msg), onErr func(error)) {
+	info := cons.CachedInfo()
+	subject := fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", info.Stream, info.Name)
+	req, err := json.Marshal(struct {
+		Batch   int           `json:"batch"`
+		Expires time.Duration `json:"expires"`
+	}{batch, PullExpiry})
+	if err != nil {
+		onErr(fmt.Errorf("pull %s: %w", subject, err))
+		return
+	}
+	pause := 50 * time.Millisecond
+	wait := func() {
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		pause = min(pause*2, time.Second)
+	}
+	inbox := nc.NewInbox()
+	var sub *nats.Subscription
+	for sub == nil {
+		if sub, err = nc.SubscribeSync(inbox); err != nil {
+			onErr(fmt.Errorf("pull %s: subscribe: %w", subject, err))
+			if wait(); ctx.Err() != nil {
+				return
+			}
+		}
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// The requests bound what is queued: at most batch messages each.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		onErr(fmt.Errorf("pull %s: %w", subject, err))
+		return
+	}
+
+	left := 0 // messages the open request may still deliver; 0: none open
+	var until time.Time
+	for ctx.Err() == nil {
+		if left == 0 {
+			if err := nc.PublishRequest(subject, inbox, req); err != nil {
+				onErr(fmt.Errorf("pull %s: %w", subject, err))
+				wait()
+				continue
+			}
+			left, until = batch, time.Now().Add(PullExpiry+pullGrace)
+		}
+		wctx, cancel := context.WithDeadline(ctx, until)
+		m, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			left = 0 // its end never came: ask again
+			continue
+		case err != nil:
+			onErr(fmt.Errorf("pull %s: %w", subject, err))
+			left = 0
+			wait()
+			continue
+		}
+		if err, ok := pullStatus(m); ok {
+			// The request ended (or a heartbeat, which none asks for). A
+			// late notice of a request given up ends the open one early:
+			// one more request is asked, no message is lost.
+			left = 0
+			if err != nil {
+				onErr(fmt.Errorf("pull %s: %w", subject, err))
+				wait()
+			}
+			continue
+		}
+		pause = 50 * time.Millisecond
+		handle(pulledMsg{m})
+		if left > 0 {
+			left--
+		}
+	}
+}
+
+// pullStatus says whether m is a status of the server rather than a
+// message of the stream, and the error it reports; an expiry or an empty
+// stream is no error.
+func pullStatus(m *nats.Msg) (error, bool) {
+	status := m.Header.Get("Status")
+	if len(m.Data) > 0 || status == "" {
+		return nil, false
+	}
+	descr := m.Header.Get("Description")
+	lower := strings.ToLower(descr)
+	switch {
+	case status == "408", status == "404", status == "100":
+		return nil, true
+	case status == "503":
+		return nats.ErrNoResponders, true
+	case status == "409" && strings.Contains(lower, "consumer deleted"):
+		return jetstream.ErrConsumerDeleted, true
+	case status == "409" && strings.Contains(lower, "server shutdown"):
+		return jetstream.ErrServerShutdown, true
+	}
+	return fmt.Errorf("server answered %s %s", status, descr), true
+}
+
+// pulledMsg is a message of a pull request, with the methods of a
+// jetstream.Msg; acknowledgements go to its reply subject, as nats.go's
+// own do.
+type pulledMsg struct{ m *nats.Msg }
+
+func (p pulledMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	md, err := p.m.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("message metadata: %w", err)
+	}
+	return &jetstream.MsgMetadata{
+		Sequence:     jetstream.SequencePair{Consumer: md.Sequence.Consumer, Stream: md.Sequence.Stream},
+		NumDelivered: md.NumDelivered,
+		NumPending:   md.NumPending,
+		Timestamp:    md.Timestamp,
+		Stream:       md.Stream,
+		Consumer:     md.Consumer,
+		Domain:       md.Domain,
+	}, nil
+}
+
+func (p pulledMsg) Data() []byte         { return p.m.Data }
+func (p pulledMsg) Headers() nats.Header { return p.m.Header }
+func (p pulledMsg) Subject() string      { return p.m.Subject }
+func (p pulledMsg) Reply() string        { return p.m.Reply }
+func (p pulledMsg) Ack() error           { return p.m.Ack() }
+func (p pulledMsg) Nak() error           { return p.m.Nak() }
+func (p pulledMsg) InProgress() error    { return p.m.InProgress() }
+func (p pulledMsg) Term() error          { return p.m.Term() }
+func (p pulledMsg) DoubleAck(ctx context.Context) error {
+	return p.m.AckSync(nats.Context(ctx))
+}
+
+func (p pulledMsg) NakWithDelay(delay time.Duration) error {
+	return p.m.NakWithDelay(delay)
+}
+
+// TermWithReason stops redelivery, with reason in the advisory.
+func (p pulledMsg) TermWithReason(reason string) error {
+	if p.m.Reply == "" {
+		return nats.ErrMsgNoReply
+	}
+	if err := p.m.Respond([]byte("+TERM " + reason)); err != nil {
+		return fmt.Errorf("term message: %w", err)
+	}
+	return nil
+}

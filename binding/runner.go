@@ -291,34 +291,22 @@ func (r *Runner) session(ctx context.Context, b Binding, log *slog.Logger, ready
 	}
 	ready()
 	log.Info("binding consuming", "subject", b.Subject, "consumer", name)
-	for ctx.Err() == nil {
-		m, err := fetch(cons)
-		switch {
-		case err == nil:
-			r.handle(ctx, b, log, m)
-		case errors.Is(err, nats.ErrTimeout):
-			// Nothing to take: ask again.
-		default:
-			// The consumer or the stream is gone (no responders, or
-			// deleted), or the connection is: make them again.
-			return fmt.Errorf("fetch from consumer %s: %w", name, err)
-		}
+	// One message per request: nothing waits in a client buffer while its
+	// ack wait runs, so a delivery is always a try. Pull hands over a
+	// message however late it reaches the client.
+	pctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	streams.Pull(pctx, r.cfg.Topology.JS.Conn(), cons, 1, func(m jetstream.Msg) {
+		r.handle(ctx, b, log, m)
+	}, func(err error) {
+		// The consumer or the stream is gone (no responders, or deleted),
+		// or the connection is: make them again.
+		stop(fmt.Errorf("pull from consumer %s: %w", name, err))
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
-	return nil
-}
-
-// fetchWait bounds one pull request. Each request asks for one message:
-// nothing waits in a client buffer while its ack wait runs, so a delivery
-// is always a try. A stopping runner lets the request in flight finish
-// (and handles its message), so it may take this long to stop.
-const fetchWait = time.Second
-
-// fetch takes the consumer's next message, waiting up to fetchWait; it
-// returns nats.ErrTimeout when none came. The request expires on the
-// server, which says so; the client waits a second longer, so a message
-// sent just before the expiry is not left unread.
-func fetch(cons jetstream.Consumer) (jetstream.Msg, error) {
-	return cons.Next(jetstream.FetchMaxWait(fetchWait))
+	return context.Cause(pctx)
 }
 
 // delivery is one message in hand.

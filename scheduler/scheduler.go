@@ -386,6 +386,9 @@ type runner struct {
 	published []int64
 	// inflight are outbox rows published and not yet acknowledged.
 	inflight []pending
+	// delivered is the consumer delivery sequence of the last command the
+	// session's shard loop took (see inOrder).
+	delivered uint64
 	// applied is the shard's applied stream sequence as this session last
 	// committed it, or -1 when the session has not read it yet.
 	applied int64
@@ -419,8 +422,10 @@ func (r *runner) consumerName() string { return fmt.Sprintf("harvest_sched_%d", 
 func (r *runner) run() {
 	defer close(r.done)
 	r.log.Info("applying shard")
-	backoff := 100 * time.Millisecond
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
 	for r.ctx.Err() == nil {
+		began := time.Now()
 		err := r.session()
 		if err == nil || r.ctx.Err() != nil {
 			return
@@ -429,15 +434,25 @@ func (r *runner) run() {
 			r.log.Warn("lease lost, stopping shard", "err", err)
 			return
 		}
-		r.log.Warn("shard session failed, restarting", "err", err)
-		t := time.NewTimer(backoff)
+		if time.Since(began) > 30*time.Second {
+			backoff = firstBackoff // a failure after a long healthy session
+		}
+		wait := backoff
+		if errors.Is(err, errDeliveryGap) {
+			// Logged by inOrder; not a failure: the new session applies
+			// the lost command almost at once.
+			wait = firstBackoff
+		} else {
+			r.log.Warn("shard session failed, restarting", "err", err, "retry_in", wait)
+			backoff = min(backoff*2, 5*time.Second)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-r.ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -482,6 +497,7 @@ func (r *runner) session() error {
 	// still in the outbox, and go again under their message ids.
 	r.inflight = nil
 	r.applied, r.known = -1, execCache{}
+	r.delivered = 0
 	if err := r.flushStoredOutbox(ctx); err != nil {
 		return err
 	}
@@ -573,9 +589,19 @@ drain:
 			break drain
 		}
 	}
+	// What follows a lost delivery waits for the new session, which
+	// delivers it again first.
+	n, gap := r.inOrder(batch)
+	if n == 0 {
+		return gap
+	}
+	batch = batch[:n]
 	writes, err := r.applyBatch(ctx, batch)
 	if err != nil {
 		return err
+	}
+	if gap != nil {
+		return gap
 	}
 	got.applied += uint64(len(batch))
 	if meta, err := batch[len(batch)-1].Metadata(); err == nil && meta.Timestamp.After(got.newest) {
@@ -585,6 +611,43 @@ drain:
 		timers.arm(tm.FireAt)
 	}
 	return nil
+}
+
+// errDeliveryGap says a delivery of the session's consumer never reached
+// the shard loop: the session ends, and the next one applies the shard's
+// commands again from the oldest unacknowledged.
+var errDeliveryGap = errors.New("a command delivery was lost in flight")
+
+// inOrder returns how many of msgs, from the first, continue the
+// session's deliveries without a gap, and errDeliveryGap if one follows.
+//
+// The shard applies its commands in stream order, and skips a command at
+// or below its applied sequence as one applied before. That holds only
+// if no delivery is lost: the consumer delivers new commands in stream
+// order, but one it sent on a connection that broke before the message
+// arrived (a NATS server restarting gracefully keeps its consumers'
+// state) is sent again only after AckWait, after later commands. Applying
+// those first would move the applied sequence past it, and it would be
+// skipped when it came back, never applied. Each delivery carries the
+// consumer's delivery sequence, which grows by one per delivery, first
+// or repeated; the session's consumer is new, so its first delivery is 1.
+// A delivery that does not follow the previous one (a gap, or a sequence
+// going back because the server lost the consumer's latest state) ends
+// the session before anything after it is applied.
+func (r *runner) inOrder(msgs []jetstream.Msg) (int, error) {
+	for i, m := range msgs {
+		meta, err := m.Metadata()
+		if err != nil {
+			return i, fmt.Errorf("command metadata: %w", err)
+		}
+		if got := meta.Sequence.Consumer; got != r.delivered+1 {
+			r.log.Warn("a command delivery was lost in flight: applying the shard again from its oldest unacknowledged command",
+				"expected_delivery", r.delivered+1, "delivery", got, "stream_seq", meta.Sequence.Stream)
+			return i, fmt.Errorf("%w: expected delivery %d, got %d (stream sequence %d)", errDeliveryGap, r.delivered+1, got, meta.Sequence.Stream)
+		}
+		r.delivered++
+	}
+	return len(msgs), nil
 }
 
 // counts are a session's deliveries: received by the consume callback,

@@ -148,8 +148,16 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 
+	if cfg.Ingest.Metrics == nil {
+		// Shared by ingest, the scheduler and the bindings, so /metrics
+		// shows every counter of the stack.
+		cfg.Ingest.Metrics = prometheus.NewRegistry()
+	}
 	scfg := cfg.Scheduler
 	scfg.DB, scfg.Topology, scfg.Logger = s.DB, s.Topology, s.log.With("service", "scheduler")
+	if scfg.Metrics == nil {
+		scfg.Metrics = cfg.Ingest.Metrics
+	}
 	if s.sched, err = scheduler.New(scfg); err != nil {
 		return nil, err
 	}
@@ -174,10 +182,6 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	icfg := cfg.Ingest
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger = s.Topology, s.nc, s.DB, s.log.With("service", "ingest")
-	if icfg.Metrics == nil {
-		// Shared with the bindings, so /metrics shows their counters too.
-		icfg.Metrics = prometheus.NewRegistry()
-	}
 	if s.api, err = ingest.New(icfg); err != nil {
 		return nil, err
 	}

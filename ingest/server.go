@@ -37,6 +37,9 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultMaxStartDelay bounds delay and start_at.
 	DefaultMaxStartDelay = 30 * 24 * time.Hour
+	// DefaultShardFailingAfter is how long a shard's applies keep failing
+	// before /readyz reports it.
+	DefaultShardFailingAfter = 10 * time.Second
 	// DefaultPublishTimeout bounds a command's publish before a 503.
 	DefaultPublishTimeout = 5 * time.Second
 	// admissionRetryAfter is the Retry-After of a start refused by a
@@ -81,6 +84,9 @@ type Config struct {
 	// require X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body>
 	// under one of them (several, for rotation).
 	ArcFlowSecrets []string
+	// ShardFailingAfter is how long a shard's applies must have kept
+	// failing before /readyz answers 503 for it, default 10 s.
+	ShardFailingAfter time.Duration
 	// Metrics is the registry ingest's counters go to and /metrics
 	// serves; default a fresh one.
 	Metrics *prometheus.Registry
@@ -112,6 +118,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxStartDelay == 0 {
 		c.MaxStartDelay = DefaultMaxStartDelay
+	}
+	if c.ShardFailingAfter == 0 {
+		c.ShardFailingAfter = DefaultShardFailingAfter
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -214,6 +223,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.handleGetExecution)
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.handleGetHistory)
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.handleGetCommand)
+	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.handleListDead)
+	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.handleGetDead)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -763,14 +774,61 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"command_id": id, "status": "applied", "http_status": status, "outcome": body})
 }
 
+// readiness is the body of GET /readyz.
+type readiness struct {
+	Status string `json:"status"`
+	// Error and Message are set when not ready.
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+	// JetStream is "ok" or why it is not.
+	JetStream string `json:"jetstream"`
+	// Database is "ok", "none" (no database configured) or why it cannot
+	// be read. Ingest accepts commands without it (they wait in
+	// JetStream), so it alone does not make ingest unready.
+	Database string `json:"database"`
+	// FailingShards are the shards whose applies have been failing for
+	// longer than ShardFailingAfter, as their scheduler recorded it.
+	FailingShards []failingShard `json:"failing_shards,omitempty"`
+}
+
+type failingShard struct {
+	Shard        int       `json:"shard"`
+	FailingSince time.Time `json:"failing_since"`
+	LastError    string    `json:"last_error"`
+}
+
+// handleReady answers 200 when ingest can accept commands and every shard
+// applies them: 503 when JetStream is unreachable, or when a shard's
+// applies have kept failing for longer than ShardFailingAfter.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	body := readiness{Status: "ready", JetStream: "ok", Database: "none"}
 	if _, err := s.cfg.Topology.JS.AccountInfo(ctx); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", fmt.Sprintf("JetStream unreachable: %v", err))
-		return
+		body.JetStream = err.Error()
+		body.Status, body.Error, body.Message = "not_ready", "not_ready", fmt.Sprintf("JetStream unreachable: %v", err)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	if s.cfg.DB != nil {
+		failing, err := store.FailingShards(ctx, s.cfg.DB, s.cfg.ShardFailingAfter)
+		if err != nil {
+			body.Database = err.Error()
+		} else {
+			body.Database = "ok"
+		}
+		for _, f := range failing {
+			body.FailingShards = append(body.FailingShards, failingShard{Shard: f.Shard, FailingSince: f.FailingSince, LastError: f.LastError})
+		}
+		if len(failing) > 0 && body.Error == "" {
+			f := failing[0]
+			body.Status, body.Error = "not_ready", "not_ready"
+			body.Message = fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s: %s", len(failing), f.Shard, f.FailingSince.Format(time.RFC3339), f.LastError)
+		}
+	}
+	status := http.StatusOK
+	if body.Error != "" {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, body)
 }
 
 // executionView is the JSON form of an execution.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -23,7 +24,27 @@ import (
 type seqCommand struct {
 	seq uint64
 	cmd wire.Command
+	// subject and raw are the message as it came, kept for a dead letter.
+	subject string
+	raw     []byte
+	// dead, when set, sets the command aside instead of applying it.
+	dead *deadReason
 }
+
+// deadReason is why a command is set aside: code is machine-readable,
+// reason for a person.
+type deadReason struct {
+	code, reason string
+}
+
+// Dead letter codes.
+const (
+	// deadMalformed: the message is not a command the scheduler knows.
+	deadMalformed = "malformed"
+	// deadUnappliable: applying the command fails for a reason retrying
+	// will not fix (PostgreSQL refuses a value it carries).
+	deadUnappliable = "unappliable"
+)
 
 // batch is the in-memory state of one apply transaction: the rows it read,
 // the rows it changes, and what it publishes after the commit.
@@ -151,6 +172,10 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			continue
 		}
 		b.writes.AppliedSeq = int64(c.seq)
+		if c.dead != nil {
+			b.deadLetter(c)
+			continue
+		}
 		pending = append(pending, c)
 		switch c.cmd.Kind {
 		case wire.KindStart:
@@ -195,6 +220,11 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		}
 	}
 	if len(pending) == 0 {
+		if len(b.writes.DeadCommands) > 0 && env.lock != nil {
+			// Nothing to read, so nothing took the shard's lock: the
+			// writes take it.
+			b.writes.Preconditions = &store.Preconditions{Owner: env.lock.owner, Lease: env.lock.lease, AppliedSeq: applied}
+		}
 		return &b.writes, nil
 	}
 	if env.known != nil {
@@ -415,6 +445,38 @@ func (b *batch) start(c seqCommand) {
 		b.needWorkflowTask(e)
 	}
 	b.outcome(out, e, true, false)
+}
+
+// deadLetter sets a command aside, unapplied, with its reason, and
+// answers it with an error: a request waiting on it gets that instead of
+// 202, and GET /api/harvest/commands/{id} shows it.
+func (b *batch) deadLetter(c seqCommand) {
+	kind := c.cmd.Kind
+	if kind == "" {
+		kind = lastToken(c.subject)
+	}
+	b.writes.DeadCommands = append(b.writes.DeadCommands, store.DeadCommand{
+		StreamSeq: c.seq, CommandID: c.cmd.CommandID, Kind: kind, Subject: c.subject, Payload: c.raw,
+		Error: c.dead.code, Reason: c.dead.reason,
+	})
+	b.log.Error("command set aside as dead: it cannot be applied", "command_id", c.cmd.CommandID, "kind", kind,
+		"stream_seq", c.seq, "error", c.dead.code, "reason", c.dead.reason)
+	if _, err := uuid.Parse(c.cmd.CommandID); err != nil {
+		return // no command id to answer under (the message carried none, or garbage)
+	}
+	b.refuse(wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: c.cmd.Kind, AppliedAt: b.now},
+		http.StatusUnprocessableEntity, "command_rejected",
+		"the scheduler could not apply this command and set it aside (harvest commands dead lists it): "+c.dead.reason)
+}
+
+// lastToken is the last token of a subject: a command subject's kind.
+func lastToken(subject string) string {
+	for i := len(subject) - 1; i >= 0; i-- {
+		if subject[i] == '.' {
+			return subject[i+1:]
+		}
+	}
+	return subject
 }
 
 // resolveToExisting answers a start with an existing execution of its

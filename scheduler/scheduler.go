@@ -18,13 +18,17 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/callback"
@@ -77,7 +81,10 @@ type Config struct {
 	// CallbackRetryDelay is the delay before attempt n, default
 	// callback.RetryDelay.
 	CallbackRetryDelay func(attempt int) time.Duration
-	Logger             *slog.Logger
+	// Metrics is the registry the scheduler's counters go to; default a
+	// fresh one.
+	Metrics prometheus.Registerer
+	Logger  *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -118,6 +125,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
+	}
 	return c
 }
 
@@ -140,8 +150,9 @@ func (c Config) Validate() error {
 
 // Scheduler owns shard leases and applies their commands.
 type Scheduler struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -155,7 +166,11 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Scheduler{cfg: cfg, log: cfg.Logger.With("owner", cfg.Owner), runners: map[int]*runner{}}, nil
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler metrics: %w", err)
+	}
+	return &Scheduler{cfg: cfg, log: cfg.Logger.With("owner", cfg.Owner), metrics: m, runners: map[int]*runner{}}, nil
 }
 
 // Owner is the name this scheduler holds leases under.
@@ -386,6 +401,9 @@ type runner struct {
 	published []int64
 	// inflight are outbox rows published and not yet acknowledged.
 	inflight []pending
+	// failing says the shard's last session failed and it has not applied
+	// since; recorded that PostgreSQL may hold a failure mark for it.
+	failing, recorded bool
 	// delivered is the consumer delivery sequence of the last command the
 	// session's shard loop took (see inOrder).
 	delivered uint64
@@ -399,7 +417,7 @@ type runner struct {
 
 func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
 	ctx, cancel := context.WithCancel(parent)
-	return &runner{s: s, lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+	return &runner{s: s, lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{}), recorded: true,
 		log: s.log.With("shard", l.Shard, "epoch", l.Epoch)}
 }
 
@@ -421,6 +439,11 @@ func (r *runner) consumerName() string { return fmt.Sprintf("harvest_sched_%d", 
 
 func (r *runner) run() {
 	defer close(r.done)
+	defer func() {
+		if r.failing {
+			r.s.metrics.failing.Dec()
+		}
+	}()
 	r.log.Info("applying shard")
 	const firstBackoff = 100 * time.Millisecond
 	backoff := firstBackoff
@@ -441,9 +464,11 @@ func (r *runner) run() {
 		if errors.Is(err, errDeliveryGap) {
 			// Logged by inOrder; not a failure: the new session applies
 			// the lost command almost at once.
+			r.s.metrics.gaps.Inc()
 			wait = firstBackoff
 		} else {
 			r.log.Warn("shard session failed, restarting", "err", err, "retry_in", wait)
+			r.markFailing(err)
 			backoff = min(backoff*2, 5*time.Second)
 		}
 		t := time.NewTimer(wait)
@@ -455,6 +480,38 @@ func (r *runner) run() {
 		}
 	}
 }
+
+// markFailing records that the shard's session failed: in the gauge, and
+// in PostgreSQL for the readiness checks of other processes (best effort:
+// PostgreSQL down is a common cause).
+func (r *runner) markFailing(err error) {
+	r.s.metrics.failures.Inc()
+	if !r.failing {
+		r.failing = true
+		r.s.metrics.failing.Inc()
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
+	defer cancel()
+	if rerr := store.RecordShardFailure(ctx, r.s.cfg.DB, r.lease.Shard, err.Error()); rerr == nil {
+		r.recorded = true
+	}
+}
+
+// markHealthy records that the shard applies again. A new runner starts
+// with recorded set, to clear a mark an earlier owner left.
+func (r *runner) markHealthy(ctx context.Context) {
+	if r.failing {
+		r.failing = false
+		r.s.metrics.failing.Dec()
+	}
+	if r.recorded && store.ClearShardFailure(ctx, r.s.cfg.DB, r.lease.Shard) == nil {
+		r.recorded = false
+	}
+}
+
+// healthyAfter is how long a session must run without an error before a
+// shard that failed counts as healthy although it had nothing to apply.
+const healthyAfter = 10 * time.Second
 
 // session (re)creates the shard's consumer, so delivery restarts in stream
 // order from the oldest unacknowledged command, publishes what an earlier
@@ -540,6 +597,12 @@ func (r *runner) session() error {
 	flush := time.NewTimer(time.Hour)
 	flush.Stop()
 	defer flush.Stop()
+	var healthy <-chan time.Time
+	if r.failing || r.recorded {
+		t := time.NewTimer(healthyAfter)
+		defer t.Stop()
+		healthy = t.C
+	}
 	for {
 		if len(r.inflight) > 0 || len(r.published) > 0 {
 			flush.Reset(idleFlush)
@@ -550,6 +613,10 @@ func (r *runner) session() error {
 			return nil
 		case err := <-consumeErr:
 			return fmt.Errorf("consumer %s: %w", name, err)
+		case <-healthy:
+			healthy = nil
+			r.markHealthy(ctx)
+			continue
 		case <-flush.C:
 			if err := r.flushPublished(ctx); err != nil {
 				return err
@@ -599,6 +666,10 @@ drain:
 	writes, err := r.applyBatch(ctx, batch)
 	if err != nil {
 		return err
+	}
+	r.s.metrics.applied.Add(float64(len(batch)))
+	if r.failing || r.recorded {
+		r.markHealthy(ctx)
 	}
 	if gap != nil {
 		return gap
@@ -797,7 +868,9 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 }
 
 // applyBatch applies msgs in one transaction, acknowledges them, then
-// publishes the outbox rows the transaction wrote.
+// publishes the outbox rows the transaction wrote. A batch that fails for
+// a reason retrying will not fix is applied again command by command, and
+// the command that fails alone is set aside as dead (isolate).
 func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.Writes, error) {
 	cmds := make([]seqCommand, 0, len(msgs))
 	for _, m := range msgs {
@@ -805,23 +878,44 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		if err != nil {
 			return nil, fmt.Errorf("command metadata: %w", err)
 		}
-		var c wire.Command
-		if err := json.Unmarshal(m.Data(), &c); err != nil || !validCommand(&c) {
-			// A malformed command can never apply; skip it (its sequence
-			// still advances) rather than block the shard behind it.
-			r.log.Error("skipping malformed command", "subject", m.Subject(), "stream_seq", meta.Sequence.Stream, "err", err)
-			cmds = append(cmds, seqCommand{seq: meta.Sequence.Stream, cmd: wire.Command{Kind: "invalid"}})
-			continue
+		c := seqCommand{seq: meta.Sequence.Stream, subject: m.Subject(), raw: m.Data()}
+		if err := json.Unmarshal(m.Data(), &c.cmd); err != nil {
+			// A malformed command can never apply: it is set aside (its
+			// sequence still advances) rather than block the shard.
+			c.cmd = wire.Command{CommandID: msgCommandID(m)}
+			c.dead = &deadReason{code: deadMalformed, reason: fmt.Sprintf("the message is not a command: %v", err)}
+		} else if !validCommand(&c.cmd) {
+			c.dead = &deadReason{code: deadMalformed, reason: fmt.Sprintf("the message is not a valid %q command", c.cmd.Kind)}
 		}
-		cmds = append(cmds, seqCommand{seq: meta.Sequence.Stream, cmd: c})
+		cmds = append(cmds, c)
 	}
 	// Rows of earlier batches JetStream has acknowledged since are
 	// deleted by this batch's transaction.
 	if err := r.reap(ctx, false); err != nil {
 		return nil, err
 	}
-	writes, err := r.applyTx(ctx, cmds, true)
-	if errors.Is(err, store.ErrClaimHeld) || errors.Is(err, store.ErrWorkflowIDTaken) || errors.Is(err, store.ErrFenced) {
+	writes, err := r.applyCommands(ctx, cmds, true)
+	if err != nil && poisonous(err) {
+		writes, err = r.isolate(ctx, cmds, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.s.metrics.dead(writes.DeadCommands)
+	for _, m := range msgs {
+		if err := m.Ack(); err != nil {
+			r.log.Warn("ack command", "err", err)
+		}
+	}
+	r.announce(writes.Outcomes)
+	return writes, r.publish(ctx, writes.Outbox)
+}
+
+// applyCommands applies cmds in one transaction and records what the
+// runner keeps of it; the caller acknowledges, announces and publishes.
+func (r *runner) applyCommands(ctx context.Context, cmds []seqCommand, readFree bool) (*store.Writes, error) {
+	writes, err := r.applyTx(ctx, cmds, readFree)
+	if readFree && (errors.Is(err, store.ErrClaimHeld) || errors.Is(err, store.ErrWorkflowIDTaken) || errors.Is(err, store.ErrFenced)) {
 		// What the read-free apply assumed did not hold (a key or a
 		// workflow id used before, or the fence): nothing was written.
 		// Applied with reads, the batch finds what is there, and a fence
@@ -831,20 +925,84 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 	}
 	if err != nil {
 		r.applied, r.known = -1, execCache{}
-		return nil, fmt.Errorf("apply batch of %d commands: %w", len(msgs), err)
+		return nil, fmt.Errorf("apply batch of %d commands: %w", len(cmds), err)
 	}
 	r.applied = writes.AppliedSeq
 	r.known.remember(writes)
 	if writes.PublishedOutbox != nil {
 		r.published = nil
 	}
-	for _, m := range msgs {
-		if err := m.Ack(); err != nil {
-			r.log.Warn("ack command", "err", err)
+	return writes, nil
+}
+
+// isolate applies cmds, whose batch failed for a reason retrying will not
+// fix (cause), one per transaction, so that the others apply: a command
+// that fails alone for such a reason is set aside as dead, with the
+// error, in a transaction of its own; any other failure ends the session
+// as before. It returns the writes of them all.
+func (r *runner) isolate(ctx context.Context, cmds []seqCommand, cause error) (*store.Writes, error) {
+	r.log.Warn("a batch failed for a reason retrying will not fix: applying its commands one by one", "commands", len(cmds), "err", cause)
+	all := &store.Writes{Shard: r.lease.Shard}
+	for _, c := range cmds {
+		w, err := r.applyCommands(ctx, []seqCommand{c}, false)
+		if err != nil && poisonous(err) && c.dead == nil {
+			c.dead = &deadReason{code: deadUnappliable, reason: unappliableReason(err)}
+			w, err = r.applyCommands(ctx, []seqCommand{c}, false)
 		}
+		if err != nil {
+			return nil, err
+		}
+		all.AppliedSeq = w.AppliedSeq
+		all.DeadCommands = append(all.DeadCommands, w.DeadCommands...)
+		all.NewTimers = append(all.NewTimers, w.NewTimers...)
+		all.Outcomes = append(all.Outcomes, w.Outcomes...)
+		all.Outbox = append(all.Outbox, w.Outbox...)
 	}
-	r.announce(writes.Outcomes)
-	return writes, r.publish(ctx, writes.Outbox)
+	return all, nil
+}
+
+// poisonous says whether err, failing an apply transaction, comes from
+// what the commands carry, so that applying them again would fail again:
+// PostgreSQL refusing a value (class 22, data exception: a NUL byte, an
+// unsupported escape, a number out of range), a constraint (23), or a
+// limit (54, a value too large or nested too deep). Everything else —
+// connections, timeouts, a lost lease, PostgreSQL shutting down, a
+// statement the schema does not know (a deploy gone wrong) — is retried
+// and never dead-letters a command.
+func poisonous(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "54":
+		return true
+	}
+	return false
+}
+
+// unappliableReason is err as a dead letter's reason: PostgreSQL's
+// message, with its SQLSTATE.
+func unappliableReason(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return fmt.Sprintf("PostgreSQL refused it: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	}
+	return err.Error()
+}
+
+// msgCommandID is the command id a message's Nats-Msg-Id carries, for a
+// command that does not decode: ids are "<command id>" or
+// "<command id>/<suffix>".
+func msgCommandID(m jetstream.Msg) string {
+	id := m.Headers().Get(jetstream.MsgIDHeader)
+	if i := strings.IndexByte(id, '/'); i >= 0 {
+		id = id[:i]
+	}
+	if _, err := uuid.Parse(id); err != nil {
+		return ""
+	}
+	return id
 }
 
 // announce tells the ingest requests waiting on the outcomes a batch just

@@ -290,6 +290,9 @@ type Writes struct {
 	// Outcomes are the outcomes of the commands applied, stored by
 	// command id.
 	Outcomes []OutcomeRow
+	// DeadCommands are commands set aside, unapplied (their outcomes are
+	// in Outcomes).
+	DeadCommands []DeadCommand
 	// Outbox rows get their ids filled in.
 	Outbox []*OutboxMsg
 	// PublishedOutbox are rows of earlier batches that JetStream has
@@ -325,6 +328,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueInsertCallbacks(b, w.Shard, w.Callbacks)
 	queueDeleteClaims(b, w.DeleteClaims)
 	queueUpsertOutcomes(b, w.Outcomes)
+	queueInsertDeadCommands(b, w.Shard, w.DeadCommands)
 	queueInsertOutbox(b, w.Outbox)
 	if len(w.PublishedOutbox) > 0 {
 		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, w.PublishedOutbox)

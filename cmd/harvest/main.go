@@ -35,7 +35,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newBench())
+	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newBench())
 	return root
 }
 

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harvest-engine/harvest/client"
+)
+
+func newCommands() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "commands",
+		Short: "Inspect commands: their outcomes, and the ones set aside as dead",
+		Long: `Commands are what ingest and workers send the scheduler: starts, signals,
+cancellations, workflow task and activity results. A command the scheduler
+cannot apply for a reason retrying would not fix (PostgreSQL refuses a value
+it carries, or the message is not a command) is set aside as dead, so the
+rest of its shard goes on; its outcome is the error command_rejected.`,
+	}
+	cmd.PersistentFlags().String("addr", envOr("HARVEST_ADDR", "http://127.0.0.1:8080"), "the Harvest HTTP API (HARVEST_ADDR)")
+	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
+	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "give up after this long (0: no limit)")
+	cmd.AddCommand(newCommandsGet(), newCommandsDead())
+	return cmd
+}
+
+func newCommandsGet() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get <command-id>",
+		Short: "Show a command's outcome (GET /api/harvest/commands/{command_id})",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return callAPI(cmd, "GET", "/api/harvest/commands/"+args[0], nil)
+		},
+	}
+}
+
+func newCommandsDead() *cobra.Command {
+	var (
+		opts  client.DeadCommandsOptions
+		shard int
+	)
+	cmd := &cobra.Command{
+		Use:   "dead [id]",
+		Short: "List the commands set aside as dead, newest first, or show one with its message",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, cancel, err := workflowClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			if len(args) == 1 {
+				id, err := strconv.ParseInt(args[0], 10, 64)
+				if err != nil || id < 1 {
+					return fmt.Errorf("dead command id %q: want a positive number", args[0])
+				}
+				d, err := c.DeadCommand(ctx, id)
+				if err != nil {
+					return err
+				}
+				raw, err := json.Marshal(d)
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			if cmd.Flags().Changed("shard") {
+				opts.Shard = &shard
+			}
+			dead, err := c.DeadCommands(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				raw, err := json.Marshal(map[string]any{"dead_commands": dead})
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), raw)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSHARD\tSTREAM_SEQ\tKIND\tCOMMAND_ID\tERROR\tDEAD_AT\tREASON")
+			for _, d := range dead {
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Shard, d.StreamSeq, d.Kind, orDash(d.CommandID), d.Error,
+					formatTime(d.DeadAt), d.Reason)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().IntVar(&shard, "shard", 0, "only this shard's")
+	cmd.Flags().Int64Var(&opts.Before, "before", 0, "only those older than this id (the next page)")
+	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many, 1 to 500 (default 50)")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -405,7 +405,9 @@ func (w *Worker) handleWorkflowTask(ctx context.Context, m jetstream.Msg) {
 	w.mu.Lock()
 	opts := w.activityOptions
 	w.mu.Unlock()
-	first := true
+	// A task delivered or dispatched again may have run its activities
+	// eagerly on a worker that then vanished.
+	first := task.Redispatch == 0
 	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 		first = false
 	}

@@ -65,6 +65,11 @@ type Config struct {
 	// LeaseTTL is how long a scheduler's shard lease lasts unrenewed
 	// (HARVEST_LEASE_TTL), default 5s.
 	LeaseTTL Duration `yaml:"lease_ttl"`
+	// WorkflowTaskTimeout is a dispatched workflow task's deadline
+	// (HARVEST_WORKFLOW_TASK_TIMEOUT), default 10s: a task not completed
+	// by then that the task stream no longer holds (it, or its result,
+	// was lost) is dispatched again.
+	WorkflowTaskTimeout Duration `yaml:"workflow_task_timeout"`
 	// IdempotencyFingerprint is "reject" to refuse a keyed start retried
 	// with a different input (422 idempotency_key_reused), or "ignore"
 	// (default) to answer it with the original execution
@@ -176,6 +181,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
 		dur(&c.TaskAckWait, "HARVEST_TASK_ACK_WAIT"),
 		dur(&c.LeaseTTL, "HARVEST_LEASE_TTL"),
+		dur(&c.WorkflowTaskTimeout, "HARVEST_WORKFLOW_TASK_TIMEOUT"),
 	)
 }
 
@@ -190,6 +196,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: outcome_ttl %s: want a positive duration", time.Duration(c.OutcomeTTL))
 	case c.StartIdempotencyWindow < 0:
 		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
+	case c.WorkflowTaskTimeout < 0 || (c.WorkflowTaskTimeout > 0 && c.WorkflowTaskTimeout < Duration(100*time.Millisecond)):
+		return fmt.Errorf("config: workflow_task_timeout %s: want at least 100ms", time.Duration(c.WorkflowTaskTimeout))
 	}
 	for i, sec := range c.ArcFlow.Secrets {
 		if sec == "" {

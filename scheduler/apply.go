@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,6 +57,8 @@ type batch struct {
 	window time.Duration
 	// outcomeTTL is how long the batch's outcomes stay readable.
 	outcomeTTL time.Duration
+	// wftTimeout is a dispatched workflow task's deadline.
+	wftTimeout time.Duration
 	log        *slog.Logger
 
 	execs       map[string]*store.Execution
@@ -92,6 +96,14 @@ type applyEnv struct {
 	// outcomeTTL is how long outcomes stay readable; zero means
 	// streams.DefaultOutcomeTTL.
 	outcomeTTL time.Duration
+	// wftTimeout is how long a dispatched workflow task may go without
+	// completing before the scheduler looks for it; zero means
+	// DefaultWorkflowTaskTimeout.
+	wftTimeout time.Duration
+	// taskQueued says whether the task stream still holds the execution's
+	// workflow task taskID (a worker has it, or will get it). Nil, or
+	// false, lets a workflow task past its deadline be dispatched again.
+	taskQueued func(ctx context.Context, executionID string, taskID int) bool
 	log        *slog.Logger
 	// lock, when set, makes apply take the shard's lock itself, in the
 	// round trip of its first reads, and check that the shard's applied
@@ -137,7 +149,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	shard := env.shard
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log,
-		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL),
+		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout),
 		execs:      map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
@@ -640,6 +652,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	}
 	e.WFTOutstanding = false
 	b.changed[e.ExecutionID] = true
+	b.writes.WorkflowTasksDone = append(b.writes.WorkflowTasksDone, store.WorkflowTaskRef{ExecutionID: e.ExecutionID, TaskID: r.TaskID})
 	eager := b.eagerAttempts(r)
 	// The worker's speculative next task holds only when the history it
 	// ran over is the execution's: nothing (a signal, a timer, a
@@ -1054,8 +1067,120 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx store.Tx) error {
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
-			MsgID: fmt.Sprintf("wft:%s:%d", id, e.WFTID), Payload: data,
+			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data,
 		})
+		b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)
+	}
+	return nil
+}
+
+// DefaultWorkflowTaskTimeout is how long a dispatched workflow task may go
+// without completing before the scheduler looks for it (Config).
+const DefaultWorkflowTaskTimeout = 10 * time.Second
+
+// maxWorkflowTaskCheck caps the wait between two looks at a workflow task
+// the task stream still holds.
+const maxWorkflowTaskCheck = 5 * time.Minute
+
+// wftTimerAttrs are the attributes of a workflow task's deadline.
+type wftTimerAttrs struct {
+	TaskID int `json:"task_id"`
+	// Redispatch counts the task's dispatches after its deadline; Checks
+	// the looks that found it still queued, which space the next look.
+	Redispatch int `json:"redispatch,omitempty"`
+	Checks     int `json:"checks,omitempty"`
+}
+
+// workflowTaskMsgID is the Nats-Msg-Id of a workflow task: a task
+// dispatched again gets a fresh one, so the broker's duplicate window does
+// not drop it.
+func workflowTaskMsgID(executionID string, taskID, redispatch int) string {
+	if redispatch == 0 {
+		return fmt.Sprintf("wft:%s:%d", executionID, taskID)
+	}
+	return fmt.Sprintf("wft:%s:%d:r%d", executionID, taskID, redispatch)
+}
+
+// parseWorkflowTaskMsgID is workflowTaskMsgID's inverse; ok is false for
+// other message ids.
+func parseWorkflowTaskMsgID(msgID string) (executionID string, taskID int, ok bool) {
+	rest, found := strings.CutPrefix(msgID, "wft:")
+	if !found || len(rest) < 38 || rest[36] != ':' {
+		return "", 0, false
+	}
+	executionID, rest = rest[:36], rest[37:]
+	if i := strings.IndexByte(rest, ':'); i >= 0 {
+		rest = rest[:i]
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil {
+		return "", 0, false
+	}
+	return executionID, n, true
+}
+
+func (b *batch) workflowTaskDeadline(executionID string, at wftTimerAttrs, after time.Duration) {
+	attrs, _ := json.Marshal(at)
+	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: executionID, Kind: store.TimerWorkflowTask, FireAt: b.now.Add(after), Attrs: attrs})
+}
+
+// workflowTaskTimer handles a workflow task's deadline. A task that
+// completed since is done with. One the task stream still holds has not
+// been lost (no worker took it yet, or one is running it and keeps it
+// alive): it is looked at again later, the wait doubling. One the stream
+// no longer holds, without a completion, was lost with its message or its
+// result: it is dispatched again, under a fresh message id, marked so
+// that its worker runs nothing eagerly.
+func (b *batch) workflowTaskTimer(ctx context.Context, e *store.Execution, tm store.Timer, queued func(context.Context, string, int) bool, again map[string]wftTimerAttrs) {
+	var at wftTimerAttrs
+	if err := json.Unmarshal(tm.Attrs, &at); err != nil {
+		b.log.Warn("dropping undecodable workflow task deadline", "execution_id", tm.ExecutionID, "err", err)
+		return
+	}
+	if !e.WFTOutstanding || e.WFTID != at.TaskID {
+		return
+	}
+	if queued != nil && queued(ctx, e.ExecutionID, at.TaskID) {
+		at.Checks++
+		b.workflowTaskDeadline(e.ExecutionID, at, min(b.wftTimeout<<min(at.Checks, 16), maxWorkflowTaskCheck))
+		return
+	}
+	at.Redispatch++
+	at.Checks = 0
+	b.log.Warn("workflow task not completed by its deadline and no longer in the task stream: dispatching it again",
+		"execution_id", e.ExecutionID, "workflow", e.WorkflowName, "task_id", at.TaskID, "redispatch", at.Redispatch)
+	again[e.ExecutionID] = at
+}
+
+// redispatchWorkflowTasks dispatches again the outstanding workflow tasks
+// of again, with their histories.
+func (b *batch) redispatchWorkflowTasks(ctx context.Context, tx store.Tx, again map[string]wftTimerAttrs) error {
+	if len(again) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(again))
+	for id := range again {
+		ids = append(ids, id)
+	}
+	stored, err := store.LoadHistories(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		e, at := b.execs[id], again[id]
+		task := wire.WorkflowTask{
+			ExecutionID: id, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
+			TaskQueue: e.TaskQueue, TaskID: at.TaskID, History: append(stored[id], b.newEvents[id]...), Redispatch: at.Redispatch,
+		}
+		data, err := json.Marshal(task)
+		if err != nil {
+			return fmt.Errorf("encode workflow task of %s: %w", id, err)
+		}
+		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
+			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
+			MsgID: workflowTaskMsgID(id, at.TaskID, at.Redispatch), Payload: data,
+		})
+		b.workflowTaskDeadline(id, at, b.wftTimeout)
 	}
 	return nil
 }
@@ -1065,10 +1190,11 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx store.Tx) error {
 func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, timers []store.Timer) (*store.Writes, error) {
 	shard, log := env.shard, env.log
 	b := &batch{
-		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log,
+		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log, wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout),
 		newExecs: map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 		newActs: map[store.ActivityRef]bool{},
 	}
+	again := map[string]wftTimerAttrs{}
 	b.writes.Shard, b.writes.AppliedSeq = shard, applied
 	ids := make([]string, 0, len(timers))
 	for _, tm := range timers {
@@ -1109,11 +1235,16 @@ func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, t
 			b.needWorkflowTask(e)
 		case store.TimerActivityTimeout, store.TimerActivityRetry, store.TimerActivityHeartbeat:
 			b.activityTimer(e, tm)
+		case store.TimerWorkflowTask:
+			b.workflowTaskTimer(ctx, e, tm, env.taskQueued, again)
 		default:
 			log.Warn("dropping timer of unknown kind", "execution_id", tm.ExecutionID, "kind", tm.Kind)
 		}
 	}
 	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
+		return nil, err
+	}
+	if err := b.redispatchWorkflowTasks(ctx, tx, again); err != nil {
 		return nil, err
 	}
 	for id := range b.changed {

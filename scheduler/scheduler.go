@@ -62,6 +62,12 @@ type Config struct {
 	StartIdempotencyWindow time.Duration
 	// AckWait is the command consumer's redelivery timeout, default 30 s.
 	AckWait time.Duration
+	// WorkflowTaskTimeout is a dispatched workflow task's deadline,
+	// default 10 s: a task not completed by then is looked for in the task
+	// stream, and dispatched again if the stream no longer holds it (the
+	// task or its result was lost); one still held is looked at again
+	// later, the wait doubling up to 5 minutes.
+	WorkflowTaskTimeout time.Duration
 	// SweepInterval paces the deletion of expired start claims and
 	// command outcomes, default 1 minute; each round deletes at most
 	// SweepBatches batches of SweepBatchSize (default 10 of 1000) of each.
@@ -104,6 +110,9 @@ func (c Config) withDefaults() Config {
 	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait
 	}
+	if c.WorkflowTaskTimeout == 0 {
+		c.WorkflowTaskTimeout = DefaultWorkflowTaskTimeout
+	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = time.Minute
 	}
@@ -142,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scheduler config: LeaseTTL %s: want at least 100ms", c.LeaseTTL)
 	case c.BatchSize < 0:
 		return fmt.Errorf("scheduler config: BatchSize %d: want a positive number", c.BatchSize)
+	case c.WorkflowTaskTimeout < 0 || (c.WorkflowTaskTimeout > 0 && c.WorkflowTaskTimeout < 100*time.Millisecond):
+		return fmt.Errorf("scheduler config: WorkflowTaskTimeout %s: want at least 100ms", c.WorkflowTaskTimeout)
 	case c.StartIdempotencyWindow < 0:
 		return fmt.Errorf("scheduler config: StartIdempotencyWindow %s: want a positive duration", c.StartIdempotencyWindow)
 	}
@@ -401,6 +412,10 @@ type runner struct {
 	published []int64
 	// inflight are outbox rows published and not yet acknowledged.
 	inflight []pending
+	// tasks are the stream sequences of the shard's outstanding workflow
+	// tasks, by execution (see taskQueued); taskStr the task stream.
+	tasks   map[string]taskSeq
+	taskStr jetstream.Stream
 	// failing says the shard's last session failed and it has not applied
 	// since; recorded that PostgreSQL may hold a failure mark for it.
 	failing, recorded bool
@@ -417,7 +432,7 @@ type runner struct {
 
 func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
 	ctx, cancel := context.WithCancel(parent)
-	return &runner{s: s, lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{}), recorded: true,
+	return &runner{s: s, lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{}), recorded: true, tasks: map[string]taskSeq{},
 		log: s.log.With("shard", l.Shard, "epoch", l.Epoch)}
 }
 
@@ -432,7 +447,77 @@ func (r *runner) finished() bool {
 
 func (r *runner) env() applyEnv {
 	return applyEnv{shard: r.lease.Shard, shards: r.s.cfg.Topology.Shards(), window: r.s.cfg.StartIdempotencyWindow,
-		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), log: r.log}
+		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), wftTimeout: r.s.cfg.WorkflowTaskTimeout, taskQueued: r.taskQueued, log: r.log}
+}
+
+// taskSeq is where the task stream holds an execution's outstanding
+// workflow task.
+type taskSeq struct {
+	taskID int
+	seq    uint64
+}
+
+// trackTask records the stream sequence JetStream acknowledged for an
+// outbox row, if the row is a workflow task.
+func (r *runner) trackTask(row *store.OutboxMsg, ack *jetstream.PubAck) {
+	if ack == nil {
+		return
+	}
+	if id, taskID, ok := parseWorkflowTaskMsgID(row.MsgID); ok {
+		r.tasks[id] = taskSeq{taskID: taskID, seq: ack.Sequence}
+	}
+}
+
+// forgetTasks drops what trackTask recorded of workflow tasks that
+// completed, and of executions that closed.
+func (r *runner) forgetTasks(w *store.Writes) {
+	for _, ref := range w.WorkflowTasksDone {
+		if t, ok := r.tasks[ref.ExecutionID]; ok && t.taskID <= ref.TaskID {
+			delete(r.tasks, ref.ExecutionID)
+		}
+	}
+	for _, id := range w.ExecutionsClosed {
+		delete(r.tasks, id)
+	}
+}
+
+// taskQueued says whether the task stream still holds the workflow task
+// taskID of an execution: its message is in the stream until a worker
+// acknowledges it, after publishing the task's result. Unknown (the task
+// was published by an earlier runner) counts as not held, so a lost task
+// is dispatched again; a stream that cannot be asked counts as held, so
+// nothing is dispatched again while NATS is away.
+func (r *runner) taskQueued(ctx context.Context, executionID string, taskID int) bool {
+	t, ok := r.tasks[executionID]
+	if !ok || t.taskID != taskID {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := r.taskStream(ctx)
+	if err == nil {
+		_, err = st.GetMsg(ctx, t.seq)
+	}
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false
+	}
+	if err != nil {
+		r.log.Warn("look up a workflow task in the task stream", "execution_id", executionID, "task_id", taskID, "err", err)
+	}
+	return true
+}
+
+// taskStream is the task stream's handle, looked up once per runner.
+func (r *runner) taskStream(ctx context.Context) (jetstream.Stream, error) {
+	if r.taskStr != nil {
+		return r.taskStr, nil
+	}
+	st, err := r.s.cfg.Topology.JS.Stream(ctx, streams.TaskStream)
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", streams.TaskStream, err)
+	}
+	r.taskStr = st
+	return st, nil
 }
 
 func (r *runner) consumerName() string { return fmt.Sprintf("harvest_sched_%d", r.lease.Shard) }
@@ -856,6 +941,7 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 		if writes != nil {
 			r.published = nil
 			r.known.remember(writes)
+			r.forgetTasks(writes)
 			r.announce(writes.Outcomes)
 			if err := r.publish(ctx, writes.Outbox); err != nil {
 				return err
@@ -929,6 +1015,7 @@ func (r *runner) applyCommands(ctx context.Context, cmds []seqCommand, readFree 
 	}
 	r.applied = writes.AppliedSeq
 	r.known.remember(writes)
+	r.forgetTasks(writes)
 	if writes.PublishedOutbox != nil {
 		r.published = nil
 	}
@@ -1177,7 +1264,8 @@ func (r *runner) reap(ctx context.Context, wait bool) error {
 	for i, p := range r.inflight {
 		if !wait {
 			select {
-			case <-p.f.Ok():
+			case ack := <-p.f.Ok():
+				r.trackTask(p.row, ack)
 				r.published = append(r.published, p.row.ID)
 			case err := <-p.f.Err():
 				r.inflight = append(left, r.inflight[i+1:]...)
@@ -1188,7 +1276,8 @@ func (r *runner) reap(ctx context.Context, wait bool) error {
 			continue
 		}
 		select {
-		case <-p.f.Ok():
+		case ack := <-p.f.Ok():
+			r.trackTask(p.row, ack)
 			r.published = append(r.published, p.row.ID)
 		case err := <-p.f.Err():
 			r.inflight = append(left, r.inflight[i+1:]...)

@@ -283,6 +283,9 @@ type Writes struct {
 	// ExecutionsClosed clears every timer of executions that closed.
 	ActivityDone     []ActivityRef
 	ExecutionsClosed []string
+	// WorkflowTasksDone clears the deadlines of workflow tasks that
+	// completed.
+	WorkflowTasksDone []WorkflowTaskRef
 	// Callbacks are completion callbacks to deliver.
 	Callbacks []CallbackDelivery
 	// SignalClaims record keyed signals delivered.
@@ -320,7 +323,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueUpdateActivities(b, w.UpdatedActivities)
 	queueRepointClaims(b, w.RepointClaims)
 	queueInsertTimers(b, w.Shard, w.NewTimers)
-	queueDeleteTimers(b, w.ActivityDone, w.ExecutionsClosed)
+	queueDeleteTimers(b, w.ActivityDone, w.ExecutionsClosed, w.WorkflowTasksDone)
 	if len(w.FiredTimers) > 0 {
 		b.Queue(`DELETE FROM timers WHERE timer_id = ANY($1)`, w.FiredTimers)
 	}
@@ -522,21 +525,29 @@ func queueInsertTimers(b *pgx.Batch, shard int, timers []Timer) {
 		SELECT $1::int, unnest($2::uuid[]), unnest($3::text[]), unnest($4::timestamptz[]), unnest($5::jsonb[])`, shard, ids, kinds, fireAts, attrs)
 }
 
-// queueDeleteTimers deletes the timers of activities that finished and
-// every timer of executions that closed, in one statement: a pair with a
-// NULL activity id stands for all of its execution's timers.
-func queueDeleteTimers(b *pgx.Batch, done []ActivityRef, closed []string) {
-	if len(done)+len(closed) == 0 {
+// queueDeleteTimers deletes the timers of activities that finished, the
+// deadlines of workflow tasks that completed, and every timer of
+// executions that closed, in one statement: a pair with a NULL activity id
+// stands for all of its execution's timers.
+func queueDeleteTimers(b *pgx.Batch, done []ActivityRef, closed []string, tasks []WorkflowTaskRef) {
+	if len(done)+len(closed)+len(tasks) == 0 {
 		return
 	}
-	ids := make([]string, 0, len(done)+len(closed))
+	ids := make([]string, 0, len(done)+len(closed)+len(tasks))
 	for _, ref := range done {
+		ids = append(ids, ref.ExecutionID)
+	}
+	for _, ref := range tasks {
 		ids = append(ids, ref.ExecutionID)
 	}
 	ids = append(ids, closed...)
 	activities := make([]string, len(done))
 	for i, ref := range done {
 		activities[i] = ref.ExecutionID + "/" + strconv.Itoa(ref.ActivityID)
+	}
+	wfts := make([]string, len(tasks))
+	for i, ref := range tasks {
+		wfts[i] = ref.ExecutionID + "/" + strconv.Itoa(ref.TaskID)
 	}
 	// One table, no join: PostgreSQL plans it on every call
 	// (PoolConfig), and a join with the unnested arrays cost more to plan
@@ -545,8 +556,10 @@ func queueDeleteTimers(b *pgx.Batch, done []ActivityRef, closed []string) {
 		WHERE t.execution_id = ANY($1::uuid[])
 			AND (t.execution_id = ANY($2::uuid[])
 				OR (t.kind IN ('activity_timeout', 'activity_retry', 'activity_heartbeat')
-					AND t.execution_id::text || '/' || (t.attrs->>'activity_id') = ANY($3::text[])))`,
-		ids, closed, activities)
+					AND t.execution_id::text || '/' || (t.attrs->>'activity_id') = ANY($3::text[]))
+				OR (t.kind = 'workflow_task'
+					AND t.execution_id::text || '/' || (t.attrs->>'task_id') = ANY($4::text[])))`,
+		ids, closed, activities, wfts)
 }
 
 func queueInsertSignalClaims(b *pgx.Batch, refs []SignalRef) {
@@ -680,7 +693,17 @@ const (
 	TimerActivityRetry = "activity_retry"
 	// TimerActivityHeartbeat checks that an attempt is still heartbeating.
 	TimerActivityHeartbeat = "activity_heartbeat"
+	// TimerWorkflowTask is a dispatched workflow task's deadline: if the
+	// task has not completed by then and the task stream no longer holds
+	// it, it is dispatched again.
+	TimerWorkflowTask = "workflow_task"
 )
+
+// WorkflowTaskRef names one workflow task of one execution.
+type WorkflowTaskRef struct {
+	ExecutionID string
+	TaskID      int
+}
 
 // Timer is a durable timer of one execution.
 type Timer struct {

@@ -291,6 +291,12 @@ type WorkflowTask struct {
 	TaskQueue    string  `json:"task_queue"`
 	TaskID       int     `json:"task_id"`
 	History      []Event `json:"history"`
+	// Redispatch counts the times the scheduler dispatched this task
+	// again because its deadline passed while the task stream no longer
+	// held it (a task or its result lost). A worker treats a redispatched
+	// task as it treats a redelivered one: an earlier copy may have run
+	// its activities eagerly.
+	Redispatch int `json:"redispatch,omitempty"`
 }
 
 // ActivityTask asks a worker to run one activity attempt.

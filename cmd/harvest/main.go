@@ -71,6 +71,7 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 				Streams: streams.Config{Shards: cmp.Or(shards, cfg.Shards), OutcomeTTL: time.Duration(cfg.OutcomeTTL)},
 				Scheduler: scheduler.Config{
 					StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
+					WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
 					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 				},
 				Ingest: ingest.Config{

@@ -50,6 +50,7 @@ func run(configPath string) error {
 		DB: db, Topology: top, Logger: log,
 		LeaseTTL:               time.Duration(cfg.LeaseTTL),
 		StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
+		WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	})
 	if err != nil {

@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/devstack"
 	"github.com/harvest-engine/harvest/ingest"
 	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/streams"
 	"github.com/harvest-engine/harvest/wire"
 )
 
@@ -128,4 +130,32 @@ func metricsText(t *testing.T, s *devstack.Stack) string {
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return strings.TrimSpace(string(raw))
+}
+
+// TestALostCommandIsAcceptedAgain: a keyed start whose message left the
+// command stream without being applied (here deleted from the stream, as
+// the broker lost commands before the scheduler noticed lost deliveries)
+// is not swallowed as a broker duplicate for the rest of the duplicate
+// window: a retry with its key is accepted again and starts the
+// execution.
+func TestALostCommandIsAcceptedAgain(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, devstack.Config{Ingest: ingest.Config{OutcomeWait: 5 * time.Second}})
+	ctx := natstest.Context(t)
+	id := dedup.StartCommandID("charge", "lost-1")
+	// Where no scheduler reads it; then gone.
+	ack, err := s.Topology.JS.Publish(ctx, "harvest.cmd.4095.start", []byte(`{}`), jetstream.WithMsgID(id))
+	require.NoError(t, err)
+	st, err := s.Topology.JS.Stream(ctx, streams.CommandStream)
+	require.NoError(t, err)
+	require.NoError(t, st.DeleteMsg(ctx, ack.Sequence))
+
+	r := call(t, "POST", s.URL()+"/api/harvest/workflows/charge/start", map[string]string{"Idempotency-Key": "lost-1"}, `{`+chargeInput+`}`)
+	require.Equal(t, 201, r.status, r.body)
+	waitCompleted(t, s, r.body["execution_id"].(string))
+	require.Contains(t, metricsText(t, s), "harvest_ingest_lost_commands_total 1")
+	r = call(t, "POST", s.URL()+"/api/harvest/workflows/charge/start", map[string]string{"Idempotency-Key": "lost-1"}, `{`+chargeInput+`}`)
+	require.Equal(t, 200, r.status, r.body)
+	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions WHERE idempotency_key = 'lost-1'`))
+	require.Contains(t, metricsText(t, s), "harvest_ingest_lost_commands_total 1", "a retry of an applied command is no loss")
 }

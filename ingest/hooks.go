@@ -107,7 +107,7 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
-	ack, err := s.cfg.Topology.PublishCommand(pctx, shard, cmd)
+	ack, err := s.publishCommand(pctx, shard, cmd, cmd.CommandID)
 	cancel()
 	if err != nil {
 		s.log.Warn("webhook not accepted", "source", name, "err", err)

@@ -9,6 +9,7 @@ type metrics struct {
 	starts       *prometheus.CounterVec
 	duplicates   *prometheus.CounterVec
 	hooksIgnored prometheus.Counter
+	lost         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -26,7 +27,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "harvest_ingest_webhooks_ignored_total",
 		Help: "Verified webhook events that no routing rule names.",
 	})
-	for _, c := range []prometheus.Collector{m.starts, m.duplicates, m.hooksIgnored} {
+	m.lost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "harvest_ingest_lost_commands_total",
+		Help: "Retries of a command whose first message left the command stream unapplied, accepted again.",
+	})
+	for _, c := range []prometheus.Collector{m.starts, m.duplicates, m.hooksIgnored, m.lost} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -577,7 +578,7 @@ func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID
 	outcomes, stopWaiting := s.waiters.wait(cmd.CommandID)
 	defer stopWaiting()
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
-	ack, err := s.cfg.Topology.PublishCommandAs(pctx, shard, cmd, msgID)
+	ack, err := s.publishCommand(pctx, shard, cmd, msgID)
 	cancel()
 	if err != nil {
 		s.log.Warn("command not accepted", "kind", cmd.Kind, "err", err)
@@ -594,6 +595,49 @@ func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID
 		return out, ack.Duplicate, errOutcomeLate
 	}
 	return out, ack.Duplicate, nil
+}
+
+// publishCommand publishes cmd under msgID. When the broker answers that
+// it holds the id already, and the message it names has left the command
+// stream without an outcome, the command was lost unapplied (the stream
+// only lets a command go once the transaction that applied it and stored
+// its outcome has committed): it is published again, under an id derived
+// from the lost message's sequence, so that concurrent retries collapse
+// into one message and the broker's duplicate window does not swallow the
+// key's retries. The claims in PostgreSQL keep it to one execution.
+func (s *Server) publishCommand(ctx context.Context, shard int, cmd *wire.Command, msgID string) (*jetstream.PubAck, error) {
+	ack, err := s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, msgID)
+	if err != nil || !ack.Duplicate || s.cfg.DB == nil {
+		return ack, err
+	}
+	lost, err := s.lost(ctx, cmd.CommandID, ack.Sequence)
+	if err != nil {
+		s.log.Debug("tell a lost command from a pending one", "command_id", cmd.CommandID, "err", err)
+		return ack, nil
+	}
+	if !lost {
+		return ack, nil
+	}
+	s.log.Warn("a command accepted earlier left the command stream unapplied: accepting it again",
+		"command_id", cmd.CommandID, "kind", cmd.Kind, "stream_seq", ack.Sequence)
+	s.metrics.lost.Inc()
+	return s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, fmt.Sprintf("%s/lost/%d", msgID, ack.Sequence))
+}
+
+// lost says whether the command whose message was at seq left the stream
+// without being applied.
+func (s *Server) lost(ctx context.Context, commandID string, seq uint64) (bool, error) {
+	gone, err := s.cfg.Topology.CommandGone(ctx, seq)
+	if err != nil || !gone {
+		return false, err
+	}
+	// Read after the message was seen gone: the outcome committed before
+	// the scheduler acknowledged it.
+	out, ok, err := store.GetOutcome(ctx, s.cfg.DB, commandID)
+	if err != nil {
+		return false, err
+	}
+	return !ok || out.StreamSeq < seq, nil
 }
 
 func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand) (*store.Claim, *store.Execution, error) {

@@ -148,6 +148,7 @@ type Topology struct {
 	Cancelled  jetstream.KeyValue
 	shards     int
 	outcomeTTL time.Duration
+	commands   jetstream.Stream
 }
 
 // Declare creates or updates the command stream, the task stream and the
@@ -172,7 +173,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	// Both streams are work queues: a message is removed once acknowledged,
 	// and the scheduler acknowledges a command only after the transaction
 	// that applied it commits.
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	commands, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        CommandStream,
 		Description: "Harvest commands: starts, signals, workflow task and activity results, by shard",
 		Subjects:    []string{commandSubjects},
@@ -215,7 +216,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		}
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
-		shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL}, nil
+		shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
 }
 
 // Shards is the number of logical shards.
@@ -361,6 +362,22 @@ func retryablePublishError(err error) bool {
 func isTimeout(err error) bool {
 	var te interface{ Timeout() bool }
 	return errors.As(err, &te) && te.Timeout()
+}
+
+// CommandGone says whether the command stream no longer holds its
+// message at seq. The streams are work queues: a command leaves its stream
+// when the scheduler acknowledges it, after the transaction that applied
+// it (and stored its outcome) committed. A message gone without an
+// outcome was lost unapplied.
+func (t *Topology) CommandGone(ctx context.Context, seq uint64) (bool, error) {
+	_, err := t.commands.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up command %d in %s: %w", seq, CommandStream, err)
+	}
+	return false, nil
 }
 
 // MarkAccepted records that a command was accepted and answered before its

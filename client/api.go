@@ -166,8 +166,13 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 // CommandStatus is what the server knows of a command it accepted.
 type CommandStatus struct {
 	CommandID string
-	// Applied is false while the command waits to be applied.
+	// Applied is false while the command waits to be applied. It is true
+	// for a command the scheduler set aside as dead, too: that is final.
 	Applied bool
+	// Rejected says the scheduler could not apply the command and set it
+	// aside as dead (HTTPStatus 422, error command_rejected; see
+	// DeadCommands).
+	Rejected bool
 	// HTTPStatus and Outcome are the answer the command's request would
 	// have had, once Applied.
 	HTTPStatus int
@@ -193,7 +198,8 @@ func (c *Client) Command(ctx context.Context, commandID string) (*CommandStatus,
 	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
 		return nil, err
 	}
-	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == "applied", HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
+	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == "applied" || a.Status == "rejected", Rejected: a.Status == "rejected",
+		HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
 }
 
 // unknownCommandGrace is how long a command the server just accepted may

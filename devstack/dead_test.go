@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/devstack"
 	"github.com/harvest-engine/harvest/ingest"
@@ -48,12 +49,25 @@ func TestDeadCommandsAreAnsweredAndListed(t *testing.T) {
 	var got answer
 	eventually(t, 30*time.Second, "the poison command's outcome", func() bool {
 		got = call(t, "GET", s.URL()+"/api/harvest/commands/"+cmd.CommandID, nil, "")
-		return got.status == 200 && got.body["status"] == "applied"
+		return got.status == 200 && got.body["status"] != "accepted"
 	})
+	require.Equal(t, "rejected", got.body["status"])
 	require.EqualValues(t, 422, got.body["http_status"])
 	outcome := got.body["outcome"].(map[string]any)
 	require.Equal(t, "command_rejected", outcome["error"])
 	require.Contains(t, outcome["message"], "invalid byte sequence")
+	c, err := client.New(client.Config{BaseURL: s.URL()})
+	require.NoError(t, err)
+	status, err := c.Command(natstest.Context(t), cmd.CommandID)
+	require.NoError(t, err)
+	require.True(t, status.Applied && status.Rejected, "final, and rejected")
+	require.Equal(t, 422, status.HTTPStatus)
+	deadList, err := c.DeadCommands(natstest.Context(t), client.DeadCommandsOptions{})
+	require.NoError(t, err)
+	require.Len(t, deadList, 1)
+	full, err := c.DeadCommand(natstest.Context(t), deadList[0].ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, full.Payload)
 
 	list := call(t, "GET", s.URL()+"/api/harvest/commands/dead", nil, "")
 	require.Equal(t, 200, list.status, list.body)

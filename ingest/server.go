@@ -815,7 +815,12 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 			status, body = out.HTTPStatus, apiError{Error: out.Error, Message: out.Message}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"command_id": id, "status": "applied", "http_status": status, "outcome": body})
+	state := "applied"
+	if out.Error == "command_rejected" {
+		// Set aside by the scheduler: never applied, and never will be.
+		state = "rejected"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"command_id": id, "status": state, "http_status": status, "outcome": body})
 }
 
 // readiness is the body of GET /readyz.

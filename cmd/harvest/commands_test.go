@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/devstack"
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/wire"
+)
+
+// TestCommandsDead: `harvest commands dead` lists a command the scheduler
+// set aside, `harvest commands dead <id>` shows its message, and
+// `harvest commands get` its outcome.
+func TestCommandsDead(t *testing.T) {
+	ctx := natstest.Context(t)
+	s, err := devstack.Start(ctx, devstack.Config{
+		NATSURL:     natstest.RunServer(t, natstest.Options{}).ClientURL(),
+		DatabaseURL: pgtest.NewDatabase(t),
+		Addr:        "127.0.0.1:0",
+		StateDir:    t.TempDir(),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, s.Stop(ctx))
+	})
+	cmd := wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
+		WorkflowName: "charge", WorkflowID: "bad\x00id", TaskQueue: wire.DefaultTaskQueue}}
+	_, err = s.Topology.PublishCommand(ctx, 0, &cmd)
+	require.NoError(t, err)
+
+	var list string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _, err := runCLI(t, "commands", "dead", "--addr", s.URL(), "--json")
+		require.NoError(t, err)
+		var got struct {
+			DeadCommands []struct {
+				ID        int64  `json:"id"`
+				CommandID string `json:"command_id"`
+			} `json:"dead_commands"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+		if len(got.DeadCommands) == 1 {
+			require.Equal(t, cmd.CommandID, got.DeadCommands[0].CommandID)
+			list, _, err = runCLI(t, "commands", "dead", "--addr", s.URL())
+			require.NoError(t, err)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the command was not set aside within 30s")
+		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
+	}
+	require.Contains(t, list, "ID")
+	require.Contains(t, list, cmd.CommandID)
+	require.Contains(t, list, "unappliable")
+
+	one, _, err := runCLI(t, "commands", "dead", "1", "--addr", s.URL())
+	require.NoError(t, err)
+	require.Contains(t, one, `"payload"`)
+	require.Contains(t, one, `bad\u0000id`)
+	got, _, err := runCLI(t, "commands", "get", cmd.CommandID, "--addr", s.URL())
+	require.NoError(t, err)
+	require.Contains(t, got, `"rejected"`)
+	require.Contains(t, got, "command_rejected")
+	_, _, err = runCLI(t, "commands", "dead", "999", "--addr", s.URL())
+	require.ErrorContains(t, err, "dead_command_not_found")
+}

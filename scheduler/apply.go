@@ -150,7 +150,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log,
 		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout),
-		execs:      map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
+		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 		claimExec: map[store.ClaimRef]*store.Execution{}, tentative: map[store.ClaimRef]string{},

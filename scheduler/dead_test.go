@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,7 +137,51 @@ func TestOnlyWhatTheCommandCarriesIsPoison(t *testing.T) {
 		require.Equal(t, want, poisonous(errors.Join(errors.New("apply"), err)), code)
 	}
 	require.False(t, poisonous(&net.OpError{Op: "dial", Err: errors.New("connection refused")}))
+	// What pgx cannot encode never reaches PostgreSQL, and never will.
+	db := pgtest.NewPool(t)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT $1::int`, int64(1)<<40)
+	err := db.SendBatch(context.Background(), b).Close()
+	require.Error(t, err)
+	require.True(t, poisonous(err), "%v", err)
 	require.False(t, poisonous(context.DeadlineExceeded))
 	require.False(t, poisonous(store.ErrLeaseLost))
 	require.False(t, poisonous(errDeliveryGap))
+}
+
+// TestATimerThatCannotFireIsDropped: a due timer whose firing PostgreSQL
+// refuses (here the event it appends would overflow the history's
+// sequence) is dropped and counted; the shard's other timers fire.
+func TestATimerThatCannotFireIsDropped(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	require.NoError(t, store.EnsureShards(ctx, db, 1))
+	leases, err := store.AcquireLeases(ctx, db, "setup", time.Minute, 1)
+	require.NoError(t, err)
+	applyOnce(t, db, "setup", leases[0], []seqCommand{
+		{seq: 1, cmd: startCmd("onboarding", "", "wf-good")}, {seq: 2, cmd: startCmd("onboarding", "", "wf-bad")}})
+	require.NoError(t, store.Leave(ctx, db, "setup"))
+	_, err = db.Exec(ctx, `UPDATE executions SET last_seq = 2147483647 WHERE workflow_id = 'wf-bad'`)
+	require.NoError(t, err)
+	_, err = db.Exec(ctx, `INSERT INTO timers (shard, execution_id, kind, fire_at, attrs)
+		SELECT 0, execution_id, 'workflow', now(), '{"timer_id": 1}' FROM executions`)
+	require.NoError(t, err)
+
+	s, err := New(Config{DB: db, Topology: top})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(ctx))
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	waitFor(t, 20*time.Second, "the good timer to fire", func() bool {
+		return count(t, db, `SELECT count(*) FROM history_events h JOIN executions e USING (execution_id)
+			WHERE e.workflow_id = 'wf-good' AND h.type = 'TimerFired'`) == 1
+	})
+	waitFor(t, 20*time.Second, "the bad timer to be dropped", func() bool {
+		return count(t, db, `SELECT count(*) FROM timers WHERE kind = 'workflow'`) == 0
+	})
+	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.deadTimers))
 }

@@ -10,6 +10,7 @@ import (
 type metrics struct {
 	applied      prometheus.Counter
 	deadCommands *prometheus.CounterVec
+	deadTimers   prometheus.Counter
 	failures     prometheus.Counter
 	gaps         prometheus.Counter
 	failing      prometheus.Gauge
@@ -25,6 +26,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "harvest_scheduler_dead_commands_total",
 			Help: "Commands set aside unapplied (dead-lettered), by error: malformed (not a command) or unappliable (PostgreSQL refuses what it carries).",
 		}, []string{"error"}),
+		deadTimers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "harvest_scheduler_dead_timers_total",
+			Help: "Durable timers dropped because firing them fails for a reason retrying will not fix (logged with their execution).",
+		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "harvest_scheduler_shard_session_failures_total",
 			Help: "Shard sessions that ended in an error and were restarted (PostgreSQL or NATS unreachable, for instance).",
@@ -38,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Shards of this scheduler whose last session failed and that have not applied since.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.deadCommands, m.failures, m.gaps, m.failing} {
+	for _, c := range []prometheus.Collector{m.applied, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -909,48 +910,94 @@ func (r *runner) rearm(ctx context.Context, a *timerAlarm) error {
 }
 
 // fireDueTimers applies the shard's due timers, a bounded batch per
-// transaction, then publishes what they produced.
+// transaction, then publishes what they produced. A batch that fails for
+// a reason retrying will not fix is fired again timer by timer, and a
+// timer that fails alone is dropped, logged and counted, so that it does
+// not stop the shard (isolateTimers).
 func (r *runner) fireDueTimers(ctx context.Context) error {
 	const limit = 256
 	for {
-		var writes *store.Writes
-		var fired int
 		if err := r.reap(ctx, false); err != nil {
 			return err
 		}
-		err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
-			applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
-			if err != nil {
-				return err
-			}
-			due, err := store.DueTimers(ctx, tx, r.lease.Shard, time.Now(), limit)
-			if err != nil || len(due) == 0 {
-				return err
-			}
-			fired = len(due)
-			if writes, err = fireTimers(ctx, tx, r.env(), applied, due); err != nil {
-				return err
-			}
-			writes.PublishedOutbox = r.published
-			tx.commitWithNext()
-			return store.Write(ctx, tx, writes)
-		})
+		fired, err := r.fireTimersTx(ctx, limit, nil)
+		if err != nil && poisonous(err) {
+			fired, err = r.isolateTimers(ctx, limit, err)
+		}
 		if err != nil {
 			return fmt.Errorf("fire timers: %w", err)
-		}
-		if writes != nil {
-			r.published = nil
-			r.known.remember(writes)
-			r.forgetTasks(writes)
-			r.announce(writes.Outcomes)
-			if err := r.publish(ctx, writes.Outbox); err != nil {
-				return err
-			}
 		}
 		if fired < limit {
 			return nil
 		}
 	}
+}
+
+// fireTimersTx fires up to limit due timers (only those of ids, when
+// given) in one transaction and publishes what they produced; it returns
+// how many it fired.
+func (r *runner) fireTimersTx(ctx context.Context, limit int, ids []int64) (int, error) {
+	var writes *store.Writes
+	var fired int
+	err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
+		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
+		if err != nil {
+			return err
+		}
+		due, err := store.DueTimers(ctx, tx, r.lease.Shard, time.Now(), limit, ids...)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		fired = len(due)
+		if writes, err = fireTimers(ctx, tx, r.env(), applied, due); err != nil {
+			return err
+		}
+		writes.PublishedOutbox = r.published
+		tx.commitWithNext()
+		return store.Write(ctx, tx, writes)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if writes != nil {
+		r.published = nil
+		r.known.remember(writes)
+		r.forgetTasks(writes)
+		r.announce(writes.Outcomes)
+		if err := r.publish(ctx, writes.Outbox); err != nil {
+			return 0, err
+		}
+	}
+	return fired, nil
+}
+
+// isolateTimers fires the due timers one per transaction after their
+// batch failed for a reason retrying will not fix (cause); a timer that
+// fails alone for such a reason is deleted. It returns how many timers it
+// handled.
+func (r *runner) isolateTimers(ctx context.Context, limit int, cause error) (int, error) {
+	r.log.Warn("firing timers failed for a reason retrying will not fix: firing them one by one", "err", cause)
+	due, err := store.DueTimers(ctx, r.s.cfg.DB, r.lease.Shard, time.Now(), limit)
+	if err != nil {
+		return 0, err
+	}
+	for _, tm := range due {
+		_, err := r.fireTimersTx(ctx, 1, []int64{tm.ID})
+		if err != nil && poisonous(err) {
+			r.log.Error("dropping a timer that cannot fire", "execution_id", tm.ExecutionID, "kind", tm.Kind, "timer_id", tm.ID, "err", err)
+			r.s.metrics.deadTimers.Inc()
+			err = pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
+				if _, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease); err != nil {
+					return err
+				}
+				return store.DeleteTimer(ctx, tx, tm.ID)
+			})
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(due), nil
 }
 
 // applyBatch applies msgs in one transaction, acknowledges them, then
@@ -1052,13 +1099,23 @@ func (r *runner) isolate(ctx context.Context, cmds []seqCommand, cause error) (*
 // what the commands carry, so that applying them again would fail again:
 // PostgreSQL refusing a value (class 22, data exception: a NUL byte, an
 // unsupported escape, a number out of range), a constraint (23), or a
-// limit (54, a value too large or nested too deep). Everything else —
+// limit (54, a value too large or nested too deep), or pgx unable to
+// encode a value for its column. Everything else —
 // connections, timeouts, a lost lease, PostgreSQL shutting down, a
 // statement the schema does not know (a deploy gone wrong) — is retried
 // and never dead-letters a command.
 func poisonous(err error) bool {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+	if !errors.As(err, &pgErr) {
+		// pgx could not encode a value for PostgreSQL (an integer out of
+		// its column's range): the batch never left, and never will. Its
+		// "build" step is client-side encoding only (the "prepare" step
+		// talks to the server, and can fail for a broken connection); the
+		// step is unexported, so it is read from the message.
+		var pre pgx.ErrPreprocessingBatch
+		return errors.As(err, &pre) && strings.HasPrefix(pre.Error(), "error preprocessing batch (build)")
+	}
+	if len(pgErr.Code) != 5 {
 		return false
 	}
 	switch pgErr.Code[:2] {
@@ -1067,6 +1124,7 @@ func poisonous(err error) bool {
 	}
 	return false
 }
+
 
 // unappliableReason is err as a dead letter's reason: PostgreSQL's
 // message, with its SQLSTATE.

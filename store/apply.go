@@ -714,11 +714,13 @@ type Timer struct {
 	Attrs       json.RawMessage
 }
 
-// DueTimers locks up to limit of the shard's timers that are due at now.
-func DueTimers(ctx context.Context, tx Tx, shard int, now time.Time, limit int) ([]Timer, error) {
+// DueTimers locks up to limit of the shard's timers that are due at now;
+// only those of ids, when given.
+func DueTimers(ctx context.Context, tx Tx, shard int, now time.Time, limit int, ids ...int64) ([]Timer, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT timer_id, execution_id::text, kind, fire_at, attrs FROM timers
-		WHERE shard = $1 AND fire_at <= $2 ORDER BY fire_at LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit)
+		WHERE shard = $1 AND fire_at <= $2 AND ($4::bigint[] IS NULL OR timer_id = ANY($4))
+		ORDER BY fire_at LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit, ids)
 	if err != nil {
 		return nil, fmt.Errorf("due timers of shard %d: %w", shard, err)
 	}
@@ -727,6 +729,14 @@ func DueTimers(ctx context.Context, tx Tx, shard int, now time.Time, limit int) 
 		return nil, fmt.Errorf("due timers of shard %d: %w", shard, err)
 	}
 	return timers, nil
+}
+
+// DeleteTimer deletes one timer.
+func DeleteTimer(ctx context.Context, tx Tx, id int64) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM timers WHERE timer_id = $1`, id); err != nil {
+		return fmt.Errorf("delete timer %d: %w", id, err)
+	}
+	return nil
 }
 
 // NextTimer is when the shard's earliest timer fires; ok is false when it

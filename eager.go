@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/dedup"
@@ -17,20 +16,21 @@ import (
 // a free slot for each, it runs their first attempts at once and, if they
 // all complete, the next workflow task over their results, and returns all
 // of it as one result: one command, one scheduler transaction, instead of
-// three of each and two task messages.
+// three of each and two task messages. A stopping worker runs nothing
+// eagerly.
 //
 // No guarantee is weaker for it. Each activity's idempotency key is derived
 // from the execution and the activity's id, so an eager attempt hands
 // downstream systems the key every later attempt would. The workflow task
-// is acknowledged only after the result is published; if this worker
-// vanishes before that, the task is delivered again, and the worker that
-// takes it runs nothing eagerly and marks the activities PossiblyStarted,
-// so their attempt 1 reconciles first. The scheduler takes the
+// is kept in progress meanwhile and acknowledged only after the result is
+// published; if this worker vanishes before that, the task is delivered
+// again within TaskAckWait, and the worker that takes it runs nothing
+// eagerly and marks the activities PossiblyStarted, so their attempt 1
+// counts as lost and attempt 2 reconciles first. (A delivery handed back
+// unstarted does not count: see earlierUnstarted.) The scheduler takes the
 // speculative next task only if nothing else happened to the execution in
 // the meantime.
-//
-// first says this is the task's first delivery.
-func (w *Worker) completeWorkflowTask(ctx context.Context, m jetstream.Msg, fn workflowFunc, task *wire.WorkflowTask, opts map[string]ActivityOptions, first bool) (*wire.WorkflowTaskResult, error) {
+func (w *Worker) completeWorkflowTask(ctx context.Context, t *heldTask, fn workflowFunc, task *wire.WorkflowTask, opts map[string]ActivityOptions) (*wire.WorkflowTaskResult, error) {
 	decisions, err := runWorkflowTask(fn, task, opts)
 	if err != nil {
 		return nil, err
@@ -39,18 +39,19 @@ func (w *Worker) completeWorkflowTask(ctx context.Context, m jetstream.Msg, fn w
 	if !eagerShape(decisions) {
 		return res, nil
 	}
-	if !first {
+	if task.Redispatch > 0 || !w.earlierUnstarted(ctx, t) {
 		// An earlier delivery of this task, on this worker or another,
-		// may have run these attempts.
+		// may have run these attempts; so may an earlier dispatch, for a
+		// task the scheduler dispatched again.
 		for i := range res.Decisions {
 			res.Decisions[i].PossiblyStarted = true
 		}
 		return res, nil
 	}
-	if !w.eagerEligible(decisions) || !w.takeSlots(len(decisions)) {
+	if w.isStopping() || !w.eagerEligible(decisions) || !w.takeSlots(len(decisions)) {
 		return res, nil
 	}
-	res.Eager = w.runEager(ctx, m, task, decisions)
+	res.Eager = w.runEager(ctx, t, task, decisions)
 	w.releaseSlots(len(decisions))
 	if len(res.Eager) != len(decisions) {
 		return res, nil
@@ -126,10 +127,11 @@ func (w *Worker) releaseSlots(n int) {
 }
 
 // runEager runs attempt 1 of each activity decisions schedule, at once and
-// side by side, keeping the workflow task m alive meanwhile. It returns the
-// results in decision order, leaving out attempts not run (the execution
-// was cancelled).
-func (w *Worker) runEager(ctx context.Context, m jetstream.Msg, task *wire.WorkflowTask, decisions []wire.Decision) []wire.ActivityResult {
+// side by side, keeping the workflow task t in progress meanwhile, up to
+// the latest of the attempts' deadlines. It returns the results in
+// decision order, leaving out attempts not run (the execution was
+// cancelled).
+func (w *Worker) runEager(ctx context.Context, t *heldTask, task *wire.WorkflowTask, decisions []wire.Decision) []wire.ActivityResult {
 	results := make([]*wire.ActivityResult, len(decisions))
 	tasks := make([]*wire.ActivityTask, len(decisions))
 	var last time.Time
@@ -139,34 +141,18 @@ func (w *Worker) runEager(ctx context.Context, m jetstream.Msg, task *wire.Workf
 			last = tasks[i].Deadline
 		}
 	}
-	keepAlive := make(chan struct{})
-	var wg conc.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(max(w.cfg.TaskAckWait/3, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-keepAlive:
-				return
-			case now := <-t.C:
-				// An attempt that ignores its deadline must not hold the
-				// execution: past the deadlines the task is let go, and
-				// is delivered again to a worker that dispatches the
-				// attempts through the scheduler.
-				if now.After(last) {
-					return
-				}
-				_ = m.InProgress()
-			}
-		}
-	})
+	// An attempt that ignores its deadline must not hold the execution:
+	// past the deadlines the task is let go, and is delivered again to a
+	// worker that dispatches the attempts through the scheduler.
+	t.keepUntil(last)
 	var attempts conc.WaitGroup
 	for i, at := range tasks {
 		attempts.Go(func() { results[i] = w.runAttempt(ctx, at) })
 	}
 	attempts.Wait()
-	close(keepAlive)
-	wg.Wait()
+	if time.Now().Before(last) {
+		t.keepUntil(time.Time{}) // in time: kept until its result is published
+	}
 	out := make([]wire.ActivityResult, 0, len(results))
 	for _, r := range results {
 		if r != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
-	"github.com/sourcegraph/conc/pool"
 
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/schema"
@@ -26,7 +25,8 @@ import (
 const (
 	DefaultActivityConcurrency     = 32
 	DefaultWorkflowTaskConcurrency = 8
-	DefaultTaskAckWait             = 30 * time.Second
+	DefaultTaskAckWait             = 5 * time.Second
+	DefaultShutdownGrace           = 30 * time.Second
 	// unknownTaskDelay is how long a task for a workflow or activity this
 	// worker does not know waits before it is offered again.
 	unknownTaskDelay = 5 * time.Second
@@ -43,13 +43,19 @@ type WorkerConfig struct {
 	// WorkflowTaskConcurrency caps workflow tasks replayed at once,
 	// default 8.
 	WorkflowTaskConcurrency int
-	// TaskAckWait is how long a task taken by a worker that then vanishes
-	// waits before another worker gets it, default 30 s. Running activities
-	// keep their task alive meanwhile.
+	// TaskAckWait bounds how long a task held by a worker that vanishes
+	// waits before it is delivered again, default 5 s. A worker tells the
+	// server that each task it holds is in progress every third of it,
+	// from the moment the task arrives until its result is published and
+	// it is acknowledged, so a live worker keeps its tasks however long
+	// they run, and a vanished worker's are delivered again within
+	// TaskAckWait of its last acknowledgement. The task queue's consumers
+	// are shared: give every worker of a queue the same value (the last
+	// to start sets it).
 	TaskAckWait time.Duration
-	// StopGrace bounds how long Stop waits for in-flight tasks when its
-	// context has no deadline, default 30 s.
-	StopGrace time.Duration
+	// ShutdownGrace bounds how long Stop lets running tasks finish,
+	// default 30 s; a context given to Stop that ends sooner shortens it.
+	ShutdownGrace time.Duration
 	// DisableEagerActivities turns eager dispatch off: every activity
 	// attempt then goes through the task stream. By default a worker that
 	// completes a workflow task scheduling only activities it has, none
@@ -73,8 +79,8 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.TaskAckWait == 0 {
 		c.TaskAckWait = DefaultTaskAckWait
 	}
-	if c.StopGrace == 0 {
-		c.StopGrace = 30 * time.Second
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -94,6 +100,8 @@ func (c WorkerConfig) Validate() error {
 		return fmt.Errorf("worker config: WorkflowTaskConcurrency %d: want at least 1", c.WorkflowTaskConcurrency)
 	case c.TaskAckWait < time.Second:
 		return fmt.Errorf("worker config: TaskAckWait %s: want at least 1s", c.TaskAckWait)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("worker config: ShutdownGrace %s: want a positive duration", c.ShutdownGrace)
 	}
 	if err := dedup.ValidateName(c.TaskQueue); err != nil {
 		return fmt.Errorf("worker config: TaskQueue: %w", err)
@@ -123,6 +131,11 @@ type Worker struct {
 	// slots holds one token per activity attempt running, eager or not,
 	// up to ActivityConcurrency.
 	slots chan struct{}
+	// keeper keeps the tasks the worker holds in progress; set by Start.
+	keeper *keeper
+	// stopping is closed when Stop begins: tasks waiting for a slot are
+	// handed back, and workflow tasks run nothing eagerly.
+	stopping chan struct{}
 }
 
 // NewWorker checks cfg and returns a Worker.
@@ -135,7 +148,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
 		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
 		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{}, cancels: newCancellations(),
-		slots: make(chan struct{}, cfg.ActivityConcurrency),
+		slots: make(chan struct{}, cfg.ActivityConcurrency), stopping: make(chan struct{}),
 	}, nil
 }
 
@@ -262,17 +275,14 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.started = true
 	js := w.cfg.Topology.JS
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	type loop struct {
+	w.keeper = newKeeper(max(w.cfg.TaskAckWait/3, 100*time.Millisecond), w.log)
+	loops := []struct {
 		kind string
 		conc int
-		// take, if set, runs in the consume callback before the task is
-		// queued; false drops it.
-		take func(context.Context, jetstream.Msg) bool
-		fn   func(context.Context, jetstream.Msg)
-	}
-	loops := []loop{
-		{wire.TaskWorkflow, w.cfg.WorkflowTaskConcurrency, nil, w.handleWorkflowTask},
-		{wire.TaskActivity, w.cfg.ActivityConcurrency, w.takeActivityTask, w.handleActivityTask},
+		fn   func(context.Context, *heldTask)
+	}{
+		{wire.TaskWorkflow, w.cfg.WorkflowTaskConcurrency, w.handleWorkflowTask},
+		{wire.TaskActivity, w.cfg.ActivityConcurrency, w.handleActivityTask},
 	}
 	// pullCtx ends the pull loops; pulling waits for them.
 	pullCtx, stopPulling := context.WithCancel(runCtx)
@@ -281,10 +291,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		stopPulling()
 		pulling.Wait()
 	}
-	var pools []*pool.Pool
+	// handlers run the tasks; gate keeps a pull loop from starting one
+	// once Stop waits for them.
 	var (
+		handlers conc.WaitGroup
 		gate     sync.RWMutex
-		stopping bool
+		stopped  bool
 	)
 	for _, l := range loops {
 		name := fmt.Sprintf("harvest_worker_%s_%s", w.cfg.TaskQueue, l.kind)
@@ -300,26 +312,35 @@ func (w *Worker) Start(ctx context.Context) error {
 		if err != nil {
 			stopPull()
 			cancel()
+			w.keeper.close()
 			w.cancels.stop()
 			return fmt.Errorf("bind consumer %s: %w", name, err)
 		}
-		p := pool.New().WithMaxGoroutines(l.conc)
-		fn, take := l.fn, l.take
+		// The window asks the server for no more tasks than there are
+		// handlers for: every task this worker receives is kept in
+		// progress from the moment it arrives.
+		win := streams.NewWindow(l.conc)
+		fn := l.fn
 		pulling.Go(func() {
-			streams.Pull(pullCtx, js.Conn(), cons, l.conc, func(m jetstream.Msg) {
-				// The pull loop may still be handing over a task when Stop
-				// begins: the gate keeps it from handing the pool work once
-				// Stop waits on the pool. A task it drops is redelivered
-				// after its AckWait.
+			streams.PullWindow(pullCtx, js.Conn(), cons, win, func(m jetstream.Msg) {
+				t := w.keeper.hold(m)
 				gate.RLock()
 				defer gate.RUnlock()
-				if stopping {
+				if stopped {
+					// On its way when Stop began.
+					w.handBack(t, 0)
+					win.Release()
 					return
 				}
-				if take != nil && !take(runCtx, m) {
-					return
-				}
-				p.Go(func() { fn(runCtx, m) })
+				handlers.Go(func() {
+					defer win.Release()
+					defer w.keeper.drop(t)
+					fn(runCtx, t)
+				})
+			}, func(m jetstream.Msg) {
+				// Sent for the open request before the server saw the
+				// worker stop pulling.
+				w.handBack(newHeldTask(m), 0)
 			}, func(err error) {
 				w.log.Warn("task consumer", "consumer", name, "err", err)
 				// Deleted under the worker (or lost with a JetStream store):
@@ -331,7 +352,6 @@ func (w *Worker) Start(ctx context.Context) error {
 				}
 			})
 		})
-		pools = append(pools, p)
 	}
 	w.log.Info("worker started", "workflows", len(w.workflows), "activities", len(w.activities))
 	var once sync.Once
@@ -339,31 +359,34 @@ func (w *Worker) Start(ctx context.Context) error {
 		var err error
 		once.Do(func() {
 			gate.Lock()
-			stopping = true
+			stopped = true
 			gate.Unlock()
+			// Tasks waiting for an activity slot are handed back now.
+			close(w.stopping)
 			stopPull()
 			done := make(chan struct{})
 			go func() {
-				for _, p := range pools {
-					p.Wait()
-				}
+				handlers.Wait()
 				close(done)
 			}()
-			if _, ok := ctx.Deadline(); !ok {
-				var c context.CancelFunc
-				ctx, c = context.WithTimeout(ctx, w.cfg.StopGrace)
-				defer c()
-			}
+			grace := time.NewTimer(w.cfg.ShutdownGrace)
+			defer grace.Stop()
 			select {
 			case <-done:
+			case <-grace.C:
+				err = fmt.Errorf("stop worker: shutdown grace of %s ran out; running tasks handed back", w.cfg.ShutdownGrace)
 			case <-ctx.Done():
-				// Out of grace: cancel what still runs; its tasks are
-				// not acknowledged, so another worker takes them.
+				err = fmt.Errorf("stop worker: running tasks handed back: %w", ctx.Err())
+			}
+			if err != nil {
+				// Out of grace: cancel what still runs; its attempts are
+				// reported as WorkerShutdown, so the next ones start at
+				// once.
 				cancel()
 				<-done
-				err = fmt.Errorf("stop worker: in-flight tasks handed back: %w", ctx.Err())
 			}
 			cancel()
+			w.keeper.close()
 			if w.cancels.stop != nil {
 				w.cancels.stop()
 			}
@@ -373,9 +396,12 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops pulling tasks and waits for the ones in flight to finish, up
-// to ctx's deadline (or StopGrace); tasks still running then are cancelled
-// and handed back unacknowledged. Safe to call twice.
+// Stop stops pulling tasks and hands back at once, unacknowledged, those
+// not started yet (waiting for an activity slot, or on their way), for
+// other workers to run. It lets the tasks running finish within
+// ShutdownGrace, or until ctx ends if that is sooner; then it cancels
+// them and reports their attempts as WorkerShutdown failures, which the
+// scheduler retries after the policy's wait. Safe to call twice.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	stop := w.stop
@@ -386,35 +412,38 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return stop(ctx)
 }
 
-func (w *Worker) handleWorkflowTask(ctx context.Context, m jetstream.Msg) {
+// isStopping says whether Stop has begun.
+func (w *Worker) isStopping() bool {
+	select {
+	case <-w.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *Worker) handleWorkflowTask(ctx context.Context, t *heldTask) {
 	var task wire.WorkflowTask
-	if err := json.Unmarshal(m.Data(), &task); err != nil {
+	if err := json.Unmarshal(t.m.Data(), &task); err != nil {
 		w.log.Error("dropping malformed workflow task", "err", err)
-		_ = m.Term()
+		_ = t.m.Term()
 		return
 	}
 	log := w.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName)
 	w.mu.Lock()
 	fn := w.workflows[task.WorkflowName]
+	opts := w.activityOptions
 	w.mu.Unlock()
 	if fn == nil {
 		log.Warn("workflow not registered on this worker")
-		_ = m.NakWithDelay(unknownTaskDelay)
+		w.handBack(t, unknownTaskDelay)
 		return
 	}
-	w.mu.Lock()
-	opts := w.activityOptions
-	w.mu.Unlock()
-	// A task delivered or dispatched again may have run its activities
-	// eagerly on a worker that then vanished.
-	first := task.Redispatch == 0
-	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
-		first = false
-	}
-	result, err := w.completeWorkflowTask(ctx, m, fn, &task, opts, first)
+	result, err := w.completeWorkflowTask(ctx, t, fn, &task, opts)
 	if err != nil {
+		// Nothing ran: the task failed before any eager attempt.
 		log.Error("workflow task failed; will retry", "err", err)
-		_ = m.NakWithDelay(unknownTaskDelay)
+		w.handBack(t, unknownTaskDelay)
 		return
 	}
 	cmd := &wire.Command{
@@ -427,67 +456,99 @@ func (w *Worker) handleWorkflowTask(ctx context.Context, m jetstream.Msg) {
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer pcancel()
 	if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
-		log.Error("publish workflow task result", "err", err)
-		return // not acknowledged: redelivered after TaskAckWait
+		// The result may have been stored all the same (its
+		// acknowledgement lost): the next delivery must not count as a
+		// first, so it runs nothing eagerly and marks eager activities
+		// possibly started.
+		log.Error("publish workflow task result; handing the task back", "err", err)
+		w.keeper.drop(t)
+		_ = t.m.Nak()
+		return
 	}
-	if err := m.Ack(); err != nil {
+	if err := t.m.Ack(); err != nil {
 		log.Warn("ack workflow task", "err", err)
 	}
 }
 
-// takeActivityTask takes an activity task for this worker as it arrives:
-// the scheduler owns attempts, so a task is acknowledged once, before it
-// waits for a free slot, and an attempt whose worker vanishes is retried
-// by the scheduler when its start-to-close timeout passes. A task for an
-// activity this worker does not have is left to the others.
-func (w *Worker) takeActivityTask(ctx context.Context, m jetstream.Msg) bool {
-	var task struct {
-		ActivityName string `json:"activity_name"`
-	}
-	if err := json.Unmarshal(m.Data(), &task); err != nil {
+// handleActivityTask runs the attempt an activity task carries and
+// reports how it ended, then acknowledges the task. The scheduler owns
+// attempts: the task stays unacknowledged (and in progress) until its
+// result is published, and a task delivered again after an earlier
+// delivery may have started the attempt (its worker vanished, or its
+// in-progress acknowledgements stopped reaching the server) never runs
+// it again: the attempt is reported lost (WorkerLost), and the scheduler
+// retries it after the policy's wait, reconciling first; the worker
+// reporting it needs no slot, nor the activity. A task for an activity
+// this worker does not have is handed back for the others.
+func (w *Worker) handleActivityTask(ctx context.Context, t *heldTask) {
+	var task wire.ActivityTask
+	if err := json.Unmarshal(t.m.Data(), &task); err != nil {
 		w.log.Error("dropping malformed activity task", "err", err)
-		_ = m.Term()
-		return false
+		_ = t.m.Term()
+		return
+	}
+	log := w.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
+	if !w.earlierUnstarted(ctx, t) {
+		// Past its deadline the scheduler's timer has failed the attempt
+		// already: there is nothing to report.
+		var lost *wire.ActivityResult
+		if task.Deadline.IsZero() || time.Now().Before(task.Deadline) {
+			log.Warn("activity task delivered again: its earlier worker may have run it; reporting the attempt lost", "delivery", t.delivery())
+			lost = &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Failure: &wire.Failure{
+				Type:    "WorkerLost",
+				Message: fmt.Sprintf("attempt %d's task was delivered again: the worker that had it vanished or stopped acknowledging it, and may have run it", task.Attempt),
+			}}
+		}
+		w.settleActivity(ctx, t, &task, lost)
+		return
 	}
 	w.mu.Lock()
 	_, ok := w.activities[task.ActivityName]
 	w.mu.Unlock()
 	if !ok {
-		w.log.Warn("activity not registered on this worker", "activity", task.ActivityName)
-		_ = m.NakWithDelay(unknownTaskDelay)
-		return false
-	}
-	if err := m.DoubleAck(ctx); err != nil {
-		w.log.Warn("could not take activity task; leaving it to redelivery", "err", err)
-		return false
-	}
-	return true
-}
-
-func (w *Worker) handleActivityTask(ctx context.Context, m jetstream.Msg) {
-	var task wire.ActivityTask
-	if err := json.Unmarshal(m.Data(), &task); err != nil {
-		w.log.Error("dropping malformed activity task", "err", err)
+		log.Warn("activity not registered on this worker")
+		w.handBack(t, unknownTaskDelay)
 		return
 	}
 	// Eager attempts share the slots; they never wait for one, so this
-	// wait ends when one of them does.
-	w.slots <- struct{}{}
-	result := w.runAttempt(ctx, &task)
-	<-w.slots
-	if result == nil {
+	// wait ends when one of them does, or when Stop hands the task back.
+	if w.isStopping() {
+		w.handBack(t, 0)
 		return
 	}
-	cmd := &wire.Command{
-		CommandID: dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
-		Kind:      wire.KindActivityResult,
-		Activity:  result,
+	select {
+	case w.slots <- struct{}{}:
+	case <-w.stopping:
+		w.handBack(t, 0)
+		return
 	}
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer pcancel()
-	if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
-		// The attempt's timeout will retry it.
-		w.log.Error("publish activity result", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
+	result := w.runAttempt(ctx, &task)
+	<-w.slots
+	w.settleActivity(ctx, t, &task, result)
+}
+
+// settleActivity publishes an attempt's result, if any, then acknowledges
+// its task. If the result cannot be published the task is handed back
+// unacknowledged: its next delivery reports the attempt lost, and the
+// next attempt reconciles first.
+func (w *Worker) settleActivity(ctx context.Context, t *heldTask, task *wire.ActivityTask, result *wire.ActivityResult) {
+	if result != nil {
+		cmd := &wire.Command{
+			CommandID: dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
+			Kind:      wire.KindActivityResult,
+			Activity:  result,
+		}
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer pcancel()
+		if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
+			w.log.Error("publish activity result; handing the task back", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
+			w.keeper.drop(t)
+			_ = t.m.Nak()
+			return
+		}
+	}
+	if err := t.m.Ack(); err != nil {
+		w.log.Warn("ack activity task", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
 	}
 }
 

@@ -59,9 +59,24 @@ type Config struct {
 	StartIdempotencyWindow Duration `yaml:"start_idempotency_window"`
 	// TaskQueue a worker pulls from (HARVEST_TASK_QUEUE), default "default".
 	TaskQueue string `yaml:"task_queue"`
-	// TaskAckWait is how long a vanished worker's task waits before another
-	// worker gets it (HARVEST_TASK_ACK_WAIT), default 30s.
+	// TaskAckWait bounds how long a task held by a worker that vanishes
+	// waits before another worker gets it (HARVEST_TASK_ACK_WAIT), default
+	// 5s, at least 1s. A worker acknowledges each task it holds as in
+	// progress every third of it, so only a vanished (or cut off)
+	// worker's tasks are delivered again: within task_ack_wait of its last
+	// acknowledgement. Give every worker of a task queue the same value.
 	TaskAckWait Duration `yaml:"task_ack_wait"`
+	// ShutdownGrace is how long a worker told to stop (SIGTERM) lets its
+	// running tasks finish (HARVEST_SHUTDOWN_GRACE), default 30s; then it
+	// cancels them and hands their attempts back. Tasks it has not started
+	// are handed back at once. Give the process at least this long, plus a
+	// few seconds, before it is killed.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// DisableEagerActivities makes workers leave every activity attempt to
+	// the scheduler's dispatch (HARVEST_DISABLE_EAGER_ACTIVITIES=true),
+	// instead of running attempt 1 of a workflow task's activities at
+	// once (docs/activities.md, "Eager dispatch").
+	DisableEagerActivities bool `yaml:"disable_eager_activities"`
 	// LeaseTTL is how long a scheduler's shard lease lasts unrenewed
 	// (HARVEST_LEASE_TTL), default 5s.
 	LeaseTTL Duration `yaml:"lease_ttl"`
@@ -168,6 +183,13 @@ func (c *Config) applyEnv(get func(string) string) error {
 	if v := get("HARVEST_ARCFLOW_SECRET"); v != "" {
 		c.ArcFlow.Secrets = []string{v}
 	}
+	if v := get("HARVEST_DISABLE_EAGER_ACTIVITIES"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("HARVEST_DISABLE_EAGER_ACTIVITIES: %w", err)
+		}
+		c.DisableEagerActivities = b
+	}
 	if v := get("HARVEST_SHARDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -180,6 +202,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
 		dur(&c.TaskAckWait, "HARVEST_TASK_ACK_WAIT"),
+		dur(&c.ShutdownGrace, "HARVEST_SHUTDOWN_GRACE"),
 		dur(&c.LeaseTTL, "HARVEST_LEASE_TTL"),
 		dur(&c.WorkflowTaskTimeout, "HARVEST_WORKFLOW_TASK_TIMEOUT"),
 	)
@@ -198,6 +221,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
 	case c.WorkflowTaskTimeout < 0 || (c.WorkflowTaskTimeout > 0 && c.WorkflowTaskTimeout < Duration(100*time.Millisecond)):
 		return fmt.Errorf("config: workflow_task_timeout %s: want at least 100ms", time.Duration(c.WorkflowTaskTimeout))
+	case c.TaskAckWait != 0 && c.TaskAckWait < Duration(time.Second):
+		return fmt.Errorf("config: task_ack_wait %s: want at least 1s", time.Duration(c.TaskAckWait))
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("config: shutdown_grace %s: want a positive duration", time.Duration(c.ShutdownGrace))
 	}
 	for i, sec := range c.ArcFlow.Secrets {
 		if sec == "" {

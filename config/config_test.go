@@ -57,3 +57,39 @@ func TestTheDevConfigLoads(t *testing.T) {
 	_, err := config.Load("../configs/harvest.dev.yaml")
 	require.NoError(t, err)
 }
+
+func TestWorkerSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("task_ack_wait: 3s\nshutdown_grace: 45s\ndisable_eager_activities: true\n"), 0o600))
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, time.Duration(c.TaskAckWait))
+	require.Equal(t, 45*time.Second, time.Duration(c.ShutdownGrace))
+	require.True(t, c.DisableEagerActivities)
+
+	t.Setenv("HARVEST_SHUTDOWN_GRACE", "10s")
+	t.Setenv("HARVEST_DISABLE_EAGER_ACTIVITIES", "false")
+	c, err = config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, time.Duration(c.ShutdownGrace))
+	require.False(t, c.DisableEagerActivities)
+
+	t.Setenv("HARVEST_SHUTDOWN_GRACE", "-1s")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "shutdown_grace")
+	t.Setenv("HARVEST_SHUTDOWN_GRACE", "")
+	t.Setenv("HARVEST_TASK_ACK_WAIT", "500ms")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "task_ack_wait")
+	t.Setenv("HARVEST_TASK_ACK_WAIT", "")
+	t.Setenv("HARVEST_DISABLE_EAGER_ACTIVITIES", "maybe")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "HARVEST_DISABLE_EAGER_ACTIVITIES")
+}
+
+func TestTheWorkerConfigLoads(t *testing.T) {
+	c, err := config.Load("../configs/worker.yaml")
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, time.Duration(c.TaskAckWait))
+	require.Equal(t, 30*time.Second, time.Duration(c.ShutdownGrace))
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,7 +27,9 @@ const pullGrace = time.Second
 // as the request ends: filled, expired (PullExpiry), or given up a second
 // after its expiry when the server's notice never came (a reconnection).
 // handle may block: the server holds back what the request has not
-// delivered yet. Errors the server answers a request with (the consumer
+// delivered yet, and what it has waits in this client, its AckWait
+// running (a handler that keeps messages after it returns wants
+// PullWindow). Errors the server answers a request with (the consumer
 // deleted, no responders) go to onErr, and the request is asked again
 // after a pause.
 //
@@ -50,12 +53,105 @@ const pullGrace = time.Second
 //     returning, nothing arrives any more and it waits for two missed
 //     heartbeats: a 2 s stall in about one W1 bench run in ten.
 func Pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int, handle func(jetstream.Msg), onErr func(error)) {
+	pull(ctx, nc, cons, batch, nil, handle, nil, onErr)
+}
+
+// Window bounds the messages a PullWindow puller holds at once: each
+// message it hands over takes a place until its handler calls Release.
+// One puller uses a Window; Release is safe for concurrent use.
+type Window struct {
+	size int
+	mu   sync.Mutex
+	free int
+	wake chan struct{}
+}
+
+// NewWindow returns a Window of size places, at least 1.
+func NewWindow(size int) *Window {
+	size = max(size, 1)
+	return &Window{size: size, free: size, wake: make(chan struct{}, 1)}
+}
+
+// Release gives back the place of a message its handler is done with:
+// acknowledged, handed back, or left to redelivery.
+func (w *Window) Release() { w.give(1) }
+
+func (w *Window) give(n int) {
+	if n <= 0 {
+		return
+	}
+	w.mu.Lock()
+	w.free += n
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take counts a message no request reserved a place for (a late one):
+// the window is over full until it is released.
+func (w *Window) take() {
+	w.mu.Lock()
+	w.free--
+	w.mu.Unlock()
+}
+
+// acquire waits for a free place and reserves up to limit of them; 0 when
+// ctx ends first.
+func (w *Window) acquire(ctx context.Context, limit int) int {
+	for {
+		w.mu.Lock()
+		if w.free > 0 {
+			n := min(w.free, limit)
+			w.free -= n
+			w.mu.Unlock()
+			return n
+		}
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-w.wake:
+		}
+	}
+}
+
+// PullWindow is Pull for handlers that keep a message after handle
+// returns, as a worker keeps a task it runs: it asks only for as many
+// messages as win has free places, so every message the server sends this
+// process is with a handler, none waits in the client's buffer where
+// nothing keeps it in progress. handle must not block; each message takes
+// a place of win until the handler calls win.Release. A message that
+// reaches the client after the request it answered was given up is
+// handed over too, over the window's size.
+//
+// When ctx ends PullWindow stops asking and, before it returns, hands
+// handBack the messages the server had already sent for the open request
+// (it unsubscribes, waits for the server to have seen it, and reads what
+// came before), so that they can be handed back for immediate redelivery
+// rather than wait out the consumer's AckWait.
+func PullWindow(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, win *Window, handle, handBack func(jetstream.Msg), onErr func(error)) {
+	pull(ctx, nc, cons, win.size, win, handle, handBack, onErr)
+}
+
+// drainTimeout bounds how long PullWindow reads what was on its way when
+// its context ended.
+const drainTimeout = 5 * time.Second
+
+// pull is Pull, asking for at most batch messages per request; with win,
+// at most as many as win has free places; with handBack, draining the
+// inbox into it when ctx ends.
+func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int, win *Window, handle, handBack func(jetstream.Msg), onErr func(error)) {
 	info := cons.CachedInfo()
 	subject := fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", info.Stream, info.Name)
-	req, err := json.Marshal(struct {
-		Batch   int           `json:"batch"`
-		Expires time.Duration `json:"expires"`
-	}{batch, PullExpiry})
+	request := func(n int) ([]byte, error) {
+		return json.Marshal(struct {
+			Batch   int           `json:"batch"`
+			Expires time.Duration `json:"expires"`
+		}{n, PullExpiry})
+	}
+	req, err := request(batch)
 	if err != nil {
 		onErr(fmt.Errorf("pull %s: %w", subject, err))
 		return
@@ -88,28 +184,56 @@ func Pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 	}
 
 	left := 0 // messages the open request may still deliver; 0: none open
+	// end ends the open request: its places not filled are free again.
+	end := func() {
+		if win != nil {
+			win.give(left)
+		}
+		left = 0
+	}
 	var until time.Time
 	for ctx.Err() == nil {
 		if left == 0 {
+			n := batch
+			if win != nil {
+				if n = win.acquire(ctx, batch); n == 0 {
+					break // ctx ended
+				}
+				if req, err = request(n); err != nil {
+					win.give(n)
+					onErr(fmt.Errorf("pull %s: %w", subject, err))
+					return
+				}
+			}
 			if err := nc.PublishRequest(subject, inbox, req); err != nil {
+				if win != nil {
+					win.give(n)
+				}
 				onErr(fmt.Errorf("pull %s: %w", subject, err))
 				wait()
 				continue
 			}
-			left, until = batch, time.Now().Add(PullExpiry+pullGrace)
+			left, until = n, time.Now().Add(PullExpiry+pullGrace)
 		}
 		wctx, cancel := context.WithDeadline(ctx, until)
 		m, err := sub.NextMsgWithContext(wctx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
+			if m != nil && err == nil && handBack != nil {
+				if _, ok := pullStatus(m); !ok {
+					handBack(pulledMsg{m})
+				}
+			}
+			end()
+			drain(sub, handBack)
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			left = 0 // its end never came: ask again
+			end() // its end never came: ask again
 			continue
 		case err != nil:
 			onErr(fmt.Errorf("pull %s: %w", subject, err))
-			left = 0
+			end()
 			wait()
 			continue
 		}
@@ -117,7 +241,7 @@ func Pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 			// The request ended (or a heartbeat, which none asks for). A
 			// late notice of a request given up ends the open one early:
 			// one more request is asked, no message is lost.
-			left = 0
+			end()
 			if err != nil {
 				onErr(fmt.Errorf("pull %s: %w", subject, err))
 				wait()
@@ -125,9 +249,36 @@ func Pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 			continue
 		}
 		pause = 50 * time.Millisecond
-		handle(pulledMsg{m})
-		if left > 0 {
+		switch {
+		case left > 0:
 			left--
+		case win != nil:
+			win.take() // late: its request was given up
+		}
+		handle(pulledMsg{m})
+	}
+	end()
+	drain(sub, handBack)
+}
+
+// drain unsubscribes sub and hands handBack what reached it before the
+// server saw the unsubscription; without handBack it does nothing (the
+// deferred Unsubscribe drops what is queued).
+func drain(sub *nats.Subscription, handBack func(jetstream.Msg)) {
+	if handBack == nil || sub.Drain() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	for {
+		// Once the server has seen the unsubscription and the queue is
+		// empty, the subscription closes and NextMsg fails.
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return
+		}
+		if _, ok := pullStatus(m); !ok {
+			handBack(pulledMsg{m})
 		}
 	}
 }

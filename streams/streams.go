@@ -43,6 +43,11 @@ const (
 	// CancelledBucket announces cancelled executions to workers, which
 	// cancel the contexts of their running activities.
 	CancelledBucket = "HARVEST_CANCELLED"
+	// HandbackBucket marks the task deliveries a worker handed back
+	// without starting them (it was stopping, or lacks the workflow or
+	// activity), so that the next delivery of the task knows that no
+	// earlier one ran it.
+	HandbackBucket = "HARVEST_HANDBACKS"
 
 	commandSubjects = "harvest.cmd.>"
 	taskSubjects    = "harvest.task.>"
@@ -146,6 +151,7 @@ type Topology struct {
 	Schemas    jetstream.KeyValue
 	Ledger     jetstream.KeyValue
 	Cancelled  jetstream.KeyValue
+	Handbacks  jetstream.KeyValue
 	shards     int
 	outcomeTTL time.Duration
 	commands   jetstream.Stream
@@ -202,13 +208,14 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err := js.DeleteKeyValue(ctx, retiredOutcomeBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("delete retired bucket %s: %w", retiredOutcomeBucket, err)
 	}
-	buckets := make([]jetstream.KeyValue, 5)
+	buckets := make([]jetstream.KeyValue, 6)
 	for i, b := range []jetstream.KeyValueConfig{
 		{Bucket: AcceptedBucket, Description: "Harvest commands answered 202 whose outcome was not known yet", TTL: cfg.OutcomeTTL},
 		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why"},
 		{Bucket: SchemaBucket, Description: "Harvest workflow input JSON Schemas, registered by workers"},
 		{Bucket: LedgerBucket, Description: "Harvest effect ledger: results of effects run once per key"},
 		{Bucket: CancelledBucket, Description: "Harvest cancelled executions, for workers to stop their activities", TTL: cfg.OutcomeTTL},
+		{Bucket: HandbackBucket, Description: "Harvest task deliveries handed back unstarted by workers", TTL: cfg.OutcomeTTL},
 	} {
 		b.History, b.Storage, b.Replicas = 1, storage, cfg.Replicas
 		if buckets[i], err = js.CreateOrUpdateKeyValue(ctx, b); err != nil {
@@ -216,7 +223,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		}
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
-		shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
+		Handbacks: buckets[5], shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
 }
 
 // Shards is the number of logical shards.

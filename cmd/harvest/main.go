@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/callback"
 	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/devstack"
@@ -82,6 +83,11 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 					Webhooks:               cfg.Webhooks,
 					ArcFlowSecrets:         cfg.ArcFlow.Secrets,
 				},
+				Worker: harvest.WorkerConfig{
+					TaskAckWait:            time.Duration(cfg.TaskAckWait),
+					ShutdownGrace:          time.Duration(cfg.ShutdownGrace),
+					DisableEagerActivities: cfg.DisableEagerActivities,
+				},
 				Bindings: cfg.Bindings,
 				Logger:   log,
 			})
@@ -90,8 +96,11 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			}
 			log.Info("harvest dev ready", "url", stack.URL(), "nats", stack.NATSURL(), "state_dir", stateDir)
 			<-ctx.Done()
+			stop() // a second signal kills the process
 			log.Info("harvest dev stopping")
-			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// The worker lets running activities finish within
+			// shutdown_grace; the other services stop in seconds.
+			stopCtx, cancel := context.WithTimeout(context.Background(), cmp.Or(time.Duration(cfg.ShutdownGrace), harvest.DefaultShutdownGrace)+15*time.Second)
 			defer cancel()
 			return stack.Stop(stopCtx)
 		},

@@ -39,7 +39,8 @@ func run(configPath string) error {
 	}
 	defer nc.Close()
 	w, err := harvest.NewWorker(harvest.WorkerConfig{
-		Topology: top, TaskQueue: cfg.TaskQueue, TaskAckWait: time.Duration(cfg.TaskAckWait), Logger: log,
+		Topology: top, TaskQueue: cfg.TaskQueue, TaskAckWait: time.Duration(cfg.TaskAckWait),
+		ShutdownGrace: time.Duration(cfg.ShutdownGrace), DisableEagerActivities: cfg.DisableEagerActivities, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -55,8 +56,9 @@ func run(configPath string) error {
 	}
 	log.Info("worker ready")
 	<-ctx.Done()
+	stop() // a second signal kills the process
+	// Stop hands back the tasks not started at once, and lets those
+	// running finish within shutdown_grace.
 	log.Info("worker stopping")
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return w.Stop(stopCtx)
+	return w.Stop(context.Background())
 }

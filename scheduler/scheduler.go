@@ -1125,7 +1125,6 @@ func poisonous(err error) bool {
 	return false
 }
 
-
 // unappliableReason is err as a dead letter's reason: PostgreSQL's
 // message, with its SQLSTATE.
 func unappliableReason(err error) string {

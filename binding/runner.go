@@ -16,6 +16,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/streams"
 )
 
@@ -54,14 +55,21 @@ const (
 	// ReasonMissingEventType: event_pointer selects no non-empty string.
 	ReasonMissingEventType = "missing_event_type"
 	// ReasonInvalidMsgID: the Nats-Msg-Id makes a key longer than
-	// dedup.MaxKeyBytes.
+	// dedup.MaxKeyBytes, or holds U+0000, a control character or bytes
+	// that are not UTF-8.
 	ReasonInvalidMsgID = "invalid_msg_id"
 	// ReasonUnroutable: the rule's input_pointer or a workflow_id
-	// placeholder selects nothing usable.
+	// placeholder selects nothing usable (a workflow_id holding a control
+	// character included).
 	ReasonUnroutable = "unroutable_event"
 	// ReasonUnavailable: the command could not be published in
 	// max_deliver deliveries.
 	ReasonUnavailable = "unavailable"
+	// ReasonUnstorable: the body of a message a rule routes holds what
+	// PostgreSQL cannot store (U+0000, an unpaired surrogate, bytes that
+	// are not UTF-8, a number beyond numeric's range, nesting deeper than
+	// 512); see storable.CheckJSON. The error names the JSON Pointer.
+	ReasonUnstorable = "payload_unstorable"
 )
 
 // maxSessionBackoff caps the wait between attempts to find a binding's
@@ -349,6 +357,10 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 		if err := m.Ack(); err != nil {
 			d.log.Warn("ack binding message", "err", err)
 		}
+		return
+	}
+	if err := storable.CheckJSON(m.Data()); err != nil {
+		r.deadLetter(ctx, d, ReasonUnstorable, fmt.Errorf("the message body %w", err))
 		return
 	}
 	cmd, shard, err := rule.Command(r.cfg.Topology.Shards(), key, event, time.Now())

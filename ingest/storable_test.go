@@ -126,6 +126,7 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 		{name: "start input, lone surrogate", target: start, body: `{"input": ["\udc00"]}`, code: "payload_unstorable", field: "input", pointer: "/input/0"},
 		{name: "start input, not UTF-8", target: start, body: "{\"input\": \"\xff\"}", code: "payload_unstorable", field: "input", pointer: "/input"},
 		{name: "start input, huge number", target: start, body: `{"input": {"n": 1e1000000}}`, code: "payload_unstorable", field: "input", pointer: "/input/n"},
+		{name: "start input, numbers that grow", target: start, body: `{"input": [1e40000, 1e40000]}`, code: "payload_unstorable", field: "input", pointer: "/input/1"},
 		{name: "start input, too deep", target: start, body: `{"input": ` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`,
 			code: "payload_unstorable", field: "input"},
 		{name: "start input, member name in another case", target: start, body: `{"INPUT": "\u0000"}`, code: "payload_unstorable", field: "INPUT", pointer: "/INPUT"},
@@ -220,7 +221,7 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 	require.Zero(t, e.published(), "a refused request publishes nothing")
 
 	// What PostgreSQL stores passes, however odd.
-	status, a := e.do("POST", start, nil, `{"workflow_id": "ordér 😀", "input": {"s": "\u00e9\ud83d\ude00\n\u0001\uffff", "n": 9.99e131071, "z": 0e1073741822}}`)
+	status, a := e.do("POST", start, nil, `{"workflow_id": "ordér 😀", "input": {"s": "\u00e9\ud83d\ude00\n\u0001\uffff", "n": 1e-16383, "m": 1.7976931348623157e308, "z": 0e1073741822}}`)
 	require.Equal(t, http.StatusAccepted, status, "%+v", a)
 	status, _ = e.do("POST", hook, nil, `{"id": "evt_ok", "type": "order.viewed", "x": "\u0000"}`)
 	require.Equal(t, http.StatusAccepted, status, "an event no rule routes is ignored, whatever it holds")

@@ -4,7 +4,9 @@
 //
 // Payloads (inputs, signal payloads, webhook and message bodies) are
 // stored as PostgreSQL jsonb. [CheckJSON] accepts exactly the JSON text
-// that PostgreSQL 15's jsonb accepts, less nesting deeper than [MaxDepth]:
+// that PostgreSQL 15's jsonb accepts, less two kinds of documents that it
+// takes but Harvest could not carry (nested too deep, or numbers that grow
+// too much written out). It refuses:
 //
 //   - bytes that are not UTF-8, anywhere (PostgreSQL: invalid byte
 //     sequence for encoding "UTF8");
@@ -20,6 +22,10 @@
 //     the text as written (digits after the point, minus the exponent,
 //     trailing zeros included, even for zero); a first significant digit
 //     more than 131071 places before the point (131072 digits before it);
+//   - numbers that, written out in full as PostgreSQL returns them (1e3 as
+//     1000), would make the document more than MaxNumberGrowth bytes
+//     longer: PostgreSQL takes them, but reading them back, and sending
+//     them to workers, would not work;
 //   - arrays and objects nested more than MaxDepth deep, counted from the
 //     top of the document (PostgreSQL's own limit is its stack: about
 //     15000 levels with the default max_stack_depth of 2MB, between 600
@@ -55,6 +61,14 @@ import (
 // MaxDepth is how deep arrays and objects may nest in a JSON document.
 const MaxDepth = 512
 
+// MaxNumberGrowth bounds how many bytes longer a document's numbers become
+// written out in full, as PostgreSQL stores and returns them: 1e131071 is
+// 8 bytes sent and 131072 digits read back, so without a bound a body of
+// a few kilobytes would come back from the database, and go to workers,
+// as hundreds of megabytes. Ordinary numbers grow by little (a float64
+// by at most 330 bytes: 5e-324 has 324 digits after the point).
+const MaxNumberGrowth = 64 << 10
+
 // Limits of PostgreSQL's numeric, which stores jsonb numbers (PostgreSQL
 // 15, src/backend/utils/adt/numeric.c).
 const (
@@ -81,6 +95,9 @@ const (
 	ProblemSurrogate = "lone_surrogate"
 	// ProblemNumber: a number outside PostgreSQL numeric's range.
 	ProblemNumber = "number_out_of_range"
+	// ProblemNumberGrowth: numbers that, written out in full, make the
+	// document more than MaxNumberGrowth bytes longer.
+	ProblemNumberGrowth = "number_growth"
 	// ProblemDepth: arrays and objects nested deeper than MaxDepth.
 	ProblemDepth = "too_deep"
 	// ProblemControl: a control character in an identifier.
@@ -192,6 +209,9 @@ type scanner struct {
 	pos   int
 	depth int
 	stack []int
+	// growth is how many bytes longer the numbers read so far are
+	// written out in full.
+	growth int
 }
 
 func (s *scanner) object(depth int) bool { return s.stack[depth] < 0 }
@@ -484,22 +504,47 @@ func (s *scanner) number() error {
 		}
 	}
 	s.pos = i
+	scale := fracDigits - exp
 	bad := ""
 	switch {
 	case exp >= maxExponent || exp <= -maxExponent:
 		bad = fmt.Sprintf("an exponent of %d or more in magnitude", maxExponent)
-	case fracDigits-exp > maxScale:
+	case scale > maxScale:
 		bad = fmt.Sprintf("more than %d digits after the decimal point", maxScale)
 	case significant && weight+exp > maxDecimalWeight:
 		bad = fmt.Sprintf("more than %d digits before the decimal point", maxDecimalWeight+1)
-	default:
-		return nil
 	}
-	text := string(d[start:min(i, start+24)])
-	if i > start+24 {
-		text += "…"
+	if bad != "" {
+		return s.fail(start, ProblemNumber, fmt.Sprintf("number %s is out of PostgreSQL numeric's range (%s)", numberText(d[start:i]), bad))
 	}
-	return s.fail(start, ProblemNumber, fmt.Sprintf("number %s is out of PostgreSQL numeric's range (%s)", text, bad))
+	// Written out as numeric_out writes it: sign, integer digits (at
+	// least "0"), and the scale's digits after a point.
+	written := 1
+	if significant && weight+exp > 0 {
+		written = weight + exp + 1
+	}
+	if scale > 0 {
+		written += 1 + scale
+	}
+	if d[start] == '-' && significant {
+		written++
+	}
+	if grows := written - (i - start); grows > 0 {
+		s.growth += grows
+		if s.growth > MaxNumberGrowth {
+			return s.fail(start, ProblemNumberGrowth, fmt.Sprintf(
+				"number %s, written out in full as PostgreSQL stores it, makes the document's numbers %d bytes longer, over %d",
+				numberText(d[start:i]), s.growth, MaxNumberGrowth))
+		}
+	}
+	return nil
+}
+
+func numberText(tok []byte) string {
+	if len(tok) > 24 {
+		return string(tok[:24]) + "…"
+	}
+	return string(tok)
 }
 
 func (s *scanner) syntax(msg string) error { return s.syntaxAt(s.pos, msg) }

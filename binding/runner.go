@@ -46,6 +46,12 @@ const (
 	HeaderDeliveries = "Harvest-Deliveries"
 	// HeaderMsgID is the message's Nats-Msg-Id, if it had one.
 	HeaderMsgID = "Harvest-Msg-Id"
+	// HeaderBodyOmitted is set, to the body's size in bytes, on a dead
+	// letter that goes without the message's body: the body and the dead
+	// letter's headers together exceed the server's max payload. The
+	// body stays at its coordinates in the bound stream, as long as the
+	// stream keeps it.
+	HeaderBodyOmitted = "Harvest-Dead-Body-Omitted"
 )
 
 // Dead-letter reasons, the values of HeaderDeadReason.
@@ -415,8 +421,9 @@ func (r *Runner) retryDelay(n uint64) time.Duration {
 }
 
 // deadLetter publishes the message to the binding's dead-letter subject
-// with the reason in its headers, then terminates it. If even that fails,
-// the message is kept and delivered again later: it is never lost.
+// with the reason in its headers (without its body if both exceed the
+// server's max payload), then terminates it. If even that fails, the
+// message is kept and delivered again later: it is never lost.
 func (r *Runner) deadLetter(ctx context.Context, d delivery, reason string, cause error) {
 	seq := d.meta.Sequence.Stream
 	msg := &nats.Msg{Subject: d.b.DeadLetterSubject, Data: d.m.Data(), Header: nats.Header{}}
@@ -439,6 +446,13 @@ func (r *Runner) deadLetter(ctx context.Context, d delivery, reason string, caus
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	durable, err := r.publishDeadLetter(pctx, msg, dedup.ConnKey(d.b.Name, d.b.Stream, seq))
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// A body near the max payload leaves no room for the headers:
+		// the dead letter goes without it, rather than never.
+		msg.Header.Set(HeaderBodyOmitted, strconv.Itoa(len(msg.Data)))
+		msg.Data = nil
+		durable, err = r.publishDeadLetter(pctx, msg, dedup.ConnKey(d.b.Name, d.b.Stream, seq))
+	}
 	cancel()
 	if err != nil {
 		delay := r.retryDelay(d.meta.NumDelivered)

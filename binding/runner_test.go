@@ -340,6 +340,10 @@ func TestUnstorableMessagesAreDeadLettered(t *testing.T) {
 		msg{body: `{"type": "order.created", "order": {"id": 6}}`, msgID: "evt\t6", reason: binding.ReasonInvalidMsgID, err: "control character"},
 		msg{body: `{"type": "order.item_added", "order_id": "a\nb", "item": {}}`, reason: binding.ReasonUnroutable, err: "control character U+000A"},
 	)
+	// A body near the server's max payload leaves the dead letter no room
+	// for its headers: it goes without the body.
+	huge := `{"type": "order.created", "order": "` + strings.Repeat("x", int(e.nc.MaxPayload())-200) + `\u0000"}`
+	bad = append(bad, msg{body: huge, reason: binding.ReasonUnstorable, err: "at /order: string holds U+0000"})
 	for _, b := range bad {
 		var h nats.Header
 		if b.msgID != "" {
@@ -359,9 +363,15 @@ func TestUnstorableMessagesAreDeadLettered(t *testing.T) {
 	dead := e.messages("DEAD")
 	require.Len(t, dead, len(bad))
 	for i, m := range dead {
-		require.Equal(t, bad[i].body, string(m.Data))
 		require.Equal(t, bad[i].reason, m.Header.Get(binding.HeaderDeadReason), m.Header.Get(binding.HeaderDeadError))
 		require.Contains(t, m.Header.Get(binding.HeaderDeadError), bad[i].err)
+		if bad[i].body == huge {
+			require.Empty(t, m.Data)
+			require.Equal(t, fmt.Sprint(len(huge)), m.Header.Get(binding.HeaderBodyOmitted))
+			continue
+		}
+		require.Equal(t, bad[i].body, string(m.Data))
+		require.Empty(t, m.Header.Get(binding.HeaderBodyOmitted))
 	}
 	require.Equal(t, len(bad), count(t, reg, "orders", "dead_lettered"))
 	require.Equal(t, 1, count(t, reg, "orders", "ignored"))

@@ -55,9 +55,10 @@ func Document(rng *rand.Rand) []byte {
 	return g.b
 }
 
-// Unstorable returns a JSON value that Harvest refuses to store: a
-// document with at least one hazard in a string, a member name or a
-// number, or nested deeper than PostgreSQL's smallest stack allows.
+// Unstorable returns a value that Harvest refuses to store: a document
+// with at least one hazard in a string, a member name or a number, or
+// nested deeper than PostgreSQL's smallest stack allows. It is JSON but
+// for one hazard: a raw U+0000 byte in a string.
 func Unstorable(rng *rand.Rand) []byte {
 	g := gen{rng: rng, hazard: rng.Float64() * 0.3}
 	switch rng.IntN(8) {

@@ -65,8 +65,9 @@ const MaxDepth = 512
 // written out in full, as PostgreSQL stores and returns them: 1e131071 is
 // 8 bytes sent and 131072 digits read back, so without a bound a body of
 // a few kilobytes would come back from the database, and go to workers,
-// as hundreds of megabytes. Ordinary numbers grow by little (a float64
-// by at most 330 bytes: 5e-324 has 324 digits after the point).
+// as hundreds of megabytes. Ordinary numbers grow by little: a float64 by
+// a few hundred bytes at most (4.9406564584124654e-324 is written with 340
+// digits after the point).
 const MaxNumberGrowth = 64 << 10
 
 // Limits of PostgreSQL's numeric, which stores jsonb numbers (PostgreSQL

@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/webhook"
 )
 
@@ -249,7 +250,7 @@ var (
 // MessageKey is the idempotency key of a bound message: its Nats-Msg-Id
 // namespaced under the binding when it has one (dedup.ConnMsgIDKey), else
 // its coordinates (dedup.ConnKey). A key over dedup.MaxKeyBytes is an
-// error.
+// error, as is an id that storable.CheckIdentifier refuses.
 func MessageKey(binding, stream string, seq uint64, h nats.Header) (string, error) {
 	id := h.Get(jetstream.MsgIDHeader)
 	if id == "" {
@@ -258,6 +259,9 @@ func MessageKey(binding, stream string, seq uint64, h nats.Header) (string, erro
 	key := dedup.ConnMsgIDKey(binding, id)
 	if len(key) > dedup.MaxKeyBytes {
 		return "", fmt.Errorf("a Nats-Msg-Id of %d bytes makes a key of %d bytes, over %d", len(id), len(key), dedup.MaxKeyBytes)
+	}
+	if err := storable.CheckIdentifier(id); err != nil {
+		return "", fmt.Errorf("the Nats-Msg-Id %w", err)
 	}
 	return key, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/streams"
 )
 
@@ -45,6 +46,12 @@ const (
 	HeaderDeliveries = "Harvest-Deliveries"
 	// HeaderMsgID is the message's Nats-Msg-Id, if it had one.
 	HeaderMsgID = "Harvest-Msg-Id"
+	// HeaderBodyOmitted is set, to the body's size in bytes, on a dead
+	// letter that goes without the message's body: the body and the dead
+	// letter's headers together exceed the server's max payload. The
+	// body stays at its coordinates in the bound stream, as long as the
+	// stream keeps it.
+	HeaderBodyOmitted = "Harvest-Dead-Body-Omitted"
 )
 
 // Dead-letter reasons, the values of HeaderDeadReason.
@@ -54,14 +61,21 @@ const (
 	// ReasonMissingEventType: event_pointer selects no non-empty string.
 	ReasonMissingEventType = "missing_event_type"
 	// ReasonInvalidMsgID: the Nats-Msg-Id makes a key longer than
-	// dedup.MaxKeyBytes.
+	// dedup.MaxKeyBytes, or holds U+0000, a control character or bytes
+	// that are not UTF-8.
 	ReasonInvalidMsgID = "invalid_msg_id"
 	// ReasonUnroutable: the rule's input_pointer or a workflow_id
-	// placeholder selects nothing usable.
+	// placeholder selects nothing usable (a workflow_id holding a control
+	// character included).
 	ReasonUnroutable = "unroutable_event"
 	// ReasonUnavailable: the command could not be published in
 	// max_deliver deliveries.
 	ReasonUnavailable = "unavailable"
+	// ReasonUnstorable: the body of a message a rule routes holds what
+	// PostgreSQL cannot store (U+0000, an unpaired surrogate, bytes that
+	// are not UTF-8, a number beyond numeric's range, nesting deeper than
+	// 512); see storable.CheckJSON. The error names the JSON Pointer.
+	ReasonUnstorable = "payload_unstorable"
 )
 
 // maxSessionBackoff caps the wait between attempts to find a binding's
@@ -351,6 +365,10 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 		}
 		return
 	}
+	if err := storable.CheckJSON(m.Data()); err != nil {
+		r.deadLetter(ctx, d, ReasonUnstorable, fmt.Errorf("the message body %w", err))
+		return
+	}
 	cmd, shard, err := rule.Command(r.cfg.Topology.Shards(), key, event, time.Now())
 	if err != nil {
 		r.deadLetter(ctx, d, ReasonUnroutable, err)
@@ -403,8 +421,9 @@ func (r *Runner) retryDelay(n uint64) time.Duration {
 }
 
 // deadLetter publishes the message to the binding's dead-letter subject
-// with the reason in its headers, then terminates it. If even that fails,
-// the message is kept and delivered again later: it is never lost.
+// with the reason in its headers (without its body if both exceed the
+// server's max payload), then terminates it. If even that fails, the
+// message is kept and delivered again later: it is never lost.
 func (r *Runner) deadLetter(ctx context.Context, d delivery, reason string, cause error) {
 	seq := d.meta.Sequence.Stream
 	msg := &nats.Msg{Subject: d.b.DeadLetterSubject, Data: d.m.Data(), Header: nats.Header{}}
@@ -427,6 +446,13 @@ func (r *Runner) deadLetter(ctx context.Context, d delivery, reason string, caus
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	durable, err := r.publishDeadLetter(pctx, msg, dedup.ConnKey(d.b.Name, d.b.Stream, seq))
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// A body near the max payload leaves no room for the headers:
+		// the dead letter goes without it, rather than never.
+		msg.Header.Set(HeaderBodyOmitted, strconv.Itoa(len(msg.Data)))
+		msg.Data = nil
+		durable, err = r.publishDeadLetter(pctx, msg, dedup.ConnKey(d.b.Name, d.b.Stream, seq))
+	}
 	cancel()
 	if err != nil {
 		delay := r.retryDelay(d.meta.NumDelivered)

@@ -20,6 +20,7 @@ import (
 	"github.com/harvest-engine/harvest/binding"
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/poison"
 	"github.com/harvest-engine/harvest/streams"
 	"github.com/harvest-engine/harvest/webhook"
 	"github.com/harvest-engine/harvest/wire"
@@ -314,6 +315,66 @@ func TestUnusableMessagesAreDeadLetteredWithoutBlocking(t *testing.T) {
 	require.Equal(t, "core", m.Header.Get(binding.HeaderBinding))
 	require.Equal(t, fmt.Sprint(seq), m.Header.Get(binding.HeaderStreamSeq))
 	e.settled("ORDERS", "harvest_bind_core", seq)
+}
+
+// TestUnstorableMessagesAreDeadLettered: a routed message whose body, key
+// or workflow_id PostgreSQL cannot store is dead-lettered with the reason,
+// before any command is published, and the binding goes on.
+func TestUnstorableMessagesAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.stream("DEAD", 0, "harvest.dead.>")
+	_, reg := e.runner(binding.Config{Bindings: []binding.Binding{ordersBinding()}})
+
+	type msg struct {
+		body, msgID, reason, err string
+	}
+	var bad []msg
+	for _, c := range poison.Classic {
+		bad = append(bad, msg{body: `{"type": "order.created", "order": ` + c.JSON + `}`, reason: binding.ReasonUnstorable, err: "which Harvest cannot store"})
+	}
+	bad = append(bad,
+		msg{body: `{"type": "order.created", "order": {"id": "\u0000"}}`, reason: binding.ReasonUnstorable, err: "at /order/id: string holds U+0000"},
+		msg{body: `{"type": "order.created", "note": "\ud800", "order": {}}`, reason: binding.ReasonUnstorable, err: "at /note:"},
+		msg{body: `{"type": "order.created", "order": {"id": 5}}`, msgID: "evt\xff", reason: binding.ReasonInvalidMsgID, err: "not UTF-8"},
+		msg{body: `{"type": "order.created", "order": {"id": 6}}`, msgID: "evt\t6", reason: binding.ReasonInvalidMsgID, err: "control character"},
+		msg{body: `{"type": "order.item_added", "order_id": "a\nb", "item": {}}`, reason: binding.ReasonUnroutable, err: "control character U+000A"},
+	)
+	// A body near the server's max payload leaves the dead letter no room
+	// for its headers: it goes without the body.
+	huge := `{"type": "order.created", "order": "` + strings.Repeat("x", int(e.nc.MaxPayload())-200) + `\u0000"}`
+	bad = append(bad, msg{body: huge, reason: binding.ReasonUnstorable, err: "at /order: string holds U+0000"})
+	for _, b := range bad {
+		var h nats.Header
+		if b.msgID != "" {
+			h = nats.Header{"Nats-Msg-Id": {b.msgID}}
+		}
+		e.publish("orders.created", b.body, h)
+	}
+	// An event no rule routes is ignored, whatever it holds; a valid
+	// message behind them all is processed.
+	e.publish("orders.created", `{"type": "order.viewed", "x": "\u0000"}`, nil)
+	last := e.publish("orders.created", `{"type": "order.created", "order": {"id": 4}}`, nil)
+	e.settled("ORDERS", "harvest_bind_orders", last)
+	cmds := e.commands()
+	require.Len(t, cmds, 1)
+	require.JSONEq(t, `{"id": 4}`, string(cmds[0].Start.Input))
+
+	dead := e.messages("DEAD")
+	require.Len(t, dead, len(bad))
+	for i, m := range dead {
+		require.Equal(t, bad[i].reason, m.Header.Get(binding.HeaderDeadReason), m.Header.Get(binding.HeaderDeadError))
+		require.Contains(t, m.Header.Get(binding.HeaderDeadError), bad[i].err)
+		if bad[i].body == huge {
+			require.Empty(t, m.Data)
+			require.Equal(t, fmt.Sprint(len(huge)), m.Header.Get(binding.HeaderBodyOmitted))
+			continue
+		}
+		require.Equal(t, bad[i].body, string(m.Data))
+		require.Empty(t, m.Header.Get(binding.HeaderBodyOmitted))
+	}
+	require.Equal(t, len(bad), count(t, reg, "orders", "dead_lettered"))
+	require.Equal(t, 1, count(t, reg, "orders", "ignored"))
 }
 
 func TestAMessageIsAcknowledgedOnlyAfterItsCommandIsPublished(t *testing.T) {

@@ -112,6 +112,10 @@ type APIError struct {
 	Message string
 	// Field names the request field at fault, when there is one.
 	Field string
+	// Pointer is the JSON Pointer, within the request body, of a value
+	// Harvest cannot store (400 payload_unstorable and the invalid_*
+	// codes of string members that hold one).
+	Pointer string
 	// Violations lists what is wrong with an input that fails its
 	// workflow's schema (422 input_invalid).
 	Violations []Violation
@@ -150,6 +154,7 @@ type errorBody struct {
 	Error      string      `json:"error"`
 	Message    string      `json:"message"`
 	Field      string      `json:"field"`
+	Pointer    string      `json:"pointer"`
 	Violations []Violation `json:"violations"`
 }
 
@@ -158,7 +163,7 @@ func apiErrorFrom(status int, header http.Header, raw []byte) *APIError {
 	e := &APIError{StatusCode: status}
 	var body errorBody
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
-		e.Code, e.Message, e.Field, e.Violations = body.Error, body.Message, body.Field, body.Violations
+		e.Code, e.Message, e.Field, e.Pointer, e.Violations = body.Error, body.Message, body.Field, body.Pointer, body.Violations
 	} else {
 		e.Message = http.StatusText(status)
 		if text := strings.TrimSpace(string(raw)); text != "" {

@@ -283,4 +283,8 @@ func TestAPIErrorOfAnythingElse(t *testing.T) {
 	v := apiErrorFrom(422, nil, []byte(`{"error":"input_invalid","message":"m","field":"input","violations":[{"field":"/a","message":"x"}]}`))
 	require.Equal(t, []Violation{{Field: "/a", Message: "x"}}, v.Violations)
 	require.Equal(t, "input", v.Field)
+
+	u := apiErrorFrom(400, nil, []byte(`{"error":"payload_unstorable","message":"m","field":"input","pointer":"/input/a"}`))
+	require.Equal(t, "payload_unstorable", u.Code)
+	require.Equal(t, "/input/a", u.Pointer)
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/harvest-engine/harvest/internal/storable"
 )
 
 // MaxKeyBytes is the longest idempotency key accepted, after trimming.
@@ -34,11 +36,14 @@ var (
 	ErrKeyEmpty    = errors.New("idempotency key is empty")
 	ErrKeyTooLong  = errors.New("idempotency key is too long")
 	ErrKeyReserved = errors.New("idempotency key uses a reserved prefix")
+	// ErrKeyText: the key holds U+0000, a control character or bytes
+	// that are not UTF-8 (see storable.CheckIdentifier).
+	ErrKeyText = errors.New("idempotency key is not text Harvest accepts")
 )
 
 // ValidateKey trims a caller-supplied idempotency key and checks it. It
 // returns the trimmed key, or an error wrapping one of ErrKeyEmpty,
-// ErrKeyTooLong or ErrKeyReserved.
+// ErrKeyTooLong, ErrKeyText or ErrKeyReserved.
 func ValidateKey(raw string) (string, error) {
 	key := strings.TrimSpace(raw)
 	switch {
@@ -46,6 +51,11 @@ func ValidateKey(raw string) (string, error) {
 		return "", ErrKeyEmpty
 	case len(key) > MaxKeyBytes:
 		return "", fmt.Errorf("%w: %d bytes, at most %d", ErrKeyTooLong, len(key), MaxKeyBytes)
+	}
+	if err := storable.CheckIdentifier(key); err != nil {
+		return "", fmt.Errorf("%w: it %w", ErrKeyText, err)
+	}
+	switch {
 	case strings.HasPrefix(key, ReservedKeyPrefix):
 		return "", fmt.Errorf("%w %q", ErrKeyReserved, ReservedKeyPrefix)
 	case strings.HasPrefix(key, HookKeyPrefix):

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -27,6 +28,13 @@ func TestValidateKey(t *testing.T) {
 		{"too long", strings.Repeat("k", 513), "", dedup.ErrKeyTooLong},
 		{"reserved", "conn:abc", "", dedup.ErrKeyReserved},
 		{"webhook namespace", "hook:stripe:evt_1", "", dedup.ErrKeyReserved},
+		{"NUL", "evt\x001", "", dedup.ErrKeyText},
+		{"not UTF-8", "evt\xff", "", dedup.ErrKeyText},
+		{"UTF-8 surrogate", "evt\xed\xa0\x80", "", dedup.ErrKeyText},
+		{"inner tab", "evt\t1", "", dedup.ErrKeyText},
+		{"inner newline", "evt\n1", "", dedup.ErrKeyText},
+		{"C1 control", "evt\u00851", "", dedup.ErrKeyText},
+		{"unicode", "évt-日本-😀", "évt-日本-😀", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := dedup.ValidateKey(tc.raw)
@@ -47,12 +55,14 @@ func FuzzValidateKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		key, err := dedup.ValidateKey(raw)
 		if err != nil {
-			if !errors.Is(err, dedup.ErrKeyEmpty) && !errors.Is(err, dedup.ErrKeyTooLong) && !errors.Is(err, dedup.ErrKeyReserved) {
+			if !errors.Is(err, dedup.ErrKeyEmpty) && !errors.Is(err, dedup.ErrKeyTooLong) && !errors.Is(err, dedup.ErrKeyReserved) &&
+				!errors.Is(err, dedup.ErrKeyText) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return
 		}
-		if key == "" || len(key) > dedup.MaxKeyBytes || key != strings.TrimSpace(key) || strings.HasPrefix(key, "conn:") || strings.HasPrefix(key, "hook:") {
+		if key == "" || len(key) > dedup.MaxKeyBytes || key != strings.TrimSpace(key) || strings.HasPrefix(key, "conn:") || strings.HasPrefix(key, "hook:") ||
+			!utf8.ValidString(key) || strings.ContainsFunc(key, unicode.IsControl) {
 			t.Fatalf("accepted bad key %q", key)
 		}
 	})

@@ -111,6 +111,10 @@ func TestClientStartWaitAndRead(t *testing.T) {
 	require.False(t, errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrConflict))
 	_, err = c.Start(ctx, examples.WorkflowCharge, in, client.StartOptions{IdempotencyKey: "conn:reserved"})
 	requireAPIError(t, err, 400, "invalid_idempotency_key")
+	_, err = c.Start(ctx, examples.WorkflowCharge, map[string]any{"amount_cents": 1, "customer_id": "c\x00"}, client.StartOptions{})
+	apiErr = requireAPIError(t, err, 400, "payload_unstorable")
+	require.Equal(t, "input", apiErr.Field)
+	require.Equal(t, "/input/customer_id", apiErr.Pointer, "encoding/json writes U+0000 as \\u0000, which PostgreSQL cannot store")
 
 	// Describe, History, List.
 	d, err := c.Describe(ctx, first.ExecutionID)

@@ -89,7 +89,11 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	p.name, p.req = req.Workflow, startRequest{Input: req.Input}
 	var status int
 	var answer any
-	if rej := s.checkStart(r.Context(), &p); rej != nil {
+	rej = unstorableBody(body, runMembers)
+	if rej == nil {
+		rej = s.checkStart(r.Context(), &p)
+	}
+	if rej != nil {
 		status, answer = s.refuseOrReplay(w, r, p, rej)
 	} else {
 		status, answer = s.start(r.Context(), p)
@@ -145,6 +149,10 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 	if body := bytes.TrimSpace(raw); len(body) > 0 {
 		if !json.Valid(body) {
 			writeError(w, http.StatusBadRequest, "invalid_json", "the callback body is not JSON")
+			return
+		}
+		if rej := unstorablePayload(body, "payload"); rej != nil {
+			writeJSON(w, rej.status, rej.body)
 			return
 		}
 		payload = body

@@ -13,6 +13,9 @@ type apiError struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 	Limit   int64  `json:"limit,omitempty"`
+	// Pointer is the JSON Pointer, within the request body, of a value
+	// that cannot be stored.
+	Pointer string `json:"pointer,omitempty"`
 	// Violations lists what is wrong with an input that fails its schema.
 	Violations []schema.Violation `json:"violations,omitempty"`
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"time"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/webhook"
 )
@@ -86,8 +88,25 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, hookResponse{Accepted: true, Ignored: true})
 		return
 	}
+	// What would be stored must be storable: the body (the input or the
+	// signal's payload is part of it), the event id (part of the key)
+	// and the workflow_id a rule makes of the body.
+	if rej := unstorablePayload(body, "payload"); rej != nil {
+		s.log.Warn("webhook refused: the payload cannot be stored", "source", name, "event", delivery.EventType, "err", rej.body.Message)
+		writeJSON(w, rej.status, rej.body)
+		return
+	}
+	if err := storable.CheckIdentifier(delivery.ID); err != nil {
+		writeFieldError(w, http.StatusBadRequest, "invalid_event_id", "event_id", "the event id "+err.Error())
+		return
+	}
 	cmd, shard, err := rule.Command(s.cfg.Topology.Shards(), dedup.HookKey(name, delivery.ID), event, time.Now())
-	if err != nil {
+	var unstorableID *storable.Error
+	switch {
+	case errors.As(err, &unstorableID):
+		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_id", "workflow_id", err.Error())
+		return
+	case err != nil:
 		writeError(w, http.StatusBadRequest, "unroutable_event", err.Error())
 		return
 	}

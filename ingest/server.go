@@ -25,6 +25,7 @@ import (
 
 	"github.com/harvest-engine/harvest/callback"
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/schema"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
@@ -348,10 +349,21 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 			return p, nil, reject(http.StatusBadRequest, "invalid_json", "", "request body holds more than one JSON value")
 		}
 	}
+	var unstorable *rejection
+	if len(body) > 0 {
+		if unstorable = unstorableBody(body, startMembers); unstorable != nil && p.key == "" {
+			if keyErr = unstorableKey(body); keyErr != nil {
+				return p, keyErr, nil
+			}
+		}
+	}
 	if p.key == "" && p.req.IdempotencyKey != nil {
 		if p.key, keyErr = dedup.ValidateKey(*p.req.IdempotencyKey); keyErr != nil {
 			return p, keyErr, nil
 		}
+	}
+	if unstorable != nil {
+		return p, nil, unstorable
 	}
 	return p, nil, s.checkStart(r.Context(), &p)
 }
@@ -364,6 +376,9 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 		if strings.TrimSpace(p.workflowID) == "" || len(p.workflowID) > maxWorkflowIDBytes {
 			return reject(http.StatusBadRequest, "invalid_workflow_id", "workflow_id",
 				fmt.Sprintf("workflow_id must be 1 to %d bytes and not blank", maxWorkflowIDBytes))
+		}
+		if err := storable.CheckIdentifier(p.workflowID); err != nil {
+			return reject(http.StatusBadRequest, "invalid_workflow_id", "workflow_id", "workflow_id "+err.Error())
 		}
 	}
 	if !wire.ValidReusePolicy(p.req.ReusePolicy) {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/wire"
 )
 
@@ -53,6 +54,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	payload, rej := s.readPayload(w, r)
+	if rej == nil && payload != nil {
+		rej = unstorablePayload(payload, "payload")
+	}
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
 		return
@@ -173,10 +177,23 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if raw != nil {
+		if rej := unstorableBody(raw, signalWithStartMembers); rej != nil {
+			writeJSON(w, rej.status, rej.body)
+			return
+		}
+	}
+	var idErr error
+	if req.WorkflowID != nil {
+		idErr = storable.CheckIdentifier(*req.WorkflowID)
+	}
 	switch {
 	case req.WorkflowID == nil || strings.TrimSpace(*req.WorkflowID) == "" || len(*req.WorkflowID) > maxWorkflowIDBytes:
 		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_id", "workflow_id",
 			fmt.Sprintf("workflow_id is required: 1 to %d bytes, not blank", maxWorkflowIDBytes))
+		return
+	case idErr != nil:
+		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_id", "workflow_id", "workflow_id "+idErr.Error())
 		return
 	case dedup.ValidateName(req.SignalName) != nil:
 		writeFieldError(w, http.StatusBadRequest, "invalid_signal_name", "signal_name", "signal_name is required: letters, digits, '_' and '-'")
@@ -249,6 +266,10 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if len(body) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("request body is not a JSON object: %v", err))
+			return
+		}
+		if rej := unstorableBody(body, cancelMembers); rej != nil {
+			writeJSON(w, rej.status, rej.body)
 			return
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/schema"
 	"github.com/harvest-engine/harvest/wire"
 )
@@ -214,7 +215,9 @@ func Expand(doc any, template string) (string, error) {
 // Command builds the command the rule makes of a decoded event, keyed by
 // key (a reserved-namespace key such as dedup.HookKey's), and the shard it
 // belongs on: a start of the rule's workflow, or a signal-with-start of
-// the execution the rule's workflow_id template names.
+// the execution the rule's workflow_id template names. A workflow_id that
+// storable.CheckIdentifier refuses is an error wrapping its
+// *storable.Error.
 func (r Rule) Command(shards int, key string, event any, now time.Time) (*wire.Command, int, error) {
 	payload, err := Pointer(event, r.InputPointer)
 	if err != nil {
@@ -234,6 +237,9 @@ func (r Rule) Command(shards int, key string, event any, now time.Time) (*wire.C
 	workflowID, err := Expand(event, r.WorkflowID)
 	if err != nil {
 		return nil, 0, err
+	}
+	if err := storable.CheckIdentifier(workflowID); err != nil {
+		return nil, 0, fmt.Errorf("workflow_id %q of template %q %w", workflowID, r.WorkflowID, err)
 	}
 	var startInput json.RawMessage
 	if r.StartInput != nil {

@@ -3,9 +3,11 @@ package webhook_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/webhook"
 )
 
@@ -46,4 +48,24 @@ func FuzzExpand(f *testing.F) {
 		}
 		_, _ = webhook.Expand(doc, template)
 	})
+}
+
+// TestACommandsWorkflowIDMustBeAnIdentifier: a workflow_id template that
+// selects a control character makes no command; the error wraps the
+// storable.Error, so ingest can answer invalid_workflow_id.
+func TestACommandsWorkflowIDMustBeAnIdentifier(t *testing.T) {
+	t.Parallel()
+	rule := webhook.Rule{Event: "e", Workflow: "w", Signal: "s", WorkflowID: "order-{/id}"}
+	var event any
+	require.NoError(t, json.Unmarshal([]byte(`{"id": "a\nb"}`), &event))
+	_, _, err := rule.Command(4, "hook:src:1", event, time.Now())
+	var se *storable.Error
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, storable.ProblemControl, se.Problem)
+	require.ErrorContains(t, err, `workflow_id "order-a\nb" of template "order-{/id}" holds the control character U+000A`)
+
+	require.NoError(t, json.Unmarshal([]byte(`{"id": "a b"}`), &event))
+	cmd, _, err := rule.Command(4, "hook:src:1", event, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "order-a b", cmd.Start.WorkflowID)
 }

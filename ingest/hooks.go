@@ -130,6 +130,10 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	if err != nil {
 		s.log.Warn("webhook not accepted", "source", name, "err", err)
+		if status, body := notAccepted(err, "event"); status != http.StatusServiceUnavailable {
+			writeJSON(w, status, body)
+			return
+		}
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the command stream is unavailable; deliver again later")
 		return

@@ -520,7 +520,7 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command, msgID string, mayRepublish bool) (int, any) {
 	out, duplicate, err := s.submit(ctx, shard, cmd, msgID)
 	if errors.Is(err, errNotAccepted) {
-		return http.StatusServiceUnavailable, apiError{Error: "unavailable", Message: "the command stream did not accept the start; retry"}
+		return notAccepted(err, "start")
 	}
 	if errors.Is(err, errOutcomeLate) {
 		s.metrics.starts.WithLabelValues("accepted").Inc()
@@ -576,6 +576,22 @@ func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire
 		out.FirstSeenAt, out.ExpiresAt = &claim.CreatedAt, &claim.ExpiresAt
 	}
 	return claim
+}
+
+// notAccepted answers a command the command stream did not take: 413
+// command_too_large when it is larger than NATS carries (retrying cannot
+// help), else 503 unavailable (JetStream down or unreachable: retry).
+func notAccepted(err error, what string) (int, apiError) {
+	var big *streams.TooLargeError
+	if errors.As(err, &big) {
+		return http.StatusRequestEntityTooLarge, apiError{Error: "command_too_large", Limit: big.Limit,
+			Message: fmt.Sprintf("the %s, encoded as a command, is %d bytes: more than the %d the command stream carries", what, big.Size, big.Limit)}
+	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return http.StatusRequestEntityTooLarge, apiError{Error: "command_too_large",
+			Message: fmt.Sprintf("the %s, encoded as a command, is larger than the command stream carries", what)}
+	}
+	return http.StatusServiceUnavailable, apiError{Error: "unavailable", Message: fmt.Sprintf("the command stream did not accept the %s; retry", what)}
 }
 
 var (

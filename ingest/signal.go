@@ -80,7 +80,7 @@ func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	switch {
 	case errors.Is(err, errNotAccepted):
-		return http.StatusServiceUnavailable, apiError{Error: "unavailable", Message: "the command stream did not accept the signal; retry"}
+		return notAccepted(err, "signal")
 	case errors.Is(err, errOutcomeLate):
 		return http.StatusAccepted, signalResponse{OK: true, CommandID: cmd.CommandID, Status: "accepted"}
 	case out.Error != "":
@@ -228,8 +228,11 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	switch {
 	case errors.Is(err, errNotAccepted):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the command stream did not accept the signal; retry")
+		status, body := notAccepted(err, "signal")
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeJSON(w, status, body)
 		return
 	case errors.Is(err, errOutcomeLate):
 		writeJSON(w, http.StatusAccepted, signalResponse{OK: true, CommandID: cmd.CommandID, Status: "accepted"})
@@ -278,8 +281,11 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	out, _, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	switch {
 	case errors.Is(err, errNotAccepted):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the command stream did not accept the cancellation; retry")
+		status, body := notAccepted(err, "cancellation")
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeJSON(w, status, body)
 	case errors.Is(err, errOutcomeLate):
 		writeJSON(w, http.StatusAccepted, acceptedResponse{CommandID: cmd.CommandID, Status: "accepted"})
 	case out.Error != "":

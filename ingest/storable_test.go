@@ -254,3 +254,26 @@ func BenchmarkStartBody(b *testing.B) {
 		})
 	}
 }
+
+// TestCommandsTooLargeForTheStreamAre413: a body within the body limit
+// whose command the command stream cannot carry (escaping grows "<" six
+// times) is refused with 413 command_too_large, which a client must not
+// retry, instead of 503, which it would retry for ever; nothing is
+// published.
+func TestCommandsTooLargeForTheStreamAre413(t *testing.T) {
+	t.Parallel()
+	e := newEdge(t)
+	big := strings.Repeat("<", 300_000)
+	for _, c := range []struct{ method, target, body string }{
+		{"POST", "/api/harvest/workflows/fulfil/start", `{"input": {"note": "` + big + `"}}`},
+		{"POST", "/api/harvest/workflows/" + testExecutionID + "/signal/item", `{"note": "` + big + `"}`},
+		{"POST", "/api/harvest/workflows/collect/signal-with-start", `{"workflow_id": "w", "signal_name": "item", "signal_payload": {"note": "` + big + `"}}`},
+		{"POST", "/hooks/shop", `{"id": "evt-big", "type": "order.created", "note": "` + big + `"}`},
+	} {
+		status, body := e.do(c.method, c.target, nil, c.body)
+		require.Equal(t, http.StatusRequestEntityTooLarge, status, "%s: %+v", c.target, body)
+		require.Equal(t, "command_too_large", body.Error, c.target)
+		require.NotZero(t, body.Limit, c.target)
+	}
+	require.Zero(t, e.published())
+}

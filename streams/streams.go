@@ -295,6 +295,10 @@ func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Co
 		return nil, fmt.Errorf("encode command %s: %w", cmd.CommandID, err)
 	}
 	subject := CommandSubject(shard, cmd.Kind)
+	if limit := t.JS.Conn().MaxPayload(); limit > 0 && int64(len(data)+len(msgID)+128) > limit {
+		// The server refuses it whatever we do.
+		return nil, fmt.Errorf("publish command %s to %s: %w", cmd.CommandID, subject, &TooLargeError{Size: len(data), Limit: limit})
+	}
 	backoff := 50 * time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
@@ -316,6 +320,19 @@ func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Co
 		backoff = min(backoff*2, time.Second)
 	}
 }
+
+// TooLargeError says a message is larger than the NATS server carries
+// (its max_payload, 1 MiB by default). It matches nats.ErrMaxPayload.
+type TooLargeError struct {
+	Size  int
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("message of %d bytes exceeds the server's max payload of %d", e.Size, e.Limit)
+}
+
+func (e *TooLargeError) Is(target error) bool { return target == nats.ErrMaxPayload }
 
 // ClientOptions are the options every Harvest connection to NATS uses:
 // reconnect forever, and hold no publishes while disconnected. A publish

@@ -455,7 +455,16 @@ func (w *Worker) handleWorkflowTask(ctx context.Context, t *heldTask) {
 	// handed back are retried at once, not after the task's AckWait.
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer pcancel()
-	if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
+	_, err = w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd)
+	var big *streams.TooLargeError
+	if errors.As(err, &big) {
+		// Every run of this task decides the same: the workflow cannot go
+		// on. It fails, rather than have its task handed back for ever.
+		log.Error("workflow task result too large for the command stream; failing the workflow", "bytes", big.Size, "limit", big.Limit)
+		cmd.WorkflowTask = tooLargeResult(result, big)
+		_, err = w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd)
+	}
+	if err != nil {
 		// The result may have been stored all the same (its
 		// acknowledgement lost): the next delivery must not count as a
 		// first, so it runs nothing eagerly and marks eager activities
@@ -527,6 +536,18 @@ func (w *Worker) handleActivityTask(ctx context.Context, t *heldTask) {
 	w.settleActivity(ctx, t, &task, result)
 }
 
+// tooLargeResult is what a workflow task reports instead of res when res
+// is too large for the command stream: the workflow fails. Eager attempts
+// it ran are left out; the scheduler counts them lost, which is moot once
+// the workflow has closed.
+func tooLargeResult(res *wire.WorkflowTaskResult, big *streams.TooLargeError) *wire.WorkflowTaskResult {
+	return &wire.WorkflowTaskResult{ExecutionID: res.ExecutionID, TaskID: res.TaskID, BaseSeq: res.BaseSeq, Decisions: []wire.Decision{{
+		Type: wire.DecisionFailWorkflow,
+		Failure: &wire.Failure{Type: "WorkflowTaskTooLarge", NonRetryable: true,
+			Message: fmt.Sprintf("the workflow task's decisions, as a command, are %d bytes: more than the %d the command stream carries", big.Size, big.Limit)},
+	}}}
+}
+
 // settleActivity publishes an attempt's result, if any, then acknowledges
 // its task. If the result cannot be published the task is handed back
 // unacknowledged: its next delivery reports the attempt lost, and the
@@ -540,7 +561,18 @@ func (w *Worker) settleActivity(ctx context.Context, t *heldTask, task *wire.Act
 		}
 		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer pcancel()
-		if _, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd); err != nil {
+		_, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd)
+		var big *streams.TooLargeError
+		if errors.As(err, &big) {
+			// Every attempt would return as much: the activity fails.
+			w.log.Error("activity result too large for the command stream; failing the activity", "execution_id", task.ExecutionID,
+				"activity", task.ActivityName, "attempt", task.Attempt, "bytes", big.Size, "limit", big.Limit)
+			cmd.Activity = &wire.ActivityResult{ExecutionID: result.ExecutionID, ActivityID: result.ActivityID, Attempt: result.Attempt,
+				Failure: &wire.Failure{Type: "ResultTooLarge", NonRetryable: true,
+					Message: fmt.Sprintf("the attempt's result, as a command, is %d bytes: more than the %d the command stream carries", big.Size, big.Limit)}}
+			_, err = w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd)
+		}
+		if err != nil {
 			w.log.Error("publish activity result; handing the task back", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
 			w.keeper.drop(t)
 			_ = t.m.Nak()

@@ -59,7 +59,9 @@ type batch struct {
 	outcomeTTL time.Duration
 	// wftTimeout is a dispatched workflow task's deadline.
 	wftTimeout time.Duration
-	log        *slog.Logger
+	// maxTask is the largest task NATS carries; 0 means no limit.
+	maxTask int
+	log     *slog.Logger
 
 	execs       map[string]*store.Execution
 	newExecs    map[string]bool
@@ -104,7 +106,11 @@ type applyEnv struct {
 	// workflow task taskID (a worker has it, or will get it). Nil, or
 	// false, lets a workflow task past its deadline be dispatched again.
 	taskQueued func(ctx context.Context, executionID string, taskID int) bool
-	log        *slog.Logger
+	// maxTask is the largest task payload NATS carries (its max payload,
+	// less room for headers); 0 means no limit. A larger workflow task
+	// fails its execution, a larger activity task its activity.
+	maxTask int
+	log     *slog.Logger
 	// lock, when set, makes apply take the shard's lock itself, in the
 	// round trip of its first reads, and check that the shard's applied
 	// sequence is the one it was given. Without it the caller has locked
@@ -149,7 +155,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	shard := env.shard
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log,
-		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout),
+		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
@@ -948,6 +954,15 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 		HeartbeatTimeoutMS: opts.HeartbeatTimeoutMS, HeartbeatDetails: a.HeartbeatDetails, PreviousOutcomeUnknown: a.OutcomeUnknown,
 	}
 	data, _ := json.Marshal(task)
+	if b.maxTask > 0 && len(data) > b.maxTask {
+		// Every attempt's task would be as large (its input): the
+		// activity fails, and the workflow sees it.
+		b.log.Error("failing an activity whose task is too large for NATS", "execution_id", e.ExecutionID, "activity", a.ActivityName,
+			"bytes", len(data), "limit", b.maxTask)
+		b.attemptFailed(e, a, &wire.Failure{Type: "ActivityTaskTooLarge", NonRetryable: true,
+			Message: fmt.Sprintf("the activity's task (its input) is %d bytes: more than the %d NATS carries", len(data), b.maxTask)})
+		return
+	}
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 		Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskActivity),
 		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data,
@@ -1065,6 +1080,9 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx store.Tx) error {
 		if err != nil {
 			return fmt.Errorf("encode workflow task of %s: %w", id, err)
 		}
+		if b.tooLarge(e, data) {
+			continue
+		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
 			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data,
@@ -1072,6 +1090,24 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx store.Tx) error {
 		b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)
 	}
 	return nil
+}
+
+// tooLarge fails e, and says so, when its workflow task (data) is larger
+// than NATS carries: the task carries the whole history, which only
+// grows, so no later task would fit either, and publishing it would fail
+// the shard's every attempt.
+func (b *batch) tooLarge(e *store.Execution, data []byte) bool {
+	if b.maxTask <= 0 || len(data) <= b.maxTask {
+		return false
+	}
+	f := wire.Failure{Type: "WorkflowTaskTooLarge", NonRetryable: true,
+		Message: fmt.Sprintf("the execution's workflow task (its history) is %d bytes: more than the %d NATS carries", len(data), b.maxTask)}
+	b.log.Error("failing an execution whose workflow task is too large for NATS", "execution_id", e.ExecutionID, "workflow", e.WorkflowName,
+		"bytes", len(data), "limit", b.maxTask)
+	e.WFTOutstanding, e.WFTDirty = false, false
+	e.Error, _ = json.Marshal(f)
+	b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: &f})
+	return true
 }
 
 // DefaultWorkflowTaskTimeout is how long a dispatched workflow task may go
@@ -1176,6 +1212,10 @@ func (b *batch) redispatchWorkflowTasks(ctx context.Context, tx store.Tx, again 
 		if err != nil {
 			return fmt.Errorf("encode workflow task of %s: %w", id, err)
 		}
+		if b.tooLarge(e, data) {
+			b.changed[id] = true
+			continue
+		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
 			MsgID: workflowTaskMsgID(id, at.TaskID, at.Redispatch), Payload: data,
@@ -1190,7 +1230,7 @@ func (b *batch) redispatchWorkflowTasks(ctx context.Context, tx store.Tx, again 
 func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, timers []store.Timer) (*store.Writes, error) {
 	shard, log := env.shard, env.log
 	b := &batch{
-		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log, wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout),
+		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log, wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
 		newExecs: map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 		newActs: map[store.ActivityRef]bool{},
 	}

@@ -448,7 +448,20 @@ func (r *runner) finished() bool {
 
 func (r *runner) env() applyEnv {
 	return applyEnv{shard: r.lease.Shard, shards: r.s.cfg.Topology.Shards(), window: r.s.cfg.StartIdempotencyWindow,
-		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), wftTimeout: r.s.cfg.WorkflowTaskTimeout, taskQueued: r.taskQueued, log: r.log}
+		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), wftTimeout: r.s.cfg.WorkflowTaskTimeout, taskQueued: r.taskQueued,
+		maxTask: maxTask(r.s.cfg.Topology.JS.Conn()), log: r.log}
+}
+
+// taskHeaderRoom is what a task message's headers (its Nats-Msg-Id)
+// take of NATS's max payload.
+const taskHeaderRoom = 512
+
+// maxTask is the largest task payload nc's server carries.
+func maxTask(nc *nats.Conn) int {
+	if mp := nc.MaxPayload(); mp > taskHeaderRoom {
+		return int(mp) - taskHeaderRoom
+	}
+	return 0
 }
 
 // taskSeq is where the task stream holds an execution's outstanding

@@ -38,13 +38,9 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Before = n
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			writeFieldError(w, http.StatusBadRequest, "invalid_limit", "limit", "limit must be 1 to 500")
-			return
-		}
-		f.Limit = n
+	var ok bool
+	if f.Limit, ok = queryLimit(w, q, f.Limit); !ok {
+		return
 	}
 	dead, err := store.ListDeadCommands(r.Context(), s.cfg.DB, f)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -975,13 +976,9 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, "invalid_status", "status", "want Running, Completed, Failed, Cancelled, Terminated or TimedOut")
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			writeFieldError(w, http.StatusBadRequest, "invalid_limit", "limit", "limit must be 1 to 500")
-			return
-		}
-		f.Limit = n
+	var ok bool
+	if f.Limit, ok = queryLimit(w, q, f.Limit); !ok {
+		return
 	}
 	execs, err := store.ListExecutions(r.Context(), s.cfg.DB, f)
 	if err != nil {
@@ -993,6 +990,21 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		out = append(out, viewOf(e))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"executions": out})
+}
+
+// queryLimit reads a list's ?limit=, 1 to 500, def when absent; it
+// answers 400 invalid_limit and reports false for anything else.
+func queryLimit(w http.ResponseWriter, q url.Values, def int) (int, bool) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 500 {
+		writeFieldError(w, http.StatusBadRequest, "invalid_limit", "limit", "limit must be 1 to 500")
+		return 0, false
+	}
+	return n, true
 }
 
 func viewOf(e *store.Execution) executionView {

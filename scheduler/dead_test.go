@@ -30,12 +30,8 @@ import (
 // shard keeps applying what comes next.
 func TestPoisonCommandsAreSetAsideAndTheShardGoesOn(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewPool(t)
-	ns := natstest.RunServer(t, natstest.Options{})
-	_, js := natstest.Connect(t, ns)
+	db, js, top := oneShard(t)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
-	require.NoError(t, err)
 
 	publish := func(cmd wire.Command) uint64 {
 		ack, err := top.PublishCommand(ctx, 0, &cmd)
@@ -49,15 +45,11 @@ func TestPoisonCommandsAreSetAsideAndTheShardGoesOn(t *testing.T) {
 	publish(nulID)
 	publish(startCmd("onboarding", "k2", "wf-2"))
 	publish(nulInput)
-	_, err = js.Publish(ctx, streams.CommandSubject(0, wire.KindStart), []byte("not a command"), jetstream.WithMsgID("garbage"))
+	_, err := js.Publish(ctx, streams.CommandSubject(0, wire.KindStart), []byte("not a command"), jetstream.WithMsgID("garbage"))
 	require.NoError(t, err)
 	last := publish(startCmd("onboarding", "k3", "wf-3"))
 
-	reg := prometheus.NewRegistry()
-	s, err := New(Config{DB: db, Topology: top, Metrics: reg})
-	require.NoError(t, err)
-	require.NoError(t, s.Start(ctx))
-	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	s := startScheduler(t, Config{DB: db, Topology: top, Metrics: prometheus.NewRegistry()})
 
 	waitFor(t, 20*time.Second, "the shard to apply every command", func() bool {
 		return count(t, db, `SELECT applied_seq FROM shard_offsets WHERE shard = 0`) == int(last)
@@ -154,12 +146,8 @@ func TestOnlyWhatTheCommandCarriesIsPoison(t *testing.T) {
 // sequence) is dropped and counted; the shard's other timers fire.
 func TestATimerThatCannotFireIsDropped(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewPool(t)
-	ns := natstest.RunServer(t, natstest.Options{})
-	_, js := natstest.Connect(t, ns)
+	db, _, top := oneShard(t)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
-	require.NoError(t, err)
 	require.NoError(t, store.EnsureShards(ctx, db, 1))
 	leases, err := store.AcquireLeases(ctx, db, "setup", time.Minute, 1)
 	require.NoError(t, err)
@@ -172,10 +160,7 @@ func TestATimerThatCannotFireIsDropped(t *testing.T) {
 		SELECT 0, execution_id, 'workflow', now(), '{"timer_id": 1}' FROM executions`)
 	require.NoError(t, err)
 
-	s, err := New(Config{DB: db, Topology: top})
-	require.NoError(t, err)
-	require.NoError(t, s.Start(ctx))
-	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	s := startScheduler(t, Config{DB: db, Topology: top})
 	waitFor(t, 20*time.Second, "the good timer to fire", func() bool {
 		return count(t, db, `SELECT count(*) FROM history_events h JOIN executions e USING (execution_id)
 			WHERE e.workflow_id = 'wf-good' AND h.type = 'TimerFired'`) == 1

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/store"
 	"github.com/harvest-engine/harvest/streams"
 	"github.com/harvest-engine/harvest/wire"
@@ -25,16 +23,9 @@ import (
 // its result completes the execution and clears the deadline.
 func TestALostWorkflowTaskIsDispatchedAgain(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewPool(t)
-	ns := natstest.RunServer(t, natstest.Options{})
-	_, js := natstest.Connect(t, ns)
+	db, js, top := oneShard(t)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
-	require.NoError(t, err)
-	s, err := New(Config{DB: db, Topology: top, WorkflowTaskTimeout: 300 * time.Millisecond})
-	require.NoError(t, err)
-	require.NoError(t, s.Start(ctx))
-	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	startScheduler(t, Config{DB: db, Topology: top, WorkflowTaskTimeout: 300 * time.Millisecond})
 
 	cons, err := js.CreateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
 		Durable: "test_worker", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/dedup"
@@ -184,6 +185,27 @@ func TestShardsMoveWhenASchedulerDies(t *testing.T) {
 	waitFor(t, 10*time.Second, "b to own every shard", func() bool { return len(owned(b)) == 8 })
 	require.Equal(t, 8, count(t, db, `SELECT count(*) FROM shard_leases WHERE owner = 'b'`))
 	require.Equal(t, 8, count(t, db, `SELECT count(*) FROM shard_leases WHERE epoch >= 1`))
+}
+
+// oneShard is a fresh database and NATS server with a one-shard topology.
+func oneShard(t *testing.T) (*pgxpool.Pool, jetstream.JetStream, *streams.Topology) {
+	t.Helper()
+	db := pgtest.NewPool(t)
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	top, err := streams.Declare(natstest.Context(t), js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	return db, js, top
+}
+
+// startScheduler starts a scheduler, stopped at cleanup.
+func startScheduler(t *testing.T, cfg Config) *Scheduler {
+	t.Helper()
+	s, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, s.Start(natstest.Context(t)))
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {

@@ -257,6 +257,34 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 }
 
+// Signal sends sig to the postmaster alone and returns without waiting:
+// SIGTERM asks for a smart shutdown (which waits for every client session
+// to end), SIGINT for a fast one, SIGQUIT for an immediate one. [Server.Exited]
+// tells when postgres is gone. Signalling a postgres that has exited
+// returns an error wrapping [os.ErrProcessDone].
+func (s *Server) Signal(sig os.Signal) error {
+	select {
+	case <-s.exited:
+		return fmt.Errorf("pglocal: signal postgres: %w", os.ErrProcessDone)
+	default:
+	}
+	if err := s.proc.Signal(sig); err != nil {
+		return fmt.Errorf("pglocal: signal postgres: %w", err)
+	}
+	return nil
+}
+
+// Kill crashes the server: it SIGKILLs the postmaster and its backends
+// (the whole process group, as when a container is killed) and returns once
+// the postmaster is reaped. The next [Start] on the data directory runs
+// crash recovery. It does nothing if postgres has exited already; a later
+// [Server.Stop] reports that postgres had exited.
+func (s *Server) Kill() { s.kill() }
+
+// Exited is closed once the postmaster has exited and been reaped, however
+// it ended.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
+
 // kill SIGKILLs the postmaster's process group and waits until the
 // postmaster is reaped and its output drained.
 func (s *Server) kill() {

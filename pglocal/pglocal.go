@@ -81,8 +81,11 @@ type Config struct {
 	User string
 	// Durable keeps PostgreSQL's crash-safety defaults. When false (tests),
 	// the server runs with fsync, synchronous_commit and full_page_writes off
-	// and initdb skips its final sync: fast, and safe against our process
-	// crashing, but not against the machine crashing.
+	// and initdb skips its final sync: fast, but a crash of postgres itself
+	// (Kill, or the immediate shutdown it gets when our process dies) may
+	// lose the transactions it committed in its last fraction of a second,
+	// and a crash of the machine may corrupt the cluster. Tests that kill
+	// postgres and check what survived set Durable.
 	Durable bool
 	// Logger receives PostgreSQL's output at Debug level and our lifecycle
 	// messages at Info. Default: discard.

@@ -47,6 +47,7 @@ type kindSummary struct {
 	Crashes        int           `json:"exits_no_fault_caused"`
 	Escalated      int           `json:"sigterms_escalated"`
 	Faults         int           `json:"faults"`
+	Converged      int           `json:"converged"`
 	ConvergenceP50 time.Duration `json:"convergence_p50_ns"`
 	ConvergenceMax time.Duration `json:"convergence_max_ns"`
 }
@@ -86,6 +87,7 @@ func (s *chaosSummary) byKind() []kindSummary {
 				conv = append(conv, r.Convergence)
 			}
 		}
+		row.Converged = len(conv)
 		if len(conv) > 0 {
 			slices.Sort(conv)
 			row.ConvergenceP50 = conv[(len(conv)-1)/2]
@@ -98,8 +100,8 @@ func (s *chaosSummary) byKind() []kindSummary {
 	return out
 }
 
-func seconds(d time.Duration) string {
-	if d == 0 {
+func seconds(d time.Duration, of int) string {
+	if of == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f s", d.Seconds())
@@ -116,7 +118,7 @@ func (s *chaosSummary) markdown() string {
 	for _, r := range s.byKind() {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n",
 			r.Kind, r.Trials, r.Failed, r.Acked, r.Lost, r.DupExecutions, r.DupEffects, r.Stuck, r.Other, r.Unacked, r.Crashes, r.Escalated,
-			seconds(r.ConvergenceP50), seconds(r.ConvergenceMax))
+			seconds(r.ConvergenceP50, r.Converged), seconds(r.ConvergenceMax, r.Converged))
 	}
 	s.mu.Lock()
 	var failed []string

@@ -32,7 +32,8 @@ import (
 //   - afterwards the stack serves again (both schedulers hold shards, a
 //     start through each ingest completes).
 //
-// The default run (CI) is one trial per fault kind. Run more with
+// The default run (CI) is two trials per fault kind, about two minutes.
+// Run more with
 //
 //	go test ./e2e -run Chaos -timeout 0 -chaos.trials 200 -chaos.report chaos.md
 //
@@ -41,7 +42,7 @@ import (
 // is not replayed).
 
 var (
-	chaosTrials   = flag.Int("chaos.trials", 1, "chaos: trials per fault kind")
+	chaosTrials   = flag.Int("chaos.trials", 2, "chaos: trials per fault kind")
 	chaosKinds    = flag.String("chaos.kinds", "", "chaos: comma-separated fault kinds to run, e.g. sigkill-nats,sigterm-worker (default all)")
 	chaosSeed     = flag.Uint64("chaos.seed", 0, "chaos: base seed, trial i uses seed+i (default: from the clock)")
 	chaosBound    = flag.Duration("chaos.bound", 90*time.Second, "chaos: every execution completes within this of the last restart")

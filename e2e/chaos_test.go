@@ -195,7 +195,7 @@ func (r *trialRunner) closeStack() {
 
 // ensureStack returns a serving stack: the current one if it is up, else
 // a fresh one.
-func (r *trialRunner) ensureStack(t *testing.T, ctx context.Context, canary string) error {
+func (r *trialRunner) ensureStack(ctx context.Context, canary string, logf func(string, ...any)) error {
 	if r.st != nil && r.healthy {
 		return nil
 	}
@@ -206,7 +206,7 @@ func (r *trialRunner) ensureStack(t *testing.T, ctx context.Context, canary stri
 		if err == nil {
 			return nil
 		}
-		t.Logf("chaos: the stack is not healthy, starting a fresh one: %v", err)
+		logf("chaos: the stack is not healthy, starting a fresh one: %v", err)
 		r.closeStack()
 	}
 	r.stacks++
@@ -225,7 +225,7 @@ func (r *trialRunner) ensureStack(t *testing.T, ctx context.Context, canary stri
 	if err := st.waitHealthy(sctx, canary+"fresh"); err != nil {
 		return fmt.Errorf("fresh stack not healthy: %w", err)
 	}
-	t.Logf("chaos: stack %d up in %s (logs in %s)", r.stacks, time.Since(began).Round(time.Millisecond), st.pg.log.dir)
+	logf("chaos: stack %d up in %s (logs in %s)", r.stacks, time.Since(began).Round(time.Millisecond), st.pg.log.dir)
 	return nil
 }
 
@@ -271,8 +271,10 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	res := &trialResult{Kind: kind.String(), Trial: i, Seed: seed, Keys: r.cfg.keys}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.budget())
 	defer cancel()
-	prefix := fmt.Sprintf("chaos-%s-t%03d-", kind, i)
-	if err := r.ensureStack(t, ctx, "canary-"+prefix); err != nil {
+	// Keys name the seed, so a replay with -chaos.seed sends the same keys
+	// (which pick the shards).
+	prefix := fmt.Sprintf("chaos-%s-%d-", kind, seed)
+	if err := r.ensureStack(ctx, "canary-"+prefix, t.Logf); err != nil {
 		res.fail("harness: %v", err)
 		res.diagnostics = err.Error()
 		r.closeStack()

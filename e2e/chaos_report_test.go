@@ -17,6 +17,8 @@ type chaosSummary struct {
 	seed         uint64
 	config       trialConfig
 	kinds        []faultKind
+	ackWait      time.Duration // the workers' task ack wait
+	leaseTTL     time.Duration // the schedulers' lease TTL
 	elapsed      time.Duration
 	stoppedEarly string
 
@@ -111,8 +113,8 @@ func seconds(d time.Duration, of int) string {
 func (s *chaosSummary) markdown() string {
 	var b strings.Builder
 	c := s.config
-	fmt.Fprintf(&b, "Seed %d; per trial %d keyed charge starts (about a third sent twice at once, a third again later, through both ingests) over %s, 1 to %d fault(s), downtime up to %s, SIGTERM grace %s, bound %s; %s in all.\n\n",
-		s.seed, c.keys, c.load, c.faults, c.downtime, c.grace, c.bound, s.elapsed.Round(time.Second))
+	fmt.Fprintf(&b, "Seed %d; per trial %d keyed charge starts (about a third sent twice at once, a third again later, through both ingests) over %s, 1 to %d fault(s), downtime up to %s, SIGTERM grace %s, bound %s; task ack wait %s, lease TTL %s; %s in all.\n\n",
+		s.seed, c.keys, c.load, c.faults, c.downtime, c.grace, c.bound, s.ackWait, s.leaseTTL, s.elapsed.Round(time.Second))
 	b.WriteString("| fault | trials | failed | acknowledged starts | lost | duplicated executions | duplicated effects | stuck | other violations | unacknowledged | exits no fault caused | SIGTERM escalated | convergence p50 | convergence max |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.byKind() {
@@ -149,6 +151,7 @@ func (s *chaosSummary) write(path string) error {
 		data, err = json.MarshalIndent(map[string]any{
 			"seed": s.seed, "keys_per_trial": s.config.keys, "load_ns": s.config.load, "max_faults": s.config.faults,
 			"max_downtime_ns": s.config.downtime, "grace_ns": s.config.grace, "bound_ns": s.config.bound,
+			"task_ack_wait_ns": s.ackWait, "lease_ttl_ns": s.leaseTTL,
 			"elapsed_ns": s.elapsed, "stopped_early": s.stoppedEarly, "kinds": s.byKind(), "trials": trials,
 		}, "", "  ")
 		if err != nil {

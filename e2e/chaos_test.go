@@ -55,6 +55,8 @@ var (
 	chaosGiveUp   = flag.Duration("chaos.giveup", 30*time.Second, "chaos: clients stop retrying a start this long after the load ends")
 	chaosLogs     = flag.String("chaos.logs", "", "chaos: keep the processes' logs under this directory")
 	chaosLogLevel = flag.String("chaos.loglevel", "debug", "chaos: the services' log level")
+	chaosAckWait  = flag.Duration("chaos.ackwait", 2*time.Second, "chaos: the workers' HARVEST_TASK_ACK_WAIT (production default 30s)")
+	chaosLeaseTTL = flag.Duration("chaos.leasettl", time.Second, "chaos: the schedulers' HARVEST_LEASE_TTL (production default 5s)")
 )
 
 // faultKind is a signal and the role of the process it is sent to.
@@ -143,8 +145,8 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("chaos: built nats-server, ingest, scheduler, worker in %s", time.Since(began).Round(time.Millisecond))
 
-	sum := &chaosSummary{seed: seed, config: cfg, kinds: kinds}
-	r := &trialRunner{cfg: cfg, stackCfg: stackConfig{bins: bins, leaseTTL: time.Second, ackWait: 2 * time.Second, logLevel: *chaosLogLevel}}
+	sum := &chaosSummary{seed: seed, config: cfg, kinds: kinds, ackWait: *chaosAckWait, leaseTTL: *chaosLeaseTTL}
+	r := &trialRunner{cfg: cfg, stackCfg: stackConfig{bins: bins, leaseTTL: *chaosLeaseTTL, ackWait: *chaosAckWait, logLevel: *chaosLogLevel}}
 	t.Cleanup(r.closeStack)
 
 	deadline, hasDeadline := t.Deadline()

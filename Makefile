@@ -9,6 +9,9 @@ dev: ## run the whole stack in one process (harvest dev)
 test: ## run the test suite with -race (starts its own PostgreSQL and NATS)
 	go test -race -p 1 -count=1 ./...
 
+chaos: ## the fault-injection suite at length: 200 trials per fault kind, report in chaos-report.md
+	go test ./e2e -run TestChaos -count=1 -timeout 0 -chaos.trials 200 -chaos.report chaos-report.md
+
 lint: ## gofmt, go vet, and go mod tidy must leave no diff
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	go vet ./...
@@ -17,4 +20,4 @@ lint: ## gofmt, go vet, and go mod tidy must leave no diff
 build: ## build the four binaries into ./bin
 	go build -o bin/ ./cmd/...
 
-.PHONY: help dev test lint build
+.PHONY: help dev test chaos lint build

@@ -81,8 +81,11 @@ type Config struct {
 	User string
 	// Durable keeps PostgreSQL's crash-safety defaults. When false (tests),
 	// the server runs with fsync, synchronous_commit and full_page_writes off
-	// and initdb skips its final sync: fast, and safe against our process
-	// crashing, but not against the machine crashing.
+	// and initdb skips its final sync: fast, but a crash of postgres itself
+	// (Kill, or the immediate shutdown it gets when our process dies) may
+	// lose the transactions it committed in its last fraction of a second,
+	// and a crash of the machine may corrupt the cluster. Tests that kill
+	// postgres and check what survived set Durable.
 	Durable bool
 	// Logger receives PostgreSQL's output at Debug level and our lifecycle
 	// messages at Info. Default: discard.
@@ -256,6 +259,34 @@ func (s *Server) stop(ctx context.Context) error {
 		return fmt.Errorf("pglocal: postgres did not shut down in time and was killed: %w", ctx.Err())
 	}
 }
+
+// Signal sends sig to the postmaster alone and returns without waiting:
+// SIGTERM asks for a smart shutdown (which waits for every client session
+// to end), SIGINT for a fast one, SIGQUIT for an immediate one. [Server.Exited]
+// tells when postgres is gone. Signalling a postgres that has exited
+// returns an error wrapping [os.ErrProcessDone].
+func (s *Server) Signal(sig os.Signal) error {
+	select {
+	case <-s.exited:
+		return fmt.Errorf("pglocal: signal postgres: %w", os.ErrProcessDone)
+	default:
+	}
+	if err := s.proc.Signal(sig); err != nil {
+		return fmt.Errorf("pglocal: signal postgres: %w", err)
+	}
+	return nil
+}
+
+// Kill crashes the server: it SIGKILLs the postmaster and its backends
+// (the whole process group, as when a container is killed) and returns once
+// the postmaster is reaped. The next [Start] on the data directory runs
+// crash recovery. It does nothing if postgres has exited already; a later
+// [Server.Stop] reports that postgres had exited.
+func (s *Server) Kill() { s.kill() }
+
+// Exited is closed once the postmaster has exited and been reaped, however
+// it ended.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
 
 // kill SIGKILLs the postmaster's process group and waits until the
 // postmaster is reaped and its output drained.

@@ -176,6 +176,70 @@ func TestStartAfterPostmasterKilled(t *testing.T) {
 	stop(t, s2)
 }
 
+// TestSignalAndKill stops one data directory's server in each way a fault
+// injector does, restarting it on the same port each time: SIGTERM (a
+// smart shutdown, which waits for the open session), Kill (a crash), and
+// SIGINT (a fast shutdown).
+func TestSignalAndKill(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	ctx := context.Background()
+	s := start(t, Config{DataDir: dir})
+	port := s.Port()
+	conn := connect(t, s)
+	_, err := conn.Exec(ctx, `SET synchronous_commit = on; CREATE TABLE kept (v int); INSERT INTO kept VALUES (1)`)
+	require.NoError(t, err)
+
+	// SIGTERM: the open session goes on, new ones are refused, and the
+	// server exits once the session ends.
+	require.NoError(t, s.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool {
+		c, err := pgx.Connect(ctx, s.URL("postgres"))
+		if err == nil {
+			_ = c.Close(ctx)
+		}
+		return err != nil
+	}, 10*time.Second, 20*time.Millisecond, "new sessions are refused during a smart shutdown")
+	_, err = conn.Exec(ctx, `INSERT INTO kept VALUES (2)`)
+	require.NoError(t, err, "the open session outlives SIGTERM")
+	select {
+	case <-s.Exited():
+		t.Fatal("postgres exited while a session was open")
+	default:
+	}
+	require.NoError(t, conn.Close(ctx))
+	waitExited(t, s)
+	require.ErrorIs(t, s.Signal(syscall.SIGTERM), os.ErrProcessDone)
+
+	// Kill: a crash; the next start recovers.
+	s = start(t, Config{DataDir: dir, Port: port})
+	conn = connect(t, s)
+	_, err = conn.Exec(ctx, `SET synchronous_commit = on; INSERT INTO kept VALUES (3)`)
+	require.NoError(t, err)
+	s.Kill()
+	waitExited(t, s)
+	s.Kill() // a no-op once exited
+	require.ErrorContains(t, s.Stop(ctx), "already exited")
+
+	// SIGINT: a fast shutdown, open sessions or not.
+	s = start(t, Config{DataDir: dir, Port: port})
+	conn = connect(t, s)
+	var sum int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT sum(v) FROM kept`).Scan(&sum))
+	require.Equal(t, 6, sum, "every committed row survives each stop")
+	require.NoError(t, s.Signal(os.Interrupt))
+	waitExited(t, s)
+}
+
+func waitExited(t *testing.T, s *Server) {
+	t.Helper()
+	select {
+	case <-s.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("postgres did not exit within 30s")
+	}
+}
+
 func TestPortInUse(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

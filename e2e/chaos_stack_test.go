@@ -1,0 +1,349 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/examples/fakepay"
+)
+
+// The chaos stack is the production shape as OS processes: NATS (a
+// nats-server built from the module Harvest depends on) with JetStream on
+// files, PostgreSQL (pglocal), two ingests, two schedulers and two workers,
+// all on fixed loopback ports and state directories so that each can be
+// stopped and started again where it was. The payment provider is served
+// by the test process and is not a fault target: it is the witness of
+// every effect.
+
+const (
+	// chaosShards is the services' default shard count.
+	chaosShards = 16
+	// restartDelay is how long the stack, like a process supervisor, waits
+	// before starting again a process that exited on its own.
+	restartDelay = time.Second
+)
+
+// chargeLog records every charge the provider makes, in order.
+type chargeLog struct {
+	mu      sync.Mutex
+	charges []fakepay.Charge
+}
+
+func (l *chargeLog) add(c fakepay.Charge) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.charges = append(l.charges, c)
+}
+
+// byCustomer returns the charges of every customer that starts with prefix.
+func (l *chargeLog) byCustomer(prefix string) map[string][]fakepay.Charge {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string][]fakepay.Charge{}
+	for _, c := range l.charges {
+		if strings.HasPrefix(c.CustomerID, prefix) {
+			out[c.CustomerID] = append(out[c.CustomerID], c)
+		}
+	}
+	return out
+}
+
+// stackConfig is what a stack is built from.
+type stackConfig struct {
+	bins     string // nats-server, ingest, scheduler, worker
+	logDir   string // empty: inside the stack's directory, removed with it
+	leaseTTL time.Duration
+	ackWait  time.Duration
+	logLevel string
+}
+
+// stack is one running deployment.
+type stack struct {
+	dir      string
+	pg       *pgMember
+	nats     *chaosProc
+	ingests  []*chaosProc
+	scheds   []*chaosProc
+	workers  []*chaosProc
+	charges  *chargeLog
+	provider *fakepay.Provider
+	payments *httptest.Server
+	baseURLs []string // the ingests'
+	db       *pgxpool.Pool
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	tap      *tap
+	client   *http.Client
+}
+
+// newStack starts a stack and waits until it serves. On error, whatever
+// started is stopped.
+func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
+	dir, err := os.MkdirTemp("", "harvest-chaos-")
+	if err != nil {
+		return nil, fmt.Errorf("stack dir: %w", err)
+	}
+	// PostgreSQL runs as another user when we are root.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("stack dir: %w", err)
+	}
+	s = &stack{dir: dir, charges: &chargeLog{}}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	logDir := filepath.Join(dir, "logs")
+	if cfg.logDir != "" {
+		logDir = cfg.logDir
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("log dir: %w", err)
+	}
+	ports, err := freePorts(5)
+	if err != nil {
+		return nil, err
+	}
+	s.pg = &pgMember{dataDir: filepath.Join(dir, "pg"), port: ports[0], log: &runLogs{dir: logDir, name: "postgres"}}
+	if err := s.pg.start(ctx); err != nil {
+		return nil, err
+	}
+	natsURL := "nats://127.0.0.1:" + strconv.Itoa(ports[1])
+	s.nats = &chaosProc{id: "nats", bin: filepath.Join(cfg.bins, "nats-server"),
+		args:      []string{"-a", "127.0.0.1", "-p", strconv.Itoa(ports[1]), "-js", "-sd", filepath.Join(dir, "nats")},
+		env:       devEnv(),
+		readyLine: "Server is ready",
+		log:       &runLogs{dir: logDir, name: "nats"},
+	}
+	if err := s.nats.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.nats.waitReady(ctx); err != nil {
+		return nil, err
+	}
+
+	s.provider = fakepay.New()
+	s.provider.AfterCharge = s.charges.add
+	s.payments = httptest.NewServer(fakepay.NewHandler(s.provider))
+	dbURL := s.pg.srvURL()
+	env := devEnv(
+		"HARVEST_NATS_URL="+natsURL,
+		"HARVEST_DATABASE_URL="+dbURL,
+		"HARVEST_LEASE_TTL="+cfg.leaseTTL.String(),
+		"HARVEST_TASK_ACK_WAIT="+cfg.ackWait.String(),
+		"HARVEST_FAKEPAY_URL="+s.payments.URL,
+		"HARVEST_LOG_LEVEL="+cfg.logLevel,
+	)
+	service := func(kind string, i int, readyLine string, extra ...string) *chaosProc {
+		id := fmt.Sprintf("%s-%d", kind, i)
+		return &chaosProc{id: id, bin: filepath.Join(cfg.bins, kind), env: append(append([]string(nil), env...), extra...),
+			readyLine: readyLine, log: &runLogs{dir: logDir, name: id}}
+	}
+	for i := range 2 {
+		addr := "127.0.0.1:" + strconv.Itoa(ports[3+i])
+		s.baseURLs = append(s.baseURLs, "http://"+addr)
+		s.ingests = append(s.ingests, service("ingest", i, "ingest ready", "HARVEST_HTTP_ADDR="+addr))
+		s.scheds = append(s.scheds, service("scheduler", i, "scheduler ready"))
+		s.workers = append(s.workers, service("worker", i, "worker ready"))
+	}
+	// The schedulers first: they migrate the schema.
+	for _, m := range append(append(append([]*chaosProc(nil), s.scheds...), s.ingests...), s.workers...) {
+		if err := m.start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if s.db, err = pgxpool.New(ctx, dbURL); err != nil {
+		return nil, fmt.Errorf("harness pool: %w", err)
+	}
+	if s.nc, err = nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)); err != nil {
+		return nil, fmt.Errorf("harness NATS connection: %w", err)
+	}
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		return nil, fmt.Errorf("harness JetStream: %w", err)
+	}
+	if s.tap, err = startTap(s.nc); err != nil {
+		return nil, err
+	}
+	s.client = &http.Client{
+		Timeout:   15 * time.Second, // past ingest's publish timeout and outcome wait
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext},
+	}
+	return s, nil
+}
+
+func (p *pgMember) srvURL() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.srv.URL("postgres")
+}
+
+// members returns the fault targets of a role.
+func (s *stack) members(role string) []member {
+	var out []member
+	switch role {
+	case "ingest":
+		for _, m := range s.ingests {
+			out = append(out, m)
+		}
+	case "scheduler":
+		for _, m := range s.scheds {
+			out = append(out, m)
+		}
+	case "worker":
+		for _, m := range s.workers {
+			out = append(out, m)
+		}
+	case "nats":
+		out = append(out, s.nats)
+	case "postgres":
+		out = append(out, s.pg)
+	}
+	return out
+}
+
+// all returns every member.
+func (s *stack) all() []member {
+	var out []member
+	for _, role := range []string{"postgres", "nats", "scheduler", "ingest", "worker"} {
+		out = append(out, s.members(role)...)
+	}
+	return out
+}
+
+// crashes collects the exits no fault caused since the last call.
+func (s *stack) crashes() []crash {
+	var out []crash
+	for _, m := range s.all() {
+		out = append(out, m.crashes()...)
+	}
+	return out
+}
+
+// close stops everything and removes the stack's directory.
+func (s *stack) close() {
+	if s.client != nil {
+		s.client.CloseIdleConnections()
+	}
+	if s.tap != nil {
+		s.tap.stop()
+	}
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.db != nil {
+		s.db.Close()
+	}
+	for _, group := range [][]*chaosProc{s.workers, s.ingests, s.scheds} {
+		for _, p := range group {
+			p.close()
+		}
+	}
+	if s.nats != nil {
+		s.nats.close()
+	}
+	if s.pg != nil {
+		s.pg.close()
+	}
+	if s.payments != nil {
+		s.payments.Close()
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// waitHealthy waits until every member is up and ready, both schedulers
+// hold a share of the shards, and a start through each ingest completes.
+func (s *stack) waitHealthy(ctx context.Context, canaryKey string) error {
+	for _, m := range s.all() {
+		if err := m.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	var owners, held int
+	err := pollUntil(ctx, 50*time.Millisecond, func() bool {
+		err := s.db.QueryRow(ctx, `SELECT count(DISTINCT owner), count(*) FROM shard_leases WHERE owner IS NOT NULL AND expires_at > now()`).Scan(&owners, &held)
+		return err == nil && owners == 2 && held == chaosShards
+	})
+	if err != nil {
+		return fmt.Errorf("shards not shared by both schedulers (%d owners hold %d of %d): %w", owners, held, chaosShards, err)
+	}
+	for i := range s.baseURLs {
+		key := fmt.Sprintf("%s-%d", canaryKey, i)
+		a := s.sendRetrying(ctx, i, key, chargeBody(100, "canary_"+key), time.Now().Add(30*time.Second), func(answer) {})
+		if !a.ok() {
+			return fmt.Errorf("canary start %s through ingest-%d: %s", key, i, a)
+		}
+	}
+	var done int
+	err = pollUntil(ctx, 50*time.Millisecond, func() bool {
+		err := s.db.QueryRow(ctx, `SELECT count(*) FROM executions WHERE starts_with(idempotency_key, $1) AND status = 'Completed'`, canaryKey+"-").Scan(&done)
+		return err == nil && done == len(s.baseURLs)
+	})
+	if err != nil {
+		return fmt.Errorf("canary starts did not complete (%d of %d): %w", done, len(s.baseURLs), err)
+	}
+	return nil
+}
+
+// pollUntil calls cond every interval until it holds or ctx ends.
+func pollUntil(ctx context.Context, interval time.Duration, cond func() bool) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var out []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+// buildChaosBinaries builds nats-server and the three services into dir.
+func buildChaosBinaries(dir string) error {
+	for _, args := range [][]string{
+		{"build", "-o", filepath.Join(dir, "nats-server"), "github.com/nats-io/nats-server/v2"},
+		{"build", "-o", dir + string(filepath.Separator),
+			"github.com/harvest-engine/harvest/cmd/ingest", "github.com/harvest-engine/harvest/cmd/scheduler", "github.com/harvest-engine/harvest/cmd/worker"},
+	} {
+		out, err := exec.Command("go", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}

@@ -48,6 +48,9 @@ type trialResult struct {
 	Faults      []faultRecord `json:"faults"`
 	Crashes     []string      `json:"crashes,omitempty"`
 	Violations  []string      `json:"violations,omitempty"`
+	// Slowest is the history of the execution that took longest, when it
+	// took longer than -chaos.explain.
+	Slowest     string `json:"slowest,omitempty"`
 	diagnostics string
 }
 
@@ -239,7 +242,13 @@ func (c *trialCheck) invariants(ctx context.Context) {
 	}
 
 	if res.Converged {
-		res.Convergence = c.convergence(c.lastRestart)
+		var slowest string
+		res.Convergence, slowest = c.convergence(c.lastRestart)
+		if *chaosExplain > 0 && res.Convergence > *chaosExplain {
+			res.Slowest = fmt.Sprintf("execution %s, its history (ms after the last restart):\n  ", slowest) + c.st.jsonRows(ctx, `
+				SELECT format('%s %s %s', round(extract(epoch FROM at - $2::timestamptz) * 1000), type, attrs::text)
+				FROM history_events WHERE execution_id = $1 ORDER BY seq`, slowest, c.lastRestart)
+		}
 	}
 
 	// Every execution Completed, with one WorkflowStarted and one
@@ -388,8 +397,8 @@ func (c *trialCheck) invariants(ctx context.Context) {
 }
 
 // convergence is the longest any execution took to close after the later
-// of lastRestart and its key's first send.
-func (c *trialCheck) convergence(lastRestart time.Time) time.Duration {
+// of lastRestart and its key's first send, and that execution.
+func (c *trialCheck) convergence(lastRestart time.Time) (time.Duration, string) {
 	firstSent := map[string]time.Time{}
 	for _, k := range c.keys {
 		for _, a := range k.answers {
@@ -399,6 +408,7 @@ func (c *trialCheck) convergence(lastRestart time.Time) time.Duration {
 		}
 	}
 	var longest time.Duration
+	var slowest string
 	for _, e := range c.rows {
 		if e.closed == nil {
 			continue
@@ -407,9 +417,11 @@ func (c *trialCheck) convergence(lastRestart time.Time) time.Duration {
 		if t := firstSent[e.key]; t.After(from) {
 			from = t
 		}
-		longest = max(longest, e.closed.Sub(from))
+		if took := e.closed.Sub(from); took > longest || slowest == "" {
+			longest, slowest = max(took, longest), e.id
+		}
 	}
-	return longest
+	return longest, slowest
 }
 
 // executionView is what GET /api/harvest/executions/{id} answers.

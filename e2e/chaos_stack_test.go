@@ -177,7 +177,7 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		return nil, fmt.Errorf("harness JetStream: %w", err)
 	}
-	if s.tap, err = startTap(s.nc); err != nil {
+	if s.tap, err = startTap(s.nc, *chaosTapDeliveries); err != nil {
 		return nil, err
 	}
 	s.client = &http.Client{

@@ -68,12 +68,23 @@ func (e tapEvent) String() string {
 
 const tapData = 600 // bytes of payload kept per message
 
-func startTap(nc *nats.Conn) (*tap, error) {
+// By default the tap hears the replies to requests ("_INBOX.<id>.<token>":
+// PubAcks) but not pull deliveries ("_INBOX.<id>"): a subscriber to every
+// pull inbox is interest in each of them, so the server would deliver a
+// task to the pull request of a worker that has stopped pulling (or died)
+// instead of dropping the request, and the task would wait out its ack
+// wait. deliveries turns that on, for a diagnosis that needs the
+// deliveries and can afford the distortion.
+func startTap(nc *nats.Conn, deliveries bool) (*tap, error) {
 	t := &tap{replies: map[string]int{}}
+	inboxes := "_INBOX.*.*"
+	if deliveries {
+		inboxes = "_INBOX.>"
+	}
 	for subject, handler := range map[string]nats.MsgHandler{
 		"harvest.cmd.>":  t.onPublish,
 		"harvest.task.>": t.onPublish,
-		"_INBOX.>":       t.onInbox,
+		inboxes:          t.onInbox,
 		"$JS.ACK.>":      t.onAck,
 	} {
 		sub, err := nc.Subscribe(subject, handler)

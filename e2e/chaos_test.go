@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/scheduler"
 )
 
 // The fault-injection suite. Each trial runs keyed charge starts, with
@@ -42,21 +45,23 @@ import (
 // is not replayed).
 
 var (
-	chaosTrials   = flag.Int("chaos.trials", 2, "chaos: trials per fault kind")
-	chaosKinds    = flag.String("chaos.kinds", "", "chaos: comma-separated fault kinds to run, e.g. sigkill-nats,sigterm-worker (default all)")
-	chaosSeed     = flag.Uint64("chaos.seed", 0, "chaos: base seed, trial i uses seed+i (default: from the clock)")
-	chaosBound    = flag.Duration("chaos.bound", 90*time.Second, "chaos: every execution completes within this of the last restart")
-	chaosReport   = flag.String("chaos.report", "", "chaos: write the summary to this file, JSON if it ends in .json, else markdown")
-	chaosKeys     = flag.Int("chaos.keys", 30, "chaos: keyed starts per trial")
-	chaosLoad     = flag.Duration("chaos.load", 3*time.Second, "chaos: the starts of a trial are spread over this long, and its faults fall in it")
-	chaosFaults   = flag.Int("chaos.faults", 1, "chaos: each trial injects 1 to this many faults")
-	chaosDowntime = flag.Duration("chaos.downtime", 2*time.Second, "chaos: a stopped process stays down up to this long")
-	chaosGrace    = flag.Duration("chaos.grace", 10*time.Second, "chaos: how long a SIGTERMed process may take to exit before it is SIGKILLed")
-	chaosGiveUp   = flag.Duration("chaos.giveup", 30*time.Second, "chaos: clients stop retrying a start this long after the load ends")
-	chaosLogs     = flag.String("chaos.logs", "", "chaos: keep the processes' logs under this directory")
-	chaosLogLevel = flag.String("chaos.loglevel", "debug", "chaos: the services' log level")
-	chaosAckWait  = flag.Duration("chaos.ackwait", 2*time.Second, "chaos: the workers' HARVEST_TASK_ACK_WAIT (production default 30s)")
-	chaosLeaseTTL = flag.Duration("chaos.leasettl", time.Second, "chaos: the schedulers' HARVEST_LEASE_TTL (production default 5s)")
+	chaosTrials        = flag.Int("chaos.trials", 2, "chaos: trials per fault kind")
+	chaosKinds         = flag.String("chaos.kinds", "", "chaos: comma-separated fault kinds to run, e.g. sigkill-nats,sigterm-worker (default all)")
+	chaosSeed          = flag.Uint64("chaos.seed", 0, "chaos: base seed, trial i uses seed+i (default: from the clock)")
+	chaosBound         = flag.Duration("chaos.bound", 90*time.Second, "chaos: every execution completes within this of the last restart")
+	chaosReport        = flag.String("chaos.report", "", "chaos: write the summary to this file, JSON if it ends in .json, else markdown")
+	chaosKeys          = flag.Int("chaos.keys", 30, "chaos: keyed starts per trial")
+	chaosLoad          = flag.Duration("chaos.load", 3*time.Second, "chaos: the starts of a trial are spread over this long, and its faults fall in it")
+	chaosFaults        = flag.Int("chaos.faults", 1, "chaos: each trial injects 1 to this many faults")
+	chaosDowntime      = flag.Duration("chaos.downtime", 2*time.Second, "chaos: a stopped process stays down up to this long")
+	chaosGrace         = flag.Duration("chaos.grace", 10*time.Second, "chaos: how long a SIGTERMed process may take to exit before it is SIGKILLed")
+	chaosGiveUp        = flag.Duration("chaos.giveup", 30*time.Second, "chaos: clients stop retrying a start this long after the load ends")
+	chaosTapDeliveries = flag.Bool("chaos.tapdeliveries", false, "chaos: the tap also hears pull deliveries; it then keeps the pull requests of stopped workers alive (see startTap)")
+	chaosExplain       = flag.Duration("chaos.explain", 0, "chaos: log the history of a trial's slowest execution when it took longer than this (0: never)")
+	chaosLogs          = flag.String("chaos.logs", "", "chaos: keep the processes' logs under this directory")
+	chaosLogLevel      = flag.String("chaos.loglevel", "debug", "chaos: the services' log level")
+	chaosAckWait       = flag.Duration("chaos.ackwait", harvest.DefaultTaskAckWait, "chaos: the workers' HARVEST_TASK_ACK_WAIT (default: the production default)")
+	chaosLeaseTTL      = flag.Duration("chaos.leasettl", scheduler.DefaultLeaseTTL, "chaos: the schedulers' HARVEST_LEASE_TTL (default: the production default)")
 )
 
 // faultKind is a signal and the role of the process it is sent to.
@@ -372,6 +377,9 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 		r.closeStack() // the next trial gets a fresh stack
 	}
 	t.Logf("%s", res.line())
+	if res.Slowest != "" {
+		t.Logf("slowest %s", res.Slowest)
+	}
 	return res
 }
 

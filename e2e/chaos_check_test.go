@@ -37,6 +37,10 @@ type trialResult struct {
 	Stuck         int    `json:"stuck"`
 	Other         int    `json:"other_violations"`
 	Converged     bool   `json:"converged"`
+	// PoisonRefused and PoisonSetAside count the trial's poison sends
+	// refused by ingest and set aside by a scheduler.
+	PoisonRefused  int `json:"poison_refused"`
+	PoisonSetAside int `json:"poison_set_aside"`
 	// Convergence is the longest any execution took to complete after the
 	// later of the last restart and its key's first send: how long after
 	// the fault the stack needed to finish each piece of work. Settled is
@@ -72,6 +76,9 @@ func (r *trialResult) line() string {
 			r.Convergence.Round(time.Millisecond), r.Settled.Round(time.Millisecond))
 	} else {
 		s += "did not converge"
+	}
+	if r.PoisonRefused+r.PoisonSetAside > 0 {
+		s += fmt.Sprintf("; poison: %d refused by ingest, %d set aside", r.PoisonRefused, r.PoisonSetAside)
 	}
 	if len(r.Crashes) > 0 {
 		s += "; exits no fault caused: " + strings.Join(r.Crashes, "; ")

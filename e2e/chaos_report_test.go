@@ -50,6 +50,8 @@ type kindSummary struct {
 	Escalated      int           `json:"sigterms_escalated"`
 	Faults         int           `json:"faults"`
 	Converged      int           `json:"converged"`
+	PoisonRefused  int           `json:"poison_refused"`
+	PoisonSetAside int           `json:"poison_set_aside"`
 	ConvergenceP50 time.Duration `json:"convergence_p50_ns"`
 	ConvergenceMax time.Duration `json:"convergence_max_ns"`
 }
@@ -78,6 +80,8 @@ func (s *chaosSummary) byKind() []kindSummary {
 			row.DupEffects += r.DupEffects
 			row.Stuck += r.Stuck
 			row.Other += r.Other
+			row.PoisonRefused += r.PoisonRefused
+			row.PoisonSetAside += r.PoisonSetAside
 			row.Crashes += len(r.Crashes)
 			row.Faults += len(r.Faults)
 			for _, f := range r.Faults {
@@ -115,12 +119,12 @@ func (s *chaosSummary) markdown() string {
 	c := s.config
 	fmt.Fprintf(&b, "Seed %d; per trial %d keyed charge starts (about a third sent twice at once, a third again later, through both ingests) over %s, 1 to %d fault(s), downtime up to %s, SIGTERM grace %s, bound %s; task ack wait %s, lease TTL %s; %s in all.\n\n",
 		s.seed, c.keys, c.load, c.faults, c.downtime, c.grace, c.bound, s.ackWait, s.leaseTTL, s.elapsed.Round(time.Second))
-	b.WriteString("| fault | trials | failed | acknowledged starts | lost | duplicated executions | duplicated effects | stuck | other violations | unacknowledged | exits no fault caused | SIGTERM escalated | convergence p50 | convergence max |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | trials | failed | acknowledged starts | lost | duplicated executions | duplicated effects | stuck | other violations | unacknowledged | exits no fault caused | SIGTERM escalated | poison refused / set aside | convergence p50 | convergence max |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.byKind() {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d / %d | %s | %s |\n",
 			r.Kind, r.Trials, r.Failed, r.Acked, r.Lost, r.DupExecutions, r.DupEffects, r.Stuck, r.Other, r.Unacked, r.Crashes, r.Escalated,
-			seconds(r.ConvergenceP50, r.Converged), seconds(r.ConvergenceMax, r.Converged))
+			r.PoisonRefused, r.PoisonSetAside, seconds(r.ConvergenceP50, r.Converged), seconds(r.ConvergenceMax, r.Converged))
 	}
 	s.mu.Lock()
 	var failed []string

@@ -56,6 +56,7 @@ var (
 	chaosDowntime      = flag.Duration("chaos.downtime", 2*time.Second, "chaos: a stopped process stays down up to this long")
 	chaosGrace         = flag.Duration("chaos.grace", 10*time.Second, "chaos: how long a SIGTERMed process may take to exit before it is SIGKILLed")
 	chaosGiveUp        = flag.Duration("chaos.giveup", 30*time.Second, "chaos: clients stop retrying a start this long after the load ends")
+	chaosPoison        = flag.Int("chaos.poison", 4, "chaos: poison sends per trial (half refused by ingest, half published straight to the command stream and set aside)")
 	chaosTapDeliveries = flag.Bool("chaos.tapdeliveries", false, "chaos: the tap also hears pull deliveries; it then keeps the pull requests of stopped workers alive (see startTap)")
 	chaosExplain       = flag.Duration("chaos.explain", 0, "chaos: log the history of a trial's slowest execution when it took longer than this (0: never)")
 	chaosLogs          = flag.String("chaos.logs", "", "chaos: keep the processes' logs under this directory")
@@ -292,6 +293,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	// differ, and -chaos.kinds K -chaos.seed S replays K's trial of seed S.
 	rng := rand.New(rand.NewPCG(seed, fnv64(kind.String())))
 	plans := planLoad(rng, prefix, r.cfg.keys, r.cfg.load)
+	poison := planPoison(rng, prefix, *chaosPoison, r.cfg.load)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -313,6 +315,8 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	giveUp := began.Add(r.cfg.load + laterMax + r.cfg.giveUp)
 	loadDone := make(chan []*keyOutcome, 1)
 	go func() { loadDone <- st.runLoad(ctx, plans, giveUp) }()
+	poisonDone := make(chan []*poisonOutcome, 1)
+	go func() { poisonDone <- st.runPoison(ctx, poison, giveUp) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -359,6 +363,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check := &trialCheck{st: st, cfg: r.cfg, prefix: prefix, lastRestart: lastRestart, keys: keys, res: res}
 	check.converge(ctx, lastRestart, loadEnd)
 	check.invariants(ctx)
+	check.poisonInvariants(ctx, <-poisonDone)
 	r.healthy = false
 	if !res.failed() {
 		hctx, hcancel := context.WithTimeout(ctx, time.Minute)

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
 	"fmt"
 	"testing"
 	"time"
@@ -89,4 +90,77 @@ func TestACommandLostInFlightIsAppliedInOrder(t *testing.T) {
 	var applied int64
 	require.NoError(t, db.QueryRow(ctx, `SELECT applied_seq FROM shard_offsets WHERE shard = 0`).Scan(&applied))
 	require.EqualValues(t, 3, applied)
+}
+
+// TestACommandLostInFlightBeforeAQuietSpellIsAppliedSoon: the last
+// command delivered before the connection broke, with nothing after it to
+// show the gap, is applied soon after the connection is back, not after
+// the consumer's AckWait.
+func TestACommandLostInFlightBeforeAQuietSpellIsAppliedSoon(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, direct := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	proxy := natstest.NewProxy(t, ns.Addr().String())
+	nc, err := nats.Connect(proxy.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(-1))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	pub, err := streams.Declare(ctx, direct, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	startScheduler(t, Config{DB: db, Topology: top, AckWait: time.Hour, LeaseTTL: time.Second})
+
+	cmd := startCmd("onboarding", "quiet", "wf-quiet")
+	cons := func() jetstream.Consumer {
+		c, err := direct.Consumer(ctx, streams.CommandStream, "harvest_sched_0")
+		require.NoError(t, err)
+		return c
+	}
+	waitFor(t, 20*time.Second, "the shard's consumer", func() bool {
+		_, err := direct.Consumer(ctx, streams.CommandStream, "harvest_sched_0")
+		return err == nil
+	})
+	proxy.Blackhole(true)
+	ack, err := pub.PublishCommand(ctx, 0, &cmd)
+	require.NoError(t, err)
+	waitFor(t, 20*time.Second, "the start to be delivered", func() bool {
+		info, err := cons().Info(ctx)
+		return err == nil && info.Delivered.Stream >= ack.Sequence
+	})
+	proxy.Cut()
+	proxy.Blackhole(false)
+	waitFor(t, 30*time.Second, "the start to apply (the consumer's AckWait is an hour)", func() bool {
+		return count(t, db, `SELECT count(*) FROM executions WHERE workflow_id = 'wf-quiet'`) == 1
+	})
+}
+
+// delivery is a message with only delivery metadata.
+type delivery struct {
+	jetstream.Msg
+	consumer, stream uint64
+}
+
+func (d delivery) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: d.consumer, Stream: d.stream}, NumDelivered: 1}, nil
+}
+
+// TestInOrderStopsAtALostDelivery: the deliveries of a session's
+// consumer must follow one another; what follows a gap, or a sequence
+// going back, is left for a new session.
+func TestInOrderStopsAtALostDelivery(t *testing.T) {
+	t.Parallel()
+	r := &runner{log: slog.New(slog.DiscardHandler)}
+	n, err := r.inOrder([]jetstream.Msg{delivery{consumer: 1, stream: 4}, delivery{consumer: 2, stream: 9}})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	n, err = r.inOrder([]jetstream.Msg{delivery{consumer: 3, stream: 11}, delivery{consumer: 5, stream: 12}, delivery{consumer: 6, stream: 13}})
+	require.ErrorIs(t, err, errDeliveryGap)
+	require.Equal(t, 1, n, "applied up to the gap")
+	r.delivered = 0
+	_, err = r.inOrder([]jetstream.Msg{delivery{consumer: 1}, delivery{consumer: 1}})
+	require.ErrorIs(t, err, errDeliveryGap, "a sequence that goes back")
 }

@@ -608,6 +608,10 @@ func (r *runner) markHealthy(ctx context.Context) {
 	}
 }
 
+// reconnectCheck is how often a session looks for a reconnection of its
+// NATS connection.
+const reconnectCheck = 500 * time.Millisecond
+
 // healthyAfter is how long a session must run without an error before a
 // shard that failed counts as healthy although it had nothing to apply.
 const healthyAfter = 10 * time.Second
@@ -618,6 +622,7 @@ const healthyAfter = 10 * time.Second
 func (r *runner) session() error {
 	ctx := r.ctx
 	js := r.s.cfg.Topology.JS
+	reconnects := js.Conn().Stats().Reconnects
 	name := r.consumerName()
 	if err := js.DeleteConsumer(ctx, streams.CommandStream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("reset consumer %s: %w", name, err)
@@ -702,6 +707,12 @@ func (r *runner) session() error {
 		defer t.Stop()
 		healthy = t.C
 	}
+	// A connection that broke may have lost a delivery on its way; one
+	// that a later delivery follows is caught by inOrder, but the last one
+	// before a quiet spell would wait out AckWait. A reconnection since the
+	// consumer was created ends the session, which delivers it again.
+	reconnected := time.NewTicker(reconnectCheck)
+	defer reconnected.Stop()
 	for {
 		if len(r.inflight) > 0 || len(r.published) > 0 {
 			flush.Reset(idleFlush)
@@ -712,6 +723,12 @@ func (r *runner) session() error {
 			return nil
 		case err := <-consumeErr:
 			return fmt.Errorf("consumer %s: %w", name, err)
+		case <-reconnected.C:
+			if n := js.Conn().Stats().Reconnects; n != reconnects {
+				r.log.Info("the NATS connection was re-established: applying the shard again from its oldest unacknowledged command", "reconnects", n)
+				return fmt.Errorf("%w: the connection to NATS was re-established", errDeliveryGap)
+			}
+			continue
 		case <-healthy:
 			healthy = nil
 			r.markHealthy(ctx)

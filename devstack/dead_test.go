@@ -160,9 +160,7 @@ func TestALostCommandIsAcceptedAgain(t *testing.T) {
 	// Where no scheduler reads it; then gone.
 	ack, err := s.Topology.JS.Publish(ctx, "harvest.cmd.4095.start", []byte(`{}`), jetstream.WithMsgID(id))
 	require.NoError(t, err)
-	st, err := s.Topology.JS.Stream(ctx, streams.CommandStream)
-	require.NoError(t, err)
-	require.NoError(t, st.DeleteMsg(ctx, ack.Sequence))
+	require.NoError(t, commandStream(t, s).DeleteMsg(ctx, ack.Sequence))
 
 	r := call(t, "POST", s.URL()+"/api/harvest/workflows/charge/start", map[string]string{"Idempotency-Key": "lost-1"}, `{`+chargeInput+`}`)
 	require.Equal(t, 201, r.status, r.body)
@@ -172,4 +170,25 @@ func TestALostCommandIsAcceptedAgain(t *testing.T) {
 	require.Equal(t, 200, r.status, r.body)
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions WHERE idempotency_key = 'lost-1'`))
 	require.Contains(t, metricsText(t, s), "harvest_ingest_lost_commands_total 1", "a retry of an applied command is no loss")
+
+	// A keyed signal lost the same way is delivered by its retry.
+	started := call(t, "POST", s.URL()+"/api/harvest/workflows/collect/start", nil, `{"input": {"count": 1}}`)
+	require.Equal(t, 201, started.status, started.body)
+	collector := started.body["execution_id"].(string)
+	sid := dedup.SignalCommandID(collector, "item-1")
+	ack, err = s.Topology.JS.Publish(ctx, "harvest.cmd.4095.signal", []byte(`{}`), jetstream.WithMsgID(sid))
+	require.NoError(t, err)
+	require.NoError(t, commandStream(t, s).DeleteMsg(ctx, ack.Sequence))
+	r = call(t, "POST", s.URL()+"/api/harvest/workflows/"+collector+"/signal/item", map[string]string{"Idempotency-Key": "item-1"}, `"a"`)
+	require.Equal(t, 202, r.status, r.body)
+	require.Equal(t, true, r.body["signal_delivered"], r.body)
+	waitCompleted(t, s, collector)
+	require.Contains(t, metricsText(t, s), "harvest_ingest_lost_commands_total 2")
+}
+
+func commandStream(t *testing.T, s *devstack.Stack) jetstream.Stream {
+	t.Helper()
+	st, err := s.Topology.JS.Stream(natstest.Context(t), streams.CommandStream)
+	require.NoError(t, err)
+	return st
 }

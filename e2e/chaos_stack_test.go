@@ -139,7 +139,11 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	}
 
 	s.provider = fakepay.New()
-	s.provider.AfterCharge = s.charges.add
+	s.provider.AfterCharge = func(c fakepay.Charge) {
+		s.charges.add(c)
+		// A provider that takes its time, so that faults land mid-charge.
+		time.Sleep(*chaosChargeLatency) // the provider's latency, not synchronisation
+	}
 	s.payments = httptest.NewServer(fakepay.NewHandler(s.provider))
 	dbURL := s.pg.srvURL()
 	env := devEnv(

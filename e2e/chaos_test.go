@@ -56,6 +56,7 @@ var (
 	chaosDowntime      = flag.Duration("chaos.downtime", 2*time.Second, "chaos: a stopped process stays down up to this long")
 	chaosGrace         = flag.Duration("chaos.grace", 10*time.Second, "chaos: how long a SIGTERMed process may take to exit before it is SIGKILLed")
 	chaosGiveUp        = flag.Duration("chaos.giveup", 30*time.Second, "chaos: clients stop retrying a start this long after the load ends")
+	chaosChargeLatency = flag.Duration("chaos.chargelatency", 0, "chaos: the payment provider answers a new charge this late, so that faults land mid-activity")
 	chaosPoison        = flag.Int("chaos.poison", 4, "chaos: poison sends per trial (half refused by ingest, half published straight to the command stream and set aside)")
 	chaosTapDeliveries = flag.Bool("chaos.tapdeliveries", false, "chaos: the tap also hears pull deliveries; it then keeps the pull requests of stopped workers alive (see startTap)")
 	chaosExplain       = flag.Duration("chaos.explain", 0, "chaos: log the history of a trial's slowest execution when it took longer than this (0: never)")

@@ -2,8 +2,8 @@ package scheduler
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 

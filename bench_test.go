@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // replayHistory is the history of a workflow that has run steps

@@ -8,7 +8,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/dedup"
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // completeWorkflowTask runs a workflow task and returns its result. When

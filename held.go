@@ -155,7 +155,7 @@ func (w *Worker) earlierUnstarted(ctx context.Context, t *heldTask) bool {
 	case n == 1:
 		unstarted = true
 	case n > 1:
-		_, err := w.cfg.Topology.Handbacks.Get(ctx, handbackKey(t.md, n-1))
+		_, err := w.top.Handbacks.Get(ctx, handbackKey(t.md, n-1))
 		switch {
 		case err == nil:
 			unstarted = true
@@ -178,7 +178,7 @@ func (w *Worker) handBack(t *heldTask, delay time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), handbackTimeout)
 	defer cancel()
 	if w.earlierUnstarted(ctx, t) {
-		if _, err := w.cfg.Topology.Handbacks.Put(ctx, handbackKey(t.md, t.delivery()), []byte("unstarted")); err != nil {
+		if _, err := w.top.Handbacks.Put(ctx, handbackKey(t.md, t.delivery()), []byte("unstarted")); err != nil {
 			w.log.Warn("mark task handed back; its next delivery counts it possibly started", "err", err)
 		}
 	}

@@ -3,7 +3,7 @@ package harvest
 import (
 	"time"
 
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // ActivityOptions tune an activity's attempts. Set them when registering

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 type receivedSignal struct {

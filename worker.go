@@ -16,9 +16,9 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/dedup"
-	"github.com/harvest-engine/harvest/schema"
-	"github.com/harvest-engine/harvest/streams"
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/schema"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // Defaults for WorkerConfig's zero values.
@@ -32,10 +32,19 @@ const (
 	unknownTaskDelay = 5 * time.Second
 )
 
+// ErrNotDeclared is returned by Worker.Start when the NATS server holds no
+// Harvest streams yet: the deployment's scheduler or ingest declares them
+// as it starts. Retry, or start the worker after them.
+var ErrNotDeclared = streams.ErrNotDeclared
+
 // WorkerConfig configures a Worker. Zero values mean the documented
 // defaults.
 type WorkerConfig struct {
-	Topology *streams.Topology
+	// NATS is the connection to the deployment's NATS server, required.
+	// Start binds to the streams and buckets the deployment's scheduler
+	// and ingest declared (it fails with an error wrapping ErrNotDeclared
+	// when there are none yet), and never changes them.
+	NATS *nats.Conn
 	// TaskQueue to pull from, default "default".
 	TaskQueue string
 	// ActivityConcurrency caps activities run at once, default 32.
@@ -92,8 +101,8 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 func (c WorkerConfig) Validate() error {
 	c = c.withDefaults()
 	switch {
-	case c.Topology == nil:
-		return errors.New("worker config: Topology is required")
+	case c.NATS == nil:
+		return errors.New("worker config: NATS is required")
 	case c.ActivityConcurrency < 1:
 		return fmt.Errorf("worker config: ActivityConcurrency %d: want at least 1", c.ActivityConcurrency)
 	case c.WorkflowTaskConcurrency < 1:
@@ -114,6 +123,8 @@ func (c WorkerConfig) Validate() error {
 // many) on the same task queue share its tasks.
 type Worker struct {
 	cfg WorkerConfig
+	// top is the deployment's topology, bound by Start.
+	top *streams.Topology
 	log *slog.Logger
 
 	mu         sync.Mutex
@@ -264,16 +275,24 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := errors.Join(w.regErrs...); err != nil {
 		return err
 	}
+	js, err := jetstream.New(w.cfg.NATS)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	top, err := streams.Bind(ctx, js)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	w.top = top
 	for name, sch := range w.schemas {
-		if _, err := w.cfg.Topology.Schemas.Put(ctx, name, sch.Raw()); err != nil {
+		if _, err := w.top.Schemas.Put(ctx, name, sch.Raw()); err != nil {
 			return fmt.Errorf("publish input schema of %q: %w", name, err)
 		}
 	}
-	if err := w.cancels.watch(ctx, w.cfg.Topology.Cancelled); err != nil {
+	if err := w.cancels.watch(ctx, w.top.Cancelled); err != nil {
 		return err
 	}
 	w.started = true
-	js := w.cfg.Topology.JS
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.keeper = newKeeper(max(w.cfg.TaskAckWait/3, 100*time.Millisecond), w.log)
 	loops := []struct {
@@ -455,14 +474,14 @@ func (w *Worker) handleWorkflowTask(ctx context.Context, t *heldTask) {
 	// handed back are retried at once, not after the task's AckWait.
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer pcancel()
-	_, err = w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd)
+	_, err = w.top.PublishCommand(pctx, task.Shard, cmd)
 	var big *streams.TooLargeError
 	if errors.As(err, &big) {
 		// Every run of this task decides the same: the workflow cannot go
 		// on. It fails, rather than have its task handed back for ever.
 		log.Error("workflow task result too large for the command stream; failing the workflow", "bytes", big.Size, "limit", big.Limit)
 		cmd.WorkflowTask = tooLargeResult(result, big)
-		_, err = w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd)
+		_, err = w.top.PublishCommand(pctx, task.Shard, cmd)
 	}
 	if err != nil {
 		// The result may have been stored all the same (its
@@ -561,7 +580,7 @@ func (w *Worker) settleActivity(ctx context.Context, t *heldTask, task *wire.Act
 		}
 		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer pcancel()
-		_, err := w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd)
+		_, err := w.top.PublishCommand(pctx, task.Shard, cmd)
 		var big *streams.TooLargeError
 		if errors.As(err, &big) {
 			// Every attempt would return as much: the activity fails.
@@ -570,7 +589,7 @@ func (w *Worker) settleActivity(ctx context.Context, t *heldTask, task *wire.Act
 			cmd.Activity = &wire.ActivityResult{ExecutionID: result.ExecutionID, ActivityID: result.ActivityID, Attempt: result.Attempt,
 				Failure: &wire.Failure{Type: "ResultTooLarge", NonRetryable: true,
 					Message: fmt.Sprintf("the attempt's result, as a command, is %d bytes: more than the %d the command stream carries", big.Size, big.Limit)}}
-			_, err = w.cfg.Topology.PublishCommand(pctx, task.Shard, cmd)
+			_, err = w.top.PublishCommand(pctx, task.Shard, cmd)
 		}
 		if err != nil {
 			w.log.Error("publish activity result; handing the task back", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
@@ -627,7 +646,7 @@ func (w *Worker) runAttempt(ctx context.Context, task *wire.ActivityTask) *wire.
 			send(details)
 		}
 	}
-	ac := &ActivityContext{Context: actx, details: task.HeartbeatDetails, heartbeat: beat, ledger: w.cfg.Topology.Ledger, info: ActivityInfo{
+	ac := &ActivityContext{Context: actx, details: task.HeartbeatDetails, heartbeat: beat, ledger: w.top.Ledger, info: ActivityInfo{
 		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
 		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: dedup.ActivityKey(task.IdempotencyKey),
 		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline, PreviousOutcomeUnknown: task.PreviousOutcomeUnknown,
@@ -735,7 +754,7 @@ func (w *Worker) heartbeater(ctx context.Context, task *wire.ActivityTask) (beat
 				Kind:      wire.KindActivityHeartbeat,
 				Heartbeat: &wire.ActivityHeartbeat{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Details: d},
 			}
-			if _, err := w.cfg.Topology.PublishCommand(ctx, task.Shard, cmd); err != nil && ctx.Err() == nil {
+			if _, err := w.top.PublishCommand(ctx, task.Shard, cmd); err != nil && ctx.Err() == nil {
 				w.log.Warn("publish heartbeat", "execution_id", task.ExecutionID, "activity", task.ActivityName, "err", err)
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // ErrNonDeterministic is returned (wrapped) when workflow code, replayed

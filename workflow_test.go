@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 func ev(t *testing.T, seq int, typ string, attrs any) wire.Event {

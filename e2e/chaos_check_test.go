@@ -19,7 +19,7 @@ import (
 
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/examples/fakepay"
-	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // trialResult is one trial's outcome.

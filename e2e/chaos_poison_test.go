@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/dedup"
-	"github.com/harvest-engine/harvest/streams"
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // Poison rides along with each trial's load, so that refusing it at the

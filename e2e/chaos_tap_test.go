@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // tap listens, as a plain NATS subscriber, to the traffic of the command

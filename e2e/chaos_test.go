@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/scheduler"
+	"github.com/harvest-engine/harvest/internal/scheduler"
 )
 
 // The fault-injection suite. Each trial runs keyed charge starts, with

@@ -21,10 +21,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/ingest"
+	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

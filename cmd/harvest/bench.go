@@ -16,14 +16,14 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/harvest-engine/harvest/bench"
-	"github.com/harvest-engine/harvest/callback"
-	"github.com/harvest-engine/harvest/config"
-	"github.com/harvest-engine/harvest/devstack"
-	"github.com/harvest-engine/harvest/ingest"
-	"github.com/harvest-engine/harvest/scheduler"
-	"github.com/harvest-engine/harvest/service"
-	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/internal/bench"
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/service"
+	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // benchOptions are the flags of `harvest bench`.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/bench"
-	"github.com/harvest-engine/harvest/devstack"
-	"github.com/harvest-engine/harvest/ingest"
+	"github.com/harvest-engine/harvest/internal/bench"
+	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
 )

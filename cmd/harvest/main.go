@@ -12,14 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/callback"
-	"github.com/harvest-engine/harvest/config"
-	"github.com/harvest-engine/harvest/devstack"
-	"github.com/harvest-engine/harvest/ingest"
-	"github.com/harvest-engine/harvest/scheduler"
-	"github.com/harvest-engine/harvest/service"
-	"github.com/harvest-engine/harvest/store"
-	"github.com/harvest-engine/harvest/streams"
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/service"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 func main() {

@@ -17,12 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/harvest-engine/harvest/binding"
-	"github.com/harvest-engine/harvest/callback"
-	"github.com/harvest-engine/harvest/config"
-	"github.com/harvest-engine/harvest/ingest"
-	"github.com/harvest-engine/harvest/service"
-	"github.com/harvest-engine/harvest/store"
+	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/service"
+	"github.com/harvest-engine/harvest/internal/store"
 )
 
 func main() {

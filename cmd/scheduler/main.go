@@ -9,11 +9,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/harvest-engine/harvest/callback"
-	"github.com/harvest-engine/harvest/config"
-	"github.com/harvest-engine/harvest/scheduler"
-	"github.com/harvest-engine/harvest/service"
-	"github.com/harvest-engine/harvest/store"
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/service"
+	"github.com/harvest-engine/harvest/internal/store"
 )
 
 func main() {

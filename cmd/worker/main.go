@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/config"
 	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/examples/fakepay"
-	"github.com/harvest-engine/harvest/service"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/service"
 )
 
 func main() {
@@ -33,13 +33,13 @@ func run(configPath string) error {
 	log := cfg.Logger().With("service", "worker")
 	ctx, stop := service.SignalContext()
 	defer stop()
-	nc, top, err := service.ConnectNATS(ctx, cfg, "harvest-worker", log)
+	nc, _, err := service.ConnectNATS(ctx, cfg, "harvest-worker", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	w, err := harvest.NewWorker(harvest.WorkerConfig{
-		Topology: top, TaskQueue: cfg.TaskQueue, TaskAckWait: time.Duration(cfg.TaskAckWait),
+		NATS: nc, TaskQueue: cfg.TaskQueue, TaskAckWait: time.Duration(cfg.TaskAckWait),
 		ShutdownGrace: time.Duration(cfg.ShutdownGrace), DisableEagerActivities: cfg.DisableEagerActivities, Logger: log,
 	})
 	if err != nil {

@@ -38,8 +38,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/harvest-engine/harvest/pglocal"
-	"github.com/harvest-engine/harvest/store"
+	"github.com/harvest-engine/harvest/internal/pglocal"
+	"github.com/harvest-engine/harvest/internal/store"
 )
 
 // EnvDatabaseURL names the environment variable that points pgtest at an

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/pglocal"
 	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/pglocal"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

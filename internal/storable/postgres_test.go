@@ -18,7 +18,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/poison"
 	"github.com/harvest-engine/harvest/internal/storable"
-	"github.com/harvest-engine/harvest/wire"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // The property these tests hold CheckJSON and CheckText to, against a

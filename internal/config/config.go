@@ -1,0 +1,260 @@
+// Package config loads the configuration of Harvest's services: a YAML file
+// (see configs/), then HARVEST_* environment variables over it. Every
+// field has a documented default, so an empty file is valid.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/webhook"
+)
+
+// Duration is a time.Duration written as "5s", "24h" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Config is the configuration every Harvest service reads; each uses the
+// fields it needs.
+type Config struct {
+	// NATSURL is the NATS server (HARVEST_NATS_URL).
+	NATSURL string `yaml:"nats_url"`
+	// DatabaseURL is the PostgreSQL server (HARVEST_DATABASE_URL).
+	DatabaseURL string `yaml:"database_url"`
+	// HTTPAddr is ingest's listen address (HARVEST_HTTP_ADDR), default
+	// 127.0.0.1:8080.
+	HTTPAddr string `yaml:"http_addr"`
+	// Shards is the number of logical shards (HARVEST_SHARDS), default 16
+	// (harvest dev: the count its state dir has, else 1); fixed for a
+	// deployment's life.
+	Shards int `yaml:"shards"`
+	// OutcomeWait bounds how long a start waits for its outcome
+	// (HARVEST_OUTCOME_WAIT), default 5s.
+	OutcomeWait Duration `yaml:"outcome_wait"`
+	// OutcomeTTL is how long a command's outcome stays readable with
+	// GET /api/harvest/commands/{command_id} (HARVEST_OUTCOME_TTL), default
+	// 24h, at least 2m. Outcomes are PostgreSQL rows, deleted by the
+	// scheduler's sweep once expired.
+	OutcomeTTL Duration `yaml:"outcome_ttl"`
+	// StartIdempotencyWindow is how long a start's idempotency claim lasts
+	// (HARVEST_START_IDEMPOTENCY_WINDOW), default 24h.
+	StartIdempotencyWindow Duration `yaml:"start_idempotency_window"`
+	// TaskQueue a worker pulls from (HARVEST_TASK_QUEUE), default "default".
+	TaskQueue string `yaml:"task_queue"`
+	// TaskAckWait bounds how long a task held by a worker that vanishes
+	// waits before another worker gets it (HARVEST_TASK_ACK_WAIT), default
+	// 5s, at least 1s. A worker acknowledges each task it holds as in
+	// progress every third of it, so only a vanished (or cut off)
+	// worker's tasks are delivered again: within task_ack_wait of its last
+	// acknowledgement. Give every worker of a task queue the same value.
+	TaskAckWait Duration `yaml:"task_ack_wait"`
+	// ShutdownGrace is how long a worker told to stop (SIGTERM) lets its
+	// running tasks finish (HARVEST_SHUTDOWN_GRACE), default 30s; then it
+	// cancels them and hands their attempts back. Tasks it has not started
+	// are handed back at once. Give the process at least this long, plus a
+	// few seconds, before it is killed.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// DisableEagerActivities makes workers leave every activity attempt to
+	// the scheduler's dispatch (HARVEST_DISABLE_EAGER_ACTIVITIES=true),
+	// instead of running attempt 1 of a workflow task's activities at
+	// once (docs/activities.md, "Eager dispatch").
+	DisableEagerActivities bool `yaml:"disable_eager_activities"`
+	// LeaseTTL is how long a scheduler's shard lease lasts unrenewed
+	// (HARVEST_LEASE_TTL), default 5s.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// WorkflowTaskTimeout is a dispatched workflow task's deadline
+	// (HARVEST_WORKFLOW_TASK_TIMEOUT), default 10s: a task not completed
+	// by then that the task stream no longer holds (it, or its result,
+	// was lost) is dispatched again.
+	WorkflowTaskTimeout Duration `yaml:"workflow_task_timeout"`
+	// IdempotencyFingerprint is "reject" to refuse a keyed start retried
+	// with a different input (422 idempotency_key_reused), or "ignore"
+	// (default) to answer it with the original execution
+	// (HARVEST_IDEMPOTENCY_FINGERPRINT).
+	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
+	// CallbackAllowHosts are host names or CIDRs that completion callbacks
+	// may target although they are not public addresses.
+	CallbackAllowHosts []string `yaml:"callback_allow_hosts"`
+	// Webhooks are the sources POST /hooks/{source} accepts, with their
+	// routing rules.
+	Webhooks []webhook.Endpoint `yaml:"webhooks"`
+	// Bindings route messages of the user's own JetStream streams to
+	// workflows, with the same rules as webhooks; ingest runs them.
+	Bindings []binding.Binding `yaml:"bindings"`
+	// ArcFlow configures the ArcFlow-compatible /v1/runs routes.
+	ArcFlow ArcFlowConfig `yaml:"arcflow"`
+	// Workflows holds per-workflow settings.
+	Workflows map[string]WorkflowConfig `yaml:"workflows"`
+	// LogLevel is debug, info, warn or error (HARVEST_LOG_LEVEL), default
+	// info.
+	LogLevel string `yaml:"log_level"`
+}
+
+// ArcFlowConfig is the ArcFlow-compatible part of Config.
+type ArcFlowConfig struct {
+	// Secrets, when set, make external callbacks
+	// (POST /v1/runs/{run_id}/external/{binding_id}) require
+	// X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body> under one
+	// of them; several are accepted at once, for rotation
+	// (HARVEST_ARCFLOW_SECRET sets one).
+	Secrets []string `yaml:"secrets"`
+}
+
+// WorkflowConfig is the per-workflow part of Config.
+type WorkflowConfig struct {
+	// IdempotencyFingerprint overrides the deployment's setting.
+	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
+}
+
+// FingerprintByWorkflow returns the per-workflow fingerprint modes.
+func (c Config) FingerprintByWorkflow() map[string]string {
+	out := map[string]string{}
+	for name, w := range c.Workflows {
+		if w.IdempotencyFingerprint != "" {
+			out[name] = w.IdempotencyFingerprint
+		}
+	}
+	return out
+}
+
+// Load reads path (if not empty) and applies the environment over it.
+func Load(path string) (Config, error) {
+	var c Config
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("read config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := c.applyEnv(os.Getenv); err != nil {
+		return c, err
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:8080"
+	}
+	return c, c.Validate()
+}
+
+func (c *Config) applyEnv(get func(string) string) error {
+	str := func(dst *string, name string) {
+		if v := get(name); v != "" {
+			*dst = v
+		}
+	}
+	dur := func(dst *Duration, name string) error {
+		if v := get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*dst = Duration(d)
+		}
+		return nil
+	}
+	str(&c.NATSURL, "HARVEST_NATS_URL")
+	str(&c.DatabaseURL, "HARVEST_DATABASE_URL")
+	str(&c.HTTPAddr, "HARVEST_HTTP_ADDR")
+	str(&c.TaskQueue, "HARVEST_TASK_QUEUE")
+	str(&c.LogLevel, "HARVEST_LOG_LEVEL")
+	str(&c.IdempotencyFingerprint, "HARVEST_IDEMPOTENCY_FINGERPRINT")
+	if v := get("HARVEST_ARCFLOW_SECRET"); v != "" {
+		c.ArcFlow.Secrets = []string{v}
+	}
+	if v := get("HARVEST_DISABLE_EAGER_ACTIVITIES"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("HARVEST_DISABLE_EAGER_ACTIVITIES: %w", err)
+		}
+		c.DisableEagerActivities = b
+	}
+	if v := get("HARVEST_SHARDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("HARVEST_SHARDS: %w", err)
+		}
+		c.Shards = n
+	}
+	return errors.Join(
+		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
+		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
+		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
+		dur(&c.TaskAckWait, "HARVEST_TASK_ACK_WAIT"),
+		dur(&c.ShutdownGrace, "HARVEST_SHUTDOWN_GRACE"),
+		dur(&c.LeaseTTL, "HARVEST_LEASE_TTL"),
+		dur(&c.WorkflowTaskTimeout, "HARVEST_WORKFLOW_TASK_TIMEOUT"),
+	)
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Shards < 0:
+		return fmt.Errorf("config: shards %d: want a positive number", c.Shards)
+	case c.OutcomeWait < 0:
+		return fmt.Errorf("config: outcome_wait %s: want a positive duration", time.Duration(c.OutcomeWait))
+	case c.OutcomeTTL < 0:
+		return fmt.Errorf("config: outcome_ttl %s: want a positive duration", time.Duration(c.OutcomeTTL))
+	case c.StartIdempotencyWindow < 0:
+		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
+	case c.WorkflowTaskTimeout < 0 || (c.WorkflowTaskTimeout > 0 && c.WorkflowTaskTimeout < Duration(100*time.Millisecond)):
+		return fmt.Errorf("config: workflow_task_timeout %s: want at least 100ms", time.Duration(c.WorkflowTaskTimeout))
+	case c.TaskAckWait != 0 && c.TaskAckWait < Duration(time.Second):
+		return fmt.Errorf("config: task_ack_wait %s: want at least 1s", time.Duration(c.TaskAckWait))
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("config: shutdown_grace %s: want a positive duration", time.Duration(c.ShutdownGrace))
+	}
+	for i, sec := range c.ArcFlow.Secrets {
+		if sec == "" {
+			return fmt.Errorf("config: arcflow.secrets[%d] is empty", i)
+		}
+	}
+	if err := binding.ValidateAll(c.Bindings); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if _, err := c.Level(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Level is the configured log level.
+func (c Config) Level() (slog.Level, error) {
+	var l slog.Level
+	if c.LogLevel == "" {
+		return slog.LevelInfo, nil
+	}
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return l, fmt.Errorf("config: log_level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}
+
+// Logger builds the service's logger: text on stderr at the configured
+// level.
+func (c Config) Logger() *slog.Logger {
+	l, _ := c.Level()
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,95 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/config"
+)
+
+func TestLoadWebhooksAndDurations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+shards: 8
+outcome_wait: 2s
+outcome_ttl: 1h
+webhooks:
+  - name: stripe
+    kind: stripe
+    secrets: [whsec_a, whsec_b]
+    tolerance: 3m
+    rules:
+      - event: payment_intent.succeeded
+        workflow: charge
+        input_pointer: /data/object
+`), 0o600))
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, 8, c.Shards)
+	require.Equal(t, 2*time.Second, time.Duration(c.OutcomeWait))
+	require.Equal(t, time.Hour, time.Duration(c.OutcomeTTL))
+	require.Len(t, c.Webhooks, 1)
+	require.Equal(t, 3*time.Minute, c.Webhooks[0].Tolerance)
+	require.Equal(t, []string{"whsec_a", "whsec_b"}, c.Webhooks[0].Secrets)
+	require.Equal(t, "charge", c.Webhooks[0].Rules[0].Workflow)
+
+	require.NoError(t, os.WriteFile(path, []byte("shardz: 8\n"), 0o600))
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "shardz", "unknown fields are errors")
+}
+
+func TestOutcomeTTLFromTheEnvironment(t *testing.T) {
+	t.Setenv("HARVEST_OUTCOME_TTL", "30m")
+	c, err := config.Load("")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Minute, time.Duration(c.OutcomeTTL))
+
+	t.Setenv("HARVEST_OUTCOME_TTL", "-1m")
+	_, err = config.Load("")
+	require.ErrorContains(t, err, "outcome_ttl")
+}
+
+func TestTheDevConfigLoads(t *testing.T) {
+	_, err := config.Load("../../configs/harvest.dev.yaml")
+	require.NoError(t, err)
+}
+
+func TestWorkerSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("task_ack_wait: 3s\nshutdown_grace: 45s\ndisable_eager_activities: true\n"), 0o600))
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, time.Duration(c.TaskAckWait))
+	require.Equal(t, 45*time.Second, time.Duration(c.ShutdownGrace))
+	require.True(t, c.DisableEagerActivities)
+
+	t.Setenv("HARVEST_SHUTDOWN_GRACE", "10s")
+	t.Setenv("HARVEST_DISABLE_EAGER_ACTIVITIES", "false")
+	c, err = config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, time.Duration(c.ShutdownGrace))
+	require.False(t, c.DisableEagerActivities)
+
+	t.Setenv("HARVEST_SHUTDOWN_GRACE", "-1s")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "shutdown_grace")
+	t.Setenv("HARVEST_SHUTDOWN_GRACE", "")
+	t.Setenv("HARVEST_TASK_ACK_WAIT", "500ms")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "task_ack_wait")
+	t.Setenv("HARVEST_TASK_ACK_WAIT", "")
+	t.Setenv("HARVEST_DISABLE_EAGER_ACTIVITIES", "maybe")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "HARVEST_DISABLE_EAGER_ACTIVITIES")
+}
+
+func TestTheWorkerConfigLoads(t *testing.T) {
+	c, err := config.Load("../../configs/worker.yaml")
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, time.Duration(c.TaskAckWait))
+	require.Equal(t, 30*time.Second, time.Duration(c.ShutdownGrace))
+}

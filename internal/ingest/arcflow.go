@@ -1,0 +1,182 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/webhook"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// ArcFlow-compatible runs: the two routes callers written against
+// ArcFlow's API use, served by Harvest's own start and signal paths. A run
+// is an execution; its run_id is the execution id.
+
+// HeaderArcFlowSignature carries the HMAC of an external callback's body.
+const HeaderArcFlowSignature = "X-ArcFlow-Signature"
+
+// runRequest is the body of POST /v1/runs.
+type runRequest struct {
+	Workflow string          `json:"workflow"`
+	Input    json.RawMessage `json:"input"`
+}
+
+// runResponse answers POST /v1/runs.
+type runResponse struct {
+	RunID   string `json:"run_id"`
+	TraceID string `json:"trace_id"`
+	Status  string `json:"status"`
+}
+
+// externalResponse answers POST /v1/runs/{run_id}/external/{binding_id}.
+type externalResponse struct {
+	RunID     string `json:"run_id"`
+	BindingID string `json:"binding_id"`
+	Status    string `json:"status"`
+	// CommandID is set when the callback is durable but not applied yet.
+	CommandID string `json:"command_id,omitempty"`
+}
+
+// traceID is a run's trace id: stable for the run, so every answer about
+// it (a retried create included) carries the same one.
+func traceID(runID string) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("harvest:run-trace:"+runID)).String()
+}
+
+// handleCreateRun is POST /v1/runs: a start of body.workflow, deduplicated
+// by the Idempotency-Key header through the same claims as the Harvest
+// API, so concurrent retries of one key collapse into one run.
+func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
+	var p parsedStart
+	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
+		var err error
+		if p.key, err = dedup.ValidateKey(strings.Join(vals, ",")); err != nil {
+			s.metrics.starts.WithLabelValues("refused").Inc()
+			writeFieldError(w, http.StatusBadRequest, "invalid_idempotency_key", "idempotency_key", err.Error())
+			return
+		}
+	}
+	body, rej := s.readBody(w, r)
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
+		return
+	}
+	var req runRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("request body is not a JSON object: %v", err))
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "invalid_json", "request body holds more than one JSON value")
+		return
+	}
+	if req.Workflow == "" {
+		writeFieldError(w, http.StatusBadRequest, "missing_workflow", "workflow", `the body names no "workflow" to run`)
+		return
+	}
+	if err := dedup.ValidateName(req.Workflow); err != nil {
+		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_name", "workflow", err.Error())
+		return
+	}
+	p.name, p.req = req.Workflow, startRequest{Input: req.Input}
+	var status int
+	var answer any
+	rej = unstorableBody(body, runMembers)
+	if rej == nil {
+		rej = s.checkStart(r.Context(), &p)
+	}
+	if rej != nil {
+		status, answer = s.refuseOrReplay(w, r, p, rej)
+	} else {
+		status, answer = s.start(r.Context(), p)
+	}
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
+	if sr, ok := answer.(startResponse); ok {
+		answer = runResponse{RunID: sr.ExecutionID, TraceID: traceID(sr.ExecutionID), Status: sr.Status}
+	}
+	writeJSON(w, status, answer)
+}
+
+// handleRunExternal is POST /v1/runs/{run_id}/external/{binding_id}: the
+// body is delivered to the run as the signal binding_id, deduplicated by
+// X-Idempotency-Key through the scheduler's durable signal claims (per
+// run), so a duplicate is caught whichever replica takes it, and after a
+// restart.
+func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
+	runID, bindingID := r.PathValue("run_id"), r.PathValue("binding_id")
+	// The signature is over the body exactly as sent.
+	raw, rej := readRaw(w, r, s.cfg.MaxBodyBytes)
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
+		return
+	}
+	if len(s.cfg.ArcFlowSecrets) > 0 {
+		src := webhook.Source{Name: "arcflow", Kind: webhook.KindHMAC, Secrets: s.cfg.ArcFlowSecrets,
+			Header: HeaderArcFlowSignature, Prefix: "sha256=", Encoding: webhook.EncodingHex}
+		if _, err := webhook.Verify(src, r.Header, raw, time.Now()); err != nil {
+			s.log.Warn("external callback refused", "run_id", runID, "binding_id", bindingID, "err", err)
+			writeError(w, http.StatusUnauthorized, "invalid_signature", err.Error())
+			return
+		}
+	}
+	var key string
+	if vals, ok := r.Header[http.CanonicalHeaderKey("X-Idempotency-Key")]; ok {
+		var err error
+		if key, err = dedup.ValidateKey(strings.Join(vals, ",")); err != nil {
+			writeFieldError(w, http.StatusBadRequest, "invalid_idempotency_key", "idempotency_key", err.Error())
+			return
+		}
+	}
+	if _, err := uuid.Parse(runID); err != nil {
+		writeError(w, http.StatusNotFound, "execution_not_found", fmt.Sprintf("no run %q", runID))
+		return
+	}
+	if err := dedup.ValidateName(bindingID); err != nil {
+		writeFieldError(w, http.StatusBadRequest, "invalid_binding_id", "binding_id", err.Error())
+		return
+	}
+	var payload json.RawMessage
+	if body := bytes.TrimSpace(raw); len(body) > 0 {
+		if !json.Valid(body) {
+			writeError(w, http.StatusBadRequest, "invalid_json", "the callback body is not JSON")
+			return
+		}
+		if rej := unstorablePayload(body, "payload"); rej != nil {
+			writeJSON(w, rej.status, rej.body)
+			return
+		}
+		payload = body
+	}
+	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignal, Signal: &wire.SignalCommand{
+		ExecutionID: runID, SignalName: bindingID, Payload: payload, IdempotencyKey: key,
+	}}
+	if key != "" {
+		cmd.CommandID = dedup.SignalCommandID(runID, key)
+	}
+	status, answer := s.sendSignal(r, cmd)
+	if sr, ok := answer.(signalResponse); ok {
+		resp := externalResponse{RunID: runID, BindingID: bindingID, Status: "accepted"}
+		switch {
+		case sr.SignalDelivered == nil:
+			// Durable, not applied yet: it will be, once.
+			resp.CommandID = sr.CommandID
+		case !*sr.SignalDelivered:
+			resp.Status = "already_processed"
+		}
+		answer = resp
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, answer)
+}

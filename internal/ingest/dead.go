@@ -1,0 +1,91 @@
+package ingest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+// handleListDead answers GET /api/harvest/commands/dead: the commands the
+// scheduler set aside, newest first (?shard=, ?before=<id>, ?limit=).
+func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DB == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "this ingest has no database to read from")
+		return
+	}
+	q := r.URL.Query()
+	f := store.DeadFilter{Limit: 50}
+	if v := q.Get("shard"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n >= s.cfg.Topology.Shards() {
+			writeFieldError(w, http.StatusBadRequest, "invalid_shard", "shard", fmt.Sprintf("shard must be 0 to %d", s.cfg.Topology.Shards()-1))
+			return
+		}
+		f.Shard = &n
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			writeFieldError(w, http.StatusBadRequest, "invalid_before", "before", "before must be a dead command id")
+			return
+		}
+		f.Before = n
+	}
+	var ok bool
+	if f.Limit, ok = queryLimit(w, q, f.Limit); !ok {
+		return
+	}
+	dead, err := store.ListDeadCommands(r.Context(), s.cfg.DB, f)
+	if err != nil {
+		s.readError(w, "", err)
+		return
+	}
+	out := make([]client.DeadCommand, 0, len(dead))
+	for _, d := range dead {
+		out = append(out, deadView(d))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dead_commands": out})
+}
+
+// handleGetDead answers GET /api/harvest/commands/dead/{id}, with the
+// message as it came.
+func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DB == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "this ingest has no database to read from")
+		return
+	}
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id < 1 {
+		writeError(w, http.StatusNotFound, "dead_command_not_found", fmt.Sprintf("no dead command %q", raw))
+		return
+	}
+	d, err := store.GetDeadCommand(r.Context(), s.cfg.DB, id)
+	if errors.Is(err, store.ErrDeadCommandNotFound) {
+		writeError(w, http.StatusNotFound, "dead_command_not_found", fmt.Sprintf("no dead command %d", id))
+		return
+	}
+	if err != nil {
+		s.readError(w, "", err)
+		return
+	}
+	v := deadView(*d)
+	if utf8.Valid(d.Payload) && json.Valid(d.Payload) {
+		v.Payload = d.Payload
+	} else {
+		v.PayloadBase64 = base64.StdEncoding.EncodeToString(d.Payload)
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func deadView(d store.DeadCommand) client.DeadCommand {
+	return client.DeadCommand{ID: d.ID, Shard: d.Shard, StreamSeq: d.StreamSeq, CommandID: d.CommandID, Kind: d.Kind,
+		Subject: d.Subject, Error: d.Error, Reason: d.Reason, DeadAt: d.DeadAt}
+}

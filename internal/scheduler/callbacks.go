@@ -1,0 +1,76 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+// callbackLease is how long a delivery in flight is hidden from other
+// replicas; it must outlast one delivery attempt.
+const callbackLease = 2 * time.Minute
+
+// callbackLoop delivers the completion callbacks of the shards this
+// scheduler owns, at least once each, with backoff between attempts.
+func (s *Scheduler) callbackLoop(ctx context.Context) {
+	client := callback.NewClient(s.cfg.CallbackPolicy, callback.DefaultTimeout)
+	defer client.CloseIdleConnections()
+	ticker := time.NewTicker(s.cfg.CallbackPollInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		due, err := store.LeaseDueCallbacks(ctx, s.cfg.DB, s.OwnedShards(), callbackLease, 32)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("lease due callbacks", "err", err)
+			}
+			continue
+		}
+		p := pool.New().WithMaxGoroutines(8)
+		for _, d := range due {
+			p.Go(func() { s.deliver(ctx, client, d) })
+		}
+		p.Wait()
+	}
+}
+
+func (s *Scheduler) deliver(ctx context.Context, client *callback.Client, d store.CallbackDelivery) {
+	log := s.log.With("execution_id", d.ExecutionID, "attempt", d.Attempts+1)
+	err := client.Deliver(ctx, d.URL, d.ExecutionID, d.Payload)
+	// Record the result even if we are stopping: the attempt happened.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err == nil {
+		if err := store.CallbackDelivered(rctx, s.cfg.DB, d.ExecutionID); err != nil {
+			log.Warn("record callback delivery", "err", err)
+		}
+		return
+	}
+	var derr *callback.DeliveryError
+	retryable := !errors.As(err, &derr) || derr.Retryable
+	attempt := d.Attempts + 1
+	var next *time.Time
+	if retryable && attempt < s.cfg.CallbackMaxAttempts {
+		delay := s.cfg.CallbackRetryDelay(attempt + 1)
+		if derr != nil && derr.RetryAfter > delay {
+			delay = derr.RetryAfter
+		}
+		at := time.Now().Add(delay)
+		next = &at
+		log.Info("callback delivery failed; will retry", "err", err, "retry_in", delay)
+	} else {
+		log.Warn("callback delivery failed for good", "err", err)
+	}
+	if err := store.CallbackFailed(rctx, s.cfg.DB, d.ExecutionID, err.Error(), next); err != nil {
+		log.Warn("record callback failure", "err", err)
+	}
+}

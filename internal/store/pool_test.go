@@ -1,0 +1,95 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+func TestPoolConfigPlansEveryCallForItsParameters(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	show := func(url string) string {
+		t.Helper()
+		cfg, err := store.PoolConfig(url)
+		require.NoError(t, err)
+		db, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		defer db.Close()
+		var mode string
+		require.NoError(t, db.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode))
+		return mode
+	}
+	require.Equal(t, "force_custom_plan", show(url))
+	// A URL that chooses for itself is obeyed.
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	require.Equal(t, "auto", show(url+sep+"plan_cache_mode=auto"))
+
+	_, err := store.PoolConfig("postgres://a b")
+	require.Error(t, err)
+}
+
+// TestPoolPlansForTheTableAsItIsNow is the reason for PoolConfig: a
+// statement first run while its table was empty must not keep scanning it
+// whole once it has grown. (With PostgreSQL's default plan_cache_mode, the
+// generic plan cached while the table was known to be empty is a
+// sequential scan, kept until the table is next analyzed: the second
+// assertion.)
+func TestPoolPlansForTheTableAsItIsNow(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	seqScans := func(params string) int {
+		t.Helper()
+		db, err := store.NewPool(ctx, url+sep+"pool_max_conns=1"+params)
+		require.NoError(t, err)
+		defer db.Close()
+		_, err = db.Exec(ctx, `DROP TABLE IF EXISTS grows; CREATE TABLE grows (name text, key text, PRIMARY KEY (name, key)) WITH (autovacuum_enabled = false);
+			ANALYZE grows`) // known to be empty, as the migrations' CREATE INDEX leaves a table
+		require.NoError(t, err)
+		// The shape of the apply's reads by a batch's keys.
+		const lookup = `SELECT key FROM grows WHERE (name, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+		names, keys := []string{"wf"}, []string{"k-1"}
+		for range 10 { // past the five custom plans before a generic one
+			rows, err := db.Query(ctx, lookup, names, keys)
+			require.NoError(t, err)
+			rows.Close()
+		}
+		_, err = db.Exec(ctx, `INSERT INTO grows SELECT 'wf', 'k-' || i FROM generate_series(1, 20000) AS i`)
+		require.NoError(t, err)
+		// Counted within one transaction, whose own counts
+		// pg_stat_xact_user_tables shows (with whatever this backend has
+		// not flushed yet: hence the difference).
+		var before, after int
+		const scanned = `SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'grows'`
+		require.NoError(t, pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, scanned).Scan(&before); err != nil {
+				return err
+			}
+			for range 3 {
+				rows, err := tx.Query(ctx, lookup, names, keys)
+				if err != nil {
+					return err
+				}
+				rows.Close()
+			}
+			return tx.QueryRow(ctx, scanned).Scan(&after)
+		}))
+		return after - before
+	}
+	require.Zero(t, seqScans(""), "lookups by key on a grown table use its index")
+	require.Positive(t, seqScans("&plan_cache_mode=auto"), "the plan this pool avoids")
+}

@@ -1,0 +1,475 @@
+// Package streams owns Harvest's JetStream topology: the command stream,
+// the task stream and the outcome bucket, their subjects, the mapping of
+// commands to logical shards, and publishing with message ids.
+//
+// Topology values are safe for concurrent use once declared.
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// Names of the JetStream resources. They are persisted, so they never change.
+const (
+	CommandStream = "HARVEST_CMD"
+	TaskStream    = "HARVEST_TASK"
+	// AcceptedBucket marks the commands ingest answered 202 before their
+	// outcome was known, so polling them answers "accepted" until the
+	// scheduler stores the outcome in PostgreSQL, even while PostgreSQL
+	// is unreachable.
+	AcceptedBucket = "HARVEST_ACCEPTED"
+	// retiredOutcomeBucket held every command's outcome before outcomes
+	// moved to PostgreSQL (migration 010); Declare deletes it.
+	retiredOutcomeBucket = "HARVEST_OUTCOMES"
+	// AdmissionBucket holds the closed admission gates, by workflow name.
+	AdmissionBucket = "HARVEST_ADMISSION"
+	// SchemaBucket holds the input JSON Schemas workers register, by
+	// workflow name.
+	SchemaBucket = "HARVEST_SCHEMAS"
+	// LedgerBucket records the effects activities ran once per key
+	// (harvest.Once), shared by every worker.
+	LedgerBucket = "HARVEST_LEDGER"
+	// CancelledBucket announces cancelled executions to workers, which
+	// cancel the contexts of their running activities.
+	CancelledBucket = "HARVEST_CANCELLED"
+	// HandbackBucket marks the task deliveries a worker handed back
+	// without starting them (it was stopping, or lacks the workflow or
+	// activity), so that the next delivery of the task knows that no
+	// earlier one ran it.
+	HandbackBucket = "HARVEST_HANDBACKS"
+
+	commandSubjects = "harvest.cmd.>"
+	taskSubjects    = "harvest.task.>"
+
+	// shardsMetadataKey records the shard count on the command stream, so a
+	// process configured with another count refuses to start.
+	shardsMetadataKey = "harvest_shards"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultShards     = 16
+	DefaultDuplicates = 2 * time.Minute
+	DefaultOutcomeTTL = 24 * time.Hour
+)
+
+// DeployedShards returns the shard count recorded on the command stream,
+// or 0 when the stream does not exist yet (or predates the record).
+func DeployedShards(ctx context.Context, js jetstream.JetStream) (int, error) {
+	s, err := js.Stream(ctx, CommandStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up stream %s: %w", CommandStream, err)
+	}
+	have := s.CachedInfo().Config.Metadata[shardsMetadataKey]
+	if have == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(have)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s records shard count %q: %w", CommandStream, have, err)
+	}
+	return n, nil
+}
+
+// ErrShardMismatch is returned by Declare when the command stream was
+// created with a different shard count. The shard count is fixed for a
+// deployment's life.
+var ErrShardMismatch = errors.New("shard count differs from the deployment's")
+
+// Config describes the topology. Zero values mean the documented defaults.
+type Config struct {
+	// Shards is the number of logical shards of the command stream,
+	// default 16. It is fixed for a deployment's life.
+	Shards int
+	// Duplicates is the window in which JetStream drops a message whose
+	// Nats-Msg-Id it has seen, default 2 minutes.
+	Duplicates time.Duration
+	// OutcomeTTL is how long command outcomes stay readable, default 24h;
+	// at least Duplicates, since after the broker's window a redelivered
+	// webhook is recognised by its outcome. Outcomes are PostgreSQL rows
+	// (store.GetOutcome), deleted once expired; the accepted and cancelled
+	// buckets keep their keys this long too.
+	OutcomeTTL time.Duration
+	// Replicas of each stream, default 1.
+	Replicas int
+	// MemoryStorage keeps streams in memory (tests only); default file.
+	MemoryStorage bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.OutcomeTTL == 0 {
+		c.OutcomeTTL = DefaultOutcomeTTL
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Shards < 1 || c.Shards > 4096:
+		return fmt.Errorf("streams config: Shards %d: want 1..4096", c.Shards)
+	case c.Duplicates < time.Second:
+		return fmt.Errorf("streams config: Duplicates %s: want at least 1s", c.Duplicates)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("streams config: Replicas %d: want 1..5", c.Replicas)
+	case c.OutcomeTTL < c.Duplicates:
+		return fmt.Errorf("streams config: OutcomeTTL %s: want at least the duplicate window (%s)", c.OutcomeTTL, c.Duplicates)
+	}
+	return nil
+}
+
+// Topology is the declared set of streams and buckets, with the
+// configuration they were declared with.
+type Topology struct {
+	JS         jetstream.JetStream
+	Accepted   jetstream.KeyValue
+	Admission  jetstream.KeyValue
+	Schemas    jetstream.KeyValue
+	Ledger     jetstream.KeyValue
+	Cancelled  jetstream.KeyValue
+	Handbacks  jetstream.KeyValue
+	shards     int
+	outcomeTTL time.Duration
+	commands   jetstream.Stream
+}
+
+// Declare creates or updates the command stream, the task stream and the
+// outcome bucket. It is idempotent; every process calls it at start-up.
+func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	storage := jetstream.FileStorage
+	if cfg.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	shards := strconv.Itoa(cfg.Shards)
+	if s, err := js.Stream(ctx, CommandStream); err == nil {
+		if have := s.CachedInfo().Config.Metadata[shardsMetadataKey]; have != "" && have != shards {
+			return nil, fmt.Errorf("declare %s: %w: configured %s, stream has %s", CommandStream, ErrShardMismatch, shards, have)
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("look up stream %s: %w", CommandStream, err)
+	}
+	// Both streams are work queues: a message is removed once acknowledged,
+	// and the scheduler acknowledges a command only after the transaction
+	// that applied it commits.
+	commands, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        CommandStream,
+		Description: "Harvest commands: starts, signals, workflow task and activity results, by shard",
+		Subjects:    []string{commandSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     storage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.Duplicates,
+		Metadata:    map[string]string{shardsMetadataKey: shards},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare stream %s: %w", CommandStream, err)
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        TaskStream,
+		Description: "Harvest tasks for workers, by task queue",
+		Subjects:    []string{taskSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     storage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.Duplicates,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("declare stream %s: %w", TaskStream, err)
+	}
+	// Outcomes live in PostgreSQL now; the bucket that held them goes.
+	if err := js.DeleteKeyValue(ctx, retiredOutcomeBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("delete retired bucket %s: %w", retiredOutcomeBucket, err)
+	}
+	buckets := make([]jetstream.KeyValue, 6)
+	for i, b := range []jetstream.KeyValueConfig{
+		{Bucket: AcceptedBucket, Description: "Harvest commands answered 202 whose outcome was not known yet", TTL: cfg.OutcomeTTL},
+		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why"},
+		{Bucket: SchemaBucket, Description: "Harvest workflow input JSON Schemas, registered by workers"},
+		{Bucket: LedgerBucket, Description: "Harvest effect ledger: results of effects run once per key"},
+		{Bucket: CancelledBucket, Description: "Harvest cancelled executions, for workers to stop their activities", TTL: cfg.OutcomeTTL},
+		{Bucket: HandbackBucket, Description: "Harvest task deliveries handed back unstarted by workers", TTL: cfg.OutcomeTTL},
+	} {
+		b.History, b.Storage, b.Replicas = 1, storage, cfg.Replicas
+		if buckets[i], err = js.CreateOrUpdateKeyValue(ctx, b); err != nil {
+			return nil, fmt.Errorf("declare bucket %s: %w", b.Bucket, err)
+		}
+	}
+	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
+		Handbacks: buckets[5], shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
+}
+
+// ErrNotDeclared is returned by Bind when the deployment's streams and
+// buckets are not on the NATS server yet: a scheduler or ingest declares
+// them as it starts.
+var ErrNotDeclared = errors.New("harvest's streams are not declared on this NATS server")
+
+// Bind looks up the topology a deployment declared, without changing it:
+// its shard count, outcome TTL, replicas and storage stay as the services
+// that own them (the scheduler and ingest, configured alike) declared
+// them. Workers bind; they never declare.
+func Bind(ctx context.Context, js jetstream.JetStream) (*Topology, error) {
+	commands, err := js.Stream(ctx, CommandStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("bind stream %s: %w", CommandStream, ErrNotDeclared)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bind stream %s: %w", CommandStream, err)
+	}
+	have := commands.CachedInfo().Config.Metadata[shardsMetadataKey]
+	shards, err := strconv.Atoi(have)
+	if err != nil || shards < 1 {
+		return nil, fmt.Errorf("bind stream %s: it records shard count %q: redeclare it with a current scheduler", CommandStream, have)
+	}
+	if _, err := js.Stream(ctx, TaskStream); err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = ErrNotDeclared
+		}
+		return nil, fmt.Errorf("bind stream %s: %w", TaskStream, err)
+	}
+	names := []string{AcceptedBucket, AdmissionBucket, SchemaBucket, LedgerBucket, CancelledBucket, HandbackBucket}
+	buckets := make([]jetstream.KeyValue, len(names))
+	for i, name := range names {
+		if buckets[i], err = js.KeyValue(ctx, name); err != nil {
+			if errors.Is(err, jetstream.ErrBucketNotFound) {
+				err = ErrNotDeclared
+			}
+			return nil, fmt.Errorf("bind bucket %s: %w", name, err)
+		}
+	}
+	status, err := buckets[0].Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bind bucket %s: %w", AcceptedBucket, err)
+	}
+	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
+		Handbacks: buckets[5], shards: shards, outcomeTTL: status.TTL(), commands: commands}, nil
+}
+
+// Shards is the number of logical shards.
+func (t *Topology) Shards() int { return t.shards }
+
+// OutcomeTTL is how long a command's outcome stays readable.
+func (t *Topology) OutcomeTTL() time.Duration { return t.outcomeTTL }
+
+// CommandSubject is the subject of a command of kind for shard:
+// harvest.cmd.<shard>.<kind>.
+func CommandSubject(shard int, kind string) string {
+	return "harvest.cmd." + strconv.Itoa(shard) + "." + kind
+}
+
+// CommandFilter matches every command of one shard.
+func CommandFilter(shard int) string {
+	return "harvest.cmd." + strconv.Itoa(shard) + ".>"
+}
+
+// TaskSubject is the subject of a task of kind on a task queue:
+// harvest.task.<queue>.<kind>. Queue names are validated by
+// dedup.ValidateName, so they are safe subject tokens.
+func TaskSubject(queue, kind string) string {
+	return "harvest.task." + queue + "." + kind
+}
+
+// OutcomeSubject is the core NATS subject on which the scheduler announces
+// a command's outcome once the transaction that stored it has committed:
+// harvest.outcome.<command_id>. Nothing stores these messages; a reader
+// that missed one reads the outcome from PostgreSQL.
+func OutcomeSubject(commandID string) string {
+	return outcomePrefix + commandID
+}
+
+const outcomePrefix = "harvest.outcome."
+
+// CancelledSubject is the put subject announcing a cancelled execution.
+func CancelledSubject(executionID string) string {
+	return "$KV." + CancelledBucket + "." + executionID
+}
+
+// OutcomeSubjects matches every outcome announcement.
+const OutcomeSubjects = outcomePrefix + ">"
+
+// OutcomeCommandID returns the command id of an outcome subject.
+func OutcomeCommandID(subject string) string {
+	if len(subject) > len(outcomePrefix) && subject[:len(outcomePrefix)] == outcomePrefix {
+		return subject[len(outcomePrefix):]
+	}
+	return ""
+}
+
+// PublishCommand publishes cmd on its shard with Nats-Msg-Id set to its
+// command id. After a lost PubAck it publishes again, with the same id,
+// until an acknowledgement (duplicate or not) arrives or ctx ends. The
+// returned PubAck says whether the broker had already seen the id
+// (Duplicate), and its Sequence is the stream sequence of the message that
+// holds the command.
+func (t *Topology) PublishCommand(ctx context.Context, shard int, cmd *wire.Command) (*jetstream.PubAck, error) {
+	return t.PublishCommandAs(ctx, shard, cmd, cmd.CommandID)
+}
+
+// PublishCommandAs is PublishCommand with an explicit Nats-Msg-Id, for
+// publishing a command again when the broker's memory of its id outlives
+// the command's meaning (a start whose idempotency claim has expired).
+func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Command, msgID string) (*jetstream.PubAck, error) {
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("encode command %s: %w", cmd.CommandID, err)
+	}
+	subject := CommandSubject(shard, cmd.Kind)
+	if limit := t.JS.Conn().MaxPayload(); limit > 0 && int64(len(data)+len(msgID)+128) > limit {
+		// The server refuses it whatever we do.
+		return nil, fmt.Errorf("publish command %s to %s: %w", cmd.CommandID, subject, &TooLargeError{Size: len(data), Limit: limit})
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
+		ack, err := t.JS.Publish(actx, subject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(CommandStream))
+		cancel()
+		if err == nil {
+			return ack, nil
+		}
+		if ctx.Err() != nil || !retryablePublishError(err) {
+			return nil, fmt.Errorf("publish command %s to %s: %w", cmd.CommandID, subject, err)
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("publish command %s to %s: %w", cmd.CommandID, subject, errors.Join(err, ctx.Err()))
+		case <-timer.C:
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// TooLargeError says a message is larger than the NATS server carries
+// (its max_payload, 1 MiB by default). It matches nats.ErrMaxPayload.
+type TooLargeError struct {
+	Size  int
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("message of %d bytes exceeds the server's max payload of %d", e.Size, e.Limit)
+}
+
+func (e *TooLargeError) Is(target error) bool { return target == nats.ErrMaxPayload }
+
+// ClientOptions are the options every Harvest connection to NATS uses:
+// reconnect forever, and hold no publishes while disconnected. A publish
+// then fails at once and PublishCommand tries it again until its context
+// ends, so a caller that gives up (ingest answering 503) has published
+// nothing that a buffer could still send after its answer.
+//
+// Disconnections, reconnections and asynchronous errors (a slow consumer
+// whose messages were dropped) go to log: each can delay work by a
+// consumer's ack wait, and would otherwise leave no trace.
+func ClientOptions(name string, log *slog.Logger) []nats.Option {
+	log = log.With("nats_connection", name)
+	return []nats.Option{
+		nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats: disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Warn("nats: reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Warn("nats: asynchronous error", "subject", subject, "err", err)
+		}),
+	}
+}
+
+// publishAttemptTimeout bounds one publish attempt, so a lost PubAck is
+// retried instead of using up the caller's whole deadline.
+const publishAttemptTimeout = 2 * time.Second
+
+// retryablePublishError says whether publishing again with the same message
+// id may succeed: a lost or late acknowledgement, no JetStream responder
+// yet, or a replicated stream's "duplicate message id is in process".
+func retryablePublishError(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == 10158
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) || isTimeout(err) ||
+		// Disconnected: the connection holds no publishes while it
+		// reconnects (see ClientOptions), so the publish is tried again.
+		errors.Is(err, nats.ErrReconnectBufExceeded)
+}
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}
+
+// CommandGone says whether the command stream no longer holds its
+// message at seq. The streams are work queues: a command leaves its stream
+// when the scheduler acknowledges it, after the transaction that applied
+// it (and stored its outcome) committed. A message gone without an
+// outcome was lost unapplied.
+func (t *Topology) CommandGone(ctx context.Context, seq uint64) (bool, error) {
+	_, err := t.commands.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up command %d in %s: %w", seq, CommandStream, err)
+	}
+	return false, nil
+}
+
+// MarkAccepted records that a command was accepted and answered before its
+// outcome was known. It never fails the caller's request: the mark only
+// lets a poll answer "accepted" rather than "unknown" until the outcome is
+// stored.
+func (t *Topology) MarkAccepted(ctx context.Context, commandID string) error {
+	if _, err := t.Accepted.Create(ctx, commandID, nil); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("mark command %s accepted: %w", commandID, err)
+	}
+	return nil
+}
+
+// WasAccepted says whether MarkAccepted recorded commandID (within the
+// outcome TTL).
+func (t *Topology) WasAccepted(ctx context.Context, commandID string) (bool, error) {
+	_, err := t.Accepted.Get(ctx, commandID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read accepted mark of command %s: %w", commandID, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,71 @@
+package webhook_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/storable"
+	"github.com/harvest-engine/harvest/internal/webhook"
+)
+
+func TestPointerAndExpand(t *testing.T) {
+	t.Parallel()
+	var doc any
+	require.NoError(t, json.Unmarshal([]byte(`{"data": {"object": {"id": "pi_1", "amount": 500, "lines": [{"sku": "a/b"}], "a~b": 1}}}`), &doc))
+	v, err := webhook.Pointer(doc, "/data/object/id")
+	require.NoError(t, err)
+	require.Equal(t, "pi_1", v)
+	v, err = webhook.Pointer(doc, "/data/object/lines/0/sku")
+	require.NoError(t, err)
+	require.Equal(t, "a/b", v)
+	v, err = webhook.Pointer(doc, "/data/object/a~0b")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, v)
+	_, err = webhook.Pointer(doc, "/data/missing")
+	require.ErrorIs(t, err, webhook.ErrPointer)
+	_, err = webhook.Pointer(doc, "/data/object/lines/7")
+	require.ErrorIs(t, err, webhook.ErrPointer)
+
+	s, err := webhook.Expand(doc, "order-{/data/object/id}-{/data/object/amount}")
+	require.NoError(t, err)
+	require.Equal(t, "order-pi_1-500", s)
+	_, err = webhook.Expand(doc, "x-{/data/object}")
+	require.Error(t, err)
+	_, err = webhook.Expand(doc, "x-{/data")
+	require.Error(t, err)
+}
+
+func FuzzExpand(f *testing.F) {
+	f.Add(`{"a": {"b": "c"}}`, "x-{/a/b}")
+	f.Add(`[1, 2]`, "{/1}{")
+	f.Fuzz(func(t *testing.T, raw, template string) {
+		var doc any
+		if json.Unmarshal([]byte(raw), &doc) != nil {
+			return
+		}
+		_, _ = webhook.Expand(doc, template)
+	})
+}
+
+// TestACommandsWorkflowIDMustBeAnIdentifier: a workflow_id template that
+// selects a control character makes no command; the error wraps the
+// storable.Error, so ingest can answer invalid_workflow_id.
+func TestACommandsWorkflowIDMustBeAnIdentifier(t *testing.T) {
+	t.Parallel()
+	rule := webhook.Rule{Event: "e", Workflow: "w", Signal: "s", WorkflowID: "order-{/id}"}
+	var event any
+	require.NoError(t, json.Unmarshal([]byte(`{"id": "a\nb"}`), &event))
+	_, _, err := rule.Command(4, "hook:src:1", event, time.Now())
+	var se *storable.Error
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, storable.ProblemControl, se.Problem)
+	require.ErrorContains(t, err, `workflow_id "order-a\nb" of template "order-{/id}" holds the control character U+000A`)
+
+	require.NoError(t, json.Unmarshal([]byte(`{"id": "a b"}`), &event))
+	cmd, _, err := rule.Command(4, "hook:src:1", event, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "order-a b", cmd.Start.WorkflowID)
+}

@@ -4,10 +4,8 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
+	"log/slog"
 	"os"
-	"time"
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/examples"
@@ -17,48 +15,15 @@ import (
 )
 
 func main() {
-	configPath := flag.String("config", os.Getenv("HARVEST_CONFIG"), "YAML configuration file (HARVEST_CONFIG)")
-	flag.Parse()
-	if err := run(*configPath); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
+	cmd := service.Command("worker", "Run Harvest's example workflows from a task queue", run)
+	os.Exit(service.Exit(cmd, os.Args[1:], os.Stderr))
 }
 
-func run(configPath string) error {
-	cfg, err := config.Load(configPath)
-	if err != nil {
-		return err
-	}
-	log := cfg.Logger().With("service", "worker")
-	ctx, stop := service.SignalContext()
-	defer stop()
-	nc, _, err := service.ConnectNATS(ctx, cfg, "harvest-worker", log)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	w, err := harvest.NewWorker(harvest.WorkerConfig{
-		NATS: nc, TaskQueue: cfg.TaskQueue, TaskAckWait: time.Duration(cfg.TaskAckWait),
-		ShutdownGrace: time.Duration(cfg.ShutdownGrace), DisableEagerActivities: cfg.DisableEagerActivities, Logger: log,
-	})
-	if err != nil {
-		return err
-	}
+func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	svc := examples.NewServices()
 	if url := os.Getenv("HARVEST_FAKEPAY_URL"); url != "" {
 		// The examples' payment provider, served elsewhere (by a test).
 		svc.PaymentsAPI = fakepay.NewClient(url)
 	}
-	examples.Register(w, svc)
-	if err := w.Start(ctx); err != nil {
-		return err
-	}
-	log.Info("worker ready")
-	<-ctx.Done()
-	stop() // a second signal kills the process
-	// Stop hands back the tasks not started at once, and lets those
-	// running finish within shutdown_grace.
-	log.Info("worker stopping")
-	return w.Stop(context.Background())
+	return service.RunWorker(ctx, cfg, log, func(w *harvest.Worker) { examples.Register(w, svc) })
 }

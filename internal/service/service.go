@@ -1,6 +1,9 @@
-// Package service holds what Harvest's service mains share: connecting to
-// NATS and PostgreSQL with retries (a container may start before its
-// dependencies), declaring the topology, and running until a signal.
+// Package service assembles Harvest's service binaries: the command line
+// every service shares (--config, exit codes), connecting to NATS and
+// PostgreSQL with retries (a container may start before its dependencies),
+// declaring the topology, and running ingest, a scheduler or a worker from
+// their configuration until a signal. The cmd/ mains call it and do
+// nothing else; it owns no state of its own.
 package service
 
 import (
@@ -21,6 +24,9 @@ import (
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 )
+
+// stopTimeout bounds how long a service takes to stop once asked.
+const stopTimeout = 30 * time.Second
 
 // connectTimeout bounds how long a service waits for NATS or PostgreSQL
 // at start-up.

@@ -1,0 +1,84 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+// RunIngest serves the HTTP API and runs the NATS subject bindings until
+// ctx ends.
+func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	nc, top, err := ConnectNATS(ctx, cfg, "harvest-ingest", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	// Reads only, and lazily: ingest accepts starts while PostgreSQL is down.
+	var db *pgxpool.Pool
+	if cfg.DatabaseURL != "" {
+		if db, err = store.NewPool(ctx, cfg.DatabaseURL); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		defer db.Close()
+	}
+	metrics := prometheus.NewRegistry() // ingest's and the bindings' counters, on /metrics
+	api, err := ingest.New(ingest.Config{
+		Topology: top, NC: nc, DB: db, OutcomeWait: time.Duration(cfg.OutcomeWait), Logger: log, Metrics: metrics,
+		IdempotencyFingerprint: cfg.IdempotencyFingerprint, FingerprintByWorkflow: cfg.FingerprintByWorkflow(),
+		CallbackPolicy: callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+		Webhooks:       cfg.Webhooks,
+		ArcFlowSecrets: cfg.ArcFlow.Secrets,
+	})
+	if err != nil {
+		return err
+	}
+	if err := api.Start(ctx); err != nil {
+		return err
+	}
+	defer api.Stop(context.Background())
+	// Bindings consume the users' own streams; one whose stream does not
+	// exist yet waits for it, logging, and holds nothing else up.
+	bindings, err := binding.New(binding.Config{Topology: top, Bindings: cfg.Bindings, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := bindings.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if err := bindings.Stop(stopCtx); err != nil {
+			log.Warn("stop bindings", "err", err)
+		}
+	}()
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("ingest ready", "addr", cfg.HTTPAddr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("ingest stopping")
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

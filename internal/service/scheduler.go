@@ -1,0 +1,49 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+// RunScheduler runs a scheduler: it migrates the schema, leases shards and
+// applies their commands until ctx ends.
+func RunScheduler(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	nc, top, err := ConnectNATS(ctx, cfg, "harvest-scheduler", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	db, err := ConnectDB(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := store.Migrate(ctx, db); err != nil {
+		return err
+	}
+	s, err := scheduler.New(scheduler.Config{
+		DB: db, Topology: top, Logger: log,
+		LeaseTTL:               time.Duration(cfg.LeaseTTL),
+		StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
+		WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
+		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("scheduler ready", "owner", s.Owner(), "shards", top.Shards())
+	<-ctx.Done()
+	log.Info("scheduler stopping")
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	return s.Stop(stopCtx)
+}

@@ -136,6 +136,25 @@ func LockShard(ctx context.Context, tx Tx, owner string, l Lease) (int64, error)
 	return applied, r.Send(ctx, tx)
 }
 
+// LockShard fences the transaction, as the function LockShard does, and
+// sets *applied to the shard's applied stream sequence. Statements queued
+// after it run under the lock.
+func (r *Reads) LockShard(owner string, l Lease, applied *int64) {
+	r.b.Queue(`
+		SELECT o.applied_seq FROM shard_leases l JOIN shard_offsets o USING (shard)
+		WHERE l.shard = $1 AND l.owner = $2 AND l.epoch = $3
+		FOR UPDATE OF o FOR SHARE OF l`, l.Shard, owner, l.Epoch).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(applied)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("shard %d epoch %d: %w", l.Shard, l.Epoch, ErrLeaseLost)
+		}
+		if err != nil {
+			return fmt.Errorf("lock shard %d: %w", l.Shard, err)
+		}
+		return nil
+	})
+}
+
 // ForgetDeadSchedulers deletes schedulers whose heartbeat lapsed over an
 // hour ago, so the table does not grow with every process start.
 func ForgetDeadSchedulers(ctx context.Context, db *pgxpool.Pool) error {
@@ -200,4 +219,46 @@ func BindShardStream(ctx context.Context, db *pgxpool.Pool, owner string, l Leas
 		return nil
 	})
 	return b, err
+}
+
+// ShardFailure is a shard whose applies keep failing.
+type ShardFailure struct {
+	Shard        int
+	FailingSince time.Time
+	LastError    string
+}
+
+// RecordShardFailure marks shard as failing (since now, unless it was
+// already) with err's message.
+func RecordShardFailure(ctx context.Context, db DBTX, shard int, msg string) error {
+	_, err := db.Exec(ctx, `UPDATE shard_offsets SET failing_since = coalesce(failing_since, now()), last_error = $2 WHERE shard = $1`,
+		shard, Storable(msg))
+	if err != nil {
+		return fmt.Errorf("record failure of shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+// ClearShardFailure marks shard as applying again.
+func ClearShardFailure(ctx context.Context, db DBTX, shard int) error {
+	_, err := db.Exec(ctx, `UPDATE shard_offsets SET failing_since = NULL, last_error = NULL WHERE shard = $1 AND failing_since IS NOT NULL`, shard)
+	if err != nil {
+		return fmt.Errorf("clear failure of shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+// FailingShards returns the shards that have been failing for longer
+// than longer.
+func FailingShards(ctx context.Context, db DBTX, longer time.Duration) ([]ShardFailure, error) {
+	rows, err := db.Query(ctx, `SELECT shard, failing_since, coalesce(last_error, '') FROM shard_offsets
+		WHERE failing_since IS NOT NULL AND failing_since <= now() - $1::interval ORDER BY shard`, longer)
+	if err != nil {
+		return nil, fmt.Errorf("read failing shards: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ShardFailure])
+	if err != nil {
+		return nil, fmt.Errorf("read failing shards: %w", err)
+	}
+	return out, nil
 }

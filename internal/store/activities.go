@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Activity is one row of activities.
+type Activity struct {
+	ExecutionID    string
+	ActivityID     int
+	ActivityName   string
+	Status         string
+	Attempt        int
+	IdempotencyKey string
+	Input          json.RawMessage
+	Options        json.RawMessage
+	ScheduledAt    time.Time
+	// HeartbeatDetails and LastHeartbeatAt are the current attempt's
+	// liveness; OutcomeUnknown says the previous attempt left no result.
+	HeartbeatDetails json.RawMessage
+	LastHeartbeatAt  *time.Time
+	OutcomeUnknown   bool
+}
+
+// Activity statuses.
+const (
+	ActivityScheduled = "Scheduled"
+	ActivityCompleted = "Completed"
+	ActivityFailed    = "Failed"
+)
+
+// ActivityRef names one activity of one execution.
+type ActivityRef struct {
+	ExecutionID string
+	ActivityID  int
+}
+
+// LoadActivities returns the activities named, locked for update.
+func LoadActivities(ctx context.Context, tx Tx, refs []ActivityRef) (map[ActivityRef]*Activity, error) {
+	out := make(map[ActivityRef]*Activity, len(refs))
+	var r Reads
+	r.LoadActivities(refs, out)
+	return out, r.Send(ctx, tx)
+}
+
+// LoadActivities puts in out the activities named, locked for update.
+func (r *Reads) LoadActivities(refs []ActivityRef, out map[ActivityRef]*Activity) {
+	if len(refs) == 0 {
+		return
+	}
+	ids := make([]string, len(refs))
+	aids := make([]int32, len(refs))
+	for i, ref := range refs {
+		ids[i], aids[i] = ref.ExecutionID, int32(ref.ActivityID)
+	}
+	r.b.Queue(`
+		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
+			heartbeat_details, last_heartbeat_at, outcome_unknown
+		FROM activities
+		WHERE (execution_id, activity_id) IN (SELECT * FROM unnest($1::uuid[], $2::int[]))
+		FOR UPDATE`, ids, aids).Query(func(rows pgx.Rows) error {
+		acts, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[Activity])
+		if err != nil {
+			return fmt.Errorf("load activities: %w", err)
+		}
+		for _, a := range acts {
+			out[ActivityRef{a.ExecutionID, a.ActivityID}] = a
+		}
+		return nil
+	})
+}
+
+func queueInsertActivities(b *pgx.Batch, as []*Activity) {
+	if len(as) == 0 {
+		return
+	}
+	n := len(as)
+	var (
+		ids, names, statuses, keys = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		actIDs, attempts           = make([]int, n), make([]int, n)
+		inputs, options            = make([]json.RawMessage, n), make([]json.RawMessage, n)
+		scheduled                  = make([]time.Time, n)
+		unknown                    = make([]bool, n)
+	)
+	for i, a := range as {
+		ids[i], actIDs[i], names[i], statuses[i], attempts[i] = a.ExecutionID, a.ActivityID, a.ActivityName, a.Status, a.Attempt
+		keys[i], inputs[i], options[i], scheduled[i], unknown[i] = a.IdempotencyKey, a.Input, a.Options, a.ScheduledAt, a.OutcomeUnknown
+	}
+	// An activity can be inserted closed: its first attempt ran eagerly.
+	b.Queue(`INSERT INTO activities (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
+			outcome_unknown, closed_at)
+		SELECT v.*, CASE WHEN v.status = 'Scheduled' THEN NULL ELSE now() END
+		FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::jsonb[], $8::jsonb[], $9::timestamptz[], $10::bool[])
+			AS v (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at, outcome_unknown)`,
+		ids, actIDs, names, statuses, attempts, keys, inputs, options, scheduled, unknown)
+}
+
+func queueUpdateActivities(b *pgx.Batch, as []*Activity) {
+	as = lastOf(as, func(a *Activity) ActivityRef { return ActivityRef{a.ExecutionID, a.ActivityID} })
+	if len(as) < setBasedUpdateRows {
+		for _, a := range as {
+			b.Queue(`UPDATE activities SET status = $3, attempt = $4, closed_at = CASE WHEN $3 = 'Scheduled' THEN NULL ELSE now() END,
+				heartbeat_details = $5, last_heartbeat_at = $6, outcome_unknown = $7
+				WHERE execution_id = $1 AND activity_id = $2`, a.ExecutionID, a.ActivityID, a.Status, a.Attempt,
+				a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown)
+		}
+		return
+	}
+	n := len(as)
+	var (
+		ids, statuses    = make([]string, n), make([]string, n)
+		actIDs, attempts = make([]int, n), make([]int, n)
+		details          = make([]json.RawMessage, n)
+		heartbeats       = make([]*time.Time, n)
+		unknown          = make([]bool, n)
+	)
+	for i, a := range as {
+		ids[i], actIDs[i], statuses[i], attempts[i] = a.ExecutionID, a.ActivityID, a.Status, a.Attempt
+		details[i], heartbeats[i], unknown[i] = a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown
+	}
+	b.Queue(`UPDATE activities AS a SET status = v.status, attempt = v.attempt,
+			closed_at = CASE WHEN v.status = 'Scheduled' THEN NULL ELSE now() END,
+			heartbeat_details = v.heartbeat_details, last_heartbeat_at = v.last_heartbeat_at, outcome_unknown = v.outcome_unknown
+		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::int[]) AS activity_id, unnest($3::text[]) AS status,
+			unnest($4::int[]) AS attempt, unnest($5::jsonb[]) AS heartbeat_details, unnest($6::timestamptz[]) AS last_heartbeat_at,
+			unnest($7::bool[]) AS outcome_unknown) AS v
+		WHERE a.execution_id = v.execution_id AND a.activity_id = v.activity_id AND a.execution_id = ANY($1::uuid[])`,
+		ids, actIDs, statuses, attempts, details, heartbeats, unknown)
+}

@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ClaimRef names a start idempotency claim.
+type ClaimRef struct {
+	WorkflowName   string
+	IdempotencyKey string
+}
+
+// Claim is a start idempotency claim.
+type Claim struct {
+	ExecutionID string
+	Fingerprint string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// NewClaim is a claim a start wants to take.
+type NewClaim struct {
+	ClaimRef
+	ExecutionID string
+	Fingerprint string
+}
+
+const claimColumns = `workflow_name, idempotency_key, execution_id::text, fingerprint, created_at, expires_at`
+
+// ClaimStartKeys takes each claim for the execution given with it. A live
+// claim held by another execution is left alone; an expired one is taken
+// over. It returns, for every key, the claim as it now stands: the new
+// one, or the live holder's.
+func ClaimStartKeys(ctx context.Context, tx Tx, claims []NewClaim, window time.Duration) (map[ClaimRef]Claim, error) {
+	out := make(map[ClaimRef]Claim, len(claims))
+	var r Reads
+	r.ClaimStartKeys(claims, window, out)
+	if err := r.Send(ctx, tx); err != nil {
+		return nil, err
+	}
+	return out, ClaimsMissed(ctx, tx, claims, out)
+}
+
+// ClaimsMissed reads the claims of keys Reads.ClaimStartKeys did not
+// take: keys held by a live claim of another execution.
+func ClaimsMissed(ctx context.Context, tx Tx, claims []NewClaim, out map[ClaimRef]Claim) error {
+	if len(out) == len(claims) {
+		return nil
+	}
+	names := make([]string, len(claims))
+	keys := make([]string, len(claims))
+	for i, c := range claims {
+		names[i], keys[i] = c.WorkflowName, c.IdempotencyKey
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT `+claimColumns+` FROM start_claims
+		WHERE (workflow_name, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, names, keys)
+	if err != nil {
+		return fmt.Errorf("read start claims: %w", err)
+	}
+	if err := collectClaims(rows, out); err != nil {
+		return fmt.Errorf("read start claims: %w", err)
+	}
+	return nil
+}
+
+func collectClaims(rows pgx.Rows, out map[ClaimRef]Claim) error {
+	var r ClaimRef
+	var c Claim
+	_, err := pgx.ForEachRow(rows, []any{&r.WorkflowName, &r.IdempotencyKey, &c.ExecutionID, &c.Fingerprint, &c.CreatedAt, &c.ExpiresAt}, func() error {
+		if _, ok := out[r]; !ok {
+			out[r] = c
+		}
+		return nil
+	})
+	return err
+}
+
+// LiveClaim reads the live claim of a key, if any, with the execution it
+// points to.
+func LiveClaim(ctx context.Context, db DBTX, ref ClaimRef) (*Claim, *Execution, error) {
+	var c Claim
+	var r ClaimRef
+	err := db.QueryRow(ctx, `SELECT `+claimColumns+` FROM start_claims
+		WHERE workflow_name = $1 AND idempotency_key = $2 AND expires_at > now()`, ref.WorkflowName, ref.IdempotencyKey).
+		Scan(&r.WorkflowName, &r.IdempotencyKey, &c.ExecutionID, &c.Fingerprint, &c.CreatedAt, &c.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read claim %q: %w", ref.IdempotencyKey, err)
+	}
+	e, err := GetExecution(ctx, db, c.ExecutionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &c, e, nil
+}
+
+// SweepExpiredClaims deletes up to limit expired claims and returns how
+// many it deleted. Correctness never depends on it: expired claims are
+// ignored and taken over wherever they are read.
+func SweepExpiredClaims(ctx context.Context, db DBTX, limit int) (int64, error) {
+	tag, err := db.Exec(ctx, `
+		DELETE FROM start_claims WHERE ctid IN (
+			SELECT ctid FROM start_claims WHERE expires_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED)`, limit)
+	if err != nil {
+		return 0, fmt.Errorf("sweep expired claims: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ClaimStartKeys takes each claim for the execution given with it, in one
+// statement: a live claim held by another execution is left alone, an
+// expired one is taken over. It puts in out, for every key, the claim as
+// it now stands, for the keys it took; a key held by a live claim of
+// another execution is missing, and ClaimsMissed reads those.
+func (r *Reads) ClaimStartKeys(claims []NewClaim, window time.Duration, out map[ClaimRef]Claim) {
+	if len(claims) == 0 {
+		return
+	}
+	names := make([]string, len(claims))
+	keys := make([]string, len(claims))
+	execs := make([]string, len(claims))
+	prints := make([]string, len(claims))
+	for i, c := range claims {
+		names[i], keys[i], execs[i], prints[i] = c.WorkflowName, c.IdempotencyKey, c.ExecutionID, c.Fingerprint
+	}
+	// The INSERT returns the claims it took (new keys, and expired claims
+	// taken over); a key held by a live claim of another execution is not
+	// returned, and ClaimsMissed reads it in a second round trip. Keeping
+	// the common statement a plain INSERT matters: PostgreSQL plans it on
+	// every call (store.PoolConfig), and planning the earlier form, which
+	// also read the held claims in a UNION ALL, cost more than running it.
+	r.b.Queue(`
+		INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
+		SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
+		ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
+			SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
+				created_at = now(), expires_at = EXCLUDED.expires_at
+			WHERE c.expires_at <= now()
+		RETURNING `+claimColumns,
+		names, keys, execs, prints, window).Query(func(rows pgx.Rows) error {
+		if err := collectClaims(rows, out); err != nil {
+			return fmt.Errorf("claim start keys: %w", err)
+		}
+		return nil
+	})
+}
+
+func queueRepointClaims(b *pgx.Batch, repoint map[ClaimRef]string) {
+	if len(repoint) == 0 {
+		return
+	}
+	names, keys, ids := make([]string, 0, len(repoint)), make([]string, 0, len(repoint)), make([]string, 0, len(repoint))
+	for ref, id := range repoint {
+		names, keys, ids = append(names, ref.WorkflowName), append(keys, ref.IdempotencyKey), append(ids, id)
+	}
+	b.Queue(`UPDATE start_claims AS c SET execution_id = v.execution_id
+		FROM (SELECT unnest($1::text[]) AS workflow_name, unnest($2::text[]) AS idempotency_key, unnest($3::uuid[]) AS execution_id) AS v
+		WHERE c.workflow_name = v.workflow_name AND c.idempotency_key = v.idempotency_key`, names, keys, ids)
+}
+
+func queueDeleteClaims(b *pgx.Batch, refs []ClaimRef) {
+	if len(refs) == 0 {
+		return
+	}
+	names, keys := make([]string, len(refs)), make([]string, len(refs))
+	for i, ref := range refs {
+		names[i], keys[i] = ref.WorkflowName, ref.IdempotencyKey
+	}
+	b.Queue(`DELETE FROM start_claims AS c USING (SELECT unnest($1::text[]) AS workflow_name, unnest($2::text[]) AS idempotency_key) AS d
+		WHERE c.workflow_name = d.workflow_name AND c.idempotency_key = d.idempotency_key`, names, keys)
+}

@@ -1,0 +1,261 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrExecutionNotFound is returned for an execution id that does not exist.
+var ErrExecutionNotFound = errors.New("execution not found")
+
+// Execution is one row of executions.
+type Execution struct {
+	ExecutionID    string
+	Shard          int
+	WorkflowName   string
+	WorkflowID     string
+	TaskQueue      string
+	Status         string
+	Input          json.RawMessage
+	Result         json.RawMessage
+	Error          json.RawMessage
+	LastSeq        int
+	WFTID          int
+	WFTOutstanding bool
+	WFTDirty       bool
+	IdempotencyKey *string
+	// CompletionCallback is the URL the outcome is POSTed to on close.
+	CompletionCallback *string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	ClosedAt           *time.Time
+}
+
+const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
+	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at`
+
+func scanExecution(row pgx.Row) (*Execution, error) {
+	var e Execution
+	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
+		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt)
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// WorkflowRef names executions by workflow id.
+type WorkflowRef struct {
+	WorkflowName string
+	WorkflowID   string
+}
+
+// LatestByWorkflowID returns, for each (workflow_name, workflow_id), its most
+// recent execution, locked for update.
+func LatestByWorkflowID(ctx context.Context, tx Tx, refs []WorkflowRef) (map[WorkflowRef]*Execution, error) {
+	out := make(map[WorkflowRef]*Execution, len(refs))
+	var r Reads
+	r.LatestByWorkflowID(refs, out)
+	return out, r.Send(ctx, tx)
+}
+
+// LoadExecutions returns the executions with the given ids, locked for
+// update. Unknown ids are absent from the map.
+func LoadExecutions(ctx context.Context, tx Tx, ids []string) (map[string]*Execution, error) {
+	out := make(map[string]*Execution, len(ids))
+	var r Reads
+	r.LoadExecutions(ids, out)
+	return out, r.Send(ctx, tx)
+}
+
+// GetExecution reads one execution, or returns ErrExecutionNotFound.
+func GetExecution(ctx context.Context, db DBTX, executionID string) (*Execution, error) {
+	e, err := scanExecution(db.QueryRow(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id = $1`, executionID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get execution %s: %w", executionID, ErrExecutionNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get execution %s: %w", executionID, err)
+	}
+	return e, nil
+}
+
+// ListFilter narrows ListExecutions; zero fields match everything.
+type ListFilter struct {
+	WorkflowName string
+	Status       string
+	Limit        int
+}
+
+// ListExecutions returns the newest executions matching f.
+func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, error) {
+	rows, err := db.Query(ctx, `SELECT `+executionColumns+` FROM executions
+		WHERE ($1 = '' OR workflow_name = $1) AND ($2 = '' OR status = $2)
+		ORDER BY created_at DESC, execution_id DESC LIMIT $3`, f.WorkflowName, f.Status, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	defer rows.Close()
+	var out []*Execution
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list executions: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	return out, nil
+}
+
+// ClosedExecutions returns those of the given executions that have
+// closed, with their status, result and closed_at. `harvest bench` polls
+// it with the executions it still waits for, so each poll reads only
+// those, by primary key.
+func ClosedExecutions(ctx context.Context, db DBTX, executionIDs []string) ([]*Execution, error) {
+	if len(executionIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := db.Query(ctx, `SELECT `+executionColumns+` FROM executions
+		WHERE execution_id = ANY($1::uuid[]) AND status <> 'Running'`, executionIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read closed executions: %w", err)
+	}
+	defer rows.Close()
+	var out []*Execution
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read closed executions: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read closed executions: %w", err)
+	}
+	return out, nil
+}
+
+// LatestByWorkflowID puts in out, for each (workflow_name, workflow_id),
+// its most recent execution, locked for update.
+func (r *Reads) LatestByWorkflowID(refs []WorkflowRef, out map[WorkflowRef]*Execution) {
+	if len(refs) == 0 {
+		return
+	}
+	names := make([]string, len(refs))
+	ids := make([]string, len(refs))
+	for i, ref := range refs {
+		names[i], ids[i] = ref.WorkflowName, ref.WorkflowID
+	}
+	// One index probe per ref (executions_workflow_id_idx), newest first:
+	// a plan PostgreSQL makes quickly and cannot turn into a scan.
+	r.b.Queue(`
+		SELECT e.* FROM unnest($1::text[], $2::text[]) AS u(n, id)
+		CROSS JOIN LATERAL (
+			SELECT `+executionColumns+` FROM executions
+			WHERE workflow_name = u.n AND workflow_id = u.id
+			ORDER BY created_at DESC LIMIT 1
+		) AS e`, names, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			e, err := scanExecution(rows)
+			if err != nil {
+				return fmt.Errorf("look up executions by workflow id: %w", err)
+			}
+			out[WorkflowRef{e.WorkflowName, e.WorkflowID}] = e
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("look up executions by workflow id: %w", err)
+		}
+		return nil
+	})
+}
+
+// LoadExecutions puts in out the executions with the given ids, locked for
+// update. Unknown ids are left out.
+func (r *Reads) LoadExecutions(ids []string, out map[string]*Execution) {
+	if len(ids) == 0 {
+		return
+	}
+	r.b.Queue(`SELECT `+executionColumns+` FROM executions WHERE execution_id = ANY($1::uuid[]) FOR UPDATE`, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			e, err := scanExecution(rows)
+			if err != nil {
+				return fmt.Errorf("load executions: %w", err)
+			}
+			out[e.ExecutionID] = e
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("load executions: %w", err)
+		}
+		return nil
+	})
+}
+
+func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
+	if len(es) == 0 {
+		return
+	}
+	n := len(es)
+	var (
+		ids, names, wfIDs, queues, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		shards, lastSeqs, wftIDs            = make([]int, n), make([]int, n), make([]int, n)
+		inputs, results, errs               = make([]json.RawMessage, n), make([]json.RawMessage, n), make([]json.RawMessage, n)
+		outstanding, dirty                  = make([]bool, n), make([]bool, n)
+		keys, callbacks                     = make([]*string, n), make([]*string, n)
+		created, updated                    = make([]time.Time, n), make([]time.Time, n)
+		closed                              = make([]*time.Time, n)
+	)
+	for i, e := range es {
+		ids[i], shards[i], names[i], wfIDs[i], queues[i], statuses[i] = e.ExecutionID, e.Shard, e.WorkflowName, e.WorkflowID, e.TaskQueue, e.Status
+		inputs[i], results[i], errs[i] = e.Input, e.Result, e.Error
+		lastSeqs[i], wftIDs[i], outstanding[i], dirty[i] = e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty
+		keys[i], callbacks[i], created[i], updated[i], closed[i] = e.IdempotencyKey, e.CompletionCallback, e.CreatedAt, e.UpdatedAt, e.ClosedAt
+	}
+	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
+			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at)
+		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
+			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
+			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
+			unnest($18::timestamptz[])`,
+		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
+		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed)
+}
+
+func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
+	es = lastOf(es, func(e *Execution) string { return e.ExecutionID })
+	if len(es) < setBasedUpdateRows {
+		for _, e := range es {
+			b.Queue(`UPDATE executions SET status = $2, result = $3, error = $4, last_seq = $5, wft_id = $6,
+				wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10 WHERE execution_id = $1`,
+				e.ExecutionID, e.Status, e.Result, e.Error, e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt)
+		}
+		return
+	}
+	n := len(es)
+	var (
+		ids, statuses      = make([]string, n), make([]string, n)
+		results, errs      = make([]json.RawMessage, n), make([]json.RawMessage, n)
+		lastSeqs, wftIDs   = make([]int, n), make([]int, n)
+		outstanding, dirty = make([]bool, n), make([]bool, n)
+		updated            = make([]time.Time, n)
+		closed             = make([]*time.Time, n)
+	)
+	for i, e := range es {
+		ids[i], statuses[i], results[i], errs[i] = e.ExecutionID, e.Status, e.Result, e.Error
+		lastSeqs[i], wftIDs[i], outstanding[i], dirty[i], updated[i], closed[i] = e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt
+	}
+	b.Queue(`UPDATE executions AS e SET status = v.status, result = v.result, error = v.error, last_seq = v.last_seq, wft_id = v.wft_id,
+			wft_outstanding = v.wft_outstanding, wft_dirty = v.wft_dirty, updated_at = v.updated_at, closed_at = v.closed_at
+		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::text[]) AS status, unnest($3::jsonb[]) AS result,
+			unnest($4::jsonb[]) AS error, unnest($5::int[]) AS last_seq, unnest($6::int[]) AS wft_id, unnest($7::bool[]) AS wft_outstanding,
+			unnest($8::bool[]) AS wft_dirty, unnest($9::timestamptz[]) AS updated_at, unnest($10::timestamptz[]) AS closed_at) AS v
+		WHERE e.execution_id = v.execution_id AND e.execution_id = ANY($1::uuid[])`,
+		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed)
+}

@@ -1,9 +1,3 @@
-// Package dedup owns Harvest's idempotency keys: validation of the keys
-// callers send, derivation of command ids (which become Nats-Msg-Id
-// headers), activity idempotency keys and their subkeys, and routing of
-// commands to logical shards.
-//
-// Everything here is a pure function of its input, safe for concurrent use.
 package dedup
 
 import (

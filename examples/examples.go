@@ -1,7 +1,3 @@
-// Package examples holds the example workflows that cmd/worker and
-// `harvest dev` run: onboarding, which makes two outbound calls each under
-// its own subkey, and charge, which charges a card through a fake payment
-// provider that honours idempotency keys.
 package examples
 
 import (

@@ -27,5 +27,6 @@
 // Each delivery carries a Harvest-Delivery-Id header that stays the same
 // across retries, so receivers can deduplicate. RetryDelay and
 // DefaultMaxAttempts give the retry schedule; the caller (the scheduler)
-// owns the retry loop and persistence.
+// owns the retry loop and persistence: this package must not touch
+// PostgreSQL or NATS.
 package callback

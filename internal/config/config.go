@@ -1,6 +1,3 @@
-// Package config loads the configuration of Harvest's services: a YAML file
-// (see configs/), then HARVEST_* environment variables over it. Every
-// field has a documented default, so an empty file is valid.
 package config
 
 import (

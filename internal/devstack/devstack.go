@@ -1,8 +1,3 @@
-// Package devstack runs the whole of Harvest in one process — an embedded
-// NATS server with JetStream, a private PostgreSQL started from the local
-// binaries, the scheduler, a worker with the example workflows, and the
-// HTTP API — or runs the same services on an external NATS and PostgreSQL.
-// `harvest dev` and the end-to-end tests use it.
 package devstack
 
 import (

@@ -1,17 +1,3 @@
-// Package pglocal runs a private PostgreSQL server from the locally installed
-// binaries, for `harvest dev` and for tests.
-//
-// [Start] initialises a cluster in Config.DataDir when it holds none (initdb),
-// reuses it otherwise, and runs the postgres binary directly as a child
-// process listening on 127.0.0.1 only (no Unix socket). The child is tied to
-// us: on Linux it receives SIGQUIT (immediate shutdown) if our process dies,
-// and it sits in its own process group so a terminal's Ctrl-C reaches only
-// us. [Server.Stop] performs a fast shutdown.
-//
-// PostgreSQL refuses to run as root. When we are root, initdb and postgres
-// run as the `postgres` system user (or `nobody` if there is none), the data
-// directory is handed to that user, and every parent directory of DataDir
-// must let that user through.
 package pglocal
 
 import (

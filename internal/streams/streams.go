@@ -1,8 +1,3 @@
-// Package streams owns Harvest's JetStream topology: the command stream,
-// the task stream and the outcome bucket, their subjects, the mapping of
-// commands to logical shards, and publishing with message ids.
-//
-// Topology values are safe for concurrent use once declared.
 package streams
 
 import (

@@ -1,16 +1,3 @@
-// Package webhook verifies incoming webhook requests against their raw body,
-// before anything is parsed.
-//
-// A [Source] describes one configured sender (Stripe, GitHub, a generic HMAC
-// signer, or an explicitly unsigned source). [Verify] checks the request
-// headers and the exact bytes received against that configuration and, on
-// success, returns the [Delivery] metadata that can be read from the headers.
-// Signature failures wrap [ErrBadSignature]; a verified GitHub request
-// lacking its delivery metadata wraps [ErrMissingHeader].
-//
-// Every secret listed in a source is tried, so secrets can be rotated by
-// adding the new one before removing the old one. All signature comparisons
-// are constant-time.
 package webhook
 
 import (

@@ -1,0 +1,12 @@
+// Package dedup owns Harvest's idempotency keys: validation of the keys
+// callers send, derivation of command ids (which become Nats-Msg-Id
+// headers), activity idempotency keys and their subkeys, and routing of
+// commands to logical shards.
+//
+// Everything here is a pure function of its input, safe for concurrent use.
+//
+// It is pure computation: no I/O, no clock, no state, so a key derived
+// anywhere (ingest, scheduler, worker, a user's own code) is the same key.
+// It is public because activity keys are part of the worker SDK; it must
+// not grow anything that talks to NATS or PostgreSQL.
+package dedup

@@ -1,0 +1,7 @@
+// Package service assembles Harvest's service binaries: the command line
+// every service shares (--config, exit codes), connecting to NATS and
+// PostgreSQL with retries (a container may start before its dependencies),
+// declaring the topology, and running ingest, a scheduler or a worker from
+// their configuration until a signal. The cmd/ mains call it and do
+// nothing else; it owns no state of its own.
+package service

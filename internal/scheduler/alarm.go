@@ -1,0 +1,145 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+// timerAlarm wakes the shard loop when its earliest durable timer is due.
+type timerAlarm struct {
+	t     *time.Timer
+	armed time.Time
+}
+
+func newTimerAlarm() *timerAlarm {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &timerAlarm{t: t}
+}
+
+func (a *timerAlarm) c() <-chan time.Time { return a.t.C }
+
+// arm sets the alarm for at, unless it is set for earlier already.
+func (a *timerAlarm) arm(at time.Time) {
+	if !a.armed.IsZero() && !at.Before(a.armed) {
+		return
+	}
+	a.armed = at
+	a.t.Reset(max(time.Until(at), 0))
+}
+
+func (a *timerAlarm) reset() {
+	a.t.Stop()
+	a.armed = time.Time{}
+}
+
+func (a *timerAlarm) stop() { a.t.Stop() }
+
+// rearm sets the alarm for the shard's earliest timer.
+func (r *runner) rearm(ctx context.Context, a *timerAlarm) error {
+	a.reset()
+	at, ok, err := store.NextTimer(ctx, r.s.cfg.DB, r.lease.Shard)
+	if err != nil {
+		return err
+	}
+	if ok {
+		a.arm(at)
+	}
+	return nil
+}
+
+// fireDueTimers applies the shard's due timers, a bounded batch per
+// transaction, then publishes what they produced. A batch that fails for
+// a reason retrying will not fix is fired again timer by timer, and a
+// timer that fails alone is dropped, logged and counted, so that it does
+// not stop the shard (isolateTimers).
+func (r *runner) fireDueTimers(ctx context.Context) error {
+	const limit = 256
+	for {
+		if err := r.reap(ctx, false); err != nil {
+			return err
+		}
+		fired, err := r.fireTimersTx(ctx, limit, nil)
+		if err != nil && poisonous(err) {
+			fired, err = r.isolateTimers(ctx, limit, err)
+		}
+		if err != nil {
+			return fmt.Errorf("fire timers: %w", err)
+		}
+		if fired < limit {
+			return nil
+		}
+	}
+}
+
+// fireTimersTx fires up to limit due timers (only those of ids, when
+// given) in one transaction and publishes what they produced; it returns
+// how many it fired.
+func (r *runner) fireTimersTx(ctx context.Context, limit int, ids []int64) (int, error) {
+	var writes *store.Writes
+	var fired int
+	err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
+		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
+		if err != nil {
+			return err
+		}
+		due, err := store.DueTimers(ctx, tx, r.lease.Shard, time.Now(), limit, ids...)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		fired = len(due)
+		if writes, err = fireTimers(ctx, tx, r.env(), applied, due); err != nil {
+			return err
+		}
+		writes.PublishedOutbox = r.published
+		tx.commitWithNext()
+		return store.Write(ctx, tx, writes)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if writes != nil {
+		r.published = nil
+		r.known.remember(writes)
+		r.forgetTasks(writes)
+		r.announce(writes.Outcomes)
+		if err := r.publish(ctx, writes.Outbox); err != nil {
+			return 0, err
+		}
+	}
+	return fired, nil
+}
+
+// isolateTimers fires the due timers one per transaction after their
+// batch failed for a reason retrying will not fix (cause); a timer that
+// fails alone for such a reason is deleted. It returns how many timers it
+// handled.
+func (r *runner) isolateTimers(ctx context.Context, limit int, cause error) (int, error) {
+	r.log.Warn("firing timers failed for a reason retrying will not fix: firing them one by one", "err", cause)
+	due, err := store.DueTimers(ctx, r.s.cfg.DB, r.lease.Shard, time.Now(), limit)
+	if err != nil {
+		return 0, err
+	}
+	for _, tm := range due {
+		_, err := r.fireTimersTx(ctx, 1, []int64{tm.ID})
+		if err != nil && poisonous(err) {
+			r.log.Error("dropping a timer that cannot fire", "execution_id", tm.ExecutionID, "kind", tm.Kind, "timer_id", tm.ID, "err", err)
+			r.s.metrics.deadTimers.Inc()
+			err = pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
+				if _, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease); err != nil {
+					return err
+				}
+				return store.DeleteTimer(ctx, tx, tm.ID)
+			})
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(due), nil
+}

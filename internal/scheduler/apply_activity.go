@@ -1,0 +1,150 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+func (b *batch) activityResult(r *wire.ActivityResult) {
+	ref := store.ActivityRef{ExecutionID: r.ExecutionID, ActivityID: r.ActivityID}
+	a, e := b.activities[ref], b.execs[r.ExecutionID]
+	if a == nil || e == nil || a.Status != store.ActivityScheduled || a.Attempt != r.Attempt || e.Status != wire.StatusRunning {
+		b.log.Debug("dropping stale activity result", "execution_id", r.ExecutionID, "activity", r.ActivityID, "attempt", r.Attempt)
+		return
+	}
+	if r.Failure != nil {
+		b.attemptFailed(e, a, r.Failure)
+		return
+	}
+	a.Status = store.ActivityCompleted
+	b.activityChanged(ref, a)
+	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
+	b.appendEvent(e, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: r.Attempt, Result: r.Result})
+	b.needWorkflowTask(e)
+}
+
+// heartbeat records that the current attempt is alive, with its details.
+func (b *batch) heartbeat(h *wire.ActivityHeartbeat) {
+	ref := store.ActivityRef{ExecutionID: h.ExecutionID, ActivityID: h.ActivityID}
+	a := b.activities[ref]
+	if a == nil || a.Status != store.ActivityScheduled || a.Attempt != h.Attempt {
+		return
+	}
+	now := b.now
+	a.LastHeartbeatAt = &now
+	if len(h.Details) > 0 {
+		a.HeartbeatDetails = h.Details
+	}
+	b.activityChanged(ref, a)
+}
+
+func (b *batch) activityChanged(ref store.ActivityRef, a *store.Activity) {
+	if !b.newActs[ref] {
+		b.writes.UpdatedActivities = append(b.writes.UpdatedActivities, a)
+	}
+}
+
+func activityOptions(a *store.Activity) wire.ActivityOptions {
+	opts := wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
+	if len(a.Options) > 0 {
+		_ = json.Unmarshal(a.Options, &opts)
+	}
+	return opts
+}
+
+// attemptFailed decides what follows a failed attempt: the next attempt
+// after the policy's backoff, on a durable timer, or the activity's
+// failure, which the workflow sees.
+func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Failure) {
+	ref := store.ActivityRef{ExecutionID: a.ExecutionID, ActivityID: a.ActivityID}
+	opts := activityOptions(a)
+	delay := opts.Retry.Delay(a.Attempt)
+	retry := opts.Retry.Retries(a.Attempt, f.Type, f.NonRetryable)
+	if total := opts.ScheduleToClose(); total > 0 && b.now.Add(delay).After(a.ScheduledAt.Add(total)) {
+		retry = false
+		if f.Type == "StartToCloseTimeout" {
+			// The attempt ran out of time and the activity has none left
+			// for another: whichever side noticed first (the worker at its
+			// deadline, or the timer), the bound that ended it is the
+			// schedule-to-close one.
+			f = &wire.Failure{Type: "ScheduleToCloseTimeout", Message: fmt.Sprintf("activity did not finish within its schedule-to-close timeout of %s", total), NonRetryable: true}
+		}
+	}
+	if retry {
+		// An attempt that ended without a result may have had its effect:
+		// the next one reconciles first.
+		a.OutcomeUnknown = outcomeUnknown(f.Type)
+		// The failed attempt is over: the next one's number is taken now,
+		// so a late result or heartbeat of the old one is stale.
+		a.Attempt++
+		b.activityChanged(ref, a)
+		attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
+		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: a.ExecutionID, Kind: store.TimerActivityRetry, FireAt: b.now.Add(delay), Attrs: attrs})
+		b.log.Debug("activity attempt failed; retrying", "execution_id", a.ExecutionID, "activity", a.ActivityName, "attempt", a.Attempt-1, "retry_in", delay, "err", f.Message)
+		return
+	}
+	a.Status = store.ActivityFailed
+	b.activityChanged(ref, a)
+	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
+	b.appendEvent(e, wire.EventActivityFailed, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: a.Attempt, Failure: f})
+	b.needWorkflowTask(e)
+}
+
+// outcomeUnknown says whether a failure of type typ leaves the attempt's
+// effect unknown: it ended without the activity reporting.
+func outcomeUnknown(typ string) bool {
+	switch typ {
+	case "StartToCloseTimeout", "HeartbeatTimeout", "WorkerShutdown", "ReconcileFailed", "WorkerLost":
+		return true
+	}
+	return false
+}
+
+// activityTimerAttrs are the attributes of activity timers.
+type activityTimerAttrs struct {
+	ActivityID int `json:"activity_id"`
+	Attempt    int `json:"attempt"`
+}
+
+// dispatchAttempt publishes the activity's current attempt and sets the
+// timer that ends it if no result comes in time: the scheduler owns
+// attempts, so a vanished worker's attempt is retried, never run twice.
+func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
+	opts := activityOptions(a)
+	deadline := b.now.Add(opts.StartToClose())
+	if total := opts.ScheduleToClose(); total > 0 && a.ScheduledAt.Add(total).Before(deadline) {
+		deadline = a.ScheduledAt.Add(total)
+	}
+	task := wire.ActivityTask{
+		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, TaskQueue: e.TaskQueue,
+		ActivityID: a.ActivityID, ActivityName: a.ActivityName, Input: a.Input, IdempotencyKey: a.IdempotencyKey,
+		Attempt: a.Attempt, ScheduledAt: a.ScheduledAt, Deadline: deadline,
+		HeartbeatTimeoutMS: opts.HeartbeatTimeoutMS, HeartbeatDetails: a.HeartbeatDetails, PreviousOutcomeUnknown: a.OutcomeUnknown,
+	}
+	data, _ := json.Marshal(task)
+	if b.maxTask > 0 && len(data) > b.maxTask {
+		// Every attempt's task would be as large (its input): the
+		// activity fails, and the workflow sees it.
+		b.log.Error("failing an activity whose task is too large for NATS", "execution_id", e.ExecutionID, "activity", a.ActivityName,
+			"bytes", len(data), "limit", b.maxTask)
+		b.attemptFailed(e, a, &wire.Failure{Type: "ActivityTaskTooLarge", NonRetryable: true,
+			Message: fmt.Sprintf("the activity's task (its input) is %d bytes: more than the %d NATS carries", len(data), b.maxTask)})
+		return
+	}
+	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
+		Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskActivity),
+		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data,
+	})
+	attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
+	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityTimeout, FireAt: deadline, Attrs: attrs})
+	if hb := time.Duration(opts.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
+		now := b.now
+		a.LastHeartbeatAt = &now
+		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityHeartbeat, FireAt: b.now.Add(hb), Attrs: attrs})
+	}
+}

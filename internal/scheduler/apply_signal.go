@@ -1,0 +1,98 @@
+package scheduler
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// signal delivers a signal: appended once per (execution, key) when keyed,
+// every time when not.
+func (b *batch) signal(c seqCommand) {
+	sg := c.cmd.Signal
+	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindSignal, ExecutionID: sg.ExecutionID, AppliedAt: b.now}
+	e := b.execs[sg.ExecutionID]
+	if e == nil {
+		b.refuse(out, http.StatusNotFound, "execution_not_found", fmt.Sprintf("no execution %s", sg.ExecutionID))
+		return
+	}
+	out.WorkflowName, out.WorkflowID, out.Status = e.WorkflowName, e.WorkflowID, e.Status
+	ref := store.SignalRef{ExecutionID: sg.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+	if sg.IdempotencyKey != "" && b.signalClaims[ref] {
+		// Delivered before: acknowledged, even if the run has closed since.
+		b.addOutcome(out)
+		return
+	}
+	if e.Status != wire.StatusRunning {
+		b.refuse(out, http.StatusConflict, "execution_terminal", fmt.Sprintf("execution %s is %s and takes no signals", e.ExecutionID, e.Status))
+		return
+	}
+	b.deliverSignal(e, sg)
+	out.SignalDelivered = true
+	b.addOutcome(out)
+}
+
+// signalWithStart delivers a signal to the running execution of a
+// workflow_id, or starts one with the signal in the same transaction.
+func (b *batch) signalWithStart(c seqCommand) {
+	st, sg := c.cmd.Start, c.cmd.Signal
+	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindSignalWithStart, AppliedAt: b.now, Keyed: sg.IdempotencyKey != ""}
+	wref := store.WorkflowRef{WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID}
+	prior := b.byWorkflow[wref]
+	if prior != nil {
+		ref := store.SignalRef{ExecutionID: prior.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+		if out.Keyed && b.signalClaims[ref] {
+			b.outcome(out, prior, false, false) // landed before: the same execution, nothing appended
+			return
+		}
+		if prior.Status == wire.StatusRunning {
+			b.deliverSignal(prior, sg)
+			out.SignalDelivered = true
+			b.outcome(out, prior, false, false)
+			return
+		}
+		refuse := false
+		switch st.ReusePolicy {
+		case wire.ReuseRejectDuplicate:
+			refuse = true
+		case wire.ReuseAllowDuplicateFailedOnly:
+			refuse = prior.Status != wire.StatusFailed && prior.Status != wire.StatusCancelled
+		}
+		if refuse {
+			b.refuse(out, http.StatusConflict, "workflow_id_conflict",
+				fmt.Sprintf("workflow %s with workflow_id %q already ran (execution %s, %s)", st.WorkflowName, st.WorkflowID, prior.ExecutionID, prior.Status))
+			return
+		}
+	}
+	id := dedup.MintExecutionID(b.shards, b.shard)
+	e := &store.Execution{
+		ExecutionID: id, Shard: b.shard, WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID,
+		TaskQueue: st.TaskQueue, Status: wire.StatusRunning, Input: st.Input, CreatedAt: b.now, UpdatedAt: b.now,
+	}
+	b.execs[id] = e
+	b.newExecs[id] = true
+	b.byWorkflow[wref] = e
+	b.writes.NewExecutions = append(b.writes.NewExecutions, e)
+	b.appendEvent(e, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{
+		WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID, Input: st.Input, TaskQueue: st.TaskQueue,
+	})
+	sg.ExecutionID = id
+	b.deliverSignal(e, sg)
+	out.SignalDelivered = true
+	b.outcome(out, e, true, false)
+}
+
+// deliverSignal appends a signal to a running execution and records its
+// key.
+func (b *batch) deliverSignal(e *store.Execution, sg *wire.SignalCommand) {
+	b.appendEvent(e, wire.EventSignalReceived, wire.SignalReceivedAttrs{SignalName: sg.SignalName, Payload: sg.Payload, IdempotencyKey: sg.IdempotencyKey})
+	b.needWorkflowTask(e)
+	if sg.IdempotencyKey != "" {
+		ref := store.SignalRef{ExecutionID: e.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+		b.signalClaims[ref] = true
+		b.writes.SignalClaims = append(b.writes.SignalClaims, ref)
+	}
+}

@@ -1,0 +1,140 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+func (b *batch) start(c seqCommand) {
+	s := c.cmd.Start
+	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindStart, Keyed: s.IdempotencyKey != "", AppliedAt: b.now}
+	ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
+	if out.Keyed {
+		claim := b.claims[ref]
+		out.FirstSeenAt, out.ExpiresAt = &claim.CreatedAt, &claim.ExpiresAt
+		holder := b.claimExec[ref]
+		if holder == nil && claim.ExecutionID != "" && claim.ExecutionID != b.tentative[ref] {
+			// Claimed before this batch: a replay.
+			if holder = b.execs[claim.ExecutionID]; holder == nil {
+				b.log.Error("start claim points to a missing execution", "workflow", s.WorkflowName, "idempotency_key", s.IdempotencyKey, "execution_id", claim.ExecutionID)
+				b.refuse(out, http.StatusInternalServerError, "claim_dangling", fmt.Sprintf("idempotency key %q is claimed by execution %s, which does not exist", s.IdempotencyKey, claim.ExecutionID))
+				return
+			}
+			b.claimExec[ref] = holder
+		}
+		if holder != nil {
+			// A keyed replay short-circuits every other rule.
+			if s.RejectFingerprintMismatch && claim.Fingerprint != "" && s.Fingerprint != claim.Fingerprint {
+				b.refuse(out, http.StatusUnprocessableEntity, "idempotency_key_reused",
+					fmt.Sprintf("idempotency key %q was first used with a different input", s.IdempotencyKey))
+				return
+			}
+			b.outcome(out, holder, false, true)
+			return
+		}
+	}
+	wref := store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}
+	if prior := b.byWorkflow[wref]; prior != nil {
+		switch s.ReusePolicy {
+		case wire.ReuseRejectDuplicate:
+			b.rollBackClaim(ref, out.Keyed)
+			b.refuse(out, http.StatusConflict, "workflow_id_conflict",
+				fmt.Sprintf("workflow %s with workflow_id %q already exists (execution %s, %s)", s.WorkflowName, s.WorkflowID, prior.ExecutionID, prior.Status))
+			return
+		case wire.ReuseTerminateIfRunning:
+			if prior.Status == wire.StatusRunning {
+				b.terminate(prior, "terminated by a start with reuse_policy terminate_if_running")
+			}
+		case wire.ReuseAllowDuplicateFailedOnly:
+			if prior.Status != wire.StatusFailed && prior.Status != wire.StatusCancelled {
+				b.resolveToExisting(out, ref, prior)
+				return
+			}
+		default: // allow_duplicate
+			b.resolveToExisting(out, ref, prior)
+			return
+		}
+	}
+	id := dedup.MintExecutionID(b.shards, b.shard)
+	if out.Keyed {
+		// The execution takes the id the key was claimed for (again, if
+		// the batch rolled the claim back for an earlier refused start).
+		id = b.tentative[ref]
+		claim := b.claims[ref]
+		claim.ExecutionID = id
+		b.claims[ref] = claim
+	}
+	e := &store.Execution{
+		ExecutionID: id, Shard: b.shard, WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID,
+		TaskQueue: s.TaskQueue, Status: wire.StatusRunning, Input: s.Input, CreatedAt: b.now, UpdatedAt: b.now,
+	}
+	if out.Keyed {
+		key := s.IdempotencyKey
+		e.IdempotencyKey = &key
+		b.claimExec[ref] = e
+	}
+	if s.CompletionCallback != "" {
+		cb := s.CompletionCallback
+		e.CompletionCallback = &cb
+	}
+	b.execs[id] = e
+	b.newExecs[id] = true
+	b.byWorkflow[wref] = e
+	b.writes.NewExecutions = append(b.writes.NewExecutions, e)
+	b.appendEvent(e, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{
+		WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID, Input: s.Input, IdempotencyKey: s.IdempotencyKey, TaskQueue: s.TaskQueue,
+		StartAt: s.StartAt,
+	})
+	if s.StartAt != nil && s.StartAt.After(b.now) {
+		// A delayed start: its first workflow task waits on a durable timer.
+		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: id, Kind: store.TimerStart, FireAt: *s.StartAt, Attrs: json.RawMessage(`{}`)})
+	} else {
+		b.needWorkflowTask(e)
+	}
+	b.outcome(out, e, true, false)
+}
+
+// resolveToExisting answers a start with an existing execution of its
+// workflow_id; a keyed start's claim then points to that execution.
+func (b *batch) resolveToExisting(out wire.Outcome, ref store.ClaimRef, e *store.Execution) {
+	if out.Keyed {
+		b.claimExec[ref] = e
+	}
+	b.outcome(out, e, false, false)
+}
+
+// rollBackClaim undoes the claim a refused keyed start took.
+func (b *batch) rollBackClaim(ref store.ClaimRef, keyed bool) {
+	if keyed {
+		delete(b.claimExec, ref)
+		c := b.claims[ref]
+		c.ExecutionID = ""
+		b.claims[ref] = c
+	}
+}
+
+// settleClaims writes what the batch decided about its claims: a claim
+// taken for an execution that was not created is moved to the execution
+// the key resolved to, or deleted if the start was refused.
+func (b *batch) settleClaims() {
+	for ref, tentative := range b.tentative {
+		if b.claims[ref].ExecutionID != tentative && b.claims[ref].ExecutionID != "" {
+			continue // someone else's live claim: untouched
+		}
+		e := b.claimExec[ref]
+		switch {
+		case e == nil:
+			b.writes.DeleteClaims = append(b.writes.DeleteClaims, ref)
+		case e.ExecutionID != tentative:
+			if b.writes.RepointClaims == nil {
+				b.writes.RepointClaims = map[store.ClaimRef]string{}
+			}
+			b.writes.RepointClaims[ref] = e.ExecutionID
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// fireTimers applies due timers in tx: each start timer asks for its
+// execution's first workflow task.
+func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, timers []store.Timer) (*store.Writes, error) {
+	shard, log := env.shard, env.log
+	b := &batch{
+		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log, wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
+		newExecs: map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
+		newActs: map[store.ActivityRef]bool{},
+	}
+	again := map[string]wftTimerAttrs{}
+	b.writes.Shard, b.writes.AppliedSeq = shard, applied
+	ids := make([]string, 0, len(timers))
+	for _, tm := range timers {
+		ids = append(ids, tm.ExecutionID)
+		b.writes.FiredTimers = append(b.writes.FiredTimers, tm.ID)
+	}
+	var err error
+	if b.execs, err = store.LoadExecutions(ctx, tx, ids); err != nil {
+		return nil, err
+	}
+	var actRefs []store.ActivityRef
+	for _, tm := range timers {
+		if tm.Kind == store.TimerActivityTimeout || tm.Kind == store.TimerActivityRetry || tm.Kind == store.TimerActivityHeartbeat {
+			var at activityTimerAttrs
+			if json.Unmarshal(tm.Attrs, &at) == nil {
+				actRefs = append(actRefs, store.ActivityRef{ExecutionID: tm.ExecutionID, ActivityID: at.ActivityID})
+			}
+		}
+	}
+	if b.activities, err = store.LoadActivities(ctx, tx, actRefs); err != nil {
+		return nil, err
+	}
+	for _, tm := range timers {
+		e := b.execs[tm.ExecutionID]
+		if e == nil || e.Status != wire.StatusRunning {
+			continue
+		}
+		switch tm.Kind {
+		case store.TimerStart:
+			b.needWorkflowTask(e)
+		case store.TimerWorkflow:
+			var a wire.TimerAttrs
+			if err := json.Unmarshal(tm.Attrs, &a); err != nil {
+				log.Warn("dropping undecodable timer", "execution_id", tm.ExecutionID, "err", err)
+				continue
+			}
+			b.appendEvent(e, wire.EventTimerFired, wire.TimerAttrs{TimerID: a.TimerID})
+			b.needWorkflowTask(e)
+		case store.TimerActivityTimeout, store.TimerActivityRetry, store.TimerActivityHeartbeat:
+			b.activityTimer(e, tm)
+		case store.TimerWorkflowTask:
+			b.workflowTaskTimer(ctx, e, tm, env.taskQueued, again)
+		default:
+			log.Warn("dropping timer of unknown kind", "execution_id", tm.ExecutionID, "kind", tm.Kind)
+		}
+	}
+	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
+		return nil, err
+	}
+	if err := b.redispatchWorkflowTasks(ctx, tx, again); err != nil {
+		return nil, err
+	}
+	for id := range b.changed {
+		b.writes.UpdatedExecutions = append(b.writes.UpdatedExecutions, b.execs[id])
+	}
+	return &b.writes, nil
+}
+
+// activityTimer handles an attempt's timeout or the end of a retry
+// backoff; timers of attempts that finished since are ignored.
+func (b *batch) activityTimer(e *store.Execution, tm store.Timer) {
+	var at activityTimerAttrs
+	if err := json.Unmarshal(tm.Attrs, &at); err != nil {
+		b.log.Warn("dropping undecodable activity timer", "execution_id", tm.ExecutionID, "err", err)
+		return
+	}
+	ref := store.ActivityRef{ExecutionID: tm.ExecutionID, ActivityID: at.ActivityID}
+	a := b.activities[ref]
+	if a == nil || a.Status != store.ActivityScheduled {
+		return
+	}
+	switch tm.Kind {
+	case store.TimerActivityTimeout:
+		if a.Attempt != at.Attempt {
+			return
+		}
+		typ, msg := "StartToCloseTimeout", fmt.Sprintf("attempt %d did not finish within its start-to-close timeout", a.Attempt)
+		if total := activityOptions(a).ScheduleToClose(); total > 0 && !b.now.Before(a.ScheduledAt.Add(total)) {
+			typ, msg = "ScheduleToCloseTimeout", fmt.Sprintf("activity did not finish within its schedule-to-close timeout of %s", total)
+		}
+		b.attemptFailed(e, a, &wire.Failure{Type: typ, Message: msg, NonRetryable: typ == "ScheduleToCloseTimeout"})
+	case store.TimerActivityHeartbeat:
+		if a.Attempt != at.Attempt {
+			return
+		}
+		hb := time.Duration(activityOptions(a).HeartbeatTimeoutMS) * time.Millisecond
+		last := a.ScheduledAt
+		if a.LastHeartbeatAt != nil {
+			last = *a.LastHeartbeatAt
+		}
+		if due := last.Add(hb); b.now.Before(due) {
+			// Heartbeats came in: check again when the newest one runs out.
+			b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: a.ExecutionID, Kind: store.TimerActivityHeartbeat, FireAt: due, Attrs: tm.Attrs})
+			return
+		}
+		b.attemptFailed(e, a, &wire.Failure{Type: "HeartbeatTimeout", Message: fmt.Sprintf("attempt %d sent no heartbeat for %s", a.Attempt, hb)})
+	case store.TimerActivityRetry:
+		if a.Attempt != at.Attempt {
+			return
+		}
+		b.activityChanged(ref, a)
+		b.dispatchAttempt(e, a)
+	}
+}
+
+// workflowTaskTimer handles a workflow task's deadline. A task that
+// completed since is done with. One the task stream still holds has not
+// been lost (no worker took it yet, or one is running it and keeps it
+// alive): it is looked at again later, the wait doubling. One the stream
+// no longer holds, without a completion, was lost with its message or its
+// result: it is dispatched again, under a fresh message id, marked so
+// that its worker runs nothing eagerly.
+func (b *batch) workflowTaskTimer(ctx context.Context, e *store.Execution, tm store.Timer, queued func(context.Context, string, int) bool, again map[string]wftTimerAttrs) {
+	var at wftTimerAttrs
+	if err := json.Unmarshal(tm.Attrs, &at); err != nil {
+		b.log.Warn("dropping undecodable workflow task deadline", "execution_id", tm.ExecutionID, "err", err)
+		return
+	}
+	if !e.WFTOutstanding || e.WFTID != at.TaskID {
+		return
+	}
+	if queued != nil && queued(ctx, e.ExecutionID, at.TaskID) {
+		at.Checks++
+		b.workflowTaskDeadline(e.ExecutionID, at, min(b.wftTimeout<<min(at.Checks, 16), maxWorkflowTaskCheck))
+		return
+	}
+	at.Redispatch++
+	at.Checks = 0
+	b.log.Warn("workflow task not completed by its deadline and no longer in the task stream: dispatching it again",
+		"execution_id", e.ExecutionID, "workflow", e.WorkflowName, "task_id", at.TaskID, "redispatch", at.Redispatch)
+	again[e.ExecutionID] = at
+}
+
+// redispatchWorkflowTasks dispatches again the outstanding workflow tasks
+// of again, with their histories.
+func (b *batch) redispatchWorkflowTasks(ctx context.Context, tx store.Tx, again map[string]wftTimerAttrs) error {
+	if len(again) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(again))
+	for id := range again {
+		ids = append(ids, id)
+	}
+	stored, err := store.LoadHistories(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		e, at := b.execs[id], again[id]
+		task := wire.WorkflowTask{
+			ExecutionID: id, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
+			TaskQueue: e.TaskQueue, TaskID: at.TaskID, History: append(stored[id], b.newEvents[id]...), Redispatch: at.Redispatch,
+		}
+		data, err := json.Marshal(task)
+		if err != nil {
+			return fmt.Errorf("encode workflow task of %s: %w", id, err)
+		}
+		if b.tooLarge(e, data) {
+			b.changed[id] = true
+			continue
+		}
+		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
+			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
+			MsgID: workflowTaskMsgID(id, at.TaskID, at.Redispatch), Payload: data,
+		})
+		b.workflowTaskDeadline(id, at, b.wftTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,272 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
+	e := b.execs[r.ExecutionID]
+	if e == nil || e.Status != wire.StatusRunning || !e.WFTOutstanding || e.WFTID != r.TaskID {
+		b.log.Debug("dropping stale workflow task result", "execution_id", r.ExecutionID, "task_id", r.TaskID)
+		return
+	}
+	e.WFTOutstanding = false
+	b.changed[e.ExecutionID] = true
+	b.writes.WorkflowTasksDone = append(b.writes.WorkflowTasksDone, store.WorkflowTaskRef{ExecutionID: e.ExecutionID, TaskID: r.TaskID})
+	eager := b.eagerAttempts(r)
+	// The worker's speculative next task holds only when the history it
+	// ran over is the execution's: nothing (a signal, a timer, a
+	// cancellation) was added since this task, and every eager attempt
+	// completed.
+	speculate := r.Next != nil && len(eager) > 0 && len(eager) == len(r.Eager) && r.BaseSeq == e.LastSeq && !e.WFTDirty
+	for _, res := range eager {
+		if res.Failure != nil {
+			speculate = false
+		}
+	}
+	for _, d := range r.Decisions {
+		if e.Status != wire.StatusRunning {
+			break
+		}
+		switch d.Type {
+		case wire.DecisionScheduleActivity:
+			opts := wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
+			if d.Options != nil {
+				opts = *d.Options
+			}
+			rawOpts, _ := json.Marshal(opts)
+			ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: d.ActivityID}
+			a := &store.Activity{
+				ExecutionID: e.ExecutionID, ActivityID: d.ActivityID, ActivityName: d.ActivityName,
+				Status: store.ActivityScheduled, Attempt: 1, IdempotencyKey: dedup.ActivityKeyFor(e.ExecutionID, d.ActivityID).String(),
+				Input: d.Input, Options: rawOpts, ScheduledAt: b.now,
+			}
+			b.activities[ref] = a
+			b.newActs[ref] = true
+			b.writes.NewActivities = append(b.writes.NewActivities, a)
+			b.appendEvent(e, wire.EventActivityScheduled, wire.ActivityScheduledAttrs{
+				ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input, IdempotencyKey: a.IdempotencyKey, Options: opts,
+			})
+			switch {
+			case eager[d.ActivityID] != nil:
+				// Its attempt 1 ran on the worker; the result follows.
+			case d.PossiblyStarted:
+				// Attempt 1 may have run on a worker that vanished: it
+				// counts, as an attempt whose worker vanished does, and
+				// the next one reconciles first. An activity allowed one
+				// attempt is thus never run twice.
+				b.attemptFailed(e, a, &wire.Failure{Type: "WorkerLost", Message: "attempt 1 may have run eagerly on a worker that vanished before reporting it"})
+			default:
+				b.dispatchAttempt(e, a)
+			}
+		case wire.DecisionStartTimer:
+			fireAt := b.now.Add(time.Duration(d.DurationMS) * time.Millisecond)
+			b.appendEvent(e, wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &fireAt})
+			attrs, _ := json.Marshal(wire.TimerAttrs{TimerID: d.TimerID})
+			b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerWorkflow, FireAt: fireAt, Attrs: attrs})
+		case wire.DecisionCompleteWorkflow:
+			e.Result = d.Result
+			b.close(e, wire.StatusCompleted, wire.EventWorkflowCompleted, wire.WorkflowClosedAttrs{Result: d.Result})
+		case wire.DecisionFailWorkflow:
+			e.Error, _ = json.Marshal(d.Failure)
+			b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: d.Failure})
+		default:
+			b.log.Warn("ignoring unknown decision", "execution_id", e.ExecutionID, "decision", d.Type)
+		}
+	}
+	// The eager attempts' results follow the decisions, in the worker's
+	// order, as they do in the history its next task ran over.
+	for i := range r.Eager {
+		res := &r.Eager[i]
+		if eager[res.ActivityID] != res || e.Status != wire.StatusRunning {
+			continue
+		}
+		ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: res.ActivityID}
+		a := b.activities[ref]
+		if res.Failure != nil {
+			b.attemptFailed(e, a, res.Failure)
+			continue
+		}
+		a.Status = store.ActivityCompleted
+		b.appendEvent(e, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: 1, Result: res.Result})
+		if !speculate {
+			b.needWorkflowTask(e)
+		}
+	}
+	if speculate && e.Status == wire.StatusRunning {
+		if n := r.Next; n.ExecutionID != e.ExecutionID || n.TaskID != e.WFTID+1 || n.BaseSeq != e.LastSeq {
+			// Not the task the scheduler would dispatch now: dispatch it.
+			b.log.Warn("dropping speculative workflow task that does not follow its history", "execution_id", e.ExecutionID, "task_id", n.TaskID, "base_seq", n.BaseSeq)
+			b.needWorkflowTask(e)
+			return
+		}
+		// The next task is the one the worker already ran: take its
+		// decisions as if it had been dispatched.
+		e.WFTID++
+		e.WFTOutstanding = true
+		b.workflowTaskCompleted(r.Next)
+		return
+	}
+	if e.Status == wire.StatusRunning && e.WFTDirty {
+		e.WFTDirty = false
+		b.needWorkflowTask(e)
+	}
+}
+
+// eagerAttempts returns r's eager attempts by activity id, keeping only
+// attempt 1 of activities r's own decisions schedule, once each.
+func (b *batch) eagerAttempts(r *wire.WorkflowTaskResult) map[int]*wire.ActivityResult {
+	if len(r.Eager) == 0 {
+		return nil
+	}
+	scheduled := map[int]bool{}
+	for _, d := range r.Decisions {
+		if d.Type == wire.DecisionScheduleActivity {
+			scheduled[d.ActivityID] = true
+		}
+	}
+	out := make(map[int]*wire.ActivityResult, len(r.Eager))
+	for i := range r.Eager {
+		res := &r.Eager[i]
+		if !scheduled[res.ActivityID] || res.Attempt != 1 || out[res.ActivityID] != nil {
+			b.log.Warn("ignoring eager attempt its task did not schedule", "execution_id", r.ExecutionID, "activity", res.ActivityID, "attempt", res.Attempt)
+			continue
+		}
+		out[res.ActivityID] = res
+	}
+	return out
+}
+
+// needWorkflowTask asks for a workflow task for e: at the end of the batch
+// if none is outstanding, else as soon as the outstanding one completes.
+func (b *batch) needWorkflowTask(e *store.Execution) {
+	if e.WFTOutstanding {
+		e.WFTDirty = true
+		b.changed[e.ExecutionID] = true
+		return
+	}
+	if !b.needTaskSet[e.ExecutionID] {
+		b.needTaskSet[e.ExecutionID] = true
+		b.needTask = append(b.needTask, e.ExecutionID)
+	}
+}
+
+// scheduleWorkflowTasks puts one workflow task per execution that needs one
+// into the outbox, carrying the execution's whole history.
+func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx store.Tx) error {
+	var load []string
+	for _, id := range b.needTask {
+		if !b.newExecs[id] && b.execs[id].Status == wire.StatusRunning {
+			load = append(load, id)
+		}
+	}
+	stored, err := store.LoadHistories(ctx, tx, load)
+	if err != nil {
+		return err
+	}
+	for _, id := range b.needTask {
+		e := b.execs[id]
+		if e.Status != wire.StatusRunning || e.WFTOutstanding {
+			continue
+		}
+		e.WFTID++
+		e.WFTOutstanding = true
+		e.WFTDirty = false
+		b.changed[id] = true
+		task := wire.WorkflowTask{
+			ExecutionID: id, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
+			TaskQueue: e.TaskQueue, TaskID: e.WFTID, History: append(stored[id], b.newEvents[id]...),
+		}
+		data, err := json.Marshal(task)
+		if err != nil {
+			return fmt.Errorf("encode workflow task of %s: %w", id, err)
+		}
+		if b.tooLarge(e, data) {
+			continue
+		}
+		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
+			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
+			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data,
+		})
+		b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)
+	}
+	return nil
+}
+
+// tooLarge fails e, and says so, when its workflow task (data) is larger
+// than NATS carries: the task carries the whole history, which only
+// grows, so no later task would fit either, and publishing it would fail
+// the shard's every attempt.
+func (b *batch) tooLarge(e *store.Execution, data []byte) bool {
+	if b.maxTask <= 0 || len(data) <= b.maxTask {
+		return false
+	}
+	f := wire.Failure{Type: "WorkflowTaskTooLarge", NonRetryable: true,
+		Message: fmt.Sprintf("the execution's workflow task (its history) is %d bytes: more than the %d NATS carries", len(data), b.maxTask)}
+	b.log.Error("failing an execution whose workflow task is too large for NATS", "execution_id", e.ExecutionID, "workflow", e.WorkflowName,
+		"bytes", len(data), "limit", b.maxTask)
+	e.WFTOutstanding, e.WFTDirty = false, false
+	e.Error, _ = json.Marshal(f)
+	b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: &f})
+	return true
+}
+
+// DefaultWorkflowTaskTimeout is how long a dispatched workflow task may go
+// without completing before the scheduler looks for it (Config).
+const DefaultWorkflowTaskTimeout = 10 * time.Second
+
+// maxWorkflowTaskCheck caps the wait between two looks at a workflow task
+// the task stream still holds.
+const maxWorkflowTaskCheck = 5 * time.Minute
+
+// wftTimerAttrs are the attributes of a workflow task's deadline.
+type wftTimerAttrs struct {
+	TaskID int `json:"task_id"`
+	// Redispatch counts the task's dispatches after its deadline; Checks
+	// the looks that found it still queued, which space the next look.
+	Redispatch int `json:"redispatch,omitempty"`
+	Checks     int `json:"checks,omitempty"`
+}
+
+// workflowTaskMsgID is the Nats-Msg-Id of a workflow task: a task
+// dispatched again gets a fresh one, so the broker's duplicate window does
+// not drop it.
+func workflowTaskMsgID(executionID string, taskID, redispatch int) string {
+	if redispatch == 0 {
+		return fmt.Sprintf("wft:%s:%d", executionID, taskID)
+	}
+	return fmt.Sprintf("wft:%s:%d:r%d", executionID, taskID, redispatch)
+}
+
+// parseWorkflowTaskMsgID is workflowTaskMsgID's inverse; ok is false for
+// other message ids.
+func parseWorkflowTaskMsgID(msgID string) (executionID string, taskID int, ok bool) {
+	rest, found := strings.CutPrefix(msgID, "wft:")
+	if !found || len(rest) < 38 || rest[36] != ':' {
+		return "", 0, false
+	}
+	executionID, rest = rest[:36], rest[37:]
+	if i := strings.IndexByte(rest, ':'); i >= 0 {
+		rest = rest[:i]
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil {
+		return "", 0, false
+	}
+	return executionID, n, true
+}
+
+func (b *batch) workflowTaskDeadline(executionID string, at wftTimerAttrs, after time.Duration) {
+	attrs, _ := json.Marshal(at)
+	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: executionID, Kind: store.TimerWorkflowTask, FireAt: b.now.Add(after), Attrs: attrs})
+}

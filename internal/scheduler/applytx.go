@@ -1,0 +1,153 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// applyBatch applies msgs in one transaction, acknowledges them, then
+// publishes the outbox rows the transaction wrote. A batch that fails for
+// a reason retrying will not fix is applied again command by command, and
+// the command that fails alone is set aside as dead (isolate).
+func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.Writes, error) {
+	cmds := make([]seqCommand, 0, len(msgs))
+	for _, m := range msgs {
+		meta, err := m.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("command metadata: %w", err)
+		}
+		c := seqCommand{seq: meta.Sequence.Stream, subject: m.Subject(), raw: m.Data()}
+		if err := json.Unmarshal(m.Data(), &c.cmd); err != nil {
+			// A malformed command can never apply: it is set aside (its
+			// sequence still advances) rather than block the shard.
+			c.cmd = wire.Command{CommandID: msgCommandID(m)}
+			c.dead = &deadReason{code: deadMalformed, reason: fmt.Sprintf("the message is not a command: %v", err)}
+		} else if !validCommand(&c.cmd) {
+			c.dead = &deadReason{code: deadMalformed, reason: fmt.Sprintf("the message is not a valid %q command", c.cmd.Kind)}
+		}
+		cmds = append(cmds, c)
+	}
+	// Rows of earlier batches JetStream has acknowledged since are
+	// deleted by this batch's transaction.
+	if err := r.reap(ctx, false); err != nil {
+		return nil, err
+	}
+	writes, err := r.applyCommands(ctx, cmds, true)
+	if err != nil && poisonous(err) {
+		writes, err = r.isolate(ctx, cmds, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.s.metrics.dead(writes.DeadCommands)
+	for _, m := range msgs {
+		if err := m.Ack(); err != nil {
+			r.log.Warn("ack command", "err", err)
+		}
+	}
+	r.announce(writes.Outcomes)
+	return writes, r.publish(ctx, writes.Outbox)
+}
+
+// applyCommands applies cmds in one transaction and records what the
+// runner keeps of it; the caller acknowledges, announces and publishes.
+func (r *runner) applyCommands(ctx context.Context, cmds []seqCommand, readFree bool) (*store.Writes, error) {
+	writes, err := r.applyTx(ctx, cmds, readFree)
+	if readFree && (errors.Is(err, store.ErrClaimHeld) || errors.Is(err, store.ErrWorkflowIDTaken) || errors.Is(err, store.ErrFenced)) {
+		// What the read-free apply assumed did not hold (a key or a
+		// workflow id used before, or the fence): nothing was written.
+		// Applied with reads, the batch finds what is there, and a fence
+		// that fails again tells a lost lease (the runner stops) from a
+		// moved sequence (a new session).
+		writes, err = r.applyTx(ctx, cmds, false)
+	}
+	if err != nil {
+		r.applied, r.known = -1, execCache{}
+		return nil, fmt.Errorf("apply batch of %d commands: %w", len(cmds), err)
+	}
+	r.applied = writes.AppliedSeq
+	r.known.remember(writes)
+	r.forgetTasks(writes)
+	if writes.PublishedOutbox != nil {
+		r.published = nil
+	}
+	return writes, nil
+}
+
+// applyTx applies cmds in one transaction. With readFree, and the shard's
+// applied sequence known, it first tries without reading PostgreSQL
+// (applyEnv.known): the batch's reads are then assumed and checked by its
+// writes, and the transaction is one round trip. A batch that cannot go
+// without reads is applied with them in the same transaction, which has
+// sent nothing yet.
+func (r *runner) applyTx(ctx context.Context, cmds []seqCommand, readFree bool) (*store.Writes, error) {
+	var (
+		writes *store.Writes
+		// held is what the read-free attempt logged: logged once its
+		// writes commit, dropped if it is given up.
+		held     *[]heldRecord
+		freeUsed bool
+	)
+	// BEGIN goes with the reads and COMMIT with the writes (pipeTx).
+	err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
+		env, applied := r.env(), r.applied
+		var err error
+		if applied >= 0 {
+			// The shard's applied sequence is the one this session last
+			// committed: apply locks the shard and checks it in the round
+			// trip of its first reads, or in its writes when it reads
+			// nothing.
+			env.lock = &shardLock{owner: r.s.cfg.Owner, lease: r.lease}
+			if readFree {
+				free := env
+				free.known = r.known
+				free.log, held = newHeldLog(r.log.Handler())
+				writes, err = apply(ctx, noReads{}, free, applied, cmds)
+				if err != nil && !errors.Is(err, errNeedsReads) {
+					return err
+				}
+				freeUsed = err == nil
+			}
+		} else if applied, err = store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease); err != nil {
+			return err
+		}
+		if writes == nil {
+			if writes, err = apply(ctx, tx, env, applied, cmds); err != nil {
+				return err
+			}
+		}
+		if writes.AppliedSeq == applied {
+			return nil // all redelivered
+		}
+		writes.PublishedOutbox = r.published
+		tx.commitWithNext()
+		return store.Write(ctx, tx, writes)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if freeUsed {
+		release(ctx, *held)
+	}
+	return writes, nil
+}
+
+// announce tells the ingest requests waiting on the outcomes a batch just
+// committed, on core NATS: nothing is stored, since the outcomes are in
+// PostgreSQL already, where a reader that misses the message finds them.
+func (r *runner) announce(outcomes []store.OutcomeRow) {
+	nc := r.s.cfg.Topology.JS.Conn()
+	for _, o := range outcomes {
+		if err := nc.Publish(streams.OutcomeSubject(o.CommandID), o.Payload); err != nil {
+			r.log.Debug("announce outcome", "command_id", o.CommandID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// Package scheduler applies Harvest's commands to PostgreSQL. A scheduler
+// process takes shard leases (fenced by an epoch), and for each shard it
+// owns it consumes that shard's commands in stream order, applies them in
+// batches — one transaction per batch, which also records the applied
+// stream sequence, so a redelivered command is never applied twice — then
+// acknowledges them and publishes the tasks and outcomes the batch put in
+// the outbox. It holds no user code.
+//
+// Several schedulers share the shards; a dead one's shards move to the
+// others once its leases expire.
+//
+// The package owns the decisions: what each command and each durable timer
+// does to an execution, when a shard's session starts again, what is set
+// aside as dead. It must not write SQL: every statement against a table
+// lives in internal/store (the only statements it sends itself are its
+// transactions' BEGIN, COMMIT and ROLLBACK, in pipeTx). It serves no HTTP
+// and takes no requests: commands reach it only through the command
+// stream, and the only HTTP it speaks is the completion callbacks it
+// dials, through internal/callback. Workflows and activities run on
+// workers, which it reaches only through the task stream.
+package scheduler
+
+// Where things are:
+//
+//   - scheduler.go: Config, New, Start, Stop.
+//   - lease.go, sweep.go: the lease loop and rounds; the sweep of expired
+//     claims and outcomes. callbacks.go: completion callback delivery.
+//   - runner.go: a shard's runner, its restarts and health marks.
+//   - session.go: a shard session, delivery order checks, catch-up.
+//   - applytx.go: a batch of messages in one apply transaction (pipetx.go
+//     is the transaction), acknowledged and announced.
+//   - apply.go: the apply itself, its reads and dispatch by command kind;
+//     apply_<kind>.go: each kind of command (start, signal, workflowtask,
+//     activity, cancel), apply_close.go: closing an execution.
+//   - alarm.go, apply_timer.go: durable timers: firing them (and dropping
+//     one that cannot fire), and what each kind does.
+//   - validate.go: command validation. dead.go: dead letters, and isolating
+//     the command that cannot apply.
+//   - outbox.go, reap.go, tasks.go: publishing the outbox, collecting its
+//     acknowledgements, the workflow tasks the task stream holds.
+//   - cache.go, heldlog.go: what read-free batches rely on.

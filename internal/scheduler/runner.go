@@ -1,0 +1,138 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+// runner applies the commands of one shard while its lease holds.
+type runner struct {
+	s      *Scheduler
+	lease  store.Lease
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	log    *slog.Logger
+	// published are outbox rows JetStream has acknowledged and that are
+	// not deleted yet: the next batch's transaction deletes them, or
+	// flushPublished does when the shard is idle. Only the shard loop
+	// touches it.
+	published []int64
+	// inflight are outbox rows published and not yet acknowledged.
+	inflight []pending
+	// tasks are the stream sequences of the shard's outstanding workflow
+	// tasks, by execution (see taskQueued); taskStr the task stream.
+	tasks   map[string]taskSeq
+	taskStr jetstream.Stream
+	// failing says the shard's last session failed and it has not applied
+	// since; recorded that PostgreSQL may hold a failure mark for it.
+	failing, recorded bool
+	// delivered is the consumer delivery sequence of the last command the
+	// session's shard loop took (see inOrder).
+	delivered uint64
+	// applied is the shard's applied stream sequence as this session last
+	// committed it, or -1 when the session has not read it yet.
+	applied int64
+	// known are the running executions this session committed, for
+	// batches applied without reads; emptied whenever applied is unknown.
+	known execCache
+}
+
+func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
+	ctx, cancel := context.WithCancel(parent)
+	return &runner{s: s, lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{}), recorded: true, tasks: map[string]taskSeq{},
+		log: s.log.With("shard", l.Shard, "epoch", l.Epoch)}
+}
+
+func (r *runner) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *runner) env() applyEnv {
+	return applyEnv{shard: r.lease.Shard, shards: r.s.cfg.Topology.Shards(), window: r.s.cfg.StartIdempotencyWindow,
+		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), wftTimeout: r.s.cfg.WorkflowTaskTimeout, taskQueued: r.taskQueued,
+		maxTask: maxTask(r.s.cfg.Topology.JS.Conn()), log: r.log}
+}
+
+func (r *runner) run() {
+	defer close(r.done)
+	defer func() {
+		if r.failing {
+			r.s.metrics.failing.Dec()
+		}
+	}()
+	r.log.Info("applying shard")
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
+	for r.ctx.Err() == nil {
+		began := time.Now()
+		err := r.session()
+		if err == nil || r.ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, store.ErrLeaseLost) {
+			r.log.Warn("lease lost, stopping shard", "err", err)
+			return
+		}
+		if time.Since(began) > 30*time.Second {
+			backoff = firstBackoff // a failure after a long healthy session
+		}
+		wait := backoff
+		if errors.Is(err, errDeliveryGap) {
+			// Logged by inOrder; not a failure: the new session applies
+			// the lost command almost at once.
+			r.s.metrics.gaps.Inc()
+			wait = firstBackoff
+		} else {
+			r.log.Warn("shard session failed, restarting", "err", err, "retry_in", wait)
+			r.markFailing(err)
+			backoff = min(backoff*2, 5*time.Second)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// markFailing records that the shard's session failed: in the gauge, and
+// in PostgreSQL for the readiness checks of other processes (best effort:
+// PostgreSQL down is a common cause).
+func (r *runner) markFailing(err error) {
+	r.s.metrics.failures.Inc()
+	if !r.failing {
+		r.failing = true
+		r.s.metrics.failing.Inc()
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
+	defer cancel()
+	if rerr := store.RecordShardFailure(ctx, r.s.cfg.DB, r.lease.Shard, err.Error()); rerr == nil {
+		r.recorded = true
+	}
+}
+
+// markHealthy records that the shard applies again. A new runner starts
+// with recorded set, to clear a mark an earlier owner left.
+func (r *runner) markHealthy(ctx context.Context) {
+	if r.failing {
+		r.failing = false
+		r.s.metrics.failing.Dec()
+	}
+	if r.recorded && store.ClearShardFailure(ctx, r.s.cfg.DB, r.lease.Shard) == nil {
+		r.recorded = false
+	}
+}

@@ -1,0 +1,27 @@
+package scheduler
+
+import "github.com/harvest-engine/harvest/internal/wire"
+
+func validCommand(c *wire.Command) bool {
+	switch c.Kind {
+	case wire.KindStart:
+		return c.Start != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Start.TaskQueue != ""
+	case wire.KindWorkflowTaskCompleted:
+		return c.WorkflowTask != nil && validUUID(c.WorkflowTask.ExecutionID)
+	case wire.KindActivityResult:
+		return c.Activity != nil && validUUID(c.Activity.ExecutionID)
+	case wire.KindSignal:
+		return c.Signal != nil && validUUID(c.Signal.ExecutionID) && c.Signal.SignalName != ""
+	case wire.KindActivityHeartbeat:
+		return c.Heartbeat != nil && validUUID(c.Heartbeat.ExecutionID)
+	case wire.KindCancel:
+		return c.Cancel != nil && validUUID(c.Cancel.ExecutionID)
+	case wire.KindSignalWithStart:
+		return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
+	}
+	return false
+}
+
+func validUUID(s string) bool {
+	return len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-'
+}

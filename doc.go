@@ -12,4 +12,9 @@
 // Workflow code must be deterministic: given the same history it must make
 // the same calls in the same order. It must not start goroutines, read the
 // clock or do I/O itself; side effects belong in activities.
+//
+// This package holds what users call: registration, the workflow and
+// activity contexts, signals, timers, Once and the options. The worker
+// runtime that pulls, holds, runs and reports tasks lives in
+// internal/workerrt; a Worker hands it the registrations.
 package harvest

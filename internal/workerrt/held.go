@@ -1,4 +1,4 @@
-package harvest
+package workerrt
 
 import (
 	"context"
@@ -146,7 +146,7 @@ func handbackKey(md *jetstream.MsgMetadata, n uint64) string {
 // unstarted, which a worker marks only when no delivery before that one
 // can have started it either. When it cannot tell (the mark cannot be
 // read), it says no: a task run twice is worse than one counted lost.
-func (w *Worker) earlierUnstarted(ctx context.Context, t *heldTask) bool {
+func (rt *Runtime) earlierUnstarted(ctx context.Context, t *heldTask) bool {
 	if t.unstarted != nil {
 		return *t.unstarted
 	}
@@ -155,12 +155,12 @@ func (w *Worker) earlierUnstarted(ctx context.Context, t *heldTask) bool {
 	case n == 1:
 		unstarted = true
 	case n > 1:
-		_, err := w.top.Handbacks.Get(ctx, handbackKey(t.md, n-1))
+		_, err := rt.top.Handbacks.Get(ctx, handbackKey(t.md, n-1))
 		switch {
 		case err == nil:
 			unstarted = true
 		case !errors.Is(err, jetstream.ErrKeyNotFound):
-			w.log.Warn("read task hand-back mark; counting the task possibly started", "err", err)
+			rt.log.Warn("read task hand-back mark; counting the task possibly started", "err", err)
 		}
 	}
 	t.unstarted = &unstarted
@@ -171,15 +171,15 @@ func (w *Worker) earlierUnstarted(ctx context.Context, t *heldTask) bool {
 // delay (at once when 0), to this worker or another. When no delivery of
 // it so far can have started its work, it first marks this delivery handed
 // back, so that the next one runs the task as if it were the first.
-func (w *Worker) handBack(t *heldTask, delay time.Duration) {
-	if w.keeper != nil {
-		w.keeper.drop(t)
+func (rt *Runtime) handBack(t *heldTask, delay time.Duration) {
+	if rt.keeper != nil {
+		rt.keeper.drop(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), handbackTimeout)
 	defer cancel()
-	if w.earlierUnstarted(ctx, t) {
-		if _, err := w.top.Handbacks.Put(ctx, handbackKey(t.md, t.delivery()), []byte("unstarted")); err != nil {
-			w.log.Warn("mark task handed back; its next delivery counts it possibly started", "err", err)
+	if rt.earlierUnstarted(ctx, t) {
+		if _, err := rt.top.Handbacks.Put(ctx, handbackKey(t.md, t.delivery()), []byte("unstarted")); err != nil {
+			rt.log.Warn("mark task handed back; its next delivery counts it possibly started", "err", err)
 		}
 	}
 	var err error
@@ -189,6 +189,6 @@ func (w *Worker) handBack(t *heldTask, delay time.Duration) {
 		err = t.m.Nak()
 	}
 	if err != nil {
-		w.log.Warn("hand task back; it is delivered again after the ack wait", "err", err)
+		rt.log.Warn("hand task back; it is delivered again after the ack wait", "err", err)
 	}
 }

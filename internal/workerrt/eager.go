@@ -1,4 +1,4 @@
-package harvest
+package workerrt
 
 import (
 	"context"
@@ -30,8 +30,8 @@ import (
 // unstarted does not count: see earlierUnstarted.) The scheduler takes the
 // speculative next task only if nothing else happened to the execution in
 // the meantime.
-func (w *Worker) completeWorkflowTask(ctx context.Context, t *heldTask, fn workflowFunc, task *wire.WorkflowTask, opts map[string]ActivityOptions) (*wire.WorkflowTaskResult, error) {
-	decisions, err := runWorkflowTask(fn, task, opts)
+func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run WorkflowFunc, task *wire.WorkflowTask) (*wire.WorkflowTaskResult, error) {
+	decisions, err := run(task)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (w *Worker) completeWorkflowTask(ctx context.Context, t *heldTask, fn workf
 	if !eagerShape(decisions) {
 		return res, nil
 	}
-	if task.Redispatch > 0 || !w.earlierUnstarted(ctx, t) {
+	if task.Redispatch > 0 || !rt.earlierUnstarted(ctx, t) {
 		// An earlier delivery of this task, on this worker or another,
 		// may have run these attempts; so may an earlier dispatch, for a
 		// task the scheduler dispatched again.
@@ -48,11 +48,11 @@ func (w *Worker) completeWorkflowTask(ctx context.Context, t *heldTask, fn workf
 		}
 		return res, nil
 	}
-	if w.isStopping() || !w.eagerEligible(decisions) || !w.takeSlots(len(decisions)) {
+	if rt.isStopping() || !rt.eagerEligible(decisions) || !rt.takeSlots(len(decisions)) {
 		return res, nil
 	}
-	res.Eager = w.runEager(ctx, t, task, decisions)
-	w.releaseSlots(len(decisions))
+	res.Eager = rt.runEager(ctx, t, task, decisions)
+	rt.releaseSlots(len(decisions))
 	if len(res.Eager) != len(decisions) {
 		return res, nil
 	}
@@ -65,11 +65,11 @@ func (w *Worker) completeWorkflowTask(ctx context.Context, t *heldTask, fn workf
 	next := *task
 	next.TaskID++
 	next.History = eagerHistory(task, decisions, res.Eager)
-	nd, err := runWorkflowTask(fn, &next, opts)
+	nd, err := run(&next)
 	if err != nil {
 		// The scheduler dispatches the next task as usual, and its worker
 		// meets the same error there.
-		w.log.Warn("speculative workflow task failed", "execution_id", task.ExecutionID, "err", err)
+		rt.log.Warn("speculative workflow task failed", "execution_id", task.ExecutionID, "err", err)
 		return res, nil
 	}
 	res.Next = &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: next.TaskID, Decisions: nd, BaseSeq: lastSeq(next.History)}
@@ -93,14 +93,12 @@ func eagerShape(decisions []wire.Decision) bool {
 
 // eagerEligible says whether this worker runs decisions' activities
 // eagerly: it has them all, and eager dispatch is on.
-func (w *Worker) eagerEligible(decisions []wire.Decision) bool {
-	if w.cfg.DisableEagerActivities || len(decisions) > cap(w.slots) {
+func (rt *Runtime) eagerEligible(decisions []wire.Decision) bool {
+	if rt.cfg.DisableEagerActivities || len(decisions) > cap(rt.slots) {
 		return false
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	for _, d := range decisions {
-		if w.activities[d.ActivityName] == nil {
+		if !rt.h.HasActivity(d.ActivityName) {
 			return false
 		}
 	}
@@ -108,21 +106,21 @@ func (w *Worker) eagerEligible(decisions []wire.Decision) bool {
 }
 
 // takeSlots takes n activity slots if they are all free now.
-func (w *Worker) takeSlots(n int) bool {
+func (rt *Runtime) takeSlots(n int) bool {
 	for i := range n {
 		select {
-		case w.slots <- struct{}{}:
+		case rt.slots <- struct{}{}:
 		default:
-			w.releaseSlots(i)
+			rt.releaseSlots(i)
 			return false
 		}
 	}
 	return true
 }
 
-func (w *Worker) releaseSlots(n int) {
+func (rt *Runtime) releaseSlots(n int) {
 	for range n {
-		<-w.slots
+		<-rt.slots
 	}
 }
 
@@ -131,7 +129,7 @@ func (w *Worker) releaseSlots(n int) {
 // the latest of the attempts' deadlines. It returns the results in
 // decision order, leaving out attempts not run (the execution was
 // cancelled).
-func (w *Worker) runEager(ctx context.Context, t *heldTask, task *wire.WorkflowTask, decisions []wire.Decision) []wire.ActivityResult {
+func (rt *Runtime) runEager(ctx context.Context, t *heldTask, task *wire.WorkflowTask, decisions []wire.Decision) []wire.ActivityResult {
 	results := make([]*wire.ActivityResult, len(decisions))
 	tasks := make([]*wire.ActivityTask, len(decisions))
 	var last time.Time
@@ -147,7 +145,7 @@ func (w *Worker) runEager(ctx context.Context, t *heldTask, task *wire.WorkflowT
 	t.keepUntil(last)
 	var attempts conc.WaitGroup
 	for i, at := range tasks {
-		attempts.Go(func() { results[i] = w.runAttempt(ctx, at) })
+		attempts.Go(func() { results[i] = rt.runAttempt(ctx, at) })
 	}
 	attempts.Wait()
 	if time.Now().Before(last) {

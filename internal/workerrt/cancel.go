@@ -1,4 +1,4 @@
-package harvest
+package workerrt
 
 import (
 	"context"

@@ -1,0 +1,109 @@
+package harvest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/wire"
+	"github.com/harvest-engine/harvest/internal/workerrt"
+)
+
+// This file is what a Worker hands its runtime (internal/workerrt): the
+// registrations, seen through workerrt.Handlers.
+
+// workflowTask returns the function that replays the named workflow's
+// tasks with the activities' registration options.
+func (w *Worker) workflowTask(name string) (workerrt.WorkflowFunc, bool) {
+	w.mu.Lock()
+	fn := w.workflows[name]
+	opts := w.activityOptions
+	w.mu.Unlock()
+	if fn == nil {
+		return nil, false
+	}
+	return func(task *wire.WorkflowTask) ([]wire.Decision, error) {
+		return runWorkflowTask(fn, task, opts)
+	}, true
+}
+
+// hasActivity says whether the activity name is registered.
+func (w *Worker) hasActivity(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.activities[name] != nil
+}
+
+// runAttempt runs the user's code for one activity attempt: the reconcile
+// function first when the previous attempt's outcome is unknown, then,
+// unless it found the effect, the activity.
+func (w *Worker) runAttempt(ctx context.Context, a *workerrt.Attempt) (any, error) {
+	task := a.Task
+	w.mu.Lock()
+	fn := w.activities[task.ActivityName]
+	reconcile := w.reconcilers[task.ActivityName]
+	w.mu.Unlock()
+	ac := &ActivityContext{Context: ctx, details: task.HeartbeatDetails, heartbeat: a.Heartbeat, ledger: a.Ledger, info: ActivityInfo{
+		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
+		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: dedup.ActivityKey(task.IdempotencyKey),
+		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline, PreviousOutcomeUnknown: task.PreviousOutcomeUnknown,
+	}}
+	var res any
+	var err error
+	found := false
+	if task.PreviousOutcomeUnknown && reconcile != nil {
+		// The previous attempt may have had its effect: look before
+		// repeating it.
+		res, found, err = runReconcile(reconcile, ac, task.Input)
+		if found {
+			a.Log.Info("reconciled: the effect had happened; not repeating it")
+		}
+		if err != nil {
+			// The effect's fate is still unknown: the next attempt must
+			// reconcile too.
+			err = &ApplicationError{Type: "ReconcileFailed", Message: err.Error()}
+		}
+	}
+	if !found && err == nil {
+		res, err = runActivity(fn, ac, task.Input)
+	}
+	return res, err
+}
+
+// attemptFailure is the wire form of the error an attempt failed with.
+func attemptFailure(err error) *wire.Failure {
+	f := failureOf(err)
+	var pe *panicError
+	if errors.As(err, &pe) {
+		f.Type, f.Stack = "panic", pe.stack
+	}
+	return f
+}
+
+func runReconcile(fn reconcileFunc, ctx *ActivityContext, input json.RawMessage) (res any, found bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx, input)
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("activity panicked: %v", e.value) }
+
+func runActivity(fn activityFunc, ctx *ActivityContext, input json.RawMessage) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicError{value: p, stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx, input)
+}

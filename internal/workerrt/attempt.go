@@ -1,0 +1,148 @@
+package workerrt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// runAttempt runs one activity attempt and says how it ended, or returns
+// nil when the attempt is not run: past its deadline, or of a cancelled
+// execution.
+func (rt *Runtime) runAttempt(ctx context.Context, task *wire.ActivityTask) *wire.ActivityResult {
+	log := rt.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
+	if !task.Deadline.IsZero() && time.Now().After(task.Deadline) {
+		log.Info("dropping activity task past its deadline: the scheduler has moved on")
+		return nil
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	release, live := rt.cancels.track(task.ExecutionID, cancel)
+	defer release()
+	if !live {
+		log.Info("dropping activity task of a cancelled execution")
+		return nil
+	}
+	if !task.Deadline.IsZero() {
+		var c context.CancelFunc
+		actx, c = context.WithDeadline(actx, task.Deadline)
+		defer c()
+	}
+	beat, stopBeats := rt.heartbeater(actx, task)
+	defer stopBeats()
+	var silent atomic.Bool
+	if hb := time.Duration(task.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
+		// The scheduler fails an attempt that stops heartbeating; this
+		// watchdog cancels its context at the same point, so the work
+		// stops too.
+		var wcancel context.CancelFunc
+		actx, wcancel = context.WithCancel(actx)
+		defer wcancel()
+		watchdog := time.AfterFunc(hb, func() { silent.Store(true); wcancel() })
+		defer watchdog.Stop()
+		send := beat
+		beat = func(details json.RawMessage) {
+			watchdog.Reset(hb)
+			send(details)
+		}
+	}
+	res, err := rt.h.Activity(actx, &Attempt{Task: task, Heartbeat: beat, Ledger: rt.top.Ledger, Log: log})
+	stopBeats() // no heartbeat after the result
+	result := &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt}
+	switch {
+	case ctx.Err() != nil:
+		// The worker is stopping and out of grace: hand the attempt back
+		// as a retryable failure, so the next one starts at once rather
+		// than after the timeout.
+		log.Info("worker stopping; activity handed back")
+		result.Failure = &wire.Failure{Type: "WorkerShutdown", Message: "the worker stopped before the attempt finished"}
+	case err != nil && !task.Deadline.IsZero() && !time.Now().Before(task.Deadline):
+		// Out of time: the same as the scheduler's start-to-close timeout,
+		// whichever reports first.
+		result.Failure = &wire.Failure{Type: "StartToCloseTimeout", Message: fmt.Sprintf("attempt %d ran past its deadline: %v", task.Attempt, err)}
+	case err != nil && silent.Load():
+		result.Failure = &wire.Failure{Type: "HeartbeatTimeout", Message: fmt.Sprintf("no heartbeat within %s: %v", time.Duration(task.HeartbeatTimeoutMS)*time.Millisecond, err)}
+	case err != nil:
+		result.Failure = rt.h.Failure(err)
+		log.Warn("activity failed", "err", err)
+	default:
+		if result.Result, err = json.Marshal(res); err != nil {
+			result.Result = nil
+			result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
+		}
+	}
+	return result
+}
+
+// heartbeater returns the function an attempt's Heartbeat calls, and the
+// stop that ends its sender. Heartbeat never blocks the activity: it
+// leaves the newest details for a sender goroutine, which publishes a
+// heartbeat command at most once per third of the heartbeat timeout (or
+// per second when none is set), the newest details each time, so the last
+// call before a quiet spell still reaches the scheduler.
+func (rt *Runtime) heartbeater(ctx context.Context, task *wire.ActivityTask) (beat func(json.RawMessage), stop func()) {
+	interval := time.Second
+	if hb := time.Duration(task.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
+		interval = max(hb/3, 50*time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu      sync.Mutex
+		details json.RawMessage
+		fresh   bool
+	)
+	kick := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var last time.Time
+		for seq := 1; ; seq++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+			}
+			if wait := time.Until(last.Add(interval)); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			mu.Lock()
+			d, ok := details, fresh
+			fresh = false
+			mu.Unlock()
+			if !ok {
+				continue
+			}
+			last = time.Now()
+			cmd := &wire.Command{
+				CommandID: dedup.HeartbeatCommandID(task.ExecutionID, task.ActivityID, task.Attempt, seq),
+				Kind:      wire.KindActivityHeartbeat,
+				Heartbeat: &wire.ActivityHeartbeat{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Details: d},
+			}
+			if _, err := rt.top.PublishCommand(ctx, task.Shard, cmd); err != nil && ctx.Err() == nil {
+				rt.log.Warn("publish heartbeat", "execution_id", task.ExecutionID, "activity", task.ActivityName, "err", err)
+			}
+		}
+	}()
+	beat = func(d json.RawMessage) {
+		mu.Lock()
+		details, fresh = d, true
+		mu.Unlock()
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	return beat, func() { cancel(); <-done }
+}

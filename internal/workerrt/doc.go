@@ -1,0 +1,36 @@
+// Package workerrt is the worker runtime behind harvest.Worker: the
+// machinery that takes a task queue's tasks from NATS JetStream and
+// reports what came of them, with the SDK's registrations seen only
+// through Handlers.
+//
+// It owns:
+//
+//   - binding: the deployment's streams and buckets (streams.Bind), the
+//     input schemas the SDK hands it, and the task queue's two durable
+//     consumers on the task stream, one for workflow tasks and one for
+//     activity tasks, each pulled through a streams.Window no larger than
+//     its concurrency;
+//   - the activity slots (ActivityConcurrency), shared by the attempts
+//     of activity tasks and eager attempts;
+//   - the keeper, which acknowledges every held task in progress each
+//     third of TaskAckWait, and the hand-back marks that let the next
+//     delivery of a task handed back unstarted run it as a first
+//     (held.go);
+//   - redelivery: an activity task delivered again after a delivery that
+//     may have started it is reported lost (WorkerLost), never run again;
+//   - one attempt's frame: its deadline, its heartbeats and their
+//     watchdog, the cancellation of its execution (cancel.go), and the
+//     classification of how it ended;
+//   - eager dispatch: running a workflow task's activities and the next
+//     workflow task at once, in one command (eager.go);
+//   - publishing results as commands (a result too large fails the
+//     workflow or the activity), then acknowledging or handing back;
+//   - shutdown: handing back what has not started, and letting what runs
+//     finish within ShutdownGrace.
+//
+// It must not touch the SDK's user-facing types (WorkflowContext,
+// ActivityContext, options, errors): it works on internal/wire types and
+// the func types it defines, and never imports the root package, which
+// imports it. It does no PostgreSQL: a worker's only link to the
+// deployment is NATS.
+package workerrt

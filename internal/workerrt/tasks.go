@@ -1,0 +1,169 @@
+package workerrt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) {
+	var task wire.WorkflowTask
+	if err := json.Unmarshal(t.m.Data(), &task); err != nil {
+		rt.log.Error("dropping malformed workflow task", "err", err)
+		_ = t.m.Term()
+		return
+	}
+	log := rt.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName)
+	run, ok := rt.h.Workflow(task.WorkflowName)
+	if !ok {
+		log.Warn("workflow not registered on this worker")
+		rt.handBack(t, unknownTaskDelay)
+		return
+	}
+	result, err := rt.completeWorkflowTask(ctx, t, run, &task)
+	if err != nil {
+		// Nothing ran: the task failed before any eager attempt.
+		log.Error("workflow task failed; will retry", "err", err)
+		rt.handBack(t, unknownTaskDelay)
+		return
+	}
+	cmd := &wire.Command{
+		CommandID:    dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID),
+		Kind:         wire.KindWorkflowTaskCompleted,
+		WorkflowTask: result,
+	}
+	// A stopping worker still reports what it did: eager attempts it
+	// handed back are retried at once, not after the task's AckWait.
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer pcancel()
+	_, err = rt.top.PublishCommand(pctx, task.Shard, cmd)
+	var big *streams.TooLargeError
+	if errors.As(err, &big) {
+		// Every run of this task decides the same: the workflow cannot go
+		// on. It fails, rather than have its task handed back for ever.
+		log.Error("workflow task result too large for the command stream; failing the workflow", "bytes", big.Size, "limit", big.Limit)
+		cmd.WorkflowTask = tooLargeResult(result, big)
+		_, err = rt.top.PublishCommand(pctx, task.Shard, cmd)
+	}
+	if err != nil {
+		// The result may have been stored all the same (its
+		// acknowledgement lost): the next delivery must not count as a
+		// first, so it runs nothing eagerly and marks eager activities
+		// possibly started.
+		log.Error("publish workflow task result; handing the task back", "err", err)
+		rt.keeper.drop(t)
+		_ = t.m.Nak()
+		return
+	}
+	if err := t.m.Ack(); err != nil {
+		log.Warn("ack workflow task", "err", err)
+	}
+}
+
+// handleActivityTask runs the attempt an activity task carries and
+// reports how it ended, then acknowledges the task. The scheduler owns
+// attempts: the task stays unacknowledged (and in progress) until its
+// result is published, and a task delivered again after an earlier
+// delivery may have started the attempt (its worker vanished, or its
+// in-progress acknowledgements stopped reaching the server) never runs
+// it again: the attempt is reported lost (WorkerLost), and the scheduler
+// retries it after the policy's wait, reconciling first; the worker
+// reporting it needs no slot, nor the activity. A task for an activity
+// this worker does not have is handed back for the others.
+func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) {
+	var task wire.ActivityTask
+	if err := json.Unmarshal(t.m.Data(), &task); err != nil {
+		rt.log.Error("dropping malformed activity task", "err", err)
+		_ = t.m.Term()
+		return
+	}
+	log := rt.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
+	if !rt.earlierUnstarted(ctx, t) {
+		// Past its deadline the scheduler's timer has failed the attempt
+		// already: there is nothing to report.
+		var lost *wire.ActivityResult
+		if task.Deadline.IsZero() || time.Now().Before(task.Deadline) {
+			log.Warn("activity task delivered again: its earlier worker may have run it; reporting the attempt lost", "delivery", t.delivery())
+			lost = &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Failure: &wire.Failure{
+				Type:    "WorkerLost",
+				Message: fmt.Sprintf("attempt %d's task was delivered again: the worker that had it vanished or stopped acknowledging it, and may have run it", task.Attempt),
+			}}
+		}
+		rt.settleActivity(ctx, t, &task, lost)
+		return
+	}
+	if !rt.h.HasActivity(task.ActivityName) {
+		log.Warn("activity not registered on this worker")
+		rt.handBack(t, unknownTaskDelay)
+		return
+	}
+	// Eager attempts share the slots; they never wait for one, so this
+	// wait ends when one of them does, or when Stop hands the task back.
+	if rt.isStopping() {
+		rt.handBack(t, 0)
+		return
+	}
+	select {
+	case rt.slots <- struct{}{}:
+	case <-rt.stopping:
+		rt.handBack(t, 0)
+		return
+	}
+	result := rt.runAttempt(ctx, &task)
+	<-rt.slots
+	rt.settleActivity(ctx, t, &task, result)
+}
+
+// tooLargeResult is what a workflow task reports instead of res when res
+// is too large for the command stream: the workflow fails. Eager attempts
+// it ran are left out; the scheduler counts them lost, which is moot once
+// the workflow has closed.
+func tooLargeResult(res *wire.WorkflowTaskResult, big *streams.TooLargeError) *wire.WorkflowTaskResult {
+	return &wire.WorkflowTaskResult{ExecutionID: res.ExecutionID, TaskID: res.TaskID, BaseSeq: res.BaseSeq, Decisions: []wire.Decision{{
+		Type: wire.DecisionFailWorkflow,
+		Failure: &wire.Failure{Type: "WorkflowTaskTooLarge", NonRetryable: true,
+			Message: fmt.Sprintf("the workflow task's decisions, as a command, are %d bytes: more than the %d the command stream carries", big.Size, big.Limit)},
+	}}}
+}
+
+// settleActivity publishes an attempt's result, if any, then acknowledges
+// its task. If the result cannot be published the task is handed back
+// unacknowledged: its next delivery reports the attempt lost, and the
+// next attempt reconciles first.
+func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.ActivityTask, result *wire.ActivityResult) {
+	if result != nil {
+		cmd := &wire.Command{
+			CommandID: dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
+			Kind:      wire.KindActivityResult,
+			Activity:  result,
+		}
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer pcancel()
+		_, err := rt.top.PublishCommand(pctx, task.Shard, cmd)
+		var big *streams.TooLargeError
+		if errors.As(err, &big) {
+			// Every attempt would return as much: the activity fails.
+			rt.log.Error("activity result too large for the command stream; failing the activity", "execution_id", task.ExecutionID,
+				"activity", task.ActivityName, "attempt", task.Attempt, "bytes", big.Size, "limit", big.Limit)
+			cmd.Activity = &wire.ActivityResult{ExecutionID: result.ExecutionID, ActivityID: result.ActivityID, Attempt: result.Attempt,
+				Failure: &wire.Failure{Type: "ResultTooLarge", NonRetryable: true,
+					Message: fmt.Sprintf("the attempt's result, as a command, is %d bytes: more than the %d the command stream carries", big.Size, big.Limit)}}
+			_, err = rt.top.PublishCommand(pctx, task.Shard, cmd)
+		}
+		if err != nil {
+			rt.log.Error("publish activity result; handing the task back", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
+			rt.keeper.drop(t)
+			_ = t.m.Nak()
+			return
+		}
+	}
+	if err := t.m.Ack(); err != nil {
+		rt.log.Warn("ack activity task", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
+	}
+}

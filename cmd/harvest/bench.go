@@ -17,13 +17,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/harvest-engine/harvest/internal/bench"
-	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/devstack"
-	"github.com/harvest-engine/harvest/internal/ingest"
-	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/service"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // benchOptions are the flags of `harvest bench`.
@@ -182,24 +177,9 @@ func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*be
 	if !o.json {
 		fmt.Fprintf(stderr, "harvest bench: starting a stack in this process (state in %s)\n", stateDir)
 	}
-	local, err := bench.StartLocal(ctx, devstack.Config{
-		StateDir: stateDir, Addr: "127.0.0.1:0", NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL,
-		Streams: streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL)},
-		Scheduler: scheduler.Config{
-			StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
-			CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
-		},
-		Ingest: ingest.Config{
-			OutcomeWait:            time.Duration(cfg.OutcomeWait),
-			IdempotencyFingerprint: cfg.IdempotencyFingerprint,
-			FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
-			CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
-			Webhooks:               cfg.Webhooks,
-			ArcFlowSecrets:         cfg.ArcFlow.Secrets,
-		},
-		Bindings: cfg.Bindings,
-		Logger:   log,
-	})
+	dc := service.DevConfig(cfg, log)
+	dc.StateDir, dc.Addr = stateDir, "127.0.0.1:0"
+	local, err := bench.StartLocal(ctx, dc)
 	if err != nil {
 		_ = os.RemoveAll(stateDir)
 		return nil, nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -49,12 +50,7 @@ func newCommandsDead() *cobra.Command {
 		Use:   "dead [id]",
 		Short: "List the commands set aside as dead, newest first, or show one with its message",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := workflowClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				id, err := strconv.ParseInt(args[0], 10, 64)
 				if err != nil || id < 1 {
@@ -91,7 +87,7 @@ func newCommandsDead() *cobra.Command {
 					formatTime(d.DeadAt), d.Reason)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cmd.Flags().IntVar(&shard, "shard", 0, "only this shard's")
 	cmd.Flags().Int64Var(&opts.Before, "before", 0, "only those older than this id (the next page)")

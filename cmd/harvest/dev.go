@@ -9,13 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/devstack"
-	"github.com/harvest-engine/harvest/internal/ingest"
-	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/service"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 func newDev() *cobra.Command {
@@ -45,30 +41,10 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			log := cfg.Logger()
 			ctx, stop := service.SignalContext()
 			defer stop()
-			stack, err := devstack.Start(ctx, devstack.Config{
-				StateDir: stateDir, Addr: addr, NATSURL: cfg.NATSURL, NATSPort: natsPort, DatabaseURL: cfg.DatabaseURL,
-				Streams: streams.Config{Shards: cmp.Or(shards, cfg.Shards), OutcomeTTL: time.Duration(cfg.OutcomeTTL)},
-				Scheduler: scheduler.Config{
-					StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
-					WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
-					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
-				},
-				Ingest: ingest.Config{
-					OutcomeWait:            time.Duration(cfg.OutcomeWait),
-					IdempotencyFingerprint: cfg.IdempotencyFingerprint,
-					FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
-					CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
-					Webhooks:               cfg.Webhooks,
-					ArcFlowSecrets:         cfg.ArcFlow.Secrets,
-				},
-				Worker: harvest.WorkerConfig{
-					TaskAckWait:            time.Duration(cfg.TaskAckWait),
-					ShutdownGrace:          time.Duration(cfg.ShutdownGrace),
-					DisableEagerActivities: cfg.DisableEagerActivities,
-				},
-				Bindings: cfg.Bindings,
-				Logger:   log,
-			})
+			dc := service.DevConfig(cfg, log)
+			dc.StateDir, dc.Addr, dc.NATSPort = stateDir, addr, natsPort
+			dc.Streams.Shards = cmp.Or(shards, dc.Streams.Shards)
+			stack, err := devstack.Start(ctx, dc)
 			if err != nil {
 				return err
 			}

@@ -180,12 +180,7 @@ func newWorkflowDescribe() *cobra.Command {
 		Use:   "describe <execution-id>",
 		Short: "Show an execution",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := workflowClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			e, err := c.Describe(ctx, args[0])
 			if err != nil {
 				return err
@@ -213,7 +208,7 @@ func newWorkflowDescribe() *cobra.Command {
 				fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -222,12 +217,7 @@ func newWorkflowHistory() *cobra.Command {
 		Use:   "history <execution-id>",
 		Short: "Show an execution's history",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := workflowClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			events, err := c.History(ctx, args[0])
 			if err != nil {
 				return err
@@ -245,7 +235,7 @@ func newWorkflowHistory() *cobra.Command {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ev.Seq, ev.Type, formatTime(ev.At), details(ev.Attrs))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -255,12 +245,7 @@ func newWorkflowList() *cobra.Command {
 		Use:   "list",
 		Short: "List executions, newest first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, cancel, err := workflowClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, _ []string) error {
 			execs, err := c.List(ctx, opts)
 			if err != nil {
 				return err
@@ -278,7 +263,7 @@ func newWorkflowList() *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ExecutionID, e.WorkflowName, e.WorkflowID, e.Status, formatTime(e.CreatedAt))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&opts.Workflow, "workflow", "", "only executions of this workflow")
 	cmd.Flags().StringVar(&opts.Status, "status", "", "only executions in this status: Running, Completed, Failed, Cancelled, Terminated or TimedOut")
@@ -325,4 +310,17 @@ func printRawList(cmd *cobra.Command, field string, raws []json.RawMessage) erro
 		return err
 	}
 	return printJSON(cmd.OutOrStdout(), raw)
+}
+
+// withClient adapts a command that talks to the HTTP API: it gets the
+// client of --addr and a context bounded by --timeout.
+func withClient(run func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, ctx, cancel, err := workflowClient(cmd)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		return run(ctx, c, cmd, args)
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest/internal/binding"
-	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -35,13 +34,9 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		defer db.Close()
 	}
 	metrics := prometheus.NewRegistry() // ingest's and the bindings' counters, on /metrics
-	api, err := ingest.New(ingest.Config{
-		Topology: top, NC: nc, DB: db, OutcomeWait: time.Duration(cfg.OutcomeWait), Logger: log, Metrics: metrics,
-		IdempotencyFingerprint: cfg.IdempotencyFingerprint, FingerprintByWorkflow: cfg.FingerprintByWorkflow(),
-		CallbackPolicy: callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
-		Webhooks:       cfg.Webhooks,
-		ArcFlowSecrets: cfg.ArcFlow.Secrets,
-	})
+	icfg := IngestConfig(cfg)
+	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger, icfg.Metrics = top, nc, db, log, metrics
+	api, err := ingest.New(icfg)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,7 @@ package service
 import (
 	"context"
 	"log/slog"
-	"time"
 
-	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -27,13 +25,9 @@ func RunScheduler(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 	if _, err := store.Migrate(ctx, db); err != nil {
 		return err
 	}
-	s, err := scheduler.New(scheduler.Config{
-		DB: db, Topology: top, Logger: log,
-		LeaseTTL:               time.Duration(cfg.LeaseTTL),
-		StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
-		WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
-		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
-	})
+	scfg := SchedulerConfig(cfg)
+	scfg.DB, scfg.Topology, scfg.Logger = db, top, log
+	s, err := scheduler.New(scfg)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	top, err := backoff.Retry(ctx, func() (*streams.Topology, error) {
-		return streams.Declare(ctx, js, streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL)})
+		return streams.Declare(ctx, js, StreamsConfig(cfg))
 	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout))
 	if err != nil {
 		nc.Close()

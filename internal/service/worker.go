@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/internal/config"
@@ -18,10 +17,9 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 		return err
 	}
 	defer nc.Close()
-	w, err := harvest.NewWorker(harvest.WorkerConfig{
-		NATS: nc, TaskQueue: cfg.TaskQueue, TaskAckWait: time.Duration(cfg.TaskAckWait),
-		ShutdownGrace: time.Duration(cfg.ShutdownGrace), DisableEagerActivities: cfg.DisableEagerActivities, Logger: log,
-	})
+	wcfg := WorkerConfig(cfg)
+	wcfg.NATS, wcfg.Logger = nc, log
+	w, err := harvest.NewWorker(wcfg)
 	if err != nil {
 		return err
 	}

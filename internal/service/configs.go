@@ -1,0 +1,71 @@
+package service
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/streams"
+)
+
+// The one translation of the configuration file into each service's
+// Config, shared by the service binaries, harvest dev and harvest bench.
+// Connections, the topology and loggers are the caller's to fill in.
+
+// StreamsConfig is the topology the configuration declares.
+func StreamsConfig(cfg config.Config) streams.Config {
+	return streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL)}
+}
+
+// SchedulerConfig is the scheduler the configuration describes.
+func SchedulerConfig(cfg config.Config) scheduler.Config {
+	return scheduler.Config{
+		LeaseTTL:               time.Duration(cfg.LeaseTTL),
+		StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
+		WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
+		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+	}
+}
+
+// IngestConfig is the HTTP API the configuration describes.
+func IngestConfig(cfg config.Config) ingest.Config {
+	return ingest.Config{
+		OutcomeWait:            time.Duration(cfg.OutcomeWait),
+		IdempotencyFingerprint: cfg.IdempotencyFingerprint,
+		FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
+		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+		Webhooks:               cfg.Webhooks,
+		ArcFlowSecrets:         cfg.ArcFlow.Secrets,
+	}
+}
+
+// WorkerConfig is the worker the configuration describes.
+func WorkerConfig(cfg config.Config) harvest.WorkerConfig {
+	return harvest.WorkerConfig{
+		TaskQueue:              cfg.TaskQueue,
+		TaskAckWait:            time.Duration(cfg.TaskAckWait),
+		ShutdownGrace:          time.Duration(cfg.ShutdownGrace),
+		DisableEagerActivities: cfg.DisableEagerActivities,
+	}
+}
+
+// DevConfig is the one-process stack the configuration describes, for
+// harvest dev and harvest bench; the state dir and addresses are the
+// caller's.
+func DevConfig(cfg config.Config, log *slog.Logger) devstack.Config {
+	return devstack.Config{
+		NATSURL:     cfg.NATSURL,
+		DatabaseURL: cfg.DatabaseURL,
+		Streams:     StreamsConfig(cfg),
+		Scheduler:   SchedulerConfig(cfg),
+		Ingest:      IngestConfig(cfg),
+		Worker:      WorkerConfig(cfg),
+		Bindings:    cfg.Bindings,
+		Logger:      log,
+	}
+}

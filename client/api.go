@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -89,30 +90,12 @@ type StartResult struct {
 	Raw json.RawMessage
 }
 
-type startBody struct {
-	Input              json.RawMessage `json:"input,omitempty"`
-	WorkflowID         string          `json:"workflow_id,omitempty"`
-	ReusePolicy        string          `json:"reuse_policy,omitempty"`
-	Delay              string          `json:"delay,omitempty"`
-	StartAt            string          `json:"start_at,omitempty"`
-	CompletionCallback string          `json:"completion_callback,omitempty"`
-}
-
-type startAnswer struct {
-	ExecutionID  string     `json:"execution_id"`
-	WorkflowName string     `json:"workflow_name"`
-	WorkflowID   string     `json:"workflow_id"`
-	Status       string     `json:"status"`
-	StartedFresh *bool      `json:"started_fresh"`
-	Deduplicated *bool      `json:"deduplicated"`
-	FirstSeenAt  *time.Time `json:"first_seen_at"`
-	ExpiresAt    *time.Time `json:"expires_at"`
-}
-
-// acceptedAnswer is a 202: the command is durable, its outcome late.
-type acceptedAnswer struct {
-	CommandID string `json:"command_id"`
-	Status    string `json:"status"`
+// optional is s, or nil when it is empty: a member to leave out.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Start starts workflow with input (encoded as JSON; nil sends none, a
@@ -126,15 +109,16 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	if err != nil {
 		return nil, fmt.Errorf("client: Start: encode input: %w", err)
 	}
-	b := startBody{Input: in, WorkflowID: opts.WorkflowID, ReusePolicy: opts.ReusePolicy, CompletionCallback: opts.CompletionCallback}
+	b := StartRequest{Input: in, WorkflowID: optional(opts.WorkflowID), ReusePolicy: opts.ReusePolicy,
+		CompletionCallback: optional(opts.CompletionCallback)}
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}
 	if opts.Delay > 0 {
-		b.Delay = opts.Delay.String()
+		b.Delay = optional(opts.Delay.String())
 	}
 	if opts.StartAt != nil {
-		b.StartAt = opts.StartAt.UTC().Format(time.RFC3339Nano)
+		b.StartAt = optional(opts.StartAt.UTC().Format(time.RFC3339Nano))
 	}
 	body, err := json.Marshal(b)
 	if err != nil {
@@ -145,7 +129,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	if err != nil {
 		return nil, err
 	}
-	var a startAnswer
+	var a StartResponse
 	if err := decode(http.MethodPost, path, raw, &a); err != nil {
 		return nil, err
 	}
@@ -189,17 +173,12 @@ func (c *Client) Command(ctx context.Context, commandID string) (*CommandStatus,
 	if err != nil {
 		return nil, err
 	}
-	var a struct {
-		CommandID  string          `json:"command_id"`
-		Status     string          `json:"status"`
-		HTTPStatus int             `json:"http_status"`
-		Outcome    json.RawMessage `json:"outcome"`
-	}
+	var a CommandResponse
 	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
 		return nil, err
 	}
-	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == "applied" || a.Status == "rejected", Rejected: a.Status == "rejected",
-		HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
+	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == CommandApplied || a.Status == CommandRejected,
+		Rejected: a.Status == CommandRejected, HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
 }
 
 // unknownCommandGrace is how long a command the server just accepted may
@@ -221,11 +200,11 @@ func (c *Client) submit(ctx context.Context, path, key string, body []byte) (int
 	if resp.status != http.StatusAccepted {
 		return resp.status, resp.body, nil
 	}
-	var acc acceptedAnswer
+	var acc AcceptedResponse
 	if err := decode(http.MethodPost, path, resp.body, &acc); err != nil {
 		return 0, nil, err
 	}
-	if acc.CommandID == "" || acc.Status != "accepted" {
+	if acc.CommandID == "" || acc.Status != CommandAccepted {
 		return resp.status, resp.body, nil // a 202 that is the answer itself
 	}
 	cmd, err := c.awaitCommand(ctx, acc.CommandID)
@@ -276,14 +255,6 @@ func (c *Client) awaitCommand(ctx context.Context, commandID string) (*CommandSt
 	return cmd, nil
 }
 
-// signalAnswer is a signal's 202 answer: delivered, or accepted late.
-type signalAnswer struct {
-	OK              bool   `json:"ok"`
-	SignalDelivered *bool  `json:"signal_delivered"`
-	CommandID       string `json:"command_id"`
-	Status          string `json:"status"`
-}
-
 // SendSignal sends the named signal with payload (encoded as JSON; nil
 // sends none) to an execution. Without an idempotency key every call
 // appends one signal; use SendSignalIdempotent for deliveries that may be
@@ -322,7 +293,7 @@ func (c *Client) signal(ctx context.Context, executionID, name string, payload a
 	if err != nil {
 		return false, err
 	}
-	var a signalAnswer
+	var a SignalResponse
 	if err := decode(http.MethodPost, path, raw, &a); err != nil {
 		return false, err
 	}
@@ -380,13 +351,8 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: encode signal payload: %w", err)
 	}
-	body, err := json.Marshal(struct {
-		WorkflowID    string          `json:"workflow_id"`
-		Input         json.RawMessage `json:"input,omitempty"`
-		SignalName    string          `json:"signal_name"`
-		SignalPayload json.RawMessage `json:"signal_payload,omitempty"`
-		ReusePolicy   string          `json:"reuse_policy,omitempty"`
-	}{opts.WorkflowID, in, opts.SignalName, payload, opts.ReusePolicy})
+	body, err := json.Marshal(SignalWithStartRequest{WorkflowID: &opts.WorkflowID, Input: in, SignalName: opts.SignalName,
+		SignalPayload: payload, ReusePolicy: opts.ReusePolicy})
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
 	}
@@ -395,23 +361,30 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 	if err != nil {
 		return nil, err
 	}
-	var a struct {
-		startAnswer
+	var a SignalWithStartResponse
+	if err := decode(http.MethodPost, path, raw, &a); err != nil {
+		return nil, err
+	}
+	// A polled outcome recorded as a plain start's answer may lack either
+	// flag: StartedFresh then follows the status, SignalDelivered
+	// StartedFresh.
+	var sent struct {
+		StartedFresh    *bool `json:"started_fresh"`
 		SignalDelivered *bool `json:"signal_delivered"`
 	}
-	if err := decode(http.MethodPost, path, raw, &a); err != nil {
+	if err := decode(http.MethodPost, path, raw, &sent); err != nil {
 		return nil, err
 	}
 	r := &SignalWithStartResult{
 		ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status,
 		StartedFresh: status == http.StatusCreated, Raw: raw,
 	}
-	if a.StartedFresh != nil {
-		r.StartedFresh = *a.StartedFresh
+	if sent.StartedFresh != nil {
+		r.StartedFresh = a.StartedFresh
 	}
 	r.SignalDelivered = r.StartedFresh
-	if a.SignalDelivered != nil {
-		r.SignalDelivered = *a.SignalDelivered
+	if sent.SignalDelivered != nil {
+		r.SignalDelivered = a.SignalDelivered
 	}
 	return r, nil
 }
@@ -478,6 +451,44 @@ type Event struct {
 	Raw json.RawMessage
 }
 
+// The members of an event's JSON that are not Attrs.
+const (
+	eventSeq  = "seq"
+	eventType = "type"
+	eventAt   = "at"
+)
+
+// MarshalJSON encodes the event as the API sends it: one object of Attrs
+// with seq, type and at beside them. Raw is not encoded.
+func (e Event) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(e.Attrs)+3)
+	maps.Copy(m, e.Attrs)
+	m[eventSeq], m[eventType], m[eventAt] = e.Seq, e.Type, e.At
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON decodes an event as the API sends it, keeping data as
+// Raw.
+func (e *Event) UnmarshalJSON(data []byte) error {
+	var head struct {
+		Seq  int       `json:"seq"`
+		Type string    `json:"type"`
+		At   time.Time `json:"at"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return err
+	}
+	attrs := map[string]any{}
+	if err := json.Unmarshal(data, &attrs); err != nil {
+		return err
+	}
+	delete(attrs, eventSeq)
+	delete(attrs, eventType)
+	delete(attrs, eventAt)
+	*e = Event{Seq: head.Seq, Type: head.Type, At: head.At, Attrs: attrs, Raw: append(json.RawMessage(nil), data...)}
+	return nil
+}
+
 // History reads an execution's history, oldest event first.
 func (c *Client) History(ctx context.Context, executionID string) ([]Event, error) {
 	if executionID == "" {
@@ -488,32 +499,14 @@ func (c *Client) History(ctx context.Context, executionID string) ([]Event, erro
 	if err != nil {
 		return nil, err
 	}
-	var a struct {
-		Events []json.RawMessage `json:"events"`
-	}
+	var a HistoryResponse
 	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
 		return nil, err
 	}
-	events := make([]Event, 0, len(a.Events))
-	for _, raw := range a.Events {
-		var head struct {
-			Seq  int       `json:"seq"`
-			Type string    `json:"type"`
-			At   time.Time `json:"at"`
-		}
-		attrs := map[string]any{}
-		if err := decode(http.MethodGet, path, raw, &head); err != nil {
-			return nil, err
-		}
-		if err := decode(http.MethodGet, path, raw, &attrs); err != nil {
-			return nil, err
-		}
-		delete(attrs, "seq")
-		delete(attrs, "type")
-		delete(attrs, "at")
-		events = append(events, Event{Seq: head.Seq, Type: head.Type, At: head.At, Attrs: attrs, Raw: raw})
+	if a.Events == nil {
+		a.Events = []Event{}
 	}
-	return events, nil
+	return a.Events, nil
 }
 
 // ListOptions filters List. Zero values mean no filter and the server's
@@ -545,9 +538,7 @@ func (c *Client) List(ctx context.Context, opts ListOptions) ([]Execution, error
 	if err != nil {
 		return nil, err
 	}
-	var a struct {
-		Executions []Execution `json:"executions"`
-	}
+	var a ListExecutionsResponse
 	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
 		return nil, err
 	}

@@ -448,7 +448,7 @@ type Event struct {
 	// decoded as encoding/json decodes into any.
 	Attrs map[string]any
 	// Raw is the server's JSON for the event.
-	Raw json.RawMessage
+	Raw json.RawMessage `json:"-"`
 }
 
 // The members of an event's JSON that are not Attrs.

@@ -202,16 +202,14 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		fill(t, reflect.ValueOf(&a).Elem(), "list")
 		r, err := serve(t, http.StatusOK, a).List(ctx, client.ListOptions{})
 		require.NoError(t, err)
-		require.Len(t, r, 1)
-		requireCarries(t, a.Executions[0], r[0], nil)
+		requireCarriesEach(t, a.Executions, r)
 	})
 	t.Run("history", func(t *testing.T) {
 		var a client.HistoryResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "history")
 		r, err := serve(t, http.StatusOK, a).History(ctx, "e")
 		require.NoError(t, err)
-		require.Len(t, r, 1)
-		requireCarries(t, a.Events[0], r[0], nil)
+		requireCarriesEach(t, a.Events, r)
 	})
 	t.Run("dead commands", func(t *testing.T) {
 		var a client.ListDeadCommandsResponse
@@ -262,6 +260,15 @@ func requireCarries(t *testing.T, answer, result any, renames map[string]string)
 		require.Equal(t, want.Interface(), got.Interface(), "%s.%s", rv.Type(), name)
 	}
 	requireNoZero(t, rv, rv.Type().String())
+}
+
+// requireCarriesEach is requireCarries for each of a list's items.
+func requireCarriesEach[T any](t *testing.T, answers, results []T) {
+	t.Helper()
+	require.Len(t, results, len(answers))
+	for i := range answers {
+		requireCarries(t, answers[i], results[i], nil)
+	}
 }
 
 var (

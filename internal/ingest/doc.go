@@ -31,5 +31,6 @@
 // (publishing a command and waiting for its outcome), signal.go,
 // cancel.go, hooks.go, arcflow.go and admission.go (the other writing
 // routes), reads.go, executions.go, history.go, commands.go and dead.go
-// (the read routes), health.go (/readyz), errors.go (the JSON writer).
+// (the read routes), health.go (/healthz, /readyz), errors.go (the JSON
+// writer).
 package ingest

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 )
 
@@ -89,30 +88,12 @@ type StartResult struct {
 	Raw json.RawMessage
 }
 
-type startBody struct {
-	Input              json.RawMessage `json:"input,omitempty"`
-	WorkflowID         string          `json:"workflow_id,omitempty"`
-	ReusePolicy        string          `json:"reuse_policy,omitempty"`
-	Delay              string          `json:"delay,omitempty"`
-	StartAt            string          `json:"start_at,omitempty"`
-	CompletionCallback string          `json:"completion_callback,omitempty"`
-}
-
-type startAnswer struct {
-	ExecutionID  string     `json:"execution_id"`
-	WorkflowName string     `json:"workflow_name"`
-	WorkflowID   string     `json:"workflow_id"`
-	Status       string     `json:"status"`
-	StartedFresh *bool      `json:"started_fresh"`
-	Deduplicated *bool      `json:"deduplicated"`
-	FirstSeenAt  *time.Time `json:"first_seen_at"`
-	ExpiresAt    *time.Time `json:"expires_at"`
-}
-
-// acceptedAnswer is a 202: the command is durable, its outcome late.
-type acceptedAnswer struct {
-	CommandID string `json:"command_id"`
-	Status    string `json:"status"`
+// optional is s, or nil when it is empty: a member to leave out.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Start starts workflow with input (encoded as JSON; nil sends none, a
@@ -126,15 +107,16 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	if err != nil {
 		return nil, fmt.Errorf("client: Start: encode input: %w", err)
 	}
-	b := startBody{Input: in, WorkflowID: opts.WorkflowID, ReusePolicy: opts.ReusePolicy, CompletionCallback: opts.CompletionCallback}
+	b := StartRequest{Input: in, WorkflowID: optional(opts.WorkflowID), ReusePolicy: opts.ReusePolicy,
+		CompletionCallback: optional(opts.CompletionCallback)}
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}
 	if opts.Delay > 0 {
-		b.Delay = opts.Delay.String()
+		b.Delay = optional(opts.Delay.String())
 	}
 	if opts.StartAt != nil {
-		b.StartAt = opts.StartAt.UTC().Format(time.RFC3339Nano)
+		b.StartAt = optional(opts.StartAt.UTC().Format(time.RFC3339Nano))
 	}
 	body, err := json.Marshal(b)
 	if err != nil {
@@ -145,7 +127,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	if err != nil {
 		return nil, err
 	}
-	var a startAnswer
+	var a StartResponse
 	if err := decode(http.MethodPost, path, raw, &a); err != nil {
 		return nil, err
 	}
@@ -189,17 +171,12 @@ func (c *Client) Command(ctx context.Context, commandID string) (*CommandStatus,
 	if err != nil {
 		return nil, err
 	}
-	var a struct {
-		CommandID  string          `json:"command_id"`
-		Status     string          `json:"status"`
-		HTTPStatus int             `json:"http_status"`
-		Outcome    json.RawMessage `json:"outcome"`
-	}
+	var a CommandResponse
 	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
 		return nil, err
 	}
-	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == "applied" || a.Status == "rejected", Rejected: a.Status == "rejected",
-		HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
+	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == CommandApplied || a.Status == CommandRejected,
+		Rejected: a.Status == CommandRejected, HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
 }
 
 // unknownCommandGrace is how long a command the server just accepted may
@@ -221,11 +198,11 @@ func (c *Client) submit(ctx context.Context, path, key string, body []byte) (int
 	if resp.status != http.StatusAccepted {
 		return resp.status, resp.body, nil
 	}
-	var acc acceptedAnswer
+	var acc AcceptedResponse
 	if err := decode(http.MethodPost, path, resp.body, &acc); err != nil {
 		return 0, nil, err
 	}
-	if acc.CommandID == "" || acc.Status != "accepted" {
+	if acc.CommandID == "" || acc.Status != CommandAccepted {
 		return resp.status, resp.body, nil // a 202 that is the answer itself
 	}
 	cmd, err := c.awaitCommand(ctx, acc.CommandID)
@@ -276,14 +253,6 @@ func (c *Client) awaitCommand(ctx context.Context, commandID string) (*CommandSt
 	return cmd, nil
 }
 
-// signalAnswer is a signal's 202 answer: delivered, or accepted late.
-type signalAnswer struct {
-	OK              bool   `json:"ok"`
-	SignalDelivered *bool  `json:"signal_delivered"`
-	CommandID       string `json:"command_id"`
-	Status          string `json:"status"`
-}
-
 // SendSignal sends the named signal with payload (encoded as JSON; nil
 // sends none) to an execution. Without an idempotency key every call
 // appends one signal; use SendSignalIdempotent for deliveries that may be
@@ -322,7 +291,7 @@ func (c *Client) signal(ctx context.Context, executionID, name string, payload a
 	if err != nil {
 		return false, err
 	}
-	var a signalAnswer
+	var a SignalResponse
 	if err := decode(http.MethodPost, path, raw, &a); err != nil {
 		return false, err
 	}
@@ -380,13 +349,8 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: encode signal payload: %w", err)
 	}
-	body, err := json.Marshal(struct {
-		WorkflowID    string          `json:"workflow_id"`
-		Input         json.RawMessage `json:"input,omitempty"`
-		SignalName    string          `json:"signal_name"`
-		SignalPayload json.RawMessage `json:"signal_payload,omitempty"`
-		ReusePolicy   string          `json:"reuse_policy,omitempty"`
-	}{opts.WorkflowID, in, opts.SignalName, payload, opts.ReusePolicy})
+	body, err := json.Marshal(SignalWithStartRequest{WorkflowID: &opts.WorkflowID, Input: in, SignalName: opts.SignalName,
+		SignalPayload: payload, ReusePolicy: opts.ReusePolicy})
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
 	}
@@ -395,217 +359,30 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 	if err != nil {
 		return nil, err
 	}
-	var a struct {
-		startAnswer
+	var a SignalWithStartResponse
+	if err := decode(http.MethodPost, path, raw, &a); err != nil {
+		return nil, err
+	}
+	// A polled outcome recorded as a plain start's answer may lack either
+	// flag: StartedFresh then follows the status, SignalDelivered
+	// StartedFresh.
+	var sent struct {
+		StartedFresh    *bool `json:"started_fresh"`
 		SignalDelivered *bool `json:"signal_delivered"`
 	}
-	if err := decode(http.MethodPost, path, raw, &a); err != nil {
+	if err := decode(http.MethodPost, path, raw, &sent); err != nil {
 		return nil, err
 	}
 	r := &SignalWithStartResult{
 		ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status,
 		StartedFresh: status == http.StatusCreated, Raw: raw,
 	}
-	if a.StartedFresh != nil {
-		r.StartedFresh = *a.StartedFresh
+	if sent.StartedFresh != nil {
+		r.StartedFresh = a.StartedFresh
 	}
 	r.SignalDelivered = r.StartedFresh
-	if a.SignalDelivered != nil {
-		r.SignalDelivered = *a.SignalDelivered
+	if sent.SignalDelivered != nil {
+		r.SignalDelivered = a.SignalDelivered
 	}
 	return r, nil
-}
-
-// Execution is an execution as the API describes it.
-type Execution struct {
-	ExecutionID  string          `json:"execution_id"`
-	WorkflowName string          `json:"workflow_name"`
-	WorkflowID   string          `json:"workflow_id"`
-	Status       string          `json:"status"`
-	Input        json.RawMessage `json:"input"`
-	Result       json.RawMessage `json:"result"`
-	// Error is the failure of an execution that did not complete, null
-	// otherwise: {"message", "type"?, "non_retryable"?}.
-	Error     json.RawMessage `json:"error"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
-	ClosedAt  *time.Time      `json:"closed_at"`
-	// Raw is the server's JSON for the execution.
-	Raw json.RawMessage `json:"-"`
-}
-
-// Terminal reports whether the execution has closed.
-func (e *Execution) Terminal() bool { return IsTerminal(e.Status) }
-
-func (e *Execution) UnmarshalJSON(data []byte) error {
-	type plain Execution
-	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
-		return err
-	}
-	*e = Execution(p)
-	e.Raw = append(json.RawMessage(nil), data...)
-	return nil
-}
-
-// Describe reads an execution; an unknown id is an *APIError matching
-// ErrNotFound.
-func (c *Client) Describe(ctx context.Context, executionID string) (*Execution, error) {
-	if executionID == "" {
-		return nil, errors.New("client: Describe: execution id is required")
-	}
-	path := apiPrefix + "/executions/" + url.PathEscape(executionID)
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	var e Execution
-	if err := decode(http.MethodGet, path, resp.body, &e); err != nil {
-		return nil, err
-	}
-	return &e, nil
-}
-
-// Event is one entry of an execution's history.
-type Event struct {
-	Seq  int
-	Type string
-	At   time.Time
-	// Attrs are the event's other fields (activity_name, failure, …),
-	// decoded as encoding/json decodes into any.
-	Attrs map[string]any
-	// Raw is the server's JSON for the event.
-	Raw json.RawMessage
-}
-
-// History reads an execution's history, oldest event first.
-func (c *Client) History(ctx context.Context, executionID string) ([]Event, error) {
-	if executionID == "" {
-		return nil, errors.New("client: History: execution id is required")
-	}
-	path := apiPrefix + "/executions/" + url.PathEscape(executionID) + "/history"
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	var a struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
-		return nil, err
-	}
-	events := make([]Event, 0, len(a.Events))
-	for _, raw := range a.Events {
-		var head struct {
-			Seq  int       `json:"seq"`
-			Type string    `json:"type"`
-			At   time.Time `json:"at"`
-		}
-		attrs := map[string]any{}
-		if err := decode(http.MethodGet, path, raw, &head); err != nil {
-			return nil, err
-		}
-		if err := decode(http.MethodGet, path, raw, &attrs); err != nil {
-			return nil, err
-		}
-		delete(attrs, "seq")
-		delete(attrs, "type")
-		delete(attrs, "at")
-		events = append(events, Event{Seq: head.Seq, Type: head.Type, At: head.At, Attrs: attrs, Raw: raw})
-	}
-	return events, nil
-}
-
-// ListOptions filters List. Zero values mean no filter and the server's
-// default limit (50).
-type ListOptions struct {
-	Workflow string
-	Status   string
-	// Limit is 1 to 500.
-	Limit int
-}
-
-// List lists executions, newest first.
-func (c *Client) List(ctx context.Context, opts ListOptions) ([]Execution, error) {
-	q := url.Values{}
-	if opts.Workflow != "" {
-		q.Set("workflow", opts.Workflow)
-	}
-	if opts.Status != "" {
-		q.Set("status", opts.Status)
-	}
-	if opts.Limit != 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
-	path := apiPrefix + "/executions"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	var a struct {
-		Executions []Execution `json:"executions"`
-	}
-	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
-		return nil, err
-	}
-	if a.Executions == nil {
-		a.Executions = []Execution{}
-	}
-	return a.Executions, nil
-}
-
-// WaitResult polls the execution (every 50 ms at first, backing off to
-// 1 s) until it closes, within ctx. When it Completed, its result is
-// decoded into out (a pointer, or nil to skip). When it closed otherwise
-// the error is an *ExecutionFailedError; the execution is returned in
-// both cases.
-func (c *Client) WaitResult(ctx context.Context, executionID string, out any) (*Execution, error) {
-	var e *Execution
-	err := poll(ctx, func() (bool, error) {
-		got, err := c.Describe(ctx, executionID)
-		switch {
-		case err == nil:
-			e = got
-			return got.Terminal(), nil
-		case ctx.Err() != nil:
-			return false, ctx.Err()
-		case transient(err):
-			return false, nil
-		}
-		return false, err
-	})
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			status := "unknown"
-			if e != nil {
-				status = e.Status
-			}
-			return e, fmt.Errorf("client: wait for execution %s (status %s): %w", executionID, status, ctxErr)
-		}
-		return e, err
-	}
-	if e.Status != StatusCompleted {
-		fe := &ExecutionFailedError{ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, Status: e.Status, Failure: e.Error}
-		var f struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-			Reason  string `json:"reason"`
-		}
-		if json.Unmarshal(e.Error, &f) == nil {
-			fe.Message, fe.Type = f.Message, f.Type
-			if fe.Message == "" {
-				fe.Message = f.Reason
-			}
-		}
-		return e, fe
-	}
-	if out != nil && len(e.Result) > 0 {
-		if err := json.Unmarshal(e.Result, out); err != nil {
-			return e, fmt.Errorf("client: decode the result of execution %s: %w", executionID, err)
-		}
-	}
-	return e, nil
 }

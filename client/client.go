@@ -13,9 +13,26 @@
 // SignalWithStart poll the command until it is applied; if ctx ends first
 // they return a *PendingError naming the command.
 //
-// Errors the API answers are *APIError values; errors.Is(err, ErrNotFound)
-// and errors.Is(err, ErrConflict) test for 404 and 409. WaitResult returns
-// an *ExecutionFailedError when the execution closes other than Completed.
+// Errors the API answers are *APIError values carrying the HTTP status,
+// the machine-readable code (one of the Code constants), the message and
+// the answer's other members. errors.Is(err, ErrNotFound) and
+// errors.Is(err, ErrConflict) test for any 404 and 409; the Err sentinels
+// (ErrExecutionNotFound, ErrExecutionTerminal, ErrWorkflowIDConflict, …)
+// test for one code each:
+//
+//	err := c.SendSignal(ctx, id, "item", v)
+//	switch {
+//	case errors.Is(err, client.ErrExecutionNotFound): // 404 execution_not_found
+//	case errors.Is(err, client.ErrExecutionTerminal): // 409 execution_terminal
+//	}
+//
+// WaitResult returns an *ExecutionFailedError when the execution closes
+// other than Completed, and a call whose command is still pending when ctx
+// ends a *PendingError.
+//
+// The request and answer bodies of every route are this package's
+// …Request and …Response types (with Execution, Event and DeadCommand);
+// the server encodes exactly these.
 //
 // The package depends on the standard library only; typed signals
 // (harvest.Signal[T].Send) are built on it in the harvest package.
@@ -30,7 +47,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -90,132 +106,6 @@ func New(cfg Config) (*Client, error) {
 // BaseURL is the API address the client talks to, without a trailing
 // slash.
 func (c *Client) BaseURL() string { return c.base }
-
-// Sentinels for errors.Is on an *APIError.
-var (
-	// ErrNotFound matches every 404 answer: execution_not_found,
-	// command_not_found, not_found.
-	ErrNotFound = errors.New("not found")
-	// ErrConflict matches every 409 answer: execution_terminal,
-	// workflow_id_conflict.
-	ErrConflict = errors.New("conflict")
-)
-
-// APIError is an error answer of the API.
-type APIError struct {
-	// StatusCode is the HTTP status.
-	StatusCode int
-	// Code is the machine-readable code ("execution_not_found"); empty if
-	// the answer was not the API's JSON error.
-	Code string
-	// Message is the API's explanation.
-	Message string
-	// Field names the request field at fault, when there is one.
-	Field string
-	// Pointer is the JSON Pointer, within the request body, of a value
-	// Harvest cannot store (400 payload_unstorable and the invalid_*
-	// codes of string members that hold one).
-	Pointer string
-	// Violations lists what is wrong with an input that fails its
-	// workflow's schema (422 input_invalid).
-	Violations []Violation
-	// RetryAfter is the answer's Retry-After, zero if it had none.
-	RetryAfter time.Duration
-}
-
-// Violation is one way an input fails its workflow's JSON Schema.
-type Violation struct {
-	// Field is the JSON Pointer of the offending value.
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-func (e *APIError) Error() string {
-	if e.Code == "" {
-		return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Message)
-	}
-	return e.Code + ": " + e.Message
-}
-
-// Is makes errors.Is(err, ErrNotFound) and errors.Is(err, ErrConflict)
-// work.
-func (e *APIError) Is(target error) bool {
-	switch target {
-	case ErrNotFound:
-		return e.StatusCode == http.StatusNotFound
-	case ErrConflict:
-		return e.StatusCode == http.StatusConflict
-	}
-	return false
-}
-
-// errorBody is the JSON of an error answer.
-type errorBody struct {
-	Error      string      `json:"error"`
-	Message    string      `json:"message"`
-	Field      string      `json:"field"`
-	Pointer    string      `json:"pointer"`
-	Violations []Violation `json:"violations"`
-}
-
-// apiErrorFrom builds the APIError of a non-2xx answer.
-func apiErrorFrom(status int, header http.Header, raw []byte) *APIError {
-	e := &APIError{StatusCode: status}
-	var body errorBody
-	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
-		e.Code, e.Message, e.Field, e.Pointer, e.Violations = body.Error, body.Message, body.Field, body.Pointer, body.Violations
-	} else {
-		e.Message = http.StatusText(status)
-		if text := strings.TrimSpace(string(raw)); text != "" {
-			if len(text) > 200 {
-				text = text[:200] + "…"
-			}
-			e.Message += ": " + text
-		}
-	}
-	if header != nil {
-		if secs, err := strconv.Atoi(header.Get("Retry-After")); err == nil && secs > 0 {
-			e.RetryAfter = time.Duration(secs) * time.Second
-		}
-	}
-	return e
-}
-
-// PendingError says the server accepted a command durably but ctx ended
-// before its outcome was known. The command will still be applied; poll
-// it with Command, or retry the call with the same idempotency key.
-type PendingError struct {
-	CommandID string
-	Err       error // why the wait ended: ctx.Err()
-}
-
-func (e *PendingError) Error() string {
-	return fmt.Sprintf("command %s accepted, outcome not known yet: %v", e.CommandID, e.Err)
-}
-
-func (e *PendingError) Unwrap() error { return e.Err }
-
-// ExecutionFailedError is what WaitResult returns for an execution that
-// closed as Failed, Cancelled, Terminated or TimedOut.
-type ExecutionFailedError struct {
-	ExecutionID  string
-	WorkflowName string
-	// Status is the execution's terminal status.
-	Status string
-	// Message and Type come from the execution's error, when it has one.
-	Message string
-	Type    string
-	// Failure is the execution's error as stored, null if none.
-	Failure json.RawMessage
-}
-
-func (e *ExecutionFailedError) Error() string {
-	msg := fmt.Sprintf("execution %s (%s) %s", e.ExecutionID, e.WorkflowName, e.Status)
-	if e.Message != "" {
-		msg += ": " + e.Message
-	}
-	return msg
-}
 
 // response is an answer read in full.
 type response struct {

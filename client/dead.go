@@ -63,9 +63,7 @@ func (c *Client) DeadCommands(ctx context.Context, opts DeadCommandsOptions) ([]
 	if err != nil {
 		return nil, err
 	}
-	var a struct {
-		DeadCommands []DeadCommand `json:"dead_commands"`
-	}
+	var a ListDeadCommandsResponse
 	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
 		return nil, err
 	}

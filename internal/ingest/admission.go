@@ -11,19 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/dedup"
 )
 
-// gate is a closed admission gate, as stored in the admission bucket.
-type gate struct {
-	Workflow string    `json:"workflow"`
-	State    string    `json:"state"`
-	Reason   string    `json:"reason,omitempty"`
-	ClosedAt time.Time `json:"closed_at,omitzero"`
-}
-
-func decodeGate(_ string, value []byte) (gate, error) {
-	var g gate
+func decodeGate(_ string, value []byte) (client.AdmissionGate, error) {
+	var g client.AdmissionGate
 	err := json.Unmarshal(value, &g)
 	return g, err
 }
@@ -31,25 +24,23 @@ func decodeGate(_ string, value []byte) (gate, error) {
 func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("workflow")
 	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_name", "workflow", err.Error())
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
 		return
 	}
-	var req struct {
-		Reason string `json:"reason"`
-	}
+	var req client.CloseAdmissionRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("request body is not a JSON object: %v", err))
+		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
 	if req.Reason == "" {
-		writeFieldError(w, http.StatusBadRequest, "reason_required", "reason", "say why the gate closes: it is shown to refused callers")
+		writeFieldError(w, http.StatusBadRequest, client.CodeReasonRequired, "reason", "say why the gate closes: it is shown to refused callers")
 		return
 	}
-	g := gate{Workflow: name, State: "closed", Reason: req.Reason, ClosedAt: time.Now().UTC()}
+	g := client.AdmissionGate{Workflow: name, State: "closed", Reason: req.Reason, ClosedAt: time.Now().UTC()}
 	data, _ := json.Marshal(g)
 	if _, err := s.cfg.Topology.Admission.Put(r.Context(), name, data); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("store the gate: %v", err))
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("store the gate: %v", err))
 		return
 	}
 	// Enforced here at once; the other replicas follow through the watch.
@@ -61,20 +52,20 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleAdmissionOpen(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("workflow")
 	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_name", "workflow", err.Error())
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
 		return
 	}
 	if err := s.cfg.Topology.Admission.Delete(r.Context(), name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("remove the gate: %v", err))
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("remove the gate: %v", err))
 		return
 	}
 	s.admission.remove(name)
 	s.log.Info("admission opened", "workflow", name)
-	writeJSON(w, http.StatusOK, gate{Workflow: name, State: "open"})
+	writeJSON(w, http.StatusOK, client.AdmissionGate{Workflow: name, State: "open"})
 }
 
 func (s *Server) handleAdmissionList(w http.ResponseWriter, _ *http.Request) {
 	gates := s.admission.all()
 	sort.Slice(gates, func(i, j int) bool { return gates[i].Workflow < gates[j].Workflow })
-	writeJSON(w, http.StatusOK, map[string]any{"closed": gates})
+	writeJSON(w, http.StatusOK, client.ListAdmissionResponse{Closed: gates})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -21,28 +22,6 @@ import (
 
 // HeaderArcFlowSignature carries the HMAC of an external callback's body.
 const HeaderArcFlowSignature = "X-ArcFlow-Signature"
-
-// runRequest is the body of POST /v1/runs.
-type runRequest struct {
-	Workflow string          `json:"workflow"`
-	Input    json.RawMessage `json:"input"`
-}
-
-// runResponse answers POST /v1/runs.
-type runResponse struct {
-	RunID   string `json:"run_id"`
-	TraceID string `json:"trace_id"`
-	Status  string `json:"status"`
-}
-
-// externalResponse answers POST /v1/runs/{run_id}/external/{binding_id}.
-type externalResponse struct {
-	RunID     string `json:"run_id"`
-	BindingID string `json:"binding_id"`
-	Status    string `json:"status"`
-	// CommandID is set when the callback is durable but not applied yet.
-	CommandID string `json:"command_id,omitempty"`
-}
 
 // traceID is a run's trace id: stable for the run, so every answer about
 // it (a retried create included) carries the same one.
@@ -59,7 +38,7 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if p.key, err = dedup.ValidateKey(strings.Join(vals, ",")); err != nil {
 			s.metrics.starts.WithLabelValues("refused").Inc()
-			writeFieldError(w, http.StatusBadRequest, "invalid_idempotency_key", "idempotency_key", err.Error())
+			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 			return
 		}
 	}
@@ -68,25 +47,25 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
-	var req runRequest
+	var req client.RunRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("request body is not a JSON object: %v", err))
+		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
 		return
 	}
 	if dec.More() {
-		writeError(w, http.StatusBadRequest, "invalid_json", "request body holds more than one JSON value")
+		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, "request body holds more than one JSON value")
 		return
 	}
 	if req.Workflow == "" {
-		writeFieldError(w, http.StatusBadRequest, "missing_workflow", "workflow", `the body names no "workflow" to run`)
+		writeFieldError(w, http.StatusBadRequest, client.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
 		return
 	}
 	if err := dedup.ValidateName(req.Workflow); err != nil {
-		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_name", "workflow", err.Error())
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
 		return
 	}
-	p.name, p.req = req.Workflow, startRequest{Input: req.Input}
+	p.name, p.req = req.Workflow, client.StartRequest{Input: req.Input}
 	var status int
 	var answer any
 	rej = unstorableBody(body, runMembers)
@@ -101,8 +80,8 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
-	if sr, ok := answer.(startResponse); ok {
-		answer = runResponse{RunID: sr.ExecutionID, TraceID: traceID(sr.ExecutionID), Status: sr.Status}
+	if sr, ok := answer.(client.StartResponse); ok {
+		answer = client.RunResponse{RunID: sr.ExecutionID, TraceID: traceID(sr.ExecutionID), Status: sr.Status}
 	}
 	writeJSON(w, status, answer)
 }
@@ -125,7 +104,7 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 			Header: HeaderArcFlowSignature, Prefix: "sha256=", Encoding: webhook.EncodingHex}
 		if _, err := webhook.Verify(src, r.Header, raw, time.Now()); err != nil {
 			s.log.Warn("external callback refused", "run_id", runID, "binding_id", bindingID, "err", err)
-			writeError(w, http.StatusUnauthorized, "invalid_signature", err.Error())
+			writeError(w, http.StatusUnauthorized, client.CodeInvalidSignature, err.Error())
 			return
 		}
 	}
@@ -133,22 +112,22 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 	if vals, ok := r.Header[http.CanonicalHeaderKey("X-Idempotency-Key")]; ok {
 		var err error
 		if key, err = dedup.ValidateKey(strings.Join(vals, ",")); err != nil {
-			writeFieldError(w, http.StatusBadRequest, "invalid_idempotency_key", "idempotency_key", err.Error())
+			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 			return
 		}
 	}
 	if _, err := uuid.Parse(runID); err != nil {
-		writeError(w, http.StatusNotFound, "execution_not_found", fmt.Sprintf("no run %q", runID))
+		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
 		return
 	}
 	if err := dedup.ValidateName(bindingID); err != nil {
-		writeFieldError(w, http.StatusBadRequest, "invalid_binding_id", "binding_id", err.Error())
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidBindingID, "binding_id", err.Error())
 		return
 	}
 	var payload json.RawMessage
 	if body := bytes.TrimSpace(raw); len(body) > 0 {
 		if !json.Valid(body) {
-			writeError(w, http.StatusBadRequest, "invalid_json", "the callback body is not JSON")
+			writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, "the callback body is not JSON")
 			return
 		}
 		if rej := unstorablePayload(body, "payload"); rej != nil {
@@ -164,8 +143,8 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 		cmd.CommandID = dedup.SignalCommandID(runID, key)
 	}
 	status, answer := s.sendSignal(r, cmd)
-	if sr, ok := answer.(signalResponse); ok {
-		resp := externalResponse{RunID: runID, BindingID: bindingID, Status: "accepted"}
+	if sr, ok := answer.(client.SignalResponse); ok {
+		resp := client.ExternalResponse{RunID: runID, BindingID: bindingID, Status: "accepted"}
 		switch {
 		case sr.SignalDelivered == nil:
 			// Durable, not applied yet: it will be, once.

@@ -17,7 +17,7 @@ import (
 // scheduler set aside, newest first (?shard=, ?before=<id>, ?limit=).
 func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.DB == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "this ingest has no database to read from")
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
 	q := r.URL.Query()
@@ -25,7 +25,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("shard"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n >= s.cfg.Topology.Shards() {
-			writeFieldError(w, http.StatusBadRequest, "invalid_shard", "shard", fmt.Sprintf("shard must be 0 to %d", s.cfg.Topology.Shards()-1))
+			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidShard, "shard", fmt.Sprintf("shard must be 0 to %d", s.cfg.Topology.Shards()-1))
 			return
 		}
 		f.Shard = &n
@@ -33,7 +33,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			writeFieldError(w, http.StatusBadRequest, "invalid_before", "before", "before must be a dead command id")
+			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidBefore, "before", "before must be a dead command id")
 			return
 		}
 		f.Before = n
@@ -51,25 +51,25 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	for _, d := range dead {
 		out = append(out, deadView(d))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"dead_commands": out})
+	writeJSON(w, http.StatusOK, client.ListDeadCommandsResponse{DeadCommands: out})
 }
 
 // handleGetDead answers GET /api/harvest/commands/dead/{id}, with the
 // message as it came.
 func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.DB == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "this ingest has no database to read from")
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
 	raw := r.PathValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
-		writeError(w, http.StatusNotFound, "dead_command_not_found", fmt.Sprintf("no dead command %q", raw))
+		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %q", raw))
 		return
 	}
 	d, err := store.GetDeadCommand(r.Context(), s.cfg.DB, id)
 	if errors.Is(err, store.ErrDeadCommandNotFound) {
-		writeError(w, http.StatusNotFound, "dead_command_not_found", fmt.Sprintf("no dead command %d", id))
+		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %d", id))
 		return
 	}
 	if err != nil {

@@ -4,32 +4,37 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/schema"
 )
 
-// apiError is the JSON body of every error answer.
-type apiError struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-	Limit   int64  `json:"limit,omitempty"`
-	// Pointer is the JSON Pointer, within the request body, of a value
-	// that cannot be stored.
-	Pointer string `json:"pointer,omitempty"`
-	// Violations lists what is wrong with an input that fails its schema.
-	Violations []schema.Violation `json:"violations,omitempty"`
-}
+// Every answer is one of the client package's wire types, encoded by
+// writeJSON; an error answer is a client.ErrorResponse whose code is one
+// of the client.Code constants.
 
+// writeJSON answers status with body encoded as JSON.
 func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
 }
 
+// writeError answers status with the error code and message.
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, apiError{Error: code, Message: message})
+	writeJSON(w, status, client.ErrorResponse{Error: code, Message: message})
 }
 
+// writeFieldError answers status with the error code and message about
+// the request field named field.
 func writeFieldError(w http.ResponseWriter, status int, code, field, message string) {
-	writeJSON(w, status, apiError{Error: code, Message: message, Field: field})
+	writeJSON(w, status, client.ErrorResponse{Error: code, Message: message, Field: field})
+}
+
+// violationsOf is how the violations of a schema are sent.
+func violationsOf(vs []schema.Violation) []client.Violation {
+	out := make([]client.Violation, len(vs))
+	for i, v := range vs {
+		out[i] = client.Violation(v)
+	}
+	return out
 }

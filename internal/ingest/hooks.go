@@ -10,19 +10,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
-
-// hookResponse answers a webhook delivery.
-type hookResponse struct {
-	Accepted  bool   `json:"accepted"`
-	CommandID string `json:"command_id,omitempty"`
-	Duplicate bool   `json:"duplicate,omitempty"`
-	Ignored   bool   `json:"ignored,omitempty"`
-}
 
 // handleHook takes a webhook delivery: verified on the raw body, routed by
 // event type to a start or a signal-with-start keyed by the provider's
@@ -31,7 +24,7 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("source")
 	ep, ok := s.hooks[name]
 	if !ok {
-		writeError(w, http.StatusNotFound, "unknown_source", fmt.Sprintf("no webhook source %q is configured", name))
+		writeError(w, http.StatusNotFound, client.CodeUnknownSource, fmt.Sprintf("no webhook source %q is configured", name))
 		return
 	}
 	limit := ep.MaxBodyBytes
@@ -45,25 +38,25 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "webhook bodies must be application/json")
+		writeError(w, http.StatusUnsupportedMediaType, client.CodeUnsupportedMediaType, "webhook bodies must be application/json")
 		return
 	}
 	delivery, err := webhook.Verify(ep.Source, r.Header, body, time.Now())
 	if err != nil {
 		s.log.Warn("webhook refused", "source", name, "err", err)
-		writeError(w, http.StatusUnauthorized, "invalid_signature", err.Error())
+		writeError(w, http.StatusUnauthorized, client.CodeInvalidSignature, err.Error())
 		return
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var event any
 	if err := dec.Decode(&event); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_json", fmt.Sprintf("the payload is not JSON: %v", err))
+		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("the payload is not JSON: %v", err))
 		return
 	}
 	if sch, ok := s.hookSchemas[name]; ok {
 		if violations := sch.Validate(body); len(violations) > 0 {
-			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "payload_invalid", Field: violations[0].Field, Violations: violations,
+			writeJSON(w, http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodePayloadInvalid, Field: violations[0].Field, Violations: violationsOf(violations),
 				Message: fmt.Sprintf("the payload does not match the schema of source %s: %s at %q", name, violations[0].Message, violations[0].Field)})
 			return
 		}
@@ -78,14 +71,14 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if delivery.ID == "" {
-		writeError(w, http.StatusBadRequest, "missing_event_id", "the event carries no id to deduplicate it by")
+		writeError(w, http.StatusBadRequest, client.CodeMissingEventID, "the event carries no id to deduplicate it by")
 		return
 	}
 	rule, ok := ep.Rule(delivery.EventType)
 	if !ok {
 		s.log.Info("webhook event ignored: no rule", "source", name, "event", delivery.EventType)
 		s.metrics.hooksIgnored.Inc()
-		writeJSON(w, http.StatusAccepted, hookResponse{Accepted: true, Ignored: true})
+		writeJSON(w, http.StatusAccepted, client.HookResponse{Accepted: true, Ignored: true})
 		return
 	}
 	// What would be stored must be storable: the body (the input or the
@@ -97,17 +90,17 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := storable.CheckIdentifier(delivery.ID); err != nil {
-		writeFieldError(w, http.StatusBadRequest, "invalid_event_id", "event_id", "the event id "+err.Error())
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidEventID, "event_id", "the event id "+err.Error())
 		return
 	}
 	cmd, shard, err := rule.Command(s.cfg.Topology.Shards(), dedup.HookKey(name, delivery.ID), event, time.Now())
 	var unstorableID *storable.Error
 	switch {
 	case errors.As(err, &unstorableID):
-		writeFieldError(w, http.StatusBadRequest, "invalid_workflow_id", "workflow_id", err.Error())
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", err.Error())
 		return
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "unroutable_event", err.Error())
+		writeError(w, http.StatusBadRequest, client.CodeUnroutableEvent, err.Error())
 		return
 	}
 	// The checks every fresh start gets: the workflow's input schema and
@@ -115,14 +108,14 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	// the broker or answered from its claim either way.)
 	if sch, ok := s.schemas.get(rule.Workflow); ok && cmd.Start.Input != nil {
 		if violations := sch.Validate(cmd.Start.Input); len(violations) > 0 {
-			writeJSON(w, http.StatusUnprocessableEntity, apiError{Error: "input_invalid", Field: "input", Violations: violations,
+			writeJSON(w, http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodeInputInvalid, Field: "input", Violations: violationsOf(violations),
 				Message: fmt.Sprintf("the event does not match the input schema of %s: %s at %q", rule.Workflow, violations[0].Message, violations[0].Field)})
 			return
 		}
 	}
 	if g, closed := s.admission.get(rule.Workflow); closed {
 		w.Header().Set("Retry-After", admissionRetryAfter)
-		writeError(w, http.StatusServiceUnavailable, "admission_blocked", fmt.Sprintf("starts of %s are paused: %s", rule.Workflow, g.Reason))
+		writeError(w, http.StatusServiceUnavailable, client.CodeAdmissionBlocked, fmt.Sprintf("starts of %s are paused: %s", rule.Workflow, g.Reason))
 		return
 	}
 	pctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
@@ -135,7 +128,7 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the command stream is unavailable; deliver again later")
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "the command stream is unavailable; deliver again later")
 		return
 	}
 	duplicate := ack.Duplicate
@@ -150,8 +143,8 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	}
 	if duplicate {
 		s.metrics.duplicates.WithLabelValues("broker").Inc()
-		writeJSON(w, http.StatusOK, hookResponse{Accepted: true, Duplicate: true})
+		writeJSON(w, http.StatusOK, client.HookResponse{Accepted: true, Duplicate: true})
 		return
 	}
-	writeJSON(w, http.StatusAccepted, hookResponse{Accepted: true, CommandID: cmd.CommandID})
+	writeJSON(w, http.StatusAccepted, client.HookResponse{Accepted: true, CommandID: cmd.CommandID})
 }

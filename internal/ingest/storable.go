@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 )
@@ -16,23 +17,19 @@ import (
 // shard. Every JSON body is checked whole with storable.CheckJSON; a
 // problem is reported at the top-level member it lies in.
 
-// codeUnstorable refuses a JSON payload (an input, a signal payload, a
-// webhook body) that holds what PostgreSQL cannot store.
-const codeUnstorable = "payload_unstorable"
-
 // The string members of request bodies, by the code their refusal gets;
-// any other member is a payload.
+// any other member is a payload (payload_unstorable).
 var (
 	startMembers = map[string]string{
-		"workflow_id": "invalid_workflow_id", "idempotency_key": "invalid_idempotency_key", "reuse_policy": "invalid_reuse_policy",
-		"delay": "invalid_delay", "start_at": "invalid_start_at", "completion_callback": "invalid_completion_callback",
+		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,
+		"delay": client.CodeInvalidDelay, "start_at": client.CodeInvalidStartAt, "completion_callback": client.CodeInvalidCompletionCallback,
 	}
 	signalWithStartMembers = map[string]string{
-		"workflow_id": "invalid_workflow_id", "idempotency_key": "invalid_idempotency_key", "reuse_policy": "invalid_reuse_policy",
-		"signal_name": "invalid_signal_name",
+		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,
+		"signal_name": client.CodeInvalidSignalName,
 	}
-	runMembers    = map[string]string{"workflow": "invalid_workflow_name"}
-	cancelMembers = map[string]string{"reason": "invalid_reason"}
+	runMembers    = map[string]string{"workflow": client.CodeInvalidWorkflowName}
+	cancelMembers = map[string]string{"reason": client.CodeInvalidReason}
 )
 
 // unstorableBody checks a request body, a JSON object, and refuses it if
@@ -46,10 +43,10 @@ func unstorableBody(body []byte, members map[string]string) *rejection {
 	}
 	var se *storable.Error
 	if !errors.As(err, &se) {
-		return reject(http.StatusBadRequest, "invalid_json", "", err.Error())
+		return reject(http.StatusBadRequest, client.CodeInvalidJSON, "", err.Error())
 	}
 	member, rest := splitPointer(se.Pointer)
-	code := codeUnstorable
+	code := client.CodePayloadUnstorable
 	for name, c := range members {
 		// encoding/json matches member names without regard to case.
 		if strings.EqualFold(name, member) {
@@ -68,9 +65,9 @@ func unstorablePayload(body []byte, field string) *rejection {
 	}
 	var se *storable.Error
 	if !errors.As(err, &se) {
-		return reject(http.StatusBadRequest, "invalid_json", "", err.Error())
+		return reject(http.StatusBadRequest, client.CodeInvalidJSON, "", err.Error())
 	}
-	return unstorableRejection(se, codeUnstorable, field, se.Pointer)
+	return unstorableRejection(se, client.CodePayloadUnstorable, field, se.Pointer)
 }
 
 // unstorableRejection is the 400 that refuses se, found in field at the

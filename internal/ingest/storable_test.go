@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/poison"
 	"github.com/harvest-engine/harvest/internal/streams"
@@ -58,7 +59,7 @@ func newEdge(t *testing.T) *edge {
 
 // do sends a request; signing, when set, names the header that carries
 // the body's HMAC under secret.
-func (e *edge) do(method, target string, header map[string]string, body string) (int, apiError) {
+func (e *edge) do(method, target string, header map[string]string, body string) (int, client.ErrorResponse) {
 	e.t.Helper()
 	req := httptest.NewRequest(method, target, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -73,7 +74,7 @@ func (e *edge) do(method, target string, header map[string]string, body string) 
 	}
 	rec := httptest.NewRecorder()
 	e.s.Handler().ServeHTTP(rec, req)
-	var a apiError
+	var a client.ErrorResponse
 	if rec.Code >= 400 {
 		require.NoError(e.t, json.Unmarshal(rec.Body.Bytes(), &a), "%d %s", rec.Code, rec.Body)
 	}
@@ -240,7 +241,7 @@ func BenchmarkStartBody(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				var req startRequest
+				var req client.StartRequest
 				if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
 					b.Fatal(err)
 				}

@@ -1,0 +1,278 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error codes: the "error" member of an error answer, and APIError.Code.
+// The HTTP status each comes with is given; a code always comes with the
+// same status.
+const (
+	// 400 Bad Request: the request is malformed; sending it again as it
+	// is cannot succeed.
+	CodeInvalidJSON               = "invalid_json"
+	CodeUnreadableBody            = "unreadable_body"
+	CodeInvalidWorkflowName       = "invalid_workflow_name"
+	CodeInvalidWorkflowID         = "invalid_workflow_id"
+	CodeInvalidIdempotencyKey     = "invalid_idempotency_key"
+	CodeInvalidReusePolicy        = "invalid_reuse_policy"
+	CodeInvalidSchedule           = "invalid_schedule"
+	CodeInvalidDelay              = "invalid_delay"
+	CodeInvalidStartAt            = "invalid_start_at"
+	CodeInvalidCompletionCallback = "invalid_completion_callback"
+	CodeInvalidSignalName         = "invalid_signal_name"
+	CodeInvalidReason             = "invalid_reason"
+	CodeInvalidStatus             = "invalid_status"
+	CodeInvalidLimit              = "invalid_limit"
+	CodeInvalidShard              = "invalid_shard"
+	CodeInvalidBefore             = "invalid_before"
+	CodeInvalidBindingID          = "invalid_binding_id"
+	CodeInvalidEventID            = "invalid_event_id"
+	CodeMissingWorkflow           = "missing_workflow"
+	CodeMissingEventID            = "missing_event_id"
+	CodeUnroutableEvent           = "unroutable_event"
+	CodeReasonRequired            = "reason_required"
+	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
+	// (such as a string holding U+0000); APIError.Pointer locates it.
+	CodePayloadUnstorable = "payload_unstorable"
+
+	// 401 Unauthorized.
+	CodeInvalidSignature = "invalid_signature"
+
+	// 404 Not Found.
+	CodeExecutionNotFound   = "execution_not_found"
+	CodeCommandNotFound     = "command_not_found"
+	CodeDeadCommandNotFound = "dead_command_not_found"
+	CodeUnknownSource       = "unknown_source"
+	// CodeNotFound answers a request no route serves.
+	CodeNotFound = "not_found"
+
+	// 409 Conflict.
+	CodeExecutionTerminal  = "execution_terminal"
+	CodeWorkflowIDConflict = "workflow_id_conflict"
+
+	// 413 Content Too Large.
+	CodeBodyTooLarge    = "body_too_large"
+	CodeCommandTooLarge = "command_too_large"
+
+	// 415 Unsupported Media Type.
+	CodeUnsupportedMediaType = "unsupported_media_type"
+
+	// 422 Unprocessable Entity.
+	CodeInputInvalid         = "input_invalid"
+	CodePayloadInvalid       = "payload_invalid"
+	CodeCallbackRejected     = "callback_rejected"
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	CodeCommandRejected      = "command_rejected"
+
+	// 500 Internal Server Error.
+	CodeClaimDangling = "claim_dangling"
+
+	// 503 Service Unavailable: retry, after RetryAfter when the answer
+	// gives one.
+	CodeUnavailable          = "unavailable"
+	CodeAdmissionBlocked     = "admission_blocked"
+	CodeCallbackUnverifiable = "callback_unverifiable"
+	// CodeNotReady is the "error" of GET /readyz's 503 answer.
+	CodeNotReady = "not_ready"
+)
+
+// Sentinels for errors.Is on an error the API answered. ErrNotFound and
+// ErrConflict match on the HTTP status alone; the others are *APIError
+// values that match an *APIError with the same Code (and, as each carries
+// its status, ErrNotFound or ErrConflict where that applies):
+//
+//	errors.Is(err, client.ErrExecutionNotFound) // 404 execution_not_found
+//	errors.Is(err, client.ErrNotFound)          // any 404
+var (
+	// ErrNotFound matches every 404 answer: execution_not_found,
+	// command_not_found, dead_command_not_found, unknown_source,
+	// not_found.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict matches every 409 answer: execution_terminal,
+	// workflow_id_conflict.
+	ErrConflict = errors.New("conflict")
+
+	// ErrExecutionNotFound matches 404 execution_not_found: no execution
+	// has the id (Describe, History, a signal, a cancellation).
+	ErrExecutionNotFound error = sentinel(http.StatusNotFound, CodeExecutionNotFound, "no such execution")
+	// ErrCommandNotFound matches 404 command_not_found: no command has
+	// the id, or its outcome has expired (Command).
+	ErrCommandNotFound error = sentinel(http.StatusNotFound, CodeCommandNotFound, "no such command")
+	// ErrDeadCommandNotFound matches 404 dead_command_not_found
+	// (DeadCommand).
+	ErrDeadCommandNotFound error = sentinel(http.StatusNotFound, CodeDeadCommandNotFound, "no such dead command")
+	// ErrExecutionTerminal matches 409 execution_terminal: the execution
+	// has closed and takes no signals.
+	ErrExecutionTerminal error = sentinel(http.StatusConflict, CodeExecutionTerminal, "the execution has closed")
+	// ErrWorkflowIDConflict matches 409 workflow_id_conflict: the
+	// workflow_id has an execution that the start's reuse policy does
+	// not let it reuse.
+	ErrWorkflowIDConflict error = sentinel(http.StatusConflict, CodeWorkflowIDConflict, "the workflow_id is taken")
+	// ErrIdempotencyKeyReused matches 422 idempotency_key_reused: a keyed
+	// start repeated the key with a different input, where the server
+	// refuses that.
+	ErrIdempotencyKeyReused error = sentinel(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "the idempotency key was first used with a different input")
+	// ErrInputInvalid matches 422 input_invalid: the input fails the
+	// workflow's JSON Schema; APIError.Violations say where.
+	ErrInputInvalid error = sentinel(http.StatusUnprocessableEntity, CodeInputInvalid, "the input does not match the workflow's schema")
+	// ErrCallbackRejected matches 422 callback_rejected: the
+	// completion_callback target is not allowed.
+	ErrCallbackRejected error = sentinel(http.StatusUnprocessableEntity, CodeCallbackRejected, "the completion_callback target is not allowed")
+	// ErrCommandRejected matches 422 command_rejected: the scheduler
+	// could not apply the command and set it aside as dead (see
+	// DeadCommands).
+	ErrCommandRejected error = sentinel(http.StatusUnprocessableEntity, CodeCommandRejected, "the command was set aside as dead")
+	// ErrPayloadUnstorable matches 400 payload_unstorable: a JSON value
+	// of the request holds what Harvest cannot store;
+	// APIError.Pointer locates it.
+	ErrPayloadUnstorable error = sentinel(http.StatusBadRequest, CodePayloadUnstorable, "the request holds a value Harvest cannot store")
+	// ErrBodyTooLarge matches 413 body_too_large: the request body is
+	// larger than the server takes; APIError.Limit is the limit.
+	ErrBodyTooLarge error = sentinel(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the request body is too large")
+	// ErrCommandTooLarge matches 413 command_too_large: the request,
+	// encoded as a command, is larger than the command stream carries.
+	ErrCommandTooLarge error = sentinel(http.StatusRequestEntityTooLarge, CodeCommandTooLarge, "the command is too large")
+	// ErrAdmissionBlocked matches 503 admission_blocked: starts of the
+	// workflow are paused; APIError.RetryAfter says when to try again.
+	ErrAdmissionBlocked error = sentinel(http.StatusServiceUnavailable, CodeAdmissionBlocked, "starts of the workflow are paused")
+	// ErrUnavailable matches 503 unavailable: the server could not reach
+	// JetStream or PostgreSQL; retry.
+	ErrUnavailable error = sentinel(http.StatusServiceUnavailable, CodeUnavailable, "the server is unavailable")
+)
+
+func sentinel(status int, code, message string) *APIError {
+	return &APIError{StatusCode: status, Code: code, Message: message}
+}
+
+// APIError is an error answer of the API: every non-2xx answer a Client
+// gets is returned as one (errors.As(err, &apiErr)). Test it with
+// errors.Is against ErrNotFound, ErrConflict and the Err sentinels, or
+// switch on its Code.
+type APIError struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Code is the machine-readable code, one of the Code constants
+	// ("execution_not_found"); empty if the answer was not the API's JSON
+	// error.
+	Code string
+	// Message is the API's explanation.
+	Message string
+	// Field names the request field at fault, when there is one.
+	Field string
+	// Pointer is the JSON Pointer, within the request body, of a value
+	// Harvest cannot store (400 payload_unstorable and the invalid_*
+	// codes of string members that hold one).
+	Pointer string
+	// Limit is the limit a too-large request broke, in bytes (413
+	// body_too_large, command_too_large), when the answer gives it.
+	Limit int64
+	// Violations lists what is wrong with an input that fails its
+	// workflow's schema (422 input_invalid).
+	Violations []Violation
+	// RetryAfter is the answer's Retry-After, zero if it had none.
+	RetryAfter time.Duration
+}
+
+// Violation is one way an input fails its workflow's JSON Schema.
+type Violation struct {
+	// Field is the JSON Pointer of the offending value.
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Message)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Is makes errors.Is work: ErrNotFound matches every 404 and ErrConflict
+// every 409; an *APIError target (the Err sentinels) matches an error with
+// the same Code, or, when the target has no Code, the same StatusCode.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case ErrConflict:
+		return e.StatusCode == http.StatusConflict
+	}
+	t, ok := target.(*APIError)
+	switch {
+	case !ok || t == nil:
+		return false
+	case t.Code != "":
+		return t.Code == e.Code
+	default:
+		return t.StatusCode != 0 && t.StatusCode == e.StatusCode
+	}
+}
+
+// apiErrorFrom builds the APIError of a non-2xx answer.
+func apiErrorFrom(status int, header http.Header, raw []byte) *APIError {
+	e := &APIError{StatusCode: status}
+	var body ErrorResponse
+	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
+		e.Code, e.Message, e.Field, e.Pointer, e.Limit, e.Violations = body.Error, body.Message, body.Field, body.Pointer, body.Limit, body.Violations
+	} else {
+		e.Message = http.StatusText(status)
+		if text := strings.TrimSpace(string(raw)); text != "" {
+			if len(text) > 200 {
+				text = text[:200] + "…"
+			}
+			e.Message += ": " + text
+		}
+	}
+	if header != nil {
+		if secs, err := strconv.Atoi(header.Get("Retry-After")); err == nil && secs > 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
+	}
+	return e
+}
+
+// PendingError says the server accepted a command durably but ctx ended
+// before its outcome was known. The command will still be applied; poll
+// it with Command, or retry the call with the same idempotency key.
+// errors.Is(err, context.DeadlineExceeded) (or context.Canceled) holds for
+// it.
+type PendingError struct {
+	CommandID string
+	Err       error // why the wait ended: ctx.Err()
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("command %s accepted, outcome not known yet: %v", e.CommandID, e.Err)
+}
+
+func (e *PendingError) Unwrap() error { return e.Err }
+
+// ExecutionFailedError is what WaitResult returns for an execution that
+// closed as Failed, Cancelled, Terminated or TimedOut: the terminal
+// outcome of the workflow, not an error of the API.
+type ExecutionFailedError struct {
+	ExecutionID  string
+	WorkflowName string
+	// Status is the execution's terminal status.
+	Status string
+	// Message and Type come from the execution's error, when it has one.
+	Message string
+	Type    string
+	// Failure is the execution's error as stored, null if none.
+	Failure json.RawMessage
+}
+
+func (e *ExecutionFailedError) Error() string {
+	msg := fmt.Sprintf("execution %s (%s) %s", e.ExecutionID, e.WorkflowName, e.Status)
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}

@@ -1,0 +1,225 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Execution is an execution as the API describes it.
+type Execution struct {
+	ExecutionID  string          `json:"execution_id"`
+	WorkflowName string          `json:"workflow_name"`
+	WorkflowID   string          `json:"workflow_id"`
+	Status       string          `json:"status"`
+	Input        json.RawMessage `json:"input"`
+	Result       json.RawMessage `json:"result"`
+	// Error is the failure of an execution that did not complete, null
+	// otherwise: {"message", "type"?, "non_retryable"?}.
+	Error     json.RawMessage `json:"error"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	ClosedAt  *time.Time      `json:"closed_at"`
+	// Raw is the server's JSON for the execution.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Terminal reports whether the execution has closed.
+func (e *Execution) Terminal() bool { return IsTerminal(e.Status) }
+
+func (e *Execution) UnmarshalJSON(data []byte) error {
+	type plain Execution
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*e = Execution(p)
+	e.Raw = append(json.RawMessage(nil), data...)
+	return nil
+}
+
+// Describe reads an execution; an unknown id is an *APIError matching
+// ErrNotFound.
+func (c *Client) Describe(ctx context.Context, executionID string) (*Execution, error) {
+	if executionID == "" {
+		return nil, errors.New("client: Describe: execution id is required")
+	}
+	path := apiPrefix + "/executions/" + url.PathEscape(executionID)
+	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var e Execution
+	if err := decode(http.MethodGet, path, resp.body, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Event is one entry of an execution's history.
+type Event struct {
+	Seq  int
+	Type string
+	At   time.Time
+	// Attrs are the event's other fields (activity_name, failure, …),
+	// decoded as encoding/json decodes into any.
+	Attrs map[string]any
+	// Raw is the server's JSON for the event.
+	Raw json.RawMessage `json:"-"`
+}
+
+// The members of an event's JSON that are not Attrs.
+const (
+	eventSeq  = "seq"
+	eventType = "type"
+	eventAt   = "at"
+)
+
+// MarshalJSON encodes the event as the API sends it: one object of Attrs
+// with seq, type and at beside them. Raw is not encoded.
+func (e Event) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(e.Attrs)+3)
+	maps.Copy(m, e.Attrs)
+	m[eventSeq], m[eventType], m[eventAt] = e.Seq, e.Type, e.At
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON decodes an event as the API sends it, keeping data as
+// Raw.
+func (e *Event) UnmarshalJSON(data []byte) error {
+	var head struct {
+		Seq  int       `json:"seq"`
+		Type string    `json:"type"`
+		At   time.Time `json:"at"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return err
+	}
+	attrs := map[string]any{}
+	if err := json.Unmarshal(data, &attrs); err != nil {
+		return err
+	}
+	delete(attrs, eventSeq)
+	delete(attrs, eventType)
+	delete(attrs, eventAt)
+	*e = Event{Seq: head.Seq, Type: head.Type, At: head.At, Attrs: attrs, Raw: append(json.RawMessage(nil), data...)}
+	return nil
+}
+
+// History reads an execution's history, oldest event first.
+func (c *Client) History(ctx context.Context, executionID string) ([]Event, error) {
+	if executionID == "" {
+		return nil, errors.New("client: History: execution id is required")
+	}
+	path := apiPrefix + "/executions/" + url.PathEscape(executionID) + "/history"
+	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var a HistoryResponse
+	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+		return nil, err
+	}
+	if a.Events == nil {
+		a.Events = []Event{}
+	}
+	return a.Events, nil
+}
+
+// ListOptions filters List. Zero values mean no filter and the server's
+// default limit (50).
+type ListOptions struct {
+	Workflow string
+	Status   string
+	// Limit is 1 to 500.
+	Limit int
+}
+
+// List lists executions, newest first.
+func (c *Client) List(ctx context.Context, opts ListOptions) ([]Execution, error) {
+	q := url.Values{}
+	if opts.Workflow != "" {
+		q.Set("workflow", opts.Workflow)
+	}
+	if opts.Status != "" {
+		q.Set("status", opts.Status)
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	path := apiPrefix + "/executions"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var a ListExecutionsResponse
+	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+		return nil, err
+	}
+	if a.Executions == nil {
+		a.Executions = []Execution{}
+	}
+	return a.Executions, nil
+}
+
+// WaitResult polls the execution (every 50 ms at first, backing off to
+// 1 s) until it closes, within ctx. When it Completed, its result is
+// decoded into out (a pointer, or nil to skip). When it closed otherwise
+// the error is an *ExecutionFailedError; the execution is returned in
+// both cases.
+func (c *Client) WaitResult(ctx context.Context, executionID string, out any) (*Execution, error) {
+	var e *Execution
+	err := poll(ctx, func() (bool, error) {
+		got, err := c.Describe(ctx, executionID)
+		switch {
+		case err == nil:
+			e = got
+			return got.Terminal(), nil
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case transient(err):
+			return false, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			status := "unknown"
+			if e != nil {
+				status = e.Status
+			}
+			return e, fmt.Errorf("client: wait for execution %s (status %s): %w", executionID, status, ctxErr)
+		}
+		return e, err
+	}
+	if e.Status != StatusCompleted {
+		fe := &ExecutionFailedError{ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, Status: e.Status, Failure: e.Error}
+		var f struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Reason  string `json:"reason"`
+		}
+		if json.Unmarshal(e.Error, &f) == nil {
+			fe.Message, fe.Type = f.Message, f.Type
+			if fe.Message == "" {
+				fe.Message = f.Reason
+			}
+		}
+		return e, fe
+	}
+	if out != nil && len(e.Result) > 0 {
+		if err := json.Unmarshal(e.Result, out); err != nil {
+			return e, fmt.Errorf("client: decode the result of execution %s: %w", executionID, err)
+		}
+	}
+	return e, nil
+}

@@ -1,0 +1,256 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The JSON bodies of Harvest's HTTP API: what the server decodes from
+// requests and encodes into answers, one type each, here so that users
+// see the API's shapes where they use it. The server encodes exactly
+// these types. Execution, Event, DeadCommand and Violation are wire types
+// too. The Client's methods wrap them into friendlier results
+// (StartResult, CommandStatus, …); use the types directly to speak to
+// routes the Client has no method for.
+
+// StartRequest is the body of POST /api/harvest/workflows/{name}/start.
+// Every member is optional; the Idempotency-Key header, when sent,
+// overrides IdempotencyKey.
+type StartRequest struct {
+	Input json.RawMessage `json:"input,omitempty"`
+	// WorkflowID is the business identifier of the execution, 1 to 256
+	// bytes; absent mints one.
+	WorkflowID     *string `json:"workflow_id,omitempty"`
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+	// ReusePolicy is one of the Reuse constants; empty means
+	// allow_duplicate.
+	ReusePolicy string `json:"reuse_policy,omitempty"`
+	// Delay ("90s") or StartAt (RFC 3339) defers the first workflow task;
+	// give one at most.
+	Delay   *string `json:"delay,omitempty"`
+	StartAt *string `json:"start_at,omitempty"`
+	// CompletionCallback is an http(s) URL the outcome is POSTed to when
+	// the execution closes.
+	CompletionCallback *string `json:"completion_callback,omitempty"`
+}
+
+// StartResponse answers a start: 201 when it created the execution, 200
+// when it found one.
+type StartResponse struct {
+	ExecutionID  string `json:"execution_id"`
+	WorkflowName string `json:"workflow_name"`
+	WorkflowID   string `json:"workflow_id"`
+	Status       string `json:"status"`
+	// StartedFresh and Deduplicated are sent for keyed starts only.
+	StartedFresh *bool `json:"started_fresh,omitempty"`
+	Deduplicated *bool `json:"deduplicated,omitempty"`
+	// FirstSeenAt and ExpiresAt are the key's claim window, sent for a
+	// deduplicated keyed start.
+	FirstSeenAt *time.Time `json:"first_seen_at,omitempty"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+}
+
+// AcceptedResponse is a 202 answer: the command is durable, its outcome
+// not known yet; poll GET /api/harvest/commands/{command_id}. Status is
+// "accepted".
+type AcceptedResponse struct {
+	CommandID string `json:"command_id"`
+	Status    string `json:"status"`
+}
+
+// SignalResponse answers POST
+// /api/harvest/workflows/{execution_id}/signal/{signal_name} (202):
+// SignalDelivered when the signal was applied (false for the retry of a
+// keyed signal already delivered), or CommandID and Status "accepted"
+// when its outcome is not known yet.
+type SignalResponse struct {
+	OK              bool   `json:"ok"`
+	SignalDelivered *bool  `json:"signal_delivered,omitempty"`
+	CommandID       string `json:"command_id,omitempty"`
+	Status          string `json:"status,omitempty"`
+}
+
+// SignalWithStartRequest is the body of POST
+// /api/harvest/workflows/{name}/signal-with-start. WorkflowID and
+// SignalName are required; the Idempotency-Key header, when sent,
+// overrides IdempotencyKey.
+type SignalWithStartRequest struct {
+	WorkflowID     *string         `json:"workflow_id"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	SignalName     string          `json:"signal_name"`
+	SignalPayload  json.RawMessage `json:"signal_payload,omitempty"`
+	IdempotencyKey *string         `json:"idempotency_key,omitempty"`
+	ReusePolicy    string          `json:"reuse_policy,omitempty"`
+}
+
+// SignalWithStartResponse answers a signal-with-start: 201 when it
+// started the execution, else 200. (A late one is answered 202 with a
+// SignalResponse naming the command.)
+type SignalWithStartResponse struct {
+	ExecutionID     string `json:"execution_id"`
+	WorkflowName    string `json:"workflow_name"`
+	WorkflowID      string `json:"workflow_id"`
+	Status          string `json:"status"`
+	StartedFresh    bool   `json:"started_fresh"`
+	SignalDelivered bool   `json:"signal_delivered"`
+}
+
+// CancelRequest is the optional body of POST
+// /api/harvest/executions/{execution_id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+// CancelResponse answers a cancellation (200); a late one is answered 202
+// with an AcceptedResponse. Its members are in the order the server has
+// always sent them.
+type CancelResponse struct {
+	ExecutionID  string `json:"execution_id"`
+	Status       string `json:"status"`
+	WorkflowID   string `json:"workflow_id"`
+	WorkflowName string `json:"workflow_name"`
+}
+
+// Command states: CommandResponse.Status.
+const (
+	CommandAccepted = "accepted"
+	CommandApplied  = "applied"
+	CommandRejected = "rejected"
+)
+
+// CommandResponse answers GET /api/harvest/commands/{command_id} once the
+// command is "applied" (or "rejected": set aside as dead): HTTPStatus and
+// Outcome are the answer the command's request would have had. While the
+// command waits, the answer is an AcceptedResponse instead, which decodes
+// into a CommandResponse with Status "accepted". Its members are in the
+// order the server has always sent them.
+type CommandResponse struct {
+	CommandID  string          `json:"command_id"`
+	HTTPStatus int             `json:"http_status"`
+	Outcome    json.RawMessage `json:"outcome"`
+	Status     string          `json:"status"`
+}
+
+// ListExecutionsResponse answers GET /api/harvest/executions.
+type ListExecutionsResponse struct {
+	Executions []Execution `json:"executions"`
+}
+
+// HistoryResponse answers GET
+// /api/harvest/executions/{execution_id}/history, oldest event first.
+type HistoryResponse struct {
+	Events []Event `json:"events"`
+}
+
+// ListDeadCommandsResponse answers GET /api/harvest/commands/dead.
+type ListDeadCommandsResponse struct {
+	DeadCommands []DeadCommand `json:"dead_commands"`
+}
+
+// Admission gate states: AdmissionGate.State.
+const (
+	AdmissionClosed = "closed"
+	AdmissionOpen   = "open"
+)
+
+// AdmissionGate answers POST /api/harvest/admission/{workflow}/close and
+// /open: while closed, starts of the workflow are refused with 503
+// admission_blocked.
+type AdmissionGate struct {
+	Workflow string    `json:"workflow"`
+	State    string    `json:"state"`
+	Reason   string    `json:"reason,omitempty"`
+	ClosedAt time.Time `json:"closed_at,omitzero"`
+}
+
+// CloseAdmissionRequest is the body of POST
+// /api/harvest/admission/{workflow}/close; Reason is required and shown
+// to refused callers.
+type CloseAdmissionRequest struct {
+	Reason string `json:"reason"`
+}
+
+// ListAdmissionResponse answers GET /api/harvest/admission: the closed
+// gates, by workflow name.
+type ListAdmissionResponse struct {
+	Closed []AdmissionGate `json:"closed"`
+}
+
+// RunRequest is the body of POST /v1/runs, ArcFlow's create-run: a start
+// of Workflow, keyed by the Idempotency-Key header.
+type RunRequest struct {
+	Workflow string          `json:"workflow"`
+	Input    json.RawMessage `json:"input"`
+}
+
+// RunResponse answers POST /v1/runs. RunID is the execution id; TraceID
+// is stable for the run.
+type RunResponse struct {
+	RunID   string `json:"run_id"`
+	TraceID string `json:"trace_id"`
+	Status  string `json:"status"`
+}
+
+// ExternalResponse answers POST /v1/runs/{run_id}/external/{binding_id}.
+// Status is "accepted", or "already_processed" for a repeated
+// X-Idempotency-Key.
+type ExternalResponse struct {
+	RunID     string `json:"run_id"`
+	BindingID string `json:"binding_id"`
+	Status    string `json:"status"`
+	// CommandID is set when the callback is durable but not applied yet.
+	CommandID string `json:"command_id,omitempty"`
+}
+
+// HookResponse answers a webhook delivery, POST /hooks/{source}.
+type HookResponse struct {
+	Accepted  bool   `json:"accepted"`
+	CommandID string `json:"command_id,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Ignored   bool   `json:"ignored,omitempty"`
+}
+
+// HealthResponse answers GET /healthz; Status is "ok".
+type HealthResponse struct {
+	Status string `json:"status"`
+}
+
+// ReadinessResponse answers GET /readyz: 200 with Status "ready", or 503
+// with Status and Error "not_ready" and Message saying why.
+type ReadinessResponse struct {
+	Status  string `json:"status"`
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+	// JetStream is "ok" or why it is not.
+	JetStream string `json:"jetstream"`
+	// Database is "ok", "none" (no database configured) or why it cannot
+	// be read.
+	Database string `json:"database"`
+	// FailingShards are the shards whose applies have kept failing.
+	FailingShards []FailingShard `json:"failing_shards,omitempty"`
+}
+
+// FailingShard is a shard whose applies have been failing since
+// FailingSince.
+type FailingShard struct {
+	Shard        int       `json:"shard"`
+	FailingSince time.Time `json:"failing_since"`
+	LastError    string    `json:"last_error"`
+}
+
+// ErrorResponse is the JSON body of every error answer; the Client
+// returns it as an *APIError.
+type ErrorResponse struct {
+	// Error is the machine-readable code, one of the Code constants.
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	// Field names the request field at fault, when there is one.
+	Field string `json:"field,omitempty"`
+	// Limit is the limit a too-large request broke, in bytes.
+	Limit int64 `json:"limit,omitempty"`
+	// Pointer is the JSON Pointer, within the request body, of a value
+	// that cannot be stored.
+	Pointer string `json:"pointer,omitempty"`
+	// Violations lists what is wrong with an input that fails its schema.
+	Violations []Violation `json:"violations,omitempty"`
+}

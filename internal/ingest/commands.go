@@ -1,0 +1,68 @@
+package ingest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// handleGetCommand is GET /api/harvest/commands/{command_id}: "accepted"
+// while the command waits, else the answer its request would have had.
+func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("command_id")
+	if _, err := uuid.Parse(id); err != nil {
+		writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q", id))
+		return
+	}
+	var out wire.Outcome
+	ok, err := false, errors.New("no database configured")
+	if s.cfg.DB != nil {
+		out, ok, err = store.GetOutcome(r.Context(), s.cfg.DB, id)
+	}
+	if !ok {
+		// Not applied yet, or PostgreSQL cannot say: a command ingest
+		// accepted without knowing its outcome is "accepted" either way.
+		accepted, aerr := s.cfg.Topology.WasAccepted(r.Context(), id)
+		switch {
+		case aerr == nil && accepted:
+			writeJSON(w, http.StatusOK, client.AcceptedResponse{CommandID: id, Status: client.CommandAccepted})
+		case err != nil || aerr != nil:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("could not read command %q: %v", id, errors.Join(err, aerr)))
+		default:
+			writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
+		}
+		return
+	}
+	status, body := startAnswer(out)
+	if out.Kind == wire.KindSignalWithStart && out.Error == "" {
+		status, body = http.StatusOK, client.SignalWithStartResponse{
+			ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
+			StartedFresh: out.StartedFresh, SignalDelivered: out.SignalDelivered,
+		}
+		if out.StartedFresh {
+			status = http.StatusCreated
+		}
+	}
+	if out.Kind == wire.KindSignal {
+		status, body = http.StatusAccepted, client.SignalResponse{OK: true, SignalDelivered: &out.SignalDelivered}
+		if out.Error != "" {
+			status, body = out.HTTPStatus, client.ErrorResponse{Error: out.Error, Message: out.Message}
+		}
+	}
+	state := client.CommandApplied
+	if out.Error == client.CodeCommandRejected {
+		// Set aside by the scheduler: never applied, and never will be.
+		state = client.CommandRejected
+	}
+	// body is one of the client's answer types, which always encode.
+	outcome, _ := json.Marshal(body)
+	writeJSON(w, http.StatusOK, client.CommandResponse{CommandID: id, Status: state, HTTPStatus: status, Outcome: outcome})
+}

@@ -1,0 +1,146 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/webhook"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultOutcomeWait  = 5 * time.Second
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxStartDelay bounds delay and start_at.
+	DefaultMaxStartDelay = 30 * 24 * time.Hour
+	// DefaultShardFailingAfter is how long a shard's applies keep failing
+	// before /readyz reports it.
+	DefaultShardFailingAfter = 10 * time.Second
+	// DefaultPublishTimeout bounds a command's publish before a 503.
+	DefaultPublishTimeout = 5 * time.Second
+)
+
+// Config configures a Server. Zero values mean the documented defaults.
+type Config struct {
+	Topology *streams.Topology
+	// NC is the connection outcomes are received on.
+	NC *nats.Conn
+	// DB serves the read endpoints and command outcomes; ingest never
+	// writes it. Nil makes the read endpoints answer 503, and a start
+	// learns its outcome only from the scheduler's announcement.
+	DB *pgxpool.Pool
+	// OutcomeWait bounds how long a start waits for its outcome before it
+	// answers 202 with a command id to poll, default 5 s.
+	OutcomeWait time.Duration
+	// MaxBodyBytes caps request bodies, default 1 MiB.
+	MaxBodyBytes int64
+	// PublishTimeout bounds how long a command's publish may try before
+	// the request is answered 503 with Retry-After (JetStream down or
+	// unreachable), default 5 s.
+	PublishTimeout time.Duration
+	// MaxStartDelay bounds how far ahead delay or start_at may put a
+	// start, default 30 days.
+	MaxStartDelay time.Duration
+	// CallbackPolicy decides which completion_callback targets are
+	// accepted: public addresses only, unless allow-listed.
+	CallbackPolicy callback.Policy
+	// IdempotencyFingerprint is "reject" to refuse a keyed retry whose
+	// input differs from the original's (422 idempotency_key_reused), or
+	// "ignore" (the default) to answer it with the original execution.
+	IdempotencyFingerprint string
+	// FingerprintByWorkflow overrides IdempotencyFingerprint per workflow.
+	FingerprintByWorkflow map[string]string
+	// Webhooks are the sources POST /hooks/{source} accepts.
+	Webhooks []webhook.Endpoint
+	// ArcFlowSecrets, when set, make POST /v1/runs/{run_id}/external/{binding_id}
+	// require X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body>
+	// under one of them (several, for rotation).
+	ArcFlowSecrets []string
+	// ShardFailingAfter is how long a shard's applies must have kept
+	// failing before /readyz answers 503 for it, default 10 s.
+	ShardFailingAfter time.Duration
+	// Metrics is the registry ingest's counters go to and /metrics
+	// serves; default a fresh one.
+	Metrics *prometheus.Registry
+	Logger  *slog.Logger
+}
+
+func (c Config) rejectsFingerprintMismatch(workflow string) bool {
+	if mode, ok := c.FingerprintByWorkflow[workflow]; ok {
+		return mode == FingerprintReject
+	}
+	return c.IdempotencyFingerprint == FingerprintReject
+}
+
+// Fingerprint modes.
+const (
+	FingerprintIgnore = "ignore"
+	FingerprintReject = "reject"
+)
+
+func (c Config) withDefaults() Config {
+	if c.OutcomeWait == 0 {
+		c.OutcomeWait = DefaultOutcomeWait
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = DefaultPublishTimeout
+	}
+	if c.MaxStartDelay == 0 {
+		c.MaxStartDelay = DefaultMaxStartDelay
+	}
+	if c.ShardFailingAfter == 0 {
+		c.ShardFailingAfter = DefaultShardFailingAfter
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
+	}
+	return c
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Topology == nil:
+		return errors.New("ingest config: Topology is required")
+	case c.NC == nil:
+		return errors.New("ingest config: NC is required")
+	case c.OutcomeWait < 0:
+		return fmt.Errorf("ingest config: OutcomeWait %s: want a positive duration", c.OutcomeWait)
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("ingest config: MaxBodyBytes %d: want a positive size", c.MaxBodyBytes)
+	}
+	seen := map[string]bool{}
+	for _, e := range c.Webhooks {
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("ingest config: %w", err)
+		}
+		if seen[e.Name] {
+			return fmt.Errorf("ingest config: webhook source %q is declared twice", e.Name)
+		}
+		seen[e.Name] = true
+	}
+	modes := map[string]string{"": c.IdempotencyFingerprint}
+	for w, m := range c.FingerprintByWorkflow {
+		modes[w] = m
+	}
+	for w, m := range modes {
+		if m != "" && m != FingerprintIgnore && m != FingerprintReject {
+			return fmt.Errorf("ingest config: idempotency_fingerprint %q (workflow %q): want ignore or reject", m, w)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package ingest is Harvest's front door: the HTTP API that turns start,
+// signal, signal-with-start and cancel requests (and webhook deliveries
+// and ArcFlow-compatible runs) into commands on the command stream, waits
+// a bounded time for their outcome, and serves executions, their history,
+// commands and dead commands, admission gates, /healthz, /readyz and
+// /metrics.
+//
+// It owns the routes, the checks a request passes before anything is
+// published (names, keys, schedules, input schemas, admission gates,
+// values PostgreSQL cannot store), the message ids that make retries
+// collapse, and the waiting for outcomes: announced by the scheduler on
+// core NATS, read from PostgreSQL when the announcement is late.
+//
+// What it must not do:
+//
+//   - Write PostgreSQL, or hold SQL: a command is accepted once JetStream
+//     holds it, and the database is only read, through internal/store's
+//     functions (the read routes, late outcomes, the claims of keyed
+//     starts). Config.DB may be nil; then reads answer 503.
+//   - Apply commands or change an execution: that is the scheduler's
+//     (internal/scheduler), which stores each outcome and announces it.
+//   - Declare its own HTTP bodies or error codes: every request and
+//     answer is a type of the public client package, and every error
+//     code a client.Code constant, so that the server and its Go client
+//     cannot drift. Commands and outcomes are internal/wire's; streams,
+//     buckets and publishing are internal/streams'.
+//
+// Files, by job: config.go (Config, defaults, Validate), server.go
+// (Server and its routes), validate.go and storable.go (a request's own
+// checks), start.go (starts and their replays), submit.go and outcomes.go
+// (publishing a command and waiting for its outcome), signal.go,
+// cancel.go, hooks.go, arcflow.go and admission.go (the other writing
+// routes), reads.go, executions.go, history.go, commands.go and dead.go
+// (the read routes), health.go (/healthz, /readyz), errors.go (the JSON
+// writer).
+package ingest

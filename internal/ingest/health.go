@@ -1,0 +1,50 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+// handleHealth answers 200 while the process serves.
+func handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, client.HealthResponse{Status: "ok"})
+}
+
+// handleReady answers 200 when ingest can accept commands and every shard
+// applies them: 503 when JetStream is unreachable, or when a shard's
+// applies have kept failing for longer than ShardFailingAfter.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	body := client.ReadinessResponse{Status: "ready", JetStream: "ok", Database: "none"}
+	if _, err := s.cfg.Topology.JS.AccountInfo(ctx); err != nil {
+		body.JetStream = err.Error()
+		body.Status, body.Error, body.Message = "not_ready", client.CodeNotReady, fmt.Sprintf("JetStream unreachable: %v", err)
+	}
+	if s.cfg.DB != nil {
+		failing, err := store.FailingShards(ctx, s.cfg.DB, s.cfg.ShardFailingAfter)
+		if err != nil {
+			body.Database = err.Error()
+		} else {
+			body.Database = "ok"
+		}
+		for _, f := range failing {
+			body.FailingShards = append(body.FailingShards, client.FailingShard{Shard: f.Shard, FailingSince: f.FailingSince, LastError: f.LastError})
+		}
+		if len(failing) > 0 && body.Error == "" {
+			f := failing[0]
+			body.Status, body.Error = "not_ready", client.CodeNotReady
+			body.Message = fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s: %s", len(failing), f.Shard, f.FailingSince.Format(time.RFC3339), f.LastError)
+		}
+	}
+	status := http.StatusOK
+	if body.Error != "" {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, body)
+}

@@ -1,0 +1,197 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// handleStart is POST /api/harvest/workflows/{name}/start.
+func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
+	p, keyErr, rej := s.parseStart(w, r)
+	if keyErr != nil {
+		s.metrics.starts.WithLabelValues("refused").Inc()
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", keyErr.Error())
+		return
+	}
+	var status int
+	var body any
+	if rej != nil {
+		status, body = s.refuseOrReplay(w, r, p, rej)
+	} else {
+		status, body = s.start(r.Context(), p)
+	}
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
+// start publishes a checked start and answers it.
+func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
+	shards := s.cfg.Topology.Shards()
+	shard := dedup.StartShard(shards, p.name, p.workflowID, p.key)
+	minted := false
+	if p.workflowID == "" {
+		p.workflowID, minted = dedup.MintWorkflowID(shards, shard, p.name), true
+	}
+	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
+		WorkflowName: p.name, WorkflowID: p.workflowID, WorkflowIDMinted: minted, Input: p.req.Input,
+		TaskQueue: wire.DefaultTaskQueue, ReusePolicy: p.req.ReusePolicy, StartAt: p.startAt, AcceptedAt: time.Now().UTC(),
+	}}
+	if p.req.CompletionCallback != nil {
+		cmd.Start.CompletionCallback = *p.req.CompletionCallback
+	}
+	if p.key != "" {
+		cmd.CommandID = dedup.StartCommandID(p.name, p.key)
+		cmd.Start.IdempotencyKey = p.key
+		cmd.Start.Fingerprint = dedup.Fingerprint(p.req.Input)
+		cmd.Start.RejectFingerprintMismatch = s.cfg.rejectsFingerprintMismatch(p.name)
+	}
+	return s.publishStart(ctx, shard, cmd, cmd.CommandID, true)
+}
+
+// publishStart publishes a start and answers it from its outcome, or with
+// 202 when the outcome does not come within OutcomeWait. A broker
+// duplicate is answered from the original's outcome, checked against the
+// claim in PostgreSQL; if that claim has expired, the start is published
+// once more under a message id derived from the original's sequence, so
+// concurrent retries still collapse.
+func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command, msgID string, mayRepublish bool) (int, any) {
+	out, duplicate, err := s.submit(ctx, shard, cmd, msgID)
+	if errors.Is(err, errNotAccepted) {
+		return notAccepted(err, "start")
+	}
+	if errors.Is(err, errOutcomeLate) {
+		s.metrics.starts.WithLabelValues("accepted").Inc()
+		return http.StatusAccepted, client.AcceptedResponse{CommandID: cmd.CommandID, Status: "accepted"}
+	}
+	if !duplicate {
+		if out.Deduplicated {
+			s.metrics.duplicates.WithLabelValues("claim").Inc()
+			s.withClaim(ctx, cmd.Start, &out)
+		}
+		s.metrics.starts.WithLabelValues(startResult(out)).Inc()
+		return startAnswer(out)
+	}
+	// The broker dropped this start as a duplicate of one it holds; out is
+	// the newest outcome for the key. It answers the retry unless it was a
+	// refusal or its claim has lapsed since: then the start is evaluated
+	// anew, under a message id derived from that outcome, so concurrent
+	// retries still collapse into one message.
+	var claim *store.Claim
+	if out.Error == "" {
+		claim = s.withClaim(ctx, cmd.Start, &out)
+	}
+	if mayRepublish && (out.Error != "" || (claim == nil && s.cfg.DB != nil)) {
+		return s.publishStart(ctx, shard, cmd, fmt.Sprintf("%s/%d", cmd.CommandID, out.StreamSeq), false)
+	}
+	if out.Error == "" {
+		if claim != nil && cmd.Start.RejectFingerprintMismatch && claim.Fingerprint != "" && claim.Fingerprint != cmd.Start.Fingerprint {
+			s.metrics.starts.WithLabelValues("refused").Inc()
+			return http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodeIdempotencyKeyReused,
+				Message: fmt.Sprintf("idempotency key %q was first used with a different input", cmd.Start.IdempotencyKey)}
+		}
+		out.StartedFresh, out.Deduplicated = false, true
+	}
+	s.metrics.starts.WithLabelValues(startResult(out)).Inc()
+	return startAnswer(out)
+}
+
+// withClaim brings a replayed start's answer up to date from the claim in
+// PostgreSQL (the execution's current status, the claim's window) and
+// returns the claim; nil if it has lapsed or cannot be read (then the
+// answer stands as recorded).
+func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire.Outcome) *store.Claim {
+	if s.cfg.DB == nil || st.IdempotencyKey == "" {
+		return nil
+	}
+	claim, e, err := s.liveClaim(ctx, st)
+	if err != nil {
+		s.log.Warn("read claim", "workflow", st.WorkflowName, "idempotency_key", st.IdempotencyKey, "err", err)
+		return nil
+	}
+	if claim != nil {
+		out.ExecutionID, out.WorkflowName, out.WorkflowID, out.Status = e.ExecutionID, e.WorkflowName, e.WorkflowID, e.Status
+		out.FirstSeenAt, out.ExpiresAt = &claim.CreatedAt, &claim.ExpiresAt
+	}
+	return claim
+}
+
+func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand) (*store.Claim, *store.Execution, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return store.LiveClaim(ctx, s.cfg.DB, store.ClaimRef{WorkflowName: st.WorkflowName, IdempotencyKey: st.IdempotencyKey})
+}
+
+// refuseOrReplay answers a start that fails its own checks: with the
+// original execution if its key names a committed claim (a keyed replay
+// short-circuits every check), else with the rejection. It sets
+// Retry-After on w when the answer asks for a retry.
+func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsedStart, rej *rejection) (int, any) {
+	if p.key != "" && s.cfg.DB != nil && p.name != "" && dedup.ValidateName(p.name) == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		claim, e, err := store.LiveClaim(ctx, s.cfg.DB, store.ClaimRef{WorkflowName: p.name, IdempotencyKey: p.key})
+		if err != nil {
+			s.log.Warn("read claim for a refused start", "workflow", p.name, "idempotency_key", p.key, "err", err)
+			w.Header().Set("Retry-After", "1")
+			return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: "could not tell whether this key was used before; retry"}
+		}
+		if claim != nil {
+			s.metrics.duplicates.WithLabelValues("claim").Inc()
+			s.metrics.starts.WithLabelValues("deduplicated").Inc()
+			return startAnswer(wire.Outcome{
+				ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
+				Keyed: true, Deduplicated: true, FirstSeenAt: &claim.CreatedAt, ExpiresAt: &claim.ExpiresAt,
+			})
+		}
+	}
+	s.metrics.starts.WithLabelValues("refused").Inc()
+	if rej.retryAfter != "" {
+		w.Header().Set("Retry-After", rej.retryAfter)
+	}
+	return rej.status, rej.body
+}
+
+func startResult(out wire.Outcome) string {
+	switch {
+	case out.Error != "":
+		return "refused"
+	case out.StartedFresh:
+		return "started_fresh"
+	case out.Deduplicated:
+		return "deduplicated"
+	default:
+		return "existing"
+	}
+}
+
+// startAnswer turns a start's outcome into its HTTP answer.
+func startAnswer(out wire.Outcome) (int, any) {
+	if out.Error != "" {
+		status := out.HTTPStatus
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
+		return status, client.ErrorResponse{Error: out.Error, Message: out.Message}
+	}
+	resp := client.StartResponse{ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status}
+	if out.Keyed {
+		resp.StartedFresh, resp.Deduplicated = &out.StartedFresh, &out.Deduplicated
+		if out.Deduplicated {
+			resp.FirstSeenAt, resp.ExpiresAt = out.FirstSeenAt, out.ExpiresAt
+		}
+	}
+	if out.StartedFresh {
+		return http.StatusCreated, resp
+	}
+	return http.StatusOK, resp
+}

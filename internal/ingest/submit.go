@@ -1,0 +1,109 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// notAccepted answers a command the command stream did not take: 413
+// command_too_large when it is larger than NATS carries (retrying cannot
+// help), else 503 unavailable (JetStream down or unreachable: retry).
+func notAccepted(err error, what string) (int, client.ErrorResponse) {
+	var big *streams.TooLargeError
+	if errors.As(err, &big) {
+		return http.StatusRequestEntityTooLarge, client.ErrorResponse{Error: client.CodeCommandTooLarge, Limit: big.Limit,
+			Message: fmt.Sprintf("the %s, encoded as a command, is %d bytes: more than the %d the command stream carries", what, big.Size, big.Limit)}
+	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return http.StatusRequestEntityTooLarge, client.ErrorResponse{Error: client.CodeCommandTooLarge,
+			Message: fmt.Sprintf("the %s, encoded as a command, is larger than the command stream carries", what)}
+	}
+	return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: fmt.Sprintf("the command stream did not accept the %s; retry", what)}
+}
+
+var (
+	// errNotAccepted: the command stream did not take the command.
+	errNotAccepted = errors.New("command not accepted")
+	// errOutcomeLate: the command is durable, its outcome not known yet.
+	errOutcomeLate = errors.New("outcome not known yet")
+)
+
+// submit publishes cmd under msgID and waits, up to OutcomeWait, for its
+// outcome. duplicate says the broker already held a message with the id;
+// out is then the newest outcome of the command id. errOutcomeLate means
+// the command is accepted and its outcome can be polled.
+func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID string) (out wire.Outcome, duplicate bool, err error) {
+	outcomes, stopWaiting := s.waiters.wait(cmd.CommandID)
+	defer stopWaiting()
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	ack, err := s.publishCommand(pctx, shard, cmd, msgID)
+	cancel()
+	if err != nil {
+		s.log.Warn("command not accepted", "kind", cmd.Kind, "err", err)
+		return out, false, fmt.Errorf("%w: %w", errNotAccepted, err)
+	}
+	if ack.Duplicate {
+		s.metrics.duplicates.WithLabelValues("broker").Inc()
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeWait)
+	defer cancel()
+	out, ok := s.awaitOutcome(wctx, cmd.CommandID, ack.Sequence, ack.Duplicate, outcomes)
+	if !ok {
+		s.markPending(cmd.CommandID)
+		return out, ack.Duplicate, errOutcomeLate
+	}
+	return out, ack.Duplicate, nil
+}
+
+// publishCommand publishes cmd under msgID. When the broker answers that
+// it holds the id already, and the message it names has left the command
+// stream without an outcome, the command was lost unapplied (the stream
+// only lets a command go once the transaction that applied it and stored
+// its outcome has committed): it is published again, under an id derived
+// from the lost message's sequence, so that concurrent retries collapse
+// into one message and the broker's duplicate window does not swallow the
+// key's retries. The claims in PostgreSQL keep it to one execution.
+func (s *Server) publishCommand(ctx context.Context, shard int, cmd *wire.Command, msgID string) (*jetstream.PubAck, error) {
+	ack, err := s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, msgID)
+	if err != nil || !ack.Duplicate || s.cfg.DB == nil {
+		return ack, err
+	}
+	lost, err := s.lost(ctx, cmd.CommandID, ack.Sequence)
+	if err != nil {
+		s.log.Debug("tell a lost command from a pending one", "command_id", cmd.CommandID, "err", err)
+		return ack, nil
+	}
+	if !lost {
+		return ack, nil
+	}
+	s.log.Warn("a command accepted earlier left the command stream unapplied: accepting it again",
+		"command_id", cmd.CommandID, "kind", cmd.Kind, "stream_seq", ack.Sequence)
+	s.metrics.lost.Inc()
+	return s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, fmt.Sprintf("%s/lost/%d", msgID, ack.Sequence))
+}
+
+// lost says whether the command whose message was at seq left the stream
+// without being applied.
+func (s *Server) lost(ctx context.Context, commandID string, seq uint64) (bool, error) {
+	gone, err := s.cfg.Topology.CommandGone(ctx, seq)
+	if err != nil || !gone {
+		return false, err
+	}
+	// Read after the message was seen gone: the outcome committed before
+	// the scheduler acknowledged it.
+	out, ok, err := store.GetOutcome(ctx, s.cfg.DB, commandID)
+	if err != nil {
+		return false, err
+	}
+	return !ok || out.StreamSeq < seq, nil
+}

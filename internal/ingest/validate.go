@@ -1,0 +1,193 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/storable"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// Limits of a start's own checks.
+const (
+	// admissionRetryAfter is the Retry-After of a start refused by a
+	// closed admission gate, in seconds.
+	admissionRetryAfter = "30"
+	maxWorkflowIDBytes  = 256
+)
+
+// rejection is an answer that refuses a start, unless the start is a
+// replay of a committed keyed start.
+type rejection struct {
+	status     int
+	body       client.ErrorResponse
+	retryAfter string
+}
+
+func reject(status int, code, field, message string) *rejection {
+	return &rejection{status: status, body: client.ErrorResponse{Error: code, Message: message, Field: field}}
+}
+
+// parsedStart is a start request that passed every check of its own.
+type parsedStart struct {
+	name       string
+	key        string
+	workflowID string
+	startAt    *time.Time
+	req        client.StartRequest
+}
+
+// parseStart reads and checks a start request. It returns the key it
+// found (from the header, or else the body) even when it rejects the
+// request, so a replay of a committed keyed start can still be answered.
+func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedStart, keyErr error, rej *rejection) {
+	p.name = r.PathValue("name")
+	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
+		// The header wins over the body field, and is honoured even when
+		// the body does not parse.
+		if p.key, keyErr = dedup.ValidateKey(strings.Join(vals, ",")); keyErr != nil {
+			return p, keyErr, nil
+		}
+	}
+	if err := dedup.ValidateName(p.name); err != nil {
+		return p, nil, reject(http.StatusBadRequest, client.CodeInvalidWorkflowName, "name", err.Error())
+	}
+	body, rej := s.readBody(w, r)
+	if rej != nil {
+		return p, nil, rej
+	}
+	if len(body) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err := dec.Decode(&p.req); err != nil {
+			return p, nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
+		}
+		if dec.More() {
+			return p, nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "request body holds more than one JSON value")
+		}
+	}
+	var unstorable *rejection
+	if len(body) > 0 {
+		if unstorable = unstorableBody(body, startMembers); unstorable != nil && p.key == "" {
+			if keyErr = unstorableKey(body); keyErr != nil {
+				return p, keyErr, nil
+			}
+		}
+	}
+	if p.key == "" && p.req.IdempotencyKey != nil {
+		if p.key, keyErr = dedup.ValidateKey(*p.req.IdempotencyKey); keyErr != nil {
+			return p, keyErr, nil
+		}
+	}
+	if unstorable != nil {
+		return p, nil, unstorable
+	}
+	return p, nil, s.checkStart(r.Context(), &p)
+}
+
+// checkStart checks a decoded start request's fields, the workflow's input
+// schema and its admission gate.
+func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection) {
+	if p.req.WorkflowID != nil {
+		p.workflowID = *p.req.WorkflowID
+		if strings.TrimSpace(p.workflowID) == "" || len(p.workflowID) > maxWorkflowIDBytes {
+			return reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id",
+				fmt.Sprintf("workflow_id must be 1 to %d bytes and not blank", maxWorkflowIDBytes))
+		}
+		if err := storable.CheckIdentifier(p.workflowID); err != nil {
+			return reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+err.Error())
+		}
+	}
+	if !wire.ValidReusePolicy(p.req.ReusePolicy) {
+		return reject(http.StatusBadRequest, client.CodeInvalidReusePolicy, "reuse_policy",
+			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", p.req.ReusePolicy))
+	}
+	if p.startAt, rej = s.parseSchedule(p.req); rej != nil {
+		return rej
+	}
+	if len(p.req.Input) == 0 {
+		p.req.Input = nil
+	}
+	if p.req.CompletionCallback != nil {
+		if rej := s.checkCallback(ctx, *p.req.CompletionCallback); rej != nil {
+			return rej
+		}
+	}
+	if sch, ok := s.schemas.get(p.name); ok {
+		if violations := sch.Validate(p.req.Input); len(violations) > 0 {
+			rej := reject(http.StatusUnprocessableEntity, client.CodeInputInvalid, "input",
+				fmt.Sprintf("input does not match the schema of %s: %s at %q", p.name, violations[0].Message, violations[0].Field))
+			rej.body.Violations = violationsOf(violations)
+			return rej
+		}
+	}
+	if g, closed := s.admission.get(p.name); closed {
+		rej := reject(http.StatusServiceUnavailable, client.CodeAdmissionBlocked, "",
+			fmt.Sprintf("starts of %s are paused since %s: %s", p.name, g.ClosedAt.Format(time.RFC3339), g.Reason))
+		rej.retryAfter = admissionRetryAfter
+		return rej
+	}
+	return nil
+}
+
+// checkCallback vets a completion_callback target: it must resolve to
+// public addresses unless its host is allow-listed.
+func (s *Server) checkCallback(ctx context.Context, target string) *rejection {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := s.cfg.CallbackPolicy.Validate(ctx, target)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, callback.ErrRejected):
+		return reject(http.StatusUnprocessableEntity, client.CodeCallbackRejected, "completion_callback", err.Error())
+	default:
+		rej := reject(http.StatusServiceUnavailable, client.CodeCallbackUnverifiable, "completion_callback",
+			fmt.Sprintf("could not check the completion_callback target; retry: %v", err))
+		rej.retryAfter = "5"
+		return rej
+	}
+}
+
+// parseSchedule reads delay or start_at into the time the first workflow
+// task may run; nil means now.
+func (s *Server) parseSchedule(req client.StartRequest) (*time.Time, *rejection) {
+	now := time.Now().UTC()
+	limit := now.Add(s.cfg.MaxStartDelay)
+	switch {
+	case req.Delay != nil && req.StartAt != nil:
+		return nil, reject(http.StatusBadRequest, client.CodeInvalidSchedule, "delay", "give delay or start_at, not both")
+	case req.Delay != nil:
+		d, err := time.ParseDuration(*req.Delay)
+		if err != nil {
+			return nil, reject(http.StatusBadRequest, client.CodeInvalidDelay, "delay", fmt.Sprintf("delay %q: want a duration such as \"10s\" or \"1h30m\"", *req.Delay))
+		}
+		if d < 0 {
+			return nil, reject(http.StatusBadRequest, client.CodeInvalidDelay, "delay", fmt.Sprintf("delay %s is negative", d))
+		}
+		if d > s.cfg.MaxStartDelay {
+			return nil, reject(http.StatusBadRequest, client.CodeInvalidDelay, "delay", fmt.Sprintf("delay %s is beyond the maximum of %s", d, s.cfg.MaxStartDelay))
+		}
+		at := now.Add(d)
+		return &at, nil
+	case req.StartAt != nil:
+		at, err := time.Parse(time.RFC3339Nano, *req.StartAt)
+		if err != nil {
+			return nil, reject(http.StatusBadRequest, client.CodeInvalidStartAt, "start_at", fmt.Sprintf("start_at %q: want an RFC 3339 time such as \"2026-12-24T18:00:00Z\"", *req.StartAt))
+		}
+		if at.After(limit) {
+			return nil, reject(http.StatusBadRequest, client.CodeInvalidStartAt, "start_at", fmt.Sprintf("start_at %s is beyond the maximum of %s ahead", at.Format(time.RFC3339), s.cfg.MaxStartDelay))
+		}
+		at = at.UTC()
+		return &at, nil
+	}
+	return nil, nil
+}

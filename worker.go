@@ -1,6 +1,7 @@
 package harvest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,24 +71,12 @@ type WorkerConfig struct {
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
-	if c.TaskQueue == "" {
-		c.TaskQueue = wire.DefaultTaskQueue
-	}
-	if c.ActivityConcurrency == 0 {
-		c.ActivityConcurrency = DefaultActivityConcurrency
-	}
-	if c.WorkflowTaskConcurrency == 0 {
-		c.WorkflowTaskConcurrency = DefaultWorkflowTaskConcurrency
-	}
-	if c.TaskAckWait == 0 {
-		c.TaskAckWait = DefaultTaskAckWait
-	}
-	if c.ShutdownGrace == 0 {
-		c.ShutdownGrace = DefaultShutdownGrace
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.TaskQueue = cmp.Or(c.TaskQueue, wire.DefaultTaskQueue)
+	c.ActivityConcurrency = cmp.Or(c.ActivityConcurrency, DefaultActivityConcurrency)
+	c.WorkflowTaskConcurrency = cmp.Or(c.WorkflowTaskConcurrency, DefaultWorkflowTaskConcurrency)
+	c.TaskAckWait = cmp.Or(c.TaskAckWait, DefaultTaskAckWait)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

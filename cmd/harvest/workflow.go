@@ -86,16 +86,11 @@ func newWorkflowStart() *cobra.Command {
 		Example: `  harvest workflow start onboarding --input '{"user_id": 42}' --idempotency-key webhook-evt-abc123
   harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --workflow-id order-1`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			in, err := parseInput("input", input)
 			if err != nil {
 				return err
 			}
-			c, ctx, cancel, err := workflowClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
 			var inArg any
 			if in != nil {
 				inArg = in
@@ -118,7 +113,7 @@ func newWorkflowStart() *cobra.Command {
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "started execution %s (workflow %s, workflow_id %s) %s\n", r.ExecutionID, r.WorkflowName, r.WorkflowID, how)
 			return err
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&input, "input", "", "the workflow's input, as JSON")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "make the start idempotent under this key")
@@ -135,16 +130,11 @@ func newWorkflowSignal() *cobra.Command {
 		Short:   "Send a signal to a running execution",
 		Example: `  harvest workflow signal 01a2… item --input '{"n": 1}' --idempotency-key evt-1`,
 		Args:    cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			payload, err := parseInput("input", input)
 			if err != nil {
 				return err
 			}
-			c, ctx, cancel, err := workflowClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
 			var payloadArg any
 			if payload != nil {
 				payloadArg = payload
@@ -168,7 +158,7 @@ func newWorkflowSignal() *cobra.Command {
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
 			return err
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&input, "input", "", "the signal's payload, as JSON")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "deliver the signal once under this key")

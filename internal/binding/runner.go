@@ -1,6 +1,7 @@
 package binding
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,18 +113,10 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = DefaultRetryDelay
-	}
-	if c.MaxRetryDelay == 0 {
-		c.MaxRetryDelay = max(DefaultMaxRetryDelay, c.RetryDelay)
-	}
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, DefaultPublishTimeout)
+	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
+	c.MaxRetryDelay = cmp.Or(c.MaxRetryDelay, max(DefaultMaxRetryDelay, c.RetryDelay))
 	return c
 }
 

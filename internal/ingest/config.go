@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,27 +88,13 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.OutcomeWait == 0 {
-		c.OutcomeWait = DefaultOutcomeWait
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.MaxStartDelay == 0 {
-		c.MaxStartDelay = DefaultMaxStartDelay
-	}
-	if c.ShardFailingAfter == 0 {
-		c.ShardFailingAfter = DefaultShardFailingAfter
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Metrics == nil {
-		c.Metrics = prometheus.NewRegistry()
-	}
+	c.OutcomeWait = cmp.Or(c.OutcomeWait, DefaultOutcomeWait)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, DefaultPublishTimeout)
+	c.MaxStartDelay = cmp.Or(c.MaxStartDelay, DefaultMaxStartDelay)
+	c.ShardFailingAfter = cmp.Or(c.ShardFailingAfter, DefaultShardFailingAfter)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.Metrics = cmp.Or(c.Metrics, prometheus.NewRegistry())
 	return c
 }
 

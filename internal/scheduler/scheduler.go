@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,45 +79,21 @@ func (c Config) withDefaults() Config {
 		host, _ := os.Hostname()
 		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), dedup.NewID()[24:])
 	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.StartIdempotencyWindow == 0 {
-		c.StartIdempotencyWindow = DefaultStartIdempotencyWindow
-	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.WorkflowTaskTimeout == 0 {
-		c.WorkflowTaskTimeout = DefaultWorkflowTaskTimeout
-	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = time.Minute
-	}
-	if c.SweepBatchSize == 0 {
-		c.SweepBatchSize = 1000
-	}
-	if c.SweepBatches == 0 {
-		c.SweepBatches = 10
-	}
-	if c.CallbackPollInterval == 0 {
-		c.CallbackPollInterval = time.Second
-	}
-	if c.CallbackMaxAttempts == 0 {
-		c.CallbackMaxAttempts = callback.DefaultMaxAttempts
-	}
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, DefaultLeaseTTL)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.StartIdempotencyWindow = cmp.Or(c.StartIdempotencyWindow, DefaultStartIdempotencyWindow)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.WorkflowTaskTimeout = cmp.Or(c.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout)
+	c.SweepInterval = cmp.Or(c.SweepInterval, time.Minute)
+	c.SweepBatchSize = cmp.Or(c.SweepBatchSize, 1000)
+	c.SweepBatches = cmp.Or(c.SweepBatches, 10)
+	c.CallbackPollInterval = cmp.Or(c.CallbackPollInterval, time.Second)
+	c.CallbackMaxAttempts = cmp.Or(c.CallbackMaxAttempts, callback.DefaultMaxAttempts)
 	if c.CallbackRetryDelay == nil {
 		c.CallbackRetryDelay = callback.RetryDelay
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Metrics == nil {
-		c.Metrics = prometheus.NewRegistry()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.Metrics = cmp.Or[prometheus.Registerer](c.Metrics, prometheus.NewRegistry())
 	return c
 }
 

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,18 +107,10 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Shards == 0 {
-		c.Shards = DefaultShards
-	}
-	if c.Duplicates == 0 {
-		c.Duplicates = DefaultDuplicates
-	}
-	if c.OutcomeTTL == 0 {
-		c.OutcomeTTL = DefaultOutcomeTTL
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
+	c.Shards = cmp.Or(c.Shards, DefaultShards)
+	c.Duplicates = cmp.Or(c.Duplicates, DefaultDuplicates)
+	c.OutcomeTTL = cmp.Or(c.OutcomeTTL, DefaultOutcomeTTL)
+	c.Replicas = cmp.Or(c.Replicas, 1)
 	return c
 }
 

@@ -33,10 +33,16 @@ func IsTerminal(status string) bool {
 // SignalWithStartOptions.ReusePolicy: what a start does when its
 // workflow_id already has an execution. Empty means ReuseAllowDuplicate.
 const (
-	ReuseAllowDuplicate           = "allow_duplicate"
+	// ReuseAllowDuplicate returns the existing execution (the default).
+	ReuseAllowDuplicate = "allow_duplicate"
+	// ReuseAllowDuplicateFailedOnly starts anew only if the prior run
+	// Failed or was Cancelled, else returns it.
 	ReuseAllowDuplicateFailedOnly = "allow_duplicate_failed_only"
-	ReuseRejectDuplicate          = "reject_duplicate"
-	ReuseTerminateIfRunning       = "terminate_if_running"
+	// ReuseRejectDuplicate refuses the start (409 workflow_id_conflict).
+	ReuseRejectDuplicate = "reject_duplicate"
+	// ReuseTerminateIfRunning terminates a running prior run and starts
+	// anew.
+	ReuseTerminateIfRunning = "terminate_if_running"
 )
 
 const apiPrefix = "/api/harvest"

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/harvest-engine/harvest/client"
 )
 
 // Command kinds: the last token of a command subject.
@@ -22,14 +24,15 @@ const (
 	TaskActivity = "activity"
 )
 
-// Execution statuses.
+// Execution statuses: the names the HTTP API answers with, declared once
+// in the public client.
 const (
-	StatusRunning    = "Running"
-	StatusCompleted  = "Completed"
-	StatusFailed     = "Failed"
-	StatusCancelled  = "Cancelled"
-	StatusTerminated = "Terminated"
-	StatusTimedOut   = "TimedOut"
+	StatusRunning    = client.StatusRunning
+	StatusCompleted  = client.StatusCompleted
+	StatusFailed     = client.StatusFailed
+	StatusCancelled  = client.StatusCancelled
+	StatusTerminated = client.StatusTerminated
+	StatusTimedOut   = client.StatusTimedOut
 )
 
 // History event types.
@@ -57,18 +60,13 @@ func ValidStatus(s string) bool {
 }
 
 // Reuse policies: what a start does when an execution with its
-// (workflow_name, workflow_id) exists.
+// (workflow_name, workflow_id) exists; declared once in the public client,
+// which documents each.
 const (
-	// ReuseAllowDuplicate returns the existing execution (the default).
-	ReuseAllowDuplicate = "allow_duplicate"
-	// ReuseAllowDuplicateFailedOnly starts anew only if the prior run
-	// Failed or was Cancelled, else returns it.
-	ReuseAllowDuplicateFailedOnly = "allow_duplicate_failed_only"
-	// ReuseRejectDuplicate refuses the start (409 workflow_id_conflict).
-	ReuseRejectDuplicate = "reject_duplicate"
-	// ReuseTerminateIfRunning terminates a running prior run and starts
-	// anew.
-	ReuseTerminateIfRunning = "terminate_if_running"
+	ReuseAllowDuplicate           = client.ReuseAllowDuplicate
+	ReuseAllowDuplicateFailedOnly = client.ReuseAllowDuplicateFailedOnly
+	ReuseRejectDuplicate          = client.ReuseRejectDuplicate
+	ReuseTerminateIfRunning       = client.ReuseTerminateIfRunning
 )
 
 // ValidReusePolicy reports whether p names a reuse policy ("" is the

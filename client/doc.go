@@ -1,0 +1,44 @@
+// Package client is a Go client for Harvest's HTTP API: start workflows
+// (keyed starts are idempotent), send signals (keyed signals land once),
+// signal-with-start, and read executions and their history.
+//
+//	c, err := client.New(client.Config{BaseURL: "http://127.0.0.1:8080"})
+//	run, err := c.Start(ctx, "charge", in, client.StartOptions{IdempotencyKey: "evt-123"})
+//	var out ChargeResult
+//	_, err = c.WaitResult(ctx, run.ExecutionID, &out)
+//
+// Every method takes a context, which bounds the call and any polling it
+// does. When the server answers 202 (the command is durable but its
+// outcome is not known yet), Start, SendSignal, SendSignalIdempotent and
+// SignalWithStart poll the command until it is applied; if ctx ends first
+// they return a *PendingError naming the command.
+//
+// Errors the API answers are *APIError values carrying the HTTP status,
+// the machine-readable code (one of the Code constants), the message and
+// the answer's other members. errors.Is(err, ErrNotFound) and
+// errors.Is(err, ErrConflict) test for any 404 and 409; the Err sentinels
+// (ErrExecutionNotFound, ErrExecutionTerminal, ErrWorkflowIDConflict, …)
+// test for one code each:
+//
+//	err := c.SendSignal(ctx, id, "item", v)
+//	switch {
+//	case errors.Is(err, client.ErrExecutionNotFound): // 404 execution_not_found
+//	case errors.Is(err, client.ErrExecutionTerminal): // 409 execution_terminal
+//	}
+//
+// WaitResult returns an *ExecutionFailedError when the execution closes
+// other than Completed, and a call whose command is still pending when ctx
+// ends a *PendingError.
+//
+// The request and answer bodies of every route are this package's
+// …Request and …Response types (with Execution, Event and DeadCommand);
+// the server encodes exactly these.
+//
+// The package depends on the standard library only; typed signals
+// (harvest.Signal[T].Send) are built on it in the harvest package.
+//
+// It is the one home of the HTTP API's types and codes: the server
+// (internal/ingest) encodes these and declares none of its own, and
+// internal/wire takes its execution statuses and reuse policies from here.
+// It must not import anything of Harvest's.
+package client

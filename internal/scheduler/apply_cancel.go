@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -17,7 +18,7 @@ func (b *batch) cancel(c seqCommand) {
 	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindCancel, ExecutionID: cc.ExecutionID, AppliedAt: b.now}
 	e := b.execs[cc.ExecutionID]
 	if e == nil {
-		b.refuse(out, http.StatusNotFound, "execution_not_found", fmt.Sprintf("no execution %s", cc.ExecutionID))
+		b.refuse(out, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %s", cc.ExecutionID))
 		return
 	}
 	if e.Status == wire.StatusRunning {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -22,7 +23,7 @@ func (b *batch) start(c seqCommand) {
 			// Claimed before this batch: a replay.
 			if holder = b.execs[claim.ExecutionID]; holder == nil {
 				b.log.Error("start claim points to a missing execution", "workflow", s.WorkflowName, "idempotency_key", s.IdempotencyKey, "execution_id", claim.ExecutionID)
-				b.refuse(out, http.StatusInternalServerError, "claim_dangling", fmt.Sprintf("idempotency key %q is claimed by execution %s, which does not exist", s.IdempotencyKey, claim.ExecutionID))
+				b.refuse(out, http.StatusInternalServerError, client.CodeClaimDangling, fmt.Sprintf("idempotency key %q is claimed by execution %s, which does not exist", s.IdempotencyKey, claim.ExecutionID))
 				return
 			}
 			b.claimExec[ref] = holder
@@ -30,7 +31,7 @@ func (b *batch) start(c seqCommand) {
 		if holder != nil {
 			// A keyed replay short-circuits every other rule.
 			if s.RejectFingerprintMismatch && claim.Fingerprint != "" && s.Fingerprint != claim.Fingerprint {
-				b.refuse(out, http.StatusUnprocessableEntity, "idempotency_key_reused",
+				b.refuse(out, http.StatusUnprocessableEntity, client.CodeIdempotencyKeyReused,
 					fmt.Sprintf("idempotency key %q was first used with a different input", s.IdempotencyKey))
 				return
 			}
@@ -43,7 +44,7 @@ func (b *batch) start(c seqCommand) {
 		switch s.ReusePolicy {
 		case wire.ReuseRejectDuplicate:
 			b.rollBackClaim(ref, out.Keyed)
-			b.refuse(out, http.StatusConflict, "workflow_id_conflict",
+			b.refuse(out, http.StatusConflict, client.CodeWorkflowIDConflict,
 				fmt.Sprintf("workflow %s with workflow_id %q already exists (execution %s, %s)", s.WorkflowName, s.WorkflowID, prior.ExecutionID, prior.Status))
 			return
 		case wire.ReuseTerminateIfRunning:

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -35,7 +34,7 @@ type ActivityInfo struct {
 	ActivityName   string
 	ActivityID     int
 	Attempt        int
-	IdempotencyKey dedup.ActivityKey
+	IdempotencyKey ActivityKey
 	ScheduledAt    time.Time
 	// Deadline ends the attempt; the context is cancelled then.
 	Deadline time.Time
@@ -49,7 +48,7 @@ type ActivityInfo struct {
 // the same for every attempt, redelivery and replay, different for every
 // other invocation. Hand it, or a Subkey of it, to downstream systems that
 // deduplicate.
-func (c *ActivityContext) IdempotencyKey() dedup.ActivityKey { return c.info.IdempotencyKey }
+func (c *ActivityContext) IdempotencyKey() ActivityKey { return c.info.IdempotencyKey }
 
 // Attempt is the attempt number, from 1.
 func (c *ActivityContext) Attempt() int { return c.info.Attempt }

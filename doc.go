@@ -20,13 +20,12 @@
 //
 // # What the module exports
 //
-// Three packages are public: this one, client (the HTTP API and its
-// answer and error types) and dedup (idempotency keys, which activities
-// hand to providers and derive subkeys from). They are what a user's code
-// calls: a worker in your own binary needs only a NATS connection
+// Two packages are public: this one (with ActivityKey, the key activities
+// hand to providers and derive subkeys from) and client (the HTTP API and
+// its answer and error types). They are what a user's code calls: a worker in your own binary needs only a NATS connection
 // (WorkerConfig.NATS) and binds to the streams the deployment declared.
 // Ingest and the scheduler run from Harvest's own binaries (cmd/ingest,
 // cmd/scheduler, or harvest dev), so their machinery — streams, store,
-// scheduler, ingest, wire and the rest — lives under internal/, where
+// scheduler, ingest, wire, dedup and the rest — lives under internal/, where
 // changing it is never a change to this API.
 package harvest

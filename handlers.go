@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime/debug"
 
-	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/wire"
 	"github.com/harvest-engine/harvest/internal/workerrt"
 )
@@ -48,7 +47,7 @@ func (w *Worker) runAttempt(ctx context.Context, a *workerrt.Attempt) (any, erro
 	w.mu.Unlock()
 	ac := &ActivityContext{Context: ctx, details: task.HeartbeatDetails, heartbeat: a.Heartbeat, ledger: a.Ledger, info: ActivityInfo{
 		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
-		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: dedup.ActivityKey(task.IdempotencyKey),
+		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: ActivityKey(task.IdempotencyKey),
 		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline, PreviousOutcomeUnknown: task.PreviousOutcomeUnknown,
 	}}
 	var res any

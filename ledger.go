@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 )
 
 // ErrNoLedger is returned by Once outside an activity run by a Worker.
@@ -40,7 +40,7 @@ const onceLease = 5 * time.Minute
 // deadline; if the runner's lease lapses (its worker died mid-effect), the
 // waiter runs fn itself: an effect interrupted mid-way may then run twice,
 // which only the downstream system can rule out.
-func Once[T any](ctx *ActivityContext, key dedup.ActivityKey, fn func(context.Context) (T, error)) (T, error) {
+func Once[T any](ctx *ActivityContext, key ActivityKey, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if ctx.ledger == nil {
 		return zero, ErrNoLedger
@@ -122,7 +122,7 @@ func runOnce[T any](ctx *ActivityContext, kv jetstream.KeyValue, k string, rev u
 
 // ledgerKey turns an activity key into a bucket key: KV keys allow only
 // letters, digits and - _ / = . , so the key is hashed.
-func ledgerKey(key dedup.ActivityKey) string {
+func ledgerKey(key ActivityKey) string {
 	return dedup.Fingerprint(mustJSON(key.String()))
 }
 

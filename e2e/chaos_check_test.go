@@ -17,8 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/examples/fakepay"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/streams"
 )
 

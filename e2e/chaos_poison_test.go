@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )

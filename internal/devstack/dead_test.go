@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/natstest"

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/devstack"
 )
 
@@ -21,7 +20,7 @@ func TestOnceRunsAnEffectOncePerKey(t *testing.T) {
 		// Five executions share one effect key: the effect runs once, and
 		// every caller gets its recorded result.
 		harvest.RegisterActivity(w, "send_once", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
-			return harvest.Once(ctx, dedup.ActivityKey("welcome-email-42"), func(context.Context) (string, error) {
+			return harvest.Once(ctx, harvest.ActivityKey("welcome-email-42"), func(context.Context) (string, error) {
 				return fmt.Sprintf("sent-%d", runs.Add(1)), nil
 			})
 		})

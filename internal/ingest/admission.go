@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 )
 
 func decodeGate(_ string, value []byte) (client.AdmissionGate, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/webhook"

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 )
 

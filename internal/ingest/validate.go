@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"

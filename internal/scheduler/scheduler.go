@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/harvest-engine/harvest/dedup"
 	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/store"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/schema"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sourcegraph/conc"
 
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 

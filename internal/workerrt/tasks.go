@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/harvest-engine/harvest/dedup"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )

@@ -7,6 +7,6 @@
 //
 // It is pure computation: no I/O, no clock, no state, so a key derived
 // anywhere (ingest, scheduler, worker, a user's own code) is the same key.
-// It is public because activity keys are part of the worker SDK; it must
-// not grow anything that talks to NATS or PostgreSQL.
+// Users see its activity keys as harvest.ActivityKey; it must not grow
+// anything that talks to NATS or PostgreSQL.
 package dedup

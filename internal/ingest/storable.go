@@ -37,13 +37,9 @@ var (
 // members gets its code, any other member payload_unstorable; the field
 // is the member, the pointer the offending value's.
 func unstorableBody(body []byte, members map[string]string) *rejection {
-	err := storable.CheckJSON(body)
-	if err == nil {
-		return nil
-	}
-	var se *storable.Error
-	if !errors.As(err, &se) {
-		return reject(http.StatusBadRequest, client.CodeInvalidJSON, "", err.Error())
+	se, rej := checkStorable(body)
+	if se == nil {
+		return rej
 	}
 	member, rest := splitPointer(se.Pointer)
 	code := client.CodePayloadUnstorable
@@ -59,13 +55,9 @@ func unstorableBody(body []byte, members map[string]string) *rejection {
 
 // unstorablePayload checks a body that is one JSON payload, named field.
 func unstorablePayload(body []byte, field string) *rejection {
-	err := storable.CheckJSON(body)
-	if err == nil {
-		return nil
-	}
-	var se *storable.Error
-	if !errors.As(err, &se) {
-		return reject(http.StatusBadRequest, client.CodeInvalidJSON, "", err.Error())
+	se, rej := checkStorable(body)
+	if se == nil {
+		return rej
 	}
 	return unstorableRejection(se, client.CodePayloadUnstorable, field, se.Pointer)
 }
@@ -131,4 +123,18 @@ func splitPointer(p string) (first, rest string) {
 		first, rest = first[:i], first[i:]
 	}
 	return strings.ReplaceAll(strings.ReplaceAll(first, "~1", "/"), "~0", "~"), rest
+}
+
+// checkStorable checks a JSON body: nil, nil when PostgreSQL can store it;
+// the violation; or, for a body that is not JSON at all, its rejection.
+func checkStorable(body []byte) (*storable.Error, *rejection) {
+	err := storable.CheckJSON(body)
+	if err == nil {
+		return nil, nil
+	}
+	var se *storable.Error
+	if !errors.As(err, &se) {
+		return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", err.Error())
+	}
+	return se, nil
 }

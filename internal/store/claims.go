@@ -124,28 +124,14 @@ func (r *Reads) ClaimStartKeys(claims []NewClaim, window time.Duration, out map[
 	if len(claims) == 0 {
 		return
 	}
-	names := make([]string, len(claims))
-	keys := make([]string, len(claims))
-	execs := make([]string, len(claims))
-	prints := make([]string, len(claims))
-	for i, c := range claims {
-		names[i], keys[i], execs[i], prints[i] = c.WorkflowName, c.IdempotencyKey, c.ExecutionID, c.Fingerprint
-	}
+	names, keys, execs, prints := claimColumnsOf(claims)
 	// The INSERT returns the claims it took (new keys, and expired claims
 	// taken over); a key held by a live claim of another execution is not
 	// returned, and ClaimsMissed reads it in a second round trip. Keeping
 	// the common statement a plain INSERT matters: PostgreSQL plans it on
 	// every call (store.PoolConfig), and planning the earlier form, which
 	// also read the held claims in a UNION ALL, cost more than running it.
-	r.b.Queue(`
-		INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
-		SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
-		ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
-			SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
-				created_at = now(), expires_at = EXCLUDED.expires_at
-			WHERE c.expires_at <= now()
-		RETURNING `+claimColumns,
-		names, keys, execs, prints, window).Query(func(rows pgx.Rows) error {
+	r.b.Queue(insertClaims+` RETURNING `+claimColumns, names, keys, execs, prints, window).Query(func(rows pgx.Rows) error {
 		if err := collectClaims(rows, out); err != nil {
 			return fmt.Errorf("claim start keys: %w", err)
 		}
@@ -176,4 +162,24 @@ func queueDeleteClaims(b *pgx.Batch, refs []ClaimRef) {
 	}
 	b.Queue(`DELETE FROM start_claims AS c USING (SELECT unnest($1::text[]) AS workflow_name, unnest($2::text[]) AS idempotency_key) AS d
 		WHERE c.workflow_name = d.workflow_name AND c.idempotency_key = d.idempotency_key`, names, keys)
+}
+
+// insertClaims takes the start claims given as arrays ($1 names, $2 keys,
+// $3 execution ids, $4 fingerprints, $5 the window): new keys, and
+// expired claims taken over; a key held by a live claim is left alone.
+const insertClaims = `
+	INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
+	SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
+	ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
+		SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
+			created_at = now(), expires_at = EXCLUDED.expires_at
+		WHERE c.expires_at <= now()`
+
+// claimColumnsOf spreads claims into insertClaims' arrays.
+func claimColumnsOf(claims []NewClaim) (names, keys, execs, prints []string) {
+	names, keys, execs, prints = make([]string, len(claims)), make([]string, len(claims)), make([]string, len(claims)), make([]string, len(claims))
+	for i, c := range claims {
+		names[i], keys[i], execs[i], prints[i] = c.WorkflowName, c.IdempotencyKey, c.ExecutionID, c.Fingerprint
+	}
+	return names, keys, execs, prints
 }

@@ -64,19 +64,8 @@ func queuePreconditions(b *pgx.Batch, p *Preconditions) {
 			WHERE l.shard = $1 AND l.owner = $2 AND l.epoch = $3 AND o.applied_seq = $4
 			FOR UPDATE OF o FOR SHARE OF l) AS fence`, p.Lease.Shard, p.Owner, p.Lease.Epoch, p.AppliedSeq)
 	if n := len(p.Claims); n > 0 {
-		names, keys, execs, prints := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		for i, c := range p.Claims {
-			names[i], keys[i], execs[i], prints[i] = c.WorkflowName, c.IdempotencyKey, c.ExecutionID, c.Fingerprint
-		}
-		b.Queue(`
-			WITH taken AS (
-				INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
-				SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
-				ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
-					SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
-						created_at = now(), expires_at = EXCLUDED.expires_at
-					WHERE c.expires_at <= now()
-				RETURNING 1)
+		names, keys, execs, prints := claimColumnsOf(p.Claims)
+		b.Queue(`WITH taken AS (`+insertClaims+` RETURNING 1)
 			SELECT harvest_assert(count(*) = $6, 'HX002', 'a start key is claimed') FROM taken`,
 			names, keys, execs, prints, p.Window, n)
 	}

@@ -32,10 +32,51 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // Config is the configuration every Harvest service reads; each uses the
 // fields it needs.
 type Config struct {
-	// NATSURL is the NATS server (HARVEST_NATS_URL).
+	// NATSURL is the NATS server, or several comma-separated, given to the
+	// client as its server pool (HARVEST_NATS_URL):
+	// nats://a:4222,nats://b:4222,nats://c:4222.
 	NATSURL string `yaml:"nats_url"`
-	// DatabaseURL is the PostgreSQL server (HARVEST_DATABASE_URL).
+	// NATSReplicas is the replica count of every stream and bucket Harvest
+	// declares (HARVEST_NATS_REPLICAS), 1 to 5, default 1. A changed value
+	// is applied to the existing streams and buckets in place.
+	NATSReplicas int `yaml:"nats_replicas"`
+	// NATSCredentialsFile is a .creds file, a user JWT and its nkey seed
+	// (HARVEST_NATS_CREDENTIALS_FILE).
+	NATSCredentialsFile string `yaml:"nats_credentials_file"`
+	// NATSNkeyFile is a file holding an nkey seed (HARVEST_NATS_NKEY_FILE).
+	NATSNkeyFile string `yaml:"nats_nkey_file"`
+	// NATSUser and NATSPassword authenticate with a user and password
+	// (HARVEST_NATS_USER, HARVEST_NATS_PASSWORD); NATSPasswordFile reads
+	// the password from a file instead (HARVEST_NATS_PASSWORD_FILE).
+	NATSUser         string `yaml:"nats_user"`
+	NATSPassword     string `yaml:"nats_password"`
+	NATSPasswordFile string `yaml:"nats_password_file"`
+	// NATSToken authenticates with a token (HARVEST_NATS_TOKEN);
+	// NATSTokenFile reads it from a file instead (HARVEST_NATS_TOKEN_FILE).
+	NATSToken     string `yaml:"nats_token"`
+	NATSTokenFile string `yaml:"nats_token_file"`
+	// NATSTLSCAFile verifies the NATS servers' certificates against this CA
+	// (HARVEST_NATS_TLS_CA_FILE); NATSTLSCertFile and NATSTLSKeyFile are
+	// the client certificate and key, for servers that verify clients
+	// (HARVEST_NATS_TLS_CERT_FILE, HARVEST_NATS_TLS_KEY_FILE).
+	NATSTLSCAFile   string `yaml:"nats_tls_ca_file"`
+	NATSTLSCertFile string `yaml:"nats_tls_cert_file"`
+	NATSTLSKeyFile  string `yaml:"nats_tls_key_file"`
+	// DatabaseURL is the PostgreSQL server (HARVEST_DATABASE_URL). Its
+	// parameters pass through to the driver unchanged, TLS among them:
+	// postgres://harvest@db:5432/harvest?sslmode=verify-full&sslrootcert=/etc/harvest/pg-ca.pem.
 	DatabaseURL string `yaml:"database_url"`
+	// DatabaseURLFile reads the database URL, which may hold a password,
+	// from a file instead (HARVEST_DATABASE_URL_FILE).
+	DatabaseURLFile string `yaml:"database_url_file"`
+	// DatabaseMaxConns caps the PostgreSQL connection pool
+	// (HARVEST_DATABASE_MAX_CONNS), default the driver's: the larger of 4
+	// and the number of CPUs.
+	DatabaseMaxConns int `yaml:"database_max_conns"`
+	// AdminAddr is where the scheduler and the worker serve GET /healthz,
+	// GET /readyz and GET /metrics (HARVEST_ADMIN_ADDR); empty serves
+	// nothing. Ingest serves them on http_addr.
+	AdminAddr string `yaml:"admin_addr"`
 	// HTTPAddr is ingest's listen address (HARVEST_HTTP_ADDR), default
 	// 127.0.0.1:8080.
 	HTTPAddr string `yaml:"http_addr"`
@@ -152,7 +193,37 @@ func Load(path string) (Config, error) {
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = "127.0.0.1:8080"
 	}
-	return c, c.Validate()
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, c.readSecretFiles()
+}
+
+// readSecretFiles reads the secrets given as files into their fields, so
+// that a secret never has to sit in the configuration itself. Surrounding
+// white space (a trailing newline) is dropped.
+func (c *Config) readSecretFiles() error {
+	for _, s := range []struct {
+		key  string
+		path string
+		dst  *string
+	}{
+		{"nats_password_file", c.NATSPasswordFile, &c.NATSPassword},
+		{"nats_token_file", c.NATSTokenFile, &c.NATSToken},
+		{"database_url_file", c.DatabaseURLFile, &c.DatabaseURL},
+	} {
+		if s.path == "" {
+			continue
+		}
+		data, err := os.ReadFile(s.path)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", s.key, err)
+		}
+		if *s.dst = string(bytes.TrimSpace(data)); *s.dst == "" {
+			return fmt.Errorf("config: %s: %s is empty", s.key, s.path)
+		}
+	}
+	return nil
 }
 
 func (c *Config) applyEnv(get func(string) string) error {
@@ -172,7 +243,19 @@ func (c *Config) applyEnv(get func(string) string) error {
 		return nil
 	}
 	str(&c.NATSURL, "HARVEST_NATS_URL")
+	str(&c.NATSCredentialsFile, "HARVEST_NATS_CREDENTIALS_FILE")
+	str(&c.NATSNkeyFile, "HARVEST_NATS_NKEY_FILE")
+	str(&c.NATSUser, "HARVEST_NATS_USER")
+	str(&c.NATSPassword, "HARVEST_NATS_PASSWORD")
+	str(&c.NATSPasswordFile, "HARVEST_NATS_PASSWORD_FILE")
+	str(&c.NATSToken, "HARVEST_NATS_TOKEN")
+	str(&c.NATSTokenFile, "HARVEST_NATS_TOKEN_FILE")
+	str(&c.NATSTLSCAFile, "HARVEST_NATS_TLS_CA_FILE")
+	str(&c.NATSTLSCertFile, "HARVEST_NATS_TLS_CERT_FILE")
+	str(&c.NATSTLSKeyFile, "HARVEST_NATS_TLS_KEY_FILE")
 	str(&c.DatabaseURL, "HARVEST_DATABASE_URL")
+	str(&c.DatabaseURLFile, "HARVEST_DATABASE_URL_FILE")
+	str(&c.AdminAddr, "HARVEST_ADMIN_ADDR")
 	str(&c.HTTPAddr, "HARVEST_HTTP_ADDR")
 	str(&c.TaskQueue, "HARVEST_TASK_QUEUE")
 	str(&c.LogLevel, "HARVEST_LOG_LEVEL")
@@ -187,14 +270,20 @@ func (c *Config) applyEnv(get func(string) string) error {
 		}
 		c.DisableEagerActivities = b
 	}
-	if v := get("HARVEST_SHARDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("HARVEST_SHARDS: %w", err)
+	num := func(dst *int, name string) error {
+		if v := get(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*dst = n
 		}
-		c.Shards = n
+		return nil
 	}
 	return errors.Join(
+		num(&c.Shards, "HARVEST_SHARDS"),
+		num(&c.NATSReplicas, "HARVEST_NATS_REPLICAS"),
+		num(&c.DatabaseMaxConns, "HARVEST_DATABASE_MAX_CONNS"),
 		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
 		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
@@ -222,6 +311,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: task_ack_wait %s: want at least 1s", time.Duration(c.TaskAckWait))
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("config: shutdown_grace %s: want a positive duration", time.Duration(c.ShutdownGrace))
+	case c.NATSReplicas < 0 || c.NATSReplicas > 5:
+		return fmt.Errorf("config: nats_replicas %d: want 1 to 5", c.NATSReplicas)
+	case c.DatabaseMaxConns < 0:
+		return fmt.Errorf("config: database_max_conns %d: want a positive number", c.DatabaseMaxConns)
+	case c.NATSPassword != "" && c.NATSPasswordFile != "":
+		return errors.New("config: nats_password and nats_password_file: set one")
+	case c.NATSToken != "" && c.NATSTokenFile != "":
+		return errors.New("config: nats_token and nats_token_file: set one")
+	case c.DatabaseURL != "" && c.DatabaseURLFile != "":
+		return errors.New("config: database_url and database_url_file: set one")
+	case (c.NATSTLSCertFile == "") != (c.NATSTLSKeyFile == ""):
+		return errors.New("config: nats_tls_cert_file and nats_tls_key_file: set both or neither")
+	case c.NATSUser == "" && (c.NATSPassword != "" || c.NATSPasswordFile != ""):
+		return errors.New("config: nats_password without nats_user")
 	}
 	for i, sec := range c.ArcFlow.Secrets {
 		if sec == "" {

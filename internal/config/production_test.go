@@ -1,0 +1,73 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/config"
+)
+
+func TestProductionKeysLoadFromYAMLAndTheEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	secret := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	path := secret("c.yaml", `
+nats_url: nats://a:4222,nats://b:4222,nats://c:4222
+nats_replicas: 3
+nats_user: harvest
+nats_password_file: `+secret("pw", "s3cret\n")+`
+nats_tls_ca_file: /etc/harvest/nats-ca.pem
+nats_tls_cert_file: /etc/harvest/nats.pem
+nats_tls_key_file: /etc/harvest/nats-key.pem
+database_url_file: `+secret("db", "postgres://harvest:pw@db/harvest?sslmode=verify-full\n")+`
+database_max_conns: 20
+admin_addr: 0.0.0.0:9090
+`)
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, "nats://a:4222,nats://b:4222,nats://c:4222", c.NATSURL)
+	require.Equal(t, 3, c.NATSReplicas)
+	require.Equal(t, "s3cret", c.NATSPassword, "read from its file, trimmed")
+	require.Equal(t, "postgres://harvest:pw@db/harvest?sslmode=verify-full", c.DatabaseURL)
+	require.Equal(t, 20, c.DatabaseMaxConns)
+	require.Equal(t, "0.0.0.0:9090", c.AdminAddr)
+
+	t.Setenv("HARVEST_NATS_REPLICAS", "5")
+	t.Setenv("HARVEST_NATS_TOKEN_FILE", secret("token", "tok"))
+	t.Setenv("HARVEST_ADMIN_ADDR", "127.0.0.1:0")
+	t.Setenv("HARVEST_NATS_CREDENTIALS_FILE", "/etc/harvest/harvest.creds")
+	c, err = config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, 5, c.NATSReplicas)
+	require.Equal(t, "tok", c.NATSToken)
+	require.Equal(t, "127.0.0.1:0", c.AdminAddr)
+	require.Equal(t, "/etc/harvest/harvest.creds", c.NATSCredentialsFile)
+}
+
+func TestProductionKeysAreChecked(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	for body, want := range map[string]string{
+		"nats_replicas: 6":                                  "nats_replicas",
+		"nats_replicas: -1":                                 "nats_replicas",
+		"database_max_conns: -2":                            "database_max_conns",
+		"nats_token: a\nnats_token_file: /x":                "nats_token and nats_token_file",
+		"database_url: postgres://x\ndatabase_url_file: /x": "database_url and database_url_file",
+		"nats_tls_cert_file: /c":                            "nats_tls_cert_file and nats_tls_key_file",
+		"nats_password: pw":                                 "nats_password without nats_user",
+		"nats_user: u\nnats_password_file: " + empty:        "is empty",
+		"nats_token_file: " + filepath.Join(dir, "missing"): "nats_token_file",
+	} {
+		path := filepath.Join(dir, "c.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(body+"\n"), 0o600))
+		_, err := config.Load(path)
+		require.ErrorContains(t, err, want, body)
+	}
+}

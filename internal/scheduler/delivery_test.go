@@ -112,24 +112,35 @@ func TestACommandLostInFlightBeforeAQuietSpellIsAppliedSoon(t *testing.T) {
 	require.NoError(t, err)
 	pub, err := streams.Declare(ctx, direct, streams.Config{Shards: 1})
 	require.NoError(t, err)
-	startScheduler(t, Config{DB: db, Topology: top, AckWait: time.Hour, LeaseTTL: time.Second})
+	startScheduler(t, Config{DB: db, Topology: top, AckWait: time.Hour})
 
 	cmd := startCmd("onboarding", "quiet", "wf-quiet")
-	cons := func() jetstream.Consumer {
+	// info is the shard's consumer's, once the scheduler's session has
+	// (re)created it; nil while it has not.
+	info := func() *jetstream.ConsumerInfo {
 		c, err := direct.Consumer(ctx, streams.CommandStream, "harvest_sched_0")
-		require.NoError(t, err)
-		return c
+		if err != nil {
+			return nil
+		}
+		i, err := c.Info(ctx)
+		if err != nil {
+			return nil
+		}
+		return i
 	}
-	waitFor(t, 20*time.Second, "the shard's consumer", func() bool {
-		_, err := direct.Consumer(ctx, streams.CommandStream, "harvest_sched_0")
-		return err == nil
+	// The session is in place once its consumer has a pull request
+	// waiting: blackholing earlier could catch it between deleting and
+	// creating its consumer.
+	waitFor(t, 20*time.Second, "the shard's session to pull", func() bool {
+		i := info()
+		return i != nil && i.NumWaiting > 0
 	})
 	proxy.Blackhole(true)
 	ack, err := pub.PublishCommand(ctx, 0, &cmd)
 	require.NoError(t, err)
 	waitFor(t, 20*time.Second, "the start to be delivered", func() bool {
-		info, err := cons().Info(ctx)
-		return err == nil && info.Delivered.Stream >= ack.Sequence
+		i := info()
+		return i != nil && i.Delivered.Stream >= ack.Sequence
 	})
 	proxy.Cut()
 	proxy.Blackhole(false)

@@ -7,9 +7,12 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./cmd/...
 
 FROM debian:bookworm-slim
-RUN useradd --system --uid 10001 harvest
+# curl answers the compose health checks (GET /readyz).
+RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 harvest
 COPY --from=build /out/ /usr/local/bin/
 COPY configs/ /etc/harvest/
 USER harvest
-EXPOSE 8080
+EXPOSE 8080 9090
 ENTRYPOINT ["/usr/local/bin/harvest"]

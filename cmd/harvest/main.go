@@ -23,7 +23,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newBench())
+	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newBench(), newFakepay())
 	return root
 }
 

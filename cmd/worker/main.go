@@ -21,9 +21,10 @@ func main() {
 
 func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	svc := examples.NewServices()
-	if url := os.Getenv("HARVEST_FAKEPAY_URL"); url != "" {
-		// The examples' payment provider, served elsewhere (by a test).
-		svc.PaymentsAPI = fakepay.NewClient(url)
+	if cfg.FakepayURL != "" {
+		// The examples' payment provider, served elsewhere (harvest
+		// fakepay, or a test), so that every worker charges through it.
+		svc.PaymentsAPI = fakepay.NewClient(cfg.FakepayURL)
 	}
 	return service.RunWorker(ctx, cfg, log, func(w *harvest.Worker) { examples.Register(w, svc) })
 }

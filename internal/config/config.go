@@ -141,6 +141,10 @@ type Config struct {
 	ArcFlow ArcFlowConfig `yaml:"arcflow"`
 	// Workflows holds per-workflow settings.
 	Workflows map[string]WorkflowConfig `yaml:"workflows"`
+	// FakepayURL is where the example workflows' payment provider is
+	// served (`harvest fakepay`), for cmd/worker (HARVEST_FAKEPAY_URL);
+	// empty keeps one in the worker's memory.
+	FakepayURL string `yaml:"fakepay_url"`
 	// LogLevel is debug, info, warn or error (HARVEST_LOG_LEVEL), default
 	// info.
 	LogLevel string `yaml:"log_level"`
@@ -256,6 +260,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 	str(&c.DatabaseURL, "HARVEST_DATABASE_URL")
 	str(&c.DatabaseURLFile, "HARVEST_DATABASE_URL_FILE")
 	str(&c.AdminAddr, "HARVEST_ADMIN_ADDR")
+	str(&c.FakepayURL, "HARVEST_FAKEPAY_URL")
 	str(&c.HTTPAddr, "HARVEST_HTTP_ADDR")
 	str(&c.TaskQueue, "HARVEST_TASK_QUEUE")
 	str(&c.LogLevel, "HARVEST_LOG_LEVEL")

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,20 +28,6 @@ func TestServicesServeAdmin(t *testing.T) {
 	require.NoError(t, err)
 	env := []string{"HARVEST_NATS_URL=" + ns.ClientURL(), "HARVEST_DATABASE_URL=" + pgtest.NewDatabase(t), "HARVEST_SHARDS=2"}
 	logs := t.TempDir()
-	get := func(url string) (int, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		require.NoError(t, err)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer res.Body.Close()
-		body, err := io.ReadAll(res.Body)
-		require.NoError(t, err)
-		return res.StatusCode, string(body)
-	}
 	for i, svc := range []struct{ name, metric string }{
 		{"scheduler", "harvest_scheduler_shards_owned 2"},
 		{"worker", `harvest_worker_tasks_received_total{kind="workflow",task_queue="default"}`},
@@ -52,14 +37,19 @@ func TestServicesServeAdmin(t *testing.T) {
 			env: append([]string{"HARVEST_ADMIN_ADDR=" + admin}, env...)}
 		p.start()
 		waitUntil(t, 60*time.Second, svc.name+"'s /readyz to answer 200", func() bool {
-			status, _ := get("http://" + admin + "/readyz")
-			return status == http.StatusOK
+			res, err := http.Get("http://" + admin + "/readyz")
+			if err != nil {
+				return false
+			}
+			_ = res.Body.Close()
+			return res.StatusCode == http.StatusOK
 		})
-		status, body := get("http://" + admin + "/healthz")
-		require.Equal(t, http.StatusOK, status, body)
-		status, body = get("http://" + admin + "/metrics")
-		require.Equal(t, http.StatusOK, status)
-		require.Contains(t, body, svc.metric)
+		res, err := http.Get("http://" + admin + "/metrics")
+		require.NoError(t, err)
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+		require.Contains(t, string(body), svc.metric)
 
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 		done := make(chan error, 1)

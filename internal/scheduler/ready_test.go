@@ -22,12 +22,9 @@ import (
 // before Start nor after Stop.
 func TestReadyFollowsNATSAndTheShards(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
 	dir := t.TempDir()
-	ns := natstest.RunServer(t, natstest.Options{Port: port, StoreDir: dir})
+	ns := natstest.RunServer(t, natstest.Options{StoreDir: dir})
+	port := ns.Addr().(*net.TCPAddr).Port // to restart it on
 	_, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
 	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2})

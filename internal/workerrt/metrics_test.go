@@ -1,7 +1,6 @@
 package workerrt
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -33,17 +32,8 @@ func TestRuntimeCountsTasks(t *testing.T) {
 			return nil, false
 		},
 		HasActivity: func(name string) bool { return name == "double" },
-		Activity: func(_ context.Context, a *Attempt) (any, error) {
-			var n int
-			if err := json.Unmarshal(a.Task.Input, &n); err != nil {
-				return nil, err
-			}
-			if n < 0 {
-				return nil, errors.New("negative")
-			}
-			return 2 * n, nil
-		},
-		Failure: func(err error) *wire.Failure { return &wire.Failure{Message: err.Error()} },
+		Activity:    double(errors.New("negative")),
+		Failure:     func(err error) *wire.Failure { return &wire.Failure{Message: err.Error()} },
 	})
 	task := wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double", Input: json.RawMessage(`21`),
 		Attempt: 1, Deadline: time.Now().Add(time.Minute)}

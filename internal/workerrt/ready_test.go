@@ -17,15 +17,12 @@ import (
 // its consumers are bound; not while the NATS server is down, and ready
 // again once it is back.
 func TestReadyFollowsTheConsumersAndNATS(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
 	dir := t.TempDir()
-	ns := natstest.RunServer(t, natstest.Options{Port: port, StoreDir: dir})
+	ns := natstest.RunServer(t, natstest.Options{StoreDir: dir})
+	port := ns.Addr().(*net.TCPAddr).Port // to restart it on
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	_, err = streams.Declare(ctx, js, streams.Config{Shards: 1})
+	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
 	require.NoError(t, err)
 
 	reasons := Ready(ctx, nc, wire.DefaultTaskQueue)

@@ -64,25 +64,30 @@ func nextCommand(t *testing.T, sub *nats.Subscription) wire.Command {
 	return cmd
 }
 
+// double is the activity "double": twice its input, or negative for a
+// negative one.
+func double(negative error) func(context.Context, *Attempt) (any, error) {
+	return func(_ context.Context, a *Attempt) (any, error) {
+		var n int
+		if err := json.Unmarshal(a.Task.Input, &n); err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, negative
+		}
+		return 2 * n, nil
+	}
+}
+
 // TestRuntimeReportsActivityAttempts: the runtime runs an activity task
 // with the SDK's Activity handler and reports its result, or the wire
 // form the Failure handler gives its error.
 func TestRuntimeReportsActivityAttempts(t *testing.T) {
-	boom := errors.New("boom")
 	nc, commands, _ := startRuntime(t, Handlers{
 		Workflow:    func(string) (WorkflowFunc, bool) { return nil, false },
 		HasActivity: func(name string) bool { return name == "double" },
-		Activity: func(_ context.Context, a *Attempt) (any, error) {
-			var n int
-			if err := json.Unmarshal(a.Task.Input, &n); err != nil {
-				return nil, err
-			}
-			if n < 0 {
-				return nil, boom
-			}
-			return 2 * n, nil
-		},
-		Failure: func(err error) *wire.Failure { return &wire.Failure{Type: "test", Message: err.Error()} },
+		Activity:    double(errors.New("boom")),
+		Failure:     func(err error) *wire.Failure { return &wire.Failure{Type: "test", Message: err.Error()} },
 	})
 	task := wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double", Input: json.RawMessage(`21`),
 		Attempt: 1, Deadline: time.Now().Add(time.Minute)}

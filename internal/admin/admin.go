@@ -63,7 +63,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
-	s.mux.HandleFunc("GET /healthz", HandleHealth)
+	s.mux.HandleFunc("GET /healthz", handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -125,8 +125,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	return nil
 }
 
-// HandleHealth answers GET /healthz: 200 while the process serves.
-func HandleHealth(w http.ResponseWriter, _ *http.Request) {
+// handleHealth answers GET /healthz: 200 while the process serves.
+func handleHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, client.HealthResponse{Status: "ok"})
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/schema"
@@ -67,7 +68,13 @@ type WorkerConfig struct {
 	// has free activity slots, then the next workflow task over their
 	// results, and reports all of it in one command.
 	DisableEagerActivities bool
-	Logger                 *slog.Logger
+	// Metrics, when set, is the Prometheus registry the worker's metrics
+	// go to, labelled with its task queue: the tasks it received,
+	// completed, failed and handed back by kind (workflow, activity), how
+	// long it held them, and the activity attempts running. Workers of one
+	// process may share a registry.
+	Metrics prometheus.Registerer
+	Logger  *slog.Logger
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
@@ -133,11 +140,15 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
 		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{},
 	}
-	w.rt = workerrt.New(workerrt.Config{
+	rt, err := workerrt.New(workerrt.Config{
 		NATS: cfg.NATS, TaskQueue: cfg.TaskQueue, ActivityConcurrency: cfg.ActivityConcurrency,
 		WorkflowTaskConcurrency: cfg.WorkflowTaskConcurrency, TaskAckWait: cfg.TaskAckWait, ShutdownGrace: cfg.ShutdownGrace,
-		DisableEagerActivities: cfg.DisableEagerActivities, Log: w.log,
+		DisableEagerActivities: cfg.DisableEagerActivities, Metrics: cfg.Metrics, Log: w.log,
 	}, workerrt.Handlers{Workflow: w.workflowTask, HasActivity: w.hasActivity, Activity: w.runAttempt, Failure: attemptFailure})
+	if err != nil {
+		return nil, err
+	}
+	w.rt = rt
 	return w, nil
 }
 

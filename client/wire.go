@@ -215,17 +215,21 @@ type HealthResponse struct {
 	Status string `json:"status"`
 }
 
-// ReadinessResponse answers GET /readyz: 200 with Status "ready", or 503
-// with Status and Error "not_ready" and Message saying why.
+// ReadinessResponse answers GET /readyz, on ingest's address and on the
+// scheduler's and the worker's admin_addr: 200 with Status "ready", or
+// 503 with Status and Error "not_ready" and Message saying why.
 type ReadinessResponse struct {
 	Status  string `json:"status"`
 	Error   string `json:"error,omitempty"`
 	Message string `json:"message,omitempty"`
-	// JetStream is "ok" or why it is not.
-	JetStream string `json:"jetstream"`
+	// Reasons are a scheduler's or a worker's reasons not to be ready,
+	// one each (Message joins them).
+	Reasons []string `json:"reasons,omitempty"`
+	// JetStream is "ok" or why it is not (ingest only).
+	JetStream string `json:"jetstream,omitempty"`
 	// Database is "ok", "none" (no database configured) or why it cannot
-	// be read.
-	Database string `json:"database"`
+	// be read (ingest only).
+	Database string `json:"database,omitempty"`
 	// FailingShards are the shards whose applies have kept failing.
 	FailingShards []FailingShard `json:"failing_shards,omitempty"`
 }

@@ -144,8 +144,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 
 	if cfg.Ingest.Metrics == nil {
-		// Shared by ingest, the scheduler and the bindings, so /metrics
-		// shows every counter of the stack.
+		// Shared by ingest, the scheduler, the worker and the bindings,
+		// so /metrics shows every counter of the stack.
 		cfg.Ingest.Metrics = prometheus.NewRegistry()
 	}
 	scfg := cfg.Scheduler
@@ -163,6 +163,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	wcfg := cfg.Worker
 	wcfg.NATS, wcfg.Logger = s.nc, s.log.With("service", "worker")
+	if wcfg.Metrics == nil {
+		wcfg.Metrics = cfg.Ingest.Metrics
+	}
 	if s.worker, err = harvest.NewWorker(wcfg); err != nil {
 		return nil, err
 	}

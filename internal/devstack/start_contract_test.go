@@ -260,6 +260,9 @@ func TestDedupeMetrics(t *testing.T) {
 	require.Contains(t, text, `harvest_ingest_start_duplicates_total{layer="claim"} 1`)
 	require.Contains(t, text, `harvest_ingest_starts_total{result="started_fresh"} 1`)
 	require.Contains(t, text, `harvest_ingest_starts_total{result="deduplicated"} 2`)
+	// The scheduler's and the worker's metrics are on the same registry.
+	require.Contains(t, text, "harvest_scheduler_shards_owned ")
+	require.Contains(t, text, `harvest_worker_tasks_received_total{kind="workflow",task_queue="default"} `)
 }
 
 func TestInputSchemaValidation(t *testing.T) {

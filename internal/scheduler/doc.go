@@ -25,7 +25,8 @@ package scheduler
 //   - scheduler.go: Config, New, Start, Stop.
 //   - lease.go, sweep.go: the lease loop and rounds; the sweep of expired
 //     claims and outcomes. callbacks.go: completion callback delivery.
-//   - runner.go: a shard's runner, its restarts and health marks.
+//   - runner.go: a shard's runner, its restarts and health marks;
+//     ready.go: Ready, the scheduler's readiness (admin_addr's /readyz).
 //   - session.go: a shard session, delivery order checks, catch-up.
 //   - applytx.go: a batch of messages in one apply transaction (pipetx.go
 //     is the transaction), acknowledged and announced.

@@ -14,9 +14,12 @@ type metrics struct {
 	failures     prometheus.Counter
 	gaps         prometheus.Counter
 	failing      prometheus.Gauge
+	owned        prometheus.GaugeFunc
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics registers the scheduler's metrics on reg; owned counts the
+// shards it holds.
+func newMetrics(reg prometheus.Registerer, owned func() int) (*metrics, error) {
 	m := &metrics{
 		applied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "harvest_scheduler_commands_total",
@@ -42,8 +45,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "harvest_scheduler_shards_failing",
 			Help: "Shards of this scheduler whose last session failed and that have not applied since.",
 		}),
+		owned: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "harvest_scheduler_shards_owned",
+			Help: "Shards this scheduler holds the lease of and applies.",
+		}, func() float64 { return float64(owned()) }),
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failing} {
+	for _, c := range []prometheus.Collector{m.applied, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failing, m.owned} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

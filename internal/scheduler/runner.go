@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,9 +31,14 @@ type runner struct {
 	// tasks, by execution (see taskQueued); taskStr the task stream.
 	tasks   map[string]taskSeq
 	taskStr jetstream.Stream
-	// failing says the shard's last session failed and it has not applied
-	// since; recorded that PostgreSQL may hold a failure mark for it.
-	failing, recorded bool
+	// failure is set while the shard's last session failed and it has
+	// not applied since (see failing); recorded says PostgreSQL may hold
+	// a failure mark for it.
+	failure  atomic.Pointer[shardFailure]
+	recorded bool
+	// consuming says the session's consumer is in place and pulled. Ready
+	// reads it and failure (ready.go).
+	consuming atomic.Bool
 	// delivered is the consumer delivery sequence of the last command the
 	// session's shard loop took (see inOrder).
 	delivered uint64
@@ -68,7 +74,7 @@ func (r *runner) env() applyEnv {
 func (r *runner) run() {
 	defer close(r.done)
 	defer func() {
-		if r.failing {
+		if r.failing() {
 			r.s.metrics.failing.Dec()
 		}
 	}()
@@ -114,10 +120,13 @@ func (r *runner) run() {
 // PostgreSQL down is a common cause).
 func (r *runner) markFailing(err error) {
 	r.s.metrics.failures.Inc()
-	if !r.failing {
-		r.failing = true
+	since := time.Now()
+	if f := r.failure.Load(); f != nil {
+		since = f.since
+	} else {
 		r.s.metrics.failing.Inc()
 	}
+	r.failure.Store(&shardFailure{since: since, err: err.Error()})
 	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
 	defer cancel()
 	if rerr := store.RecordShardFailure(ctx, r.s.cfg.DB, r.lease.Shard, err.Error()); rerr == nil {
@@ -125,11 +134,15 @@ func (r *runner) markFailing(err error) {
 	}
 }
 
+// failing says the shard's last session failed and it has not applied
+// since.
+func (r *runner) failing() bool { return r.failure.Load() != nil }
+
 // markHealthy records that the shard applies again. A new runner starts
 // with recorded set, to clear a mark an earlier owner left.
 func (r *runner) markHealthy(ctx context.Context) {
-	if r.failing {
-		r.failing = false
+	if r.failing() {
+		r.failure.Store(nil)
 		r.s.metrics.failing.Dec()
 	}
 	if r.recorded && store.ClearShardFailure(ctx, r.s.cfg.DB, r.lease.Shard) == nil {

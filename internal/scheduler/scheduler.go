@@ -134,11 +134,13 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Metrics)
+	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("owner", cfg.Owner), runners: map[int]*runner{}}
+	m, err := newMetrics(cfg.Metrics, func() int { return len(s.OwnedShards()) })
 	if err != nil {
 		return nil, fmt.Errorf("scheduler metrics: %w", err)
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger.With("owner", cfg.Owner), metrics: m, runners: map[int]*runner{}}, nil
+	s.metrics = m
+	return s, nil
 }
 
 // Owner is the name this scheduler holds leases under.

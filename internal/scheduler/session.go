@@ -111,7 +111,7 @@ func (r *runner) session() error {
 	flush.Stop()
 	defer flush.Stop()
 	var healthy <-chan time.Time
-	if r.failing || r.recorded {
+	if r.failing() || r.recorded {
 		t := time.NewTimer(healthyAfter)
 		defer t.Stop()
 		healthy = t.C
@@ -122,6 +122,8 @@ func (r *runner) session() error {
 	// consumer was created ends the session, which delivers it again.
 	reconnected := time.NewTicker(reconnectCheck)
 	defer reconnected.Stop()
+	r.consuming.Store(true)
+	defer r.consuming.Store(false)
 	for {
 		if len(r.inflight) > 0 || len(r.published) > 0 {
 			flush.Reset(idleFlush)
@@ -193,7 +195,7 @@ drain:
 		return err
 	}
 	r.s.metrics.applied.Add(float64(len(batch)))
-	if r.failing || r.recorded {
+	if r.failing() || r.recorded {
 		r.markHealthy(ctx)
 	}
 	if gap != nil {

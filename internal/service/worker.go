@@ -1,24 +1,39 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/wire"
+	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
 // RunWorker runs a worker on the configured task queue, with the workflows
 // and activities register adds, until ctx ends; then it hands back the
 // tasks not started and lets those running finish within shutdown_grace.
+//
+// With admin_addr it serves /healthz, /readyz (connected to NATS, the task
+// queue's consumers bound) and /metrics there, from before it connects
+// until it has stopped.
 func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, register func(*harvest.Worker)) error {
+	metrics := prometheus.NewRegistry()
+	adm, err := startAdmin(ctx, cfg, metrics, log)
+	if err != nil {
+		return err
+	}
+	defer adm.stop()
 	nc, _, err := ConnectNATS(ctx, cfg, "harvest-worker", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	wcfg := WorkerConfig(cfg)
-	wcfg.NATS, wcfg.Logger = nc, log
+	wcfg.NATS, wcfg.Metrics, wcfg.Logger = nc, metrics, log
 	w, err := harvest.NewWorker(wcfg)
 	if err != nil {
 		return err
@@ -27,8 +42,11 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
+	queue := cmp.Or(wcfg.TaskQueue, wire.DefaultTaskQueue)
+	adm.ready(func(ctx context.Context) []string { return workerrt.Ready(ctx, nc, queue) })
 	log.Info("worker ready")
 	<-ctx.Done()
+	adm.stopping()
 	log.Info("worker stopping")
 	return w.Stop(context.Background())
 }

@@ -29,6 +29,8 @@ func (rt *Runtime) runAttempt(ctx context.Context, task *wire.ActivityTask) *wir
 		log.Info("dropping activity task of a cancelled execution")
 		return nil
 	}
+	rt.metrics.running.Inc()
+	defer rt.metrics.running.Dec()
 	if !task.Deadline.IsZero() {
 		var c context.CancelFunc
 		actx, c = context.WithDeadline(actx, task.Deadline)

@@ -26,7 +26,10 @@
 //   - publishing results as commands (a result too large fails the
 //     workflow or the activity), then acknowledging or handing back;
 //   - shutdown: handing back what has not started, and letting what runs
-//     finish within ShutdownGrace.
+//     finish within ShutdownGrace;
+//   - the worker's metrics (metrics.go), and Ready: whether a task
+//     queue's consumers are in place (ready.go), for a worker process's
+//     /readyz.
 //
 // It must not touch the SDK's user-facing types (WorkflowContext,
 // ActivityContext, options, errors): it works on internal/wire types and

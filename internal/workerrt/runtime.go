@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/internal/streams"
@@ -32,6 +33,9 @@ type Config struct {
 	TaskAckWait             time.Duration
 	ShutdownGrace           time.Duration
 	DisableEagerActivities  bool
+	// Metrics is the registry the worker's metrics go to (metrics.go);
+	// nil registers them nowhere.
+	Metrics prometheus.Registerer
 	// Log is the worker's logger, tagged with its task queue.
 	Log *slog.Logger
 }
@@ -93,14 +97,20 @@ type Runtime struct {
 	// stopping is closed when Stop begins: tasks waiting for a slot are
 	// handed back, and workflow tasks run nothing eagerly.
 	stopping chan struct{}
+	metrics  *metrics
 }
 
-// New returns a Runtime for cfg that runs tasks with h.
-func New(cfg Config, h Handlers) *Runtime {
+// New returns a Runtime for cfg that runs tasks with h. It fails only
+// when cfg.Metrics refuses the worker's metrics.
+func New(cfg Config, h Handlers) (*Runtime, error) {
+	m, err := newMetrics(cfg.Metrics, cfg.TaskQueue)
+	if err != nil {
+		return nil, err
+	}
 	return &Runtime{
 		cfg: cfg, h: h, log: cfg.Log, cancels: newCancellations(),
-		slots: make(chan struct{}, cfg.ActivityConcurrency), stopping: make(chan struct{}),
-	}
+		slots: make(chan struct{}, cfg.ActivityConcurrency), stopping: make(chan struct{}), metrics: m,
+	}, nil
 }
 
 // Bind binds the streams and buckets the deployment declared, publishes
@@ -133,7 +143,7 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 	loops := []struct {
 		kind string
 		conc int
-		fn   func(context.Context, *heldTask)
+		fn   func(context.Context, *heldTask) outcome
 	}{
 		{wire.TaskWorkflow, rt.cfg.WorkflowTaskConcurrency, rt.handleWorkflowTask},
 		{wire.TaskActivity, rt.cfg.ActivityConcurrency, rt.handleActivityTask},
@@ -153,7 +163,7 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 		stopped  bool
 	)
 	for _, l := range loops {
-		name := fmt.Sprintf("harvest_worker_%s_%s", rt.cfg.TaskQueue, l.kind)
+		name := ConsumerName(rt.cfg.TaskQueue, l.kind)
 		ccfg := jetstream.ConsumerConfig{
 			Durable:       name,
 			FilterSubject: streams.TaskSubject(rt.cfg.TaskQueue, l.kind),
@@ -174,9 +184,11 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 		// handlers for: every task this worker receives is kept in
 		// progress from the moment it arrives.
 		win := streams.NewWindow(l.conc)
-		fn := l.fn
+		fn, kind := l.fn, l.kind
 		pulling.Go(func() {
 			streams.PullWindow(pullCtx, rt.js.Conn(), cons, win, func(m jetstream.Msg) {
+				arrived := time.Now()
+				rt.metrics.received.WithLabelValues(kind).Inc()
 				t := rt.keeper.hold(m)
 				gate.RLock()
 				defer gate.RUnlock()
@@ -184,12 +196,14 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 					// On its way when Stop began.
 					rt.handBack(t, 0)
 					win.Release()
+					rt.metrics.settled(kind, outcomeHandedBack, time.Since(arrived))
 					return
 				}
 				handlers.Go(func() {
 					defer win.Release()
 					defer rt.keeper.drop(t)
-					fn(runCtx, t)
+					o := fn(runCtx, t)
+					rt.metrics.settled(kind, o, time.Since(arrived))
 				})
 			}, func(m jetstream.Msg) {
 				// Sent for the open request before the server saw the
@@ -246,6 +260,12 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 		})
 		return err
 	}, nil
+}
+
+// ConsumerName is the durable consumer the workers of taskQueue share
+// for its tasks of kind (wire.TaskWorkflow, wire.TaskActivity).
+func ConsumerName(taskQueue, kind string) string {
+	return fmt.Sprintf("harvest_worker_%s_%s", taskQueue, kind)
 }
 
 // isStopping says whether Stop has begun.

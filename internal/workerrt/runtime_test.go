@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/natstest"
@@ -19,24 +20,32 @@ import (
 // startRuntime declares a deployment of one shard, starts a runtime with
 // h on the default task queue, and subscribes to the commands it
 // publishes.
-func startRuntime(t *testing.T, h Handlers) (nc *nats.Conn, commands *nats.Subscription) {
+func startRuntime(t *testing.T, h Handlers) (nc *nats.Conn, commands *nats.Subscription, rt *Runtime) {
 	t.Helper()
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
-	ctx := natstest.Context(t)
-	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
+	_, err := streams.Declare(natstest.Context(t), js, streams.Config{Shards: 1})
 	require.NoError(t, err)
 	commands, err = nc.SubscribeSync(streams.CommandFilter(0))
 	require.NoError(t, err)
-	rt := New(Config{
+	return nc, commands, runRuntime(t, nc, h)
+}
+
+// runRuntime starts a runtime with h on the default task queue, its
+// metrics on a registry of its own, and stops it at cleanup.
+func runRuntime(t *testing.T, nc *nats.Conn, h Handlers) *Runtime {
+	t.Helper()
+	ctx := natstest.Context(t)
+	rt, err := New(Config{
 		NATS: nc, TaskQueue: wire.DefaultTaskQueue, ActivityConcurrency: 2, WorkflowTaskConcurrency: 1,
-		TaskAckWait: 5 * time.Second, ShutdownGrace: 5 * time.Second, Log: slog.New(slog.DiscardHandler),
+		TaskAckWait: 5 * time.Second, ShutdownGrace: 5 * time.Second, Metrics: prometheus.NewRegistry(), Log: slog.New(slog.DiscardHandler),
 	}, h)
+	require.NoError(t, err)
 	require.NoError(t, rt.Bind(ctx, nil))
 	stop, err := rt.Start(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, stop(context.Background())) })
-	return nc, commands
+	return rt
 }
 
 func publishTask(t *testing.T, nc *nats.Conn, kind string, task any) {
@@ -55,25 +64,30 @@ func nextCommand(t *testing.T, sub *nats.Subscription) wire.Command {
 	return cmd
 }
 
+// double is the activity "double": twice its input, or negative for a
+// negative one.
+func double(negative error) func(context.Context, *Attempt) (any, error) {
+	return func(_ context.Context, a *Attempt) (any, error) {
+		var n int
+		if err := json.Unmarshal(a.Task.Input, &n); err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, negative
+		}
+		return 2 * n, nil
+	}
+}
+
 // TestRuntimeReportsActivityAttempts: the runtime runs an activity task
 // with the SDK's Activity handler and reports its result, or the wire
 // form the Failure handler gives its error.
 func TestRuntimeReportsActivityAttempts(t *testing.T) {
-	boom := errors.New("boom")
-	nc, commands := startRuntime(t, Handlers{
+	nc, commands, _ := startRuntime(t, Handlers{
 		Workflow:    func(string) (WorkflowFunc, bool) { return nil, false },
 		HasActivity: func(name string) bool { return name == "double" },
-		Activity: func(_ context.Context, a *Attempt) (any, error) {
-			var n int
-			if err := json.Unmarshal(a.Task.Input, &n); err != nil {
-				return nil, err
-			}
-			if n < 0 {
-				return nil, boom
-			}
-			return 2 * n, nil
-		},
-		Failure: func(err error) *wire.Failure { return &wire.Failure{Type: "test", Message: err.Error()} },
+		Activity:    double(errors.New("boom")),
+		Failure:     func(err error) *wire.Failure { return &wire.Failure{Type: "test", Message: err.Error()} },
 	})
 	task := wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double", Input: json.RawMessage(`21`),
 		Attempt: 1, Deadline: time.Now().Add(time.Minute)}
@@ -108,7 +122,7 @@ func TestRuntimeRunsActivitiesEagerly(t *testing.T) {
 		}
 		return []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "greet", Input: json.RawMessage(`"ada"`)}}, nil
 	}
-	nc, commands := startRuntime(t, Handlers{
+	nc, commands, _ := startRuntime(t, Handlers{
 		Workflow:    func(name string) (WorkflowFunc, bool) { return replay, name == "hello" },
 		HasActivity: func(name string) bool { return name == "greet" },
 		Activity: func(_ context.Context, a *Attempt) (any, error) {

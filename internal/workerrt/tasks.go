@@ -12,26 +12,28 @@ import (
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) {
+// handleWorkflowTask replays a workflow task and reports its decisions,
+// then acknowledges it; it says how the task was settled.
+func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) outcome {
 	var task wire.WorkflowTask
 	if err := json.Unmarshal(t.m.Data(), &task); err != nil {
 		rt.log.Error("dropping malformed workflow task", "err", err)
 		_ = t.m.Term()
-		return
+		return outcomeDropped
 	}
 	log := rt.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName)
 	run, ok := rt.h.Workflow(task.WorkflowName)
 	if !ok {
 		log.Warn("workflow not registered on this worker")
 		rt.handBack(t, unknownTaskDelay)
-		return
+		return outcomeHandedBack
 	}
 	result, err := rt.completeWorkflowTask(ctx, t, run, &task)
 	if err != nil {
 		// Nothing ran: the task failed before any eager attempt.
 		log.Error("workflow task failed; will retry", "err", err)
 		rt.handBack(t, unknownTaskDelay)
-		return
+		return outcomeFailed
 	}
 	cmd := &wire.Command{
 		CommandID:    dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID),
@@ -59,11 +61,12 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) {
 		log.Error("publish workflow task result; handing the task back", "err", err)
 		rt.keeper.drop(t)
 		_ = t.m.Nak()
-		return
+		return outcomeFailed
 	}
 	if err := t.m.Ack(); err != nil {
 		log.Warn("ack workflow task", "err", err)
 	}
+	return outcomeCompleted
 }
 
 // handleActivityTask runs the attempt an activity task carries and
@@ -75,13 +78,14 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) {
 // it again: the attempt is reported lost (WorkerLost), and the scheduler
 // retries it after the policy's wait, reconciling first; the worker
 // reporting it needs no slot, nor the activity. A task for an activity
-// this worker does not have is handed back for the others.
-func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) {
+// this worker does not have is handed back for the others. It says how
+// the task was settled.
+func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) outcome {
 	var task wire.ActivityTask
 	if err := json.Unmarshal(t.m.Data(), &task); err != nil {
 		rt.log.Error("dropping malformed activity task", "err", err)
 		_ = t.m.Term()
-		return
+		return outcomeDropped
 	}
 	log := rt.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
 	if !rt.earlierUnstarted(ctx, t) {
@@ -95,29 +99,28 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) {
 				Message: fmt.Sprintf("attempt %d's task was delivered again: the worker that had it vanished or stopped acknowledging it, and may have run it", task.Attempt),
 			}}
 		}
-		rt.settleActivity(ctx, t, &task, lost)
-		return
+		return rt.settleActivity(ctx, t, &task, lost)
 	}
 	if !rt.h.HasActivity(task.ActivityName) {
 		log.Warn("activity not registered on this worker")
 		rt.handBack(t, unknownTaskDelay)
-		return
+		return outcomeHandedBack
 	}
 	// Eager attempts share the slots; they never wait for one, so this
 	// wait ends when one of them does, or when Stop hands the task back.
 	if rt.isStopping() {
 		rt.handBack(t, 0)
-		return
+		return outcomeHandedBack
 	}
 	select {
 	case rt.slots <- struct{}{}:
 	case <-rt.stopping:
 		rt.handBack(t, 0)
-		return
+		return outcomeHandedBack
 	}
 	result := rt.runAttempt(ctx, &task)
 	<-rt.slots
-	rt.settleActivity(ctx, t, &task, result)
+	return rt.settleActivity(ctx, t, &task, result)
 }
 
 // tooLargeResult is what a workflow task reports instead of res when res
@@ -135,8 +138,9 @@ func tooLargeResult(res *wire.WorkflowTaskResult, big *streams.TooLargeError) *w
 // settleActivity publishes an attempt's result, if any, then acknowledges
 // its task. If the result cannot be published the task is handed back
 // unacknowledged: its next delivery reports the attempt lost, and the
-// next attempt reconciles first.
-func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.ActivityTask, result *wire.ActivityResult) {
+// next attempt reconciles first. It says how the task was settled.
+func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.ActivityTask, result *wire.ActivityResult) outcome {
+	o := outcomeDropped
 	if result != nil {
 		cmd := &wire.Command{
 			CommandID: dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
@@ -160,10 +164,15 @@ func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.A
 			rt.log.Error("publish activity result; handing the task back", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
 			rt.keeper.drop(t)
 			_ = t.m.Nak()
-			return
+			return outcomeFailed
+		}
+		o = outcomeCompleted
+		if cmd.Activity.Failure != nil {
+			o = outcomeFailed
 		}
 	}
 	if err := t.m.Ack(); err != nil {
 		rt.log.Warn("ack activity task", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
 	}
+	return o
 }

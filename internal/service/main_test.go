@@ -1,0 +1,9 @@
+package service_test
+
+import (
+	"testing"
+
+	"github.com/harvest-engine/harvest/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }

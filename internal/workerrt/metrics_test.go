@@ -1,0 +1,109 @@
+package workerrt
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// TestRuntimeCountsTasks: the worker's metrics count the tasks received,
+// completed, failed and handed back, by kind, how long it held them, and
+// the attempts running; on the registry given, under their names.
+func TestRuntimeCountsTasks(t *testing.T) {
+	complete := func(*wire.WorkflowTask) ([]wire.Decision, error) {
+		return []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`1`)}}, nil
+	}
+	broken := func(*wire.WorkflowTask) ([]wire.Decision, error) { return nil, errors.New("nondeterminism") }
+	nc, commands, rt := startRuntime(t, Handlers{
+		Workflow: func(name string) (WorkflowFunc, bool) {
+			switch name {
+			case "hello":
+				return complete, true
+			case "broken":
+				return broken, true
+			}
+			return nil, false
+		},
+		HasActivity: func(name string) bool { return name == "double" },
+		Activity:    double(errors.New("negative")),
+		Failure:     func(err error) *wire.Failure { return &wire.Failure{Message: err.Error()} },
+	})
+	task := wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double", Input: json.RawMessage(`21`),
+		Attempt: 1, Deadline: time.Now().Add(time.Minute)}
+	publishTask(t, nc, wire.TaskActivity, task)
+	task.ExecutionID, task.Input = "e2", json.RawMessage(`-1`)
+	publishTask(t, nc, wire.TaskActivity, task)
+	task.ExecutionID, task.ActivityName = "e3", "elsewhere"
+	publishTask(t, nc, wire.TaskActivity, task)
+	publishTask(t, nc, wire.TaskWorkflow, wire.WorkflowTask{ExecutionID: "e4", WorkflowName: "hello", TaskID: 1})
+	publishTask(t, nc, wire.TaskWorkflow, wire.WorkflowTask{ExecutionID: "e5", WorkflowName: "broken", TaskID: 1})
+	for range 3 { // e1's result, e2's failure, e4's decisions
+		nextCommand(t, commands)
+	}
+
+	m := rt.metrics
+	value := func(c *prometheus.CounterVec, kind string) float64 {
+		return testutil.ToFloat64(c.WithLabelValues(kind))
+	}
+	require.Eventually(t, func() bool {
+		return value(m.completed, wire.TaskActivity) == 1 && value(m.failed, wire.TaskActivity) == 1 &&
+			value(m.handedBack, wire.TaskActivity) >= 1 && value(m.received, wire.TaskActivity) >= 3 &&
+			value(m.completed, wire.TaskWorkflow) == 1 && value(m.failed, wire.TaskWorkflow) >= 1 &&
+			value(m.received, wire.TaskWorkflow) >= 2
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Zero(t, testutil.ToFloat64(m.running))
+
+	reg := rt.cfg.Metrics.(*prometheus.Registry)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+		for _, s := range f.GetMetric() {
+			require.Equal(t, "task_queue", s.GetLabel()[len(s.GetLabel())-1].GetName()) // sorted: kind, task_queue
+			require.Equal(t, wire.DefaultTaskQueue, s.GetLabel()[len(s.GetLabel())-1].GetValue())
+		}
+		if f.GetName() == "harvest_worker_task_duration_seconds" {
+			var n uint64
+			for _, s := range f.GetMetric() {
+				n += s.GetHistogram().GetSampleCount()
+			}
+			require.GreaterOrEqual(t, n, uint64(5))
+		}
+	}
+	for _, name := range []string{"harvest_worker_tasks_received_total", "harvest_worker_tasks_completed_total",
+		"harvest_worker_tasks_failed_total", "harvest_worker_tasks_handed_back_total",
+		"harvest_worker_activity_attempts_running", "harvest_worker_task_duration_seconds"} {
+		require.True(t, names[name], name)
+	}
+}
+
+// TestWorkersShareARegistry: two workers of one process register on one
+// registry, each under its task queue; without a registry nothing is
+// registered, and counting still works.
+func TestWorkersShareARegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := newMetrics(reg, "a")
+	require.NoError(t, err)
+	b, err := newMetrics(reg, "b")
+	require.NoError(t, err)
+	also, err := newMetrics(reg, "a")
+	require.NoError(t, err)
+	a.received.WithLabelValues(wire.TaskActivity).Inc()
+	also.received.WithLabelValues(wire.TaskActivity).Inc()
+	b.received.WithLabelValues(wire.TaskActivity).Inc()
+	require.Equal(t, 2.0, testutil.ToFloat64(a.received.WithLabelValues(wire.TaskActivity)))
+	require.Equal(t, 1.0, testutil.ToFloat64(b.received.WithLabelValues(wire.TaskActivity)))
+
+	none, err := newMetrics(nil, "a")
+	require.NoError(t, err)
+	none.settled(wire.TaskWorkflow, outcomeCompleted, time.Millisecond)
+	require.Equal(t, 1.0, testutil.ToFloat64(none.completed.WithLabelValues(wire.TaskWorkflow)))
+}

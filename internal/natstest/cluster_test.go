@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,11 +18,7 @@ func TestClusterKeepsAReplicatedStreamThroughTheLossOfItsLeader(t *testing.T) {
 	c := natstest.RunCluster(t, 3)
 	require.Equal(t, 3, c.Size())
 	ctx := natstest.Context(t)
-	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := natstest.ConnectURL(t, c.URL())
 
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
 	require.NoError(t, err)

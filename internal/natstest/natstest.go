@@ -63,7 +63,14 @@ func RunServer(t testing.TB, opts Options) *server.Server {
 // Connect opens a client connection to s, closed at cleanup.
 func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	return ConnectURL(t, s.ClientURL())
+}
+
+// ConnectURL opens a client connection to url, a server or a pool of them
+// (Cluster.URL), reconnecting forever; it is closed at cleanup.
+func ConnectURL(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("natstest: connect: %v", err)
 	}

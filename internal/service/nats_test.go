@@ -133,6 +133,15 @@ func TestConnectNATSTakesAServerPool(t *testing.T) {
 	require.Equal(t, []string{dead, ns.ClientURL()}, nc.Servers())
 	nc.Close()
 
+	// DialNATS connects, and declares nothing.
+	nc, err = service.DialNATS(natstest.Context(t), config.Config{NATSURL: pool}, "harvest-test", slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Equal(t, ns.ClientURL(), nc.ConnectedUrl())
+	nc.Close()
+	_, js := natstest.Connect(t, ns)
+	_, err = js.Stream(natstest.Context(t), streams.CommandStream)
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+
 	require.NoError(t, connect(t, pool, config.Config{}))
 	require.NoError(t, connect(t, " "+dead+" , "+ns.ClientURL()+" ", config.Config{}), "spaces around the URLs")
 }
@@ -147,11 +156,7 @@ func TestConnectNATSRefusesReplicasTheServerCannotPlace(t *testing.T) {
 func TestConnectNATSReplicatesOnACluster(t *testing.T) {
 	c := natstest.RunCluster(t, 3)
 	require.NoError(t, connect(t, c.URL(), config.Config{NATSReplicas: 3}))
-	nc, err := nats.Connect(c.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := natstest.ConnectURL(t, c.URL())
 	for _, name := range streams.DeclaredStreams() {
 		natstest.WaitReplicas(natstest.Context(t), t, js, name, 3)
 	}

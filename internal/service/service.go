@@ -32,35 +32,15 @@ func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// ConnectNATS connects to the server pool nats_url names, with the
-// configuration's credentials and TLS (NATSOptions), retrying until a
-// server answers, and declares the topology with nats_replicas. A server
-// that refuses the credentials or the TLS handshake, replicas a server
-// that is not clustered cannot place, and a shard count other than the
-// deployment's fail at once; a cluster that cannot place the replicas is
-// waited for (its servers may still be joining) as long as NATS is.
+// ConnectNATS connects to NATS (DialNATS) and declares the topology with
+// nats_replicas. Replicas a server that is not clustered cannot place, and
+// a shard count other than the deployment's, fail at once; a cluster that
+// cannot place the replicas is waited for (its servers may still be
+// joining) as long as NATS is.
 func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, *streams.Topology, error) {
-	if cfg.NATSURL == "" {
-		return nil, nil, fmt.Errorf("no NATS server: set nats_url in the config file or HARVEST_NATS_URL")
-	}
-	opts, err := NATSOptions(cfg)
+	nc, err := DialNATS(ctx, cfg, name, log)
 	if err != nil {
 		return nil, nil, err
-	}
-	opts = append(opts, streams.ClientOptions(name, log)...)
-	servers := redactedURLs(cfg.NATSURL)
-	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
-		nc, err := nats.Connect(cfg.NATSURL, opts...)
-		if err != nil {
-			if check := refusedByNATS(err); check != "" {
-				return nil, backoff.Permanent(fmt.Errorf("refused (check %s): %w", check, err))
-			}
-			log.Info("waiting for NATS", "url", servers, "err", err)
-		}
-		return nc, err
-	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout))
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS %s: %w", servers, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -86,6 +66,36 @@ func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.
 		return nil, nil, err
 	}
 	return nc, top, nil
+}
+
+// DialNATS connects to the server pool nats_url names, with the
+// configuration's credentials and TLS (NATSOptions), retrying until a
+// server answers. A server that refuses the credentials or the TLS
+// handshake fails it at once.
+func DialNATS(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, error) {
+	if cfg.NATSURL == "" {
+		return nil, fmt.Errorf("no NATS server: set nats_url in the config file or HARVEST_NATS_URL")
+	}
+	opts, err := NATSOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, streams.ClientOptions(name, log)...)
+	servers := redactedURLs(cfg.NATSURL)
+	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
+		nc, err := nats.Connect(cfg.NATSURL, opts...)
+		if err != nil {
+			if check := refusedByNATS(err); check != "" {
+				return nil, backoff.Permanent(fmt.Errorf("refused (check %s): %w", check, err))
+			}
+			log.Info("waiting for NATS", "url", servers, "err", err)
+		}
+		return nc, err
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS %s: %w", servers, err)
+	}
+	return nc, nil
 }
 
 // ConnectDB connects to PostgreSQL, retrying until it answers.

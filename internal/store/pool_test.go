@@ -33,11 +33,7 @@ func TestPoolConfigPlansEveryCallForItsParameters(t *testing.T) {
 	}
 	require.Equal(t, "force_custom_plan", show(url))
 	// A URL that chooses for itself is obeyed.
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	require.Equal(t, "auto", show(url+sep+"plan_cache_mode=auto"))
+	require.Equal(t, "auto", show(withParams(url, "plan_cache_mode=auto")))
 
 	_, err := store.PoolConfig("postgres://a b")
 	require.Error(t, err)
@@ -52,13 +48,9 @@ func TestPoolConfigPlansEveryCallForItsParameters(t *testing.T) {
 func TestPoolPlansForTheTableAsItIsNow(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
 	seqScans := func(params string) int {
 		t.Helper()
-		db, err := store.NewPool(ctx, url+sep+"pool_max_conns=1"+params)
+		db, err := store.NewPool(ctx, withParams(url, "pool_max_conns=1"+params))
 		require.NoError(t, err)
 		defer db.Close()
 		_, err = db.Exec(ctx, `DROP TABLE IF EXISTS grows; CREATE TABLE grows (name text, key text, PRIMARY KEY (name, key)) WITH (autovacuum_enabled = false);
@@ -132,15 +124,11 @@ func TestPoolConfigPassesTheURLsTLSParametersThrough(t *testing.T) {
 func TestPoolMaxConnsCapsThePool(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	cfg, err := store.PoolConfigWith(dsn+sep+"pool_max_conns=9&pool_min_conns=5", store.PoolOptions{MaxConns: 3})
+	cfg, err := store.PoolConfigWith(withParams(dsn, "pool_max_conns=9&pool_min_conns=5"), store.PoolOptions{MaxConns: 3})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, cfg.MaxConns, "the option wins over the URL")
 	require.EqualValues(t, 3, cfg.MinConns, "and lowers the URL's minimum to it")
-	cfg, err = store.PoolConfigWith(dsn+sep+"pool_max_conns=9", store.PoolOptions{})
+	cfg, err = store.PoolConfigWith(withParams(dsn, "pool_max_conns=9"), store.PoolOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, 9, cfg.MaxConns, "no option keeps the URL's")
 	_, err = store.PoolConfigWith(dsn, store.PoolOptions{MaxConns: -1})
@@ -166,4 +154,12 @@ func TestPoolMaxConnsCapsThePool(t *testing.T) {
 	third.Release()
 	held[1].Release()
 	require.EqualValues(t, 2, db.Stat().TotalConns())
+}
+
+// withParams adds query parameters to a PostgreSQL URL.
+func withParams(url, params string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + params
+	}
+	return url + "?" + params
 }

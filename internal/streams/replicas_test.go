@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -41,7 +40,7 @@ func TestDeclareRefusesReplicasASingleServerCannotPlace(t *testing.T) {
 
 func TestDeclareReplicatesEveryStreamAndBucketOnACluster(t *testing.T) {
 	c := natstest.RunCluster(t, 3)
-	js := clusterClient(t, c)
+	_, js := natstest.ConnectURL(t, c.URL())
 	ctx := natstest.Context(t)
 
 	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 3})
@@ -71,7 +70,7 @@ func TestDeclareReplicatesEveryStreamAndBucketOnACluster(t *testing.T) {
 
 func TestDeclareChangesTheReplicasOfAnExistingDeploymentInPlace(t *testing.T) {
 	c := natstest.RunCluster(t, 3)
-	js := clusterClient(t, c)
+	_, js := natstest.ConnectURL(t, c.URL())
 	ctx := natstest.Context(t)
 
 	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2})
@@ -114,15 +113,4 @@ func TestDeclareChangesTheReplicasOfAnExistingDeploymentInPlace(t *testing.T) {
 		natstest.WaitReplicas(ctx, t, js, name, 1)
 	}
 	natstest.WaitConsumerReplicas(ctx, t, js, streams.CommandStream, "shard-1", 1)
-}
-
-// clusterClient connects to c's server pool.
-func clusterClient(t *testing.T, c *natstest.Cluster) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(c.URL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	return js
 }

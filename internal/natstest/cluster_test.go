@@ -23,8 +23,16 @@ func TestClusterKeepsAReplicatedStreamThroughTheLossOfItsLeader(t *testing.T) {
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
 	require.NoError(t, err)
 	natstest.WaitReplicas(ctx, t, js, "R3", 3)
-	_, err = js.Publish(ctx, "r3.a", []byte("before"))
-	require.NoError(t, err)
+	// A publish is answered once the stream's interest has reached the
+	// server the client is on; a leader elected anew, once elected.
+	publish := func(id string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			_, err := js.Publish(ctx, "r3.a", []byte(id), jetstream.WithMsgID(id))
+			require.NoError(ct, err)
+		}, 30*time.Second, 50*time.Millisecond)
+	}
+	publish("before")
 
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
@@ -34,10 +42,7 @@ func TestClusterKeepsAReplicatedStreamThroughTheLossOfItsLeader(t *testing.T) {
 	require.Nil(t, c.Server(leader))
 
 	// The two left elect a leader and take writes.
-	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		_, err := js.Publish(ctx, "r3.a", []byte("during"), jetstream.WithMsgID("during"))
-		require.NoError(ct, err)
-	}, 30*time.Second, 50*time.Millisecond)
+	publish("during")
 
 	// Back, it catches up.
 	c.Restart(leader)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/natstest"
@@ -83,8 +84,11 @@ func TestDeclareChangesTheReplicasOfAnExistingDeploymentInPlace(t *testing.T) {
 	cmd := &wire.Command{CommandID: "c-kept", Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "w", WorkflowID: "x", TaskQueue: "default"}}
 	_, err = top.PublishCommand(ctx, 1, cmd)
 	require.NoError(t, err)
-	_, err = top.Ledger.Put(ctx, "effect", []byte("done"))
-	require.NoError(t, err)
+	// Answered once the bucket's interest has reached the client's server.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		_, err := top.Ledger.Put(ctx, "effect", []byte("done"))
+		require.NoError(ct, err)
+	}, 30*time.Second, 50*time.Millisecond)
 	cons, err := js.CreateOrUpdateConsumer(ctx, streams.CommandStream, jetstream.ConsumerConfig{
 		Durable: "shard-1", FilterSubject: streams.CommandFilter(1), AckPolicy: jetstream.AckExplicitPolicy,
 	})

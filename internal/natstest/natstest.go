@@ -17,6 +17,10 @@ type Options struct {
 	Port int
 	// StoreDir is the JetStream store; empty means a fresh t.TempDir().
 	StoreDir string
+	// Configure, when set, changes the server's options last, before it
+	// starts: authentication (Operator.Configure, user/password, token,
+	// nkeys) or TLS.
+	Configure func(*server.Options)
 }
 
 // RunServer starts an embedded NATS server with JetStream and shuts it down
@@ -30,14 +34,18 @@ func RunServer(t testing.TB, opts Options) *server.Server {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	s, err := server.NewServer(&server.Options{
+	sopts := &server.Options{
 		Host:      "127.0.0.1",
 		Port:      port,
 		JetStream: true,
 		StoreDir:  opts.StoreDir,
 		NoLog:     true,
 		NoSigs:    true,
-	})
+	}
+	if opts.Configure != nil {
+		opts.Configure(sopts)
+	}
+	s, err := server.NewServer(sopts)
 	if err != nil {
 		t.Fatalf("natstest: new server: %v", err)
 	}
@@ -55,7 +63,14 @@ func RunServer(t testing.TB, opts Options) *server.Server {
 // Connect opens a client connection to s, closed at cleanup.
 func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	return ConnectURL(t, s.ClientURL())
+}
+
+// ConnectURL opens a client connection to url, a server or a pool of them
+// (Cluster.URL), reconnecting forever; it is closed at cleanup.
+func ConnectURL(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("natstest: connect: %v", err)
 	}

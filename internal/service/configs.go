@@ -10,6 +10,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 )
 
@@ -19,7 +20,12 @@ import (
 
 // StreamsConfig is the topology the configuration declares.
 func StreamsConfig(cfg config.Config) streams.Config {
-	return streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL)}
+	return streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL), Replicas: cfg.NATSReplicas}
+}
+
+// PoolOptions are the PostgreSQL pool's settings beyond database_url.
+func PoolOptions(cfg config.Config) store.PoolOptions {
+	return store.PoolOptions{MaxConns: cfg.DatabaseMaxConns}
 }
 
 // SchedulerConfig is the scheduler the configuration describes.

@@ -28,7 +28,7 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// Reads only, and lazily: ingest accepts starts while PostgreSQL is down.
 	var db *pgxpool.Pool
 	if cfg.DatabaseURL != "" {
-		if db, err = store.NewPool(ctx, cfg.DatabaseURL); err != nil {
+		if db, err = store.NewPoolWith(ctx, cfg.DatabaseURL, PoolOptions(cfg)); err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		defer db.Close()

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -31,21 +32,15 @@ func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// ConnectNATS connects to url, retrying until it answers, and declares the
-// topology.
+// ConnectNATS connects to NATS (DialNATS) and declares the topology with
+// nats_replicas. Replicas a server that is not clustered cannot place, and
+// a shard count other than the deployment's, fail at once; a cluster that
+// cannot place the replicas is waited for (its servers may still be
+// joining) as long as NATS is.
 func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, *streams.Topology, error) {
-	if cfg.NATSURL == "" {
-		return nil, nil, fmt.Errorf("no NATS server: set nats_url in the config file or HARVEST_NATS_URL")
-	}
-	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
-		nc, err := nats.Connect(cfg.NATSURL, streams.ClientOptions(name, log)...)
-		if err != nil {
-			log.Info("waiting for NATS", "url", cfg.NATSURL, "err", err)
-		}
-		return nc, err
-	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout))
+	nc, err := DialNATS(ctx, cfg, name, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS %s: %w", cfg.NATSURL, err)
+		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -53,13 +48,54 @@ func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	top, err := backoff.Retry(ctx, func() (*streams.Topology, error) {
-		return streams.Declare(ctx, js, StreamsConfig(cfg))
+		top, err := streams.Declare(ctx, js, StreamsConfig(cfg))
+		var unplaceable *streams.ReplicasError
+		switch {
+		case errors.As(err, &unplaceable) && !unplaceable.Clustered, errors.Is(err, streams.ErrShardMismatch):
+			return nil, backoff.Permanent(err)
+		case err != nil:
+			log.Warn("waiting to declare the streams", "err", err)
+		}
+		return top, err
 	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout))
 	if err != nil {
 		nc.Close()
+		if errors.Is(err, streams.ErrReplicasUnplaceable) {
+			err = fmt.Errorf("config: nats_replicas %d: %w", cfg.NATSReplicas, err)
+		}
 		return nil, nil, err
 	}
 	return nc, top, nil
+}
+
+// DialNATS connects to the server pool nats_url names, with the
+// configuration's credentials and TLS (NATSOptions), retrying until a
+// server answers. A server that refuses the credentials or the TLS
+// handshake fails it at once.
+func DialNATS(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, error) {
+	if cfg.NATSURL == "" {
+		return nil, fmt.Errorf("no NATS server: set nats_url in the config file or HARVEST_NATS_URL")
+	}
+	opts, err := NATSOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, streams.ClientOptions(name, log)...)
+	servers := redactedURLs(cfg.NATSURL)
+	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
+		nc, err := nats.Connect(cfg.NATSURL, opts...)
+		if err != nil {
+			if check := refusedByNATS(err); check != "" {
+				return nil, backoff.Permanent(fmt.Errorf("refused (check %s): %w", check, err))
+			}
+			log.Info("waiting for NATS", "url", servers, "err", err)
+		}
+		return nc, err
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS %s: %w", servers, err)
+	}
+	return nc, nil
 }
 
 // ConnectDB connects to PostgreSQL, retrying until it answers.
@@ -67,7 +103,7 @@ func ConnectDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*pgxpo
 	if cfg.DatabaseURL == "" {
 		return nil, fmt.Errorf("no PostgreSQL: set database_url in the config file or HARVEST_DATABASE_URL")
 	}
-	db, err := store.NewPool(ctx, cfg.DatabaseURL)
+	db, err := store.NewPoolWith(ctx, cfg.DatabaseURL, PoolOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -22,7 +23,27 @@ import (
 // autovacuum analyzed the tables. Planning each call costs tens of
 // microseconds per statement, a batch's statements being shared by its
 // commands.
+//
+// The URL's other parameters pass through to the driver unchanged: TLS
+// (sslmode, sslrootcert, sslcert, sslkey), pool_max_conns and the like.
 func PoolConfig(url string) (*pgxpool.Config, error) {
+	return PoolConfigWith(url, PoolOptions{})
+}
+
+// PoolOptions are the pool's settings beyond its URL. Zero values leave
+// the URL's setting, else the driver's default.
+type PoolOptions struct {
+	// MaxConns caps the pool's connections, over the URL's pool_max_conns
+	// (and its pool_min_conns and pool_min_idle_conns, lowered to it);
+	// the driver's default is the larger of 4 and the number of CPUs.
+	MaxConns int
+}
+
+// PoolConfigWith is PoolConfig with opts applied.
+func PoolConfigWith(url string, opts PoolOptions) (*pgxpool.Config, error) {
+	if opts.MaxConns < 0 || opts.MaxConns > math.MaxInt32 {
+		return nil, fmt.Errorf("postgres pool: MaxConns %d: want 1 to %d", opts.MaxConns, math.MaxInt32)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
@@ -30,12 +51,22 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = int32(opts.MaxConns)
+		cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
+		cfg.MinIdleConns = min(cfg.MinIdleConns, cfg.MaxConns)
+	}
 	return cfg, nil
 }
 
 // NewPool connects a pool configured by PoolConfig.
 func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	cfg, err := PoolConfig(url)
+	return NewPoolWith(ctx, url, PoolOptions{})
+}
+
+// NewPoolWith connects a pool configured by PoolConfigWith.
+func NewPoolWith(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, error) {
+	cfg, err := PoolConfigWith(url, opts)
 	if err != nil {
 		return nil, err
 	}

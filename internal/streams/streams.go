@@ -100,7 +100,9 @@ type Config struct {
 	// (store.GetOutcome), deleted once expired; the accepted and cancelled
 	// buckets keep their keys this long too.
 	OutcomeTTL time.Duration
-	// Replicas of each stream, default 1.
+	// Replicas of each stream and bucket, default 1. A stream or bucket
+	// declared with another count is changed in place; the consumers that
+	// do not set their own follow their stream.
 	Replicas int
 	// MemoryStorage keeps streams in memory (tests only); default file.
 	MemoryStorage bool
@@ -146,7 +148,10 @@ type Topology struct {
 }
 
 // Declare creates or updates the command stream, the task stream and the
-// outcome bucket. It is idempotent; every process calls it at start-up.
+// buckets. It is idempotent; every process calls it at start-up. Each
+// stream and bucket gets cfg.Replicas, changed in place on one declared
+// with another count; replicas NATS cannot place (more than the cluster's
+// servers) are an error matching ErrReplicasUnplaceable.
 func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -178,7 +183,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		Metadata:    map[string]string{shardsMetadataKey: shards},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("declare stream %s: %w", CommandStream, err)
+		return nil, declareError(ctx, js, "stream "+CommandStream, CommandStream, cfg.Replicas, err)
 	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        TaskStream,
@@ -190,7 +195,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		Duplicates:  cfg.Duplicates,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("declare stream %s: %w", TaskStream, err)
+		return nil, declareError(ctx, js, "stream "+TaskStream, TaskStream, cfg.Replicas, err)
 	}
 	// Outcomes live in PostgreSQL now; the bucket that held them goes.
 	if err := js.DeleteKeyValue(ctx, retiredOutcomeBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -207,11 +212,26 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	} {
 		b.History, b.Storage, b.Replicas = 1, storage, cfg.Replicas
 		if buckets[i], err = js.CreateOrUpdateKeyValue(ctx, b); err != nil {
-			return nil, fmt.Errorf("declare bucket %s: %w", b.Bucket, err)
+			return nil, declareError(ctx, js, "bucket "+b.Bucket, "KV_"+b.Bucket, cfg.Replicas, err)
 		}
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
 		Handbacks: buckets[5], shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
+}
+
+// DeclaredStreams names the JetStream streams Declare creates: the command
+// and task streams, and each bucket's KV_<bucket>.
+func DeclaredStreams() []string {
+	names := []string{CommandStream, TaskStream}
+	for _, b := range bucketNames() {
+		names = append(names, "KV_"+b)
+	}
+	return names
+}
+
+// bucketNames are the buckets Declare creates, in Topology's order.
+func bucketNames() []string {
+	return []string{AcceptedBucket, AdmissionBucket, SchemaBucket, LedgerBucket, CancelledBucket, HandbackBucket}
 }
 
 // ErrNotDeclared is returned by Bind when the deployment's streams and
@@ -242,7 +262,7 @@ func Bind(ctx context.Context, js jetstream.JetStream) (*Topology, error) {
 		}
 		return nil, fmt.Errorf("bind stream %s: %w", TaskStream, err)
 	}
-	names := []string{AcceptedBucket, AdmissionBucket, SchemaBucket, LedgerBucket, CancelledBucket, HandbackBucket}
+	names := bucketNames()
 	buckets := make([]jetstream.KeyValue, len(names))
 	for i, name := range names {
 		if buckets[i], err = js.KeyValue(ctx, name); err != nil {

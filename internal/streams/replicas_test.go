@@ -1,0 +1,120 @@
+package streams_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+func TestDeclareRefusesReplicasASingleServerCannotPlace(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+
+	check := func(err error) {
+		t.Helper()
+		require.ErrorIs(t, err, streams.ErrReplicasUnplaceable)
+		var re *streams.ReplicasError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, streams.ReplicasError{Stream: streams.CommandStream, Replicas: 3, ClusterSize: 1, Err: re.Err}, *re)
+		require.ErrorContains(t, err, "stream HARVEST_CMD: 3 replicas cannot be placed on a NATS server that is not clustered (cluster size 1)")
+		require.ErrorContains(t, err, "replicas > 1 not supported in non-clustered mode", "JetStream's own answer")
+	}
+	_, err := streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 3})
+	check(err)
+	// Nor on a deployment declared with one replica, which keeps it.
+	_, err = streams.Declare(ctx, js, streams.Config{Shards: 2})
+	require.NoError(t, err)
+	_, err = streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 3})
+	check(err)
+	for _, name := range streams.DeclaredStreams() {
+		natstest.WaitReplicas(ctx, t, js, name, 1)
+	}
+}
+
+func TestDeclareReplicatesEveryStreamAndBucketOnACluster(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	_, js := natstest.ConnectURL(t, c.URL())
+	ctx := natstest.Context(t)
+
+	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 3})
+	require.NoError(t, err)
+	var names []string
+	for name := range js.StreamNames(ctx).Name() {
+		names = append(names, name)
+	}
+	require.ElementsMatch(t, streams.DeclaredStreams(), names, "DeclaredStreams names what Declare creates")
+	for _, name := range streams.DeclaredStreams() {
+		natstest.WaitReplicas(ctx, t, js, name, 3)
+	}
+	cmd := &wire.Command{CommandID: "c-r3", Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "w", WorkflowID: "x", TaskQueue: "default"}}
+	_, err = top.PublishCommand(ctx, 1, cmd)
+	require.NoError(t, err)
+
+	// More replicas than servers: the error names the stream and the
+	// cluster's size.
+	_, err = streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 5})
+	require.ErrorIs(t, err, streams.ErrReplicasUnplaceable)
+	var re *streams.ReplicasError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, streams.ReplicasError{Stream: streams.CommandStream, Replicas: 5, Clustered: true, ClusterSize: 3, Err: re.Err}, *re)
+	require.ErrorContains(t, err, "stream HARVEST_CMD: 5 replicas cannot be placed on a NATS cluster of 3 servers: ")
+	require.ErrorContains(t, err, "no suitable peers for placement", "JetStream's own answer")
+}
+
+func TestDeclareChangesTheReplicasOfAnExistingDeploymentInPlace(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	_, js := natstest.ConnectURL(t, c.URL())
+	ctx := natstest.Context(t)
+
+	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2})
+	require.NoError(t, err)
+	for _, name := range streams.DeclaredStreams() {
+		natstest.WaitReplicas(ctx, t, js, name, 1)
+	}
+	// What the deployment holds: a command, an effect in the ledger, and a
+	// consumer that leaves its replicas to its stream.
+	cmd := &wire.Command{CommandID: "c-kept", Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "w", WorkflowID: "x", TaskQueue: "default"}}
+	_, err = top.PublishCommand(ctx, 1, cmd)
+	require.NoError(t, err)
+	// Answered once the bucket's interest has reached the client's server.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		_, err := top.Ledger.Put(ctx, "effect", []byte("done"))
+		require.NoError(ct, err)
+	}, 30*time.Second, 50*time.Millisecond)
+	cons, err := js.CreateOrUpdateConsumer(ctx, streams.CommandStream, jetstream.ConsumerConfig{
+		Durable: "shard-1", FilterSubject: streams.CommandFilter(1), AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	require.NoError(t, err)
+
+	top, err = streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 3})
+	require.NoError(t, err)
+	// JetStream moves a stream that holds messages to its new peers once
+	// they have caught up, or after a grace period (10s in nats-server
+	// 2.15); its consumers follow.
+	for _, name := range streams.DeclaredStreams() {
+		natstest.WaitReplicas(ctx, t, js, name, 3)
+	}
+	natstest.WaitConsumerReplicas(ctx, t, js, streams.CommandStream, "shard-1", 3)
+	entry, err := top.Ledger.Get(ctx, "effect")
+	require.NoError(t, err)
+	require.Equal(t, "done", string(entry.Value()))
+	msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	require.NoError(t, err)
+	require.Contains(t, string(msg.Data()), "c-kept")
+
+	// And back.
+	_, err = streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 1})
+	require.NoError(t, err)
+	for _, name := range streams.DeclaredStreams() {
+		natstest.WaitReplicas(ctx, t, js, name, 1)
+	}
+	natstest.WaitConsumerReplicas(ctx, t, js, streams.CommandStream, "shard-1", 1)
+}

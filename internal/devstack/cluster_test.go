@@ -1,0 +1,136 @@
+package devstack_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/streams"
+)
+
+// TestAClusterNodeLostMidLoadLosesNothing runs the stack on a 3-node NATS
+// cluster with every stream and bucket replicated 3 times, shuts down the
+// node leading the command stream (or the task stream) while keyed
+// starts arrive, brings it back, and checks exactness: one execution per
+// key, every execution Completed, one WorkflowStarted and one
+// WorkflowCompleted each, one ActivityCompleted per ActivityScheduled.
+// Starts that arrive while the stream has no leader are answered 503 with
+// Retry-After, never another 5xx, and succeed when retried.
+func TestAClusterNodeLostMidLoadLosesNothing(t *testing.T) {
+	for _, stream := range []string{streams.CommandStream, streams.TaskStream} {
+		t.Run(stream, func(t *testing.T) { loseLeaderMidLoad(t, stream) })
+	}
+}
+
+func loseLeaderMidLoad(t *testing.T, stream string) {
+	cluster := natstest.RunCluster(t, 3)
+	s := startStack(t, devstack.Config{NATSURL: cluster.URL(), Streams: streams.Config{Shards: 2, Replicas: 3}})
+	ctx := natstest.Context(t)
+	js, err := jetstream.New(s.NC())
+	require.NoError(t, err)
+	for _, name := range []string{streams.CommandStream, streams.TaskStream} {
+		natstest.WaitReplicas(ctx, t, js, name, 3)
+	}
+	c, err := client.New(client.Config{BaseURL: s.URL()})
+	require.NoError(t, err)
+
+	const keys = 40
+	var (
+		mu          sync.Mutex
+		executions  = map[string]string{} // key → execution id
+		unavailable int
+	)
+	// start sends key k's start until it is answered 2xx; a refusal
+	// other than 503 with Retry-After is the error it returns.
+	start := func(k int) error {
+		key := fmt.Sprintf("%s-%d", stream, k)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			run, err := c.Start(ctx, "onboarding", map[string]any{"user_id": k}, client.StartOptions{IdempotencyKey: key})
+			if err == nil {
+				mu.Lock()
+				defer mu.Unlock()
+				executions[key] = run.ExecutionID
+				return nil
+			}
+			var apiErr *client.APIError
+			if errors.As(err, &apiErr) {
+				if apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.RetryAfter <= 0 {
+					return fmt.Errorf("start %s: want 2xx, or 503 with Retry-After, while a leader is elected: %w", key, err)
+				}
+				mu.Lock()
+				unavailable++
+				mu.Unlock()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("start %s kept failing: %w", key, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond): // the client's retry pace
+			}
+		}
+	}
+	send := func(from, to int) error {
+		errs := make([]error, to-from)
+		var wg sync.WaitGroup
+		for k := from; k < to; k++ {
+			wg.Go(func() { errs[k-from] = start(k) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+
+	require.NoError(t, send(0, keys/2))
+	info, err := js.Stream(ctx, stream)
+	require.NoError(t, err)
+	leader := cluster.Index(info.CachedInfo().Cluster.Leader)
+	require.GreaterOrEqual(t, leader, 0, "stream %s has a leader", stream)
+	// The second half is in flight when the leader goes.
+	sent := make(chan error, 1)
+	go func() { sent <- send(keys/2, keys) }()
+	cluster.Shutdown(leader)
+	require.NoError(t, <-sent)
+	cluster.Restart(leader)
+	cluster.WaitReady()
+	natstest.WaitReplicas(ctx, t, js, stream, 3)
+
+	require.Len(t, executions, keys)
+	eventually(t, 90*time.Second, "every execution to complete", func() bool {
+		var open int
+		require.NoError(t, s.DB.QueryRow(ctx, `SELECT count(*) FROM executions WHERE status <> 'Completed'`).Scan(&open))
+		return open == 0
+	})
+	var total, started, completed int
+	require.NoError(t, s.DB.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM executions),
+		(SELECT count(*) FROM history_events WHERE type = 'WorkflowStarted'),
+		(SELECT count(*) FROM history_events WHERE type = 'WorkflowCompleted')`).Scan(&total, &started, &completed))
+	require.Equal(t, keys, total, "one execution per key")
+	require.Equal(t, keys, started, "one WorkflowStarted each")
+	require.Equal(t, keys, completed, "one WorkflowCompleted each")
+	rows, err := s.DB.Query(ctx, `SELECT execution_id::text,
+		count(*) FILTER (WHERE type = 'ActivityScheduled'), count(*) FILTER (WHERE type = 'ActivityCompleted')
+		FROM history_events GROUP BY execution_id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var scheduled, done int
+		require.NoError(t, rows.Scan(&id, &scheduled, &done))
+		require.Positive(t, scheduled, id)
+		require.Equal(t, scheduled, done, "one ActivityCompleted per ActivityScheduled in %s", id)
+	}
+	require.NoError(t, rows.Err())
+	t.Logf("%s leader (node %d) shut down mid-load: %d keys, %d answers 503 while it was elected", stream, leader, keys, unavailable)
+}

@@ -20,8 +20,14 @@ func TestClusterKeepsAReplicatedStreamThroughTheLossOfItsLeader(t *testing.T) {
 	ctx := natstest.Context(t)
 	_, js := natstest.ConnectURL(t, c.URL())
 
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
-	require.NoError(t, err)
+	// Tried again while the cluster, slowed down by the race detector,
+	// sees a peer as offline for a moment.
+	var s jetstream.Stream
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		var err error
+		s, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
+		require.NoError(ct, err)
+	}, 30*time.Second, 50*time.Millisecond)
 	natstest.WaitReplicas(ctx, t, js, "R3", 3)
 	// A publish is answered once the stream's interest has reached the
 	// server the client is on; a leader elected anew, once elected.

@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -44,8 +45,7 @@ func TestDeclareReplicatesEveryStreamAndBucketOnACluster(t *testing.T) {
 	_, js := natstest.ConnectURL(t, c.URL())
 	ctx := natstest.Context(t)
 
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 3})
-	require.NoError(t, err)
+	top := declare(ctx, t, js, streams.Config{Shards: 2, Replicas: 3})
 	var names []string
 	for name := range js.StreamNames(ctx).Name() {
 		names = append(names, name)
@@ -55,7 +55,7 @@ func TestDeclareReplicatesEveryStreamAndBucketOnACluster(t *testing.T) {
 		natstest.WaitReplicas(ctx, t, js, name, 3)
 	}
 	cmd := &wire.Command{CommandID: "c-r3", Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "w", WorkflowID: "x", TaskQueue: "default"}}
-	_, err = top.PublishCommand(ctx, 1, cmd)
+	_, err := top.PublishCommand(ctx, 1, cmd)
 	require.NoError(t, err)
 
 	// More replicas than servers: the error names the stream and the
@@ -74,15 +74,14 @@ func TestDeclareChangesTheReplicasOfAnExistingDeploymentInPlace(t *testing.T) {
 	_, js := natstest.ConnectURL(t, c.URL())
 	ctx := natstest.Context(t)
 
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2})
-	require.NoError(t, err)
+	top := declare(ctx, t, js, streams.Config{Shards: 2})
 	for _, name := range streams.DeclaredStreams() {
 		natstest.WaitReplicas(ctx, t, js, name, 1)
 	}
 	// What the deployment holds: a command, an effect in the ledger, and a
 	// consumer that leaves its replicas to its stream.
 	cmd := &wire.Command{CommandID: "c-kept", Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "w", WorkflowID: "x", TaskQueue: "default"}}
-	_, err = top.PublishCommand(ctx, 1, cmd)
+	_, err := top.PublishCommand(ctx, 1, cmd)
 	require.NoError(t, err)
 	// Answered once the bucket's interest has reached the client's server.
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -94,8 +93,7 @@ func TestDeclareChangesTheReplicasOfAnExistingDeploymentInPlace(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	top, err = streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 3})
-	require.NoError(t, err)
+	top = declare(ctx, t, js, streams.Config{Shards: 2, Replicas: 3})
 	// JetStream moves a stream that holds messages to its new peers once
 	// they have caught up, or after a grace period (10s in nats-server
 	// 2.15); its consumers follow.
@@ -111,10 +109,26 @@ func TestDeclareChangesTheReplicasOfAnExistingDeploymentInPlace(t *testing.T) {
 	require.Contains(t, string(msg.Data()), "c-kept")
 
 	// And back.
-	_, err = streams.Declare(ctx, js, streams.Config{Shards: 2, Replicas: 1})
-	require.NoError(t, err)
+	declare(ctx, t, js, streams.Config{Shards: 2, Replicas: 1})
 	for _, name := range streams.DeclaredStreams() {
 		natstest.WaitReplicas(ctx, t, js, name, 1)
 	}
 	natstest.WaitConsumerReplicas(ctx, t, js, streams.CommandStream, "shard-1", 1)
+}
+
+// declare is streams.Declare on a cluster, tried again while the cluster
+// cannot answer: one slowed down by the race detector may leave a request
+// unanswered, or see a peer as offline for a moment (and refuse to place
+// replicas on it). service.ConnectNATS tries again alike.
+func declare(ctx context.Context, t *testing.T, js jetstream.JetStream, cfg streams.Config) *streams.Topology {
+	t.Helper()
+	var top *streams.Topology
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		var err error
+		top, err = streams.Declare(actx, js, cfg)
+		require.NoError(ct, err)
+	}, time.Minute, 100*time.Millisecond)
+	return top
 }

@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -106,6 +107,27 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 	natstest.WaitReplicas(ctx, t, js, stream, 3)
 
 	require.Len(t, executions, keys)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the stack holds when it did not converge.
+		var open, outbox int
+		_ = s.DB.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM executions WHERE status <> 'Completed'), (SELECT count(*) FROM outbox)`).Scan(&open, &outbox)
+		t.Logf("open executions %d, outbox rows %d", open, outbox)
+		for _, name := range []string{streams.CommandStream, streams.TaskStream} {
+			st, err := js.Stream(context.Background(), name)
+			if err != nil {
+				t.Logf("%s: %v", name, err)
+				continue
+			}
+			info, _ := st.Info(context.Background())
+			t.Logf("%s: msgs %d, leader %s, replicas %+v", name, info.State.Msgs, info.Cluster.Leader, info.Cluster.Replicas)
+			for ci := range st.ListConsumers(context.Background()).Info() {
+				t.Logf("  consumer %s: pending %d, ack pending %d, waiting %d, delivered %d, leader %s", ci.Name, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.Delivered.Stream, ci.Cluster.Leader)
+			}
+		}
+	})
 	eventually(t, 90*time.Second, "every execution to complete", func() bool {
 		var open int
 		require.NoError(t, s.DB.QueryRow(ctx, `SELECT count(*) FROM executions WHERE status <> 'Completed'`).Scan(&open))

@@ -2,14 +2,34 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
+// errOutboxAckLate is a publish of an outbox row whose acknowledgement did
+// not come within outboxAckTimeout.
+var errOutboxAckLate = errors.New("no acknowledgement")
+
+// outboxAckTimeout bounds the wait for a published task's acknowledgement.
+// JetStream's asynchronous publishes wait for theirs forever by default,
+// and one whose stream lost its leader (a cluster node went down) may
+// never be answered: the session would wait with its batch in hand. Past
+// the timeout the session fails and starts again, publishing the rows
+// again under their message ids, which the stream deduplicates.
+const outboxAckTimeout = 5 * time.Second
+
 // reap collects the acknowledgements that have come in (all of them, if
-// wait), moving their rows to published.
+// wait, each within outboxAckTimeout), moving their rows to published.
 func (r *runner) reap(ctx context.Context, wait bool) error {
+	var late <-chan time.Time
+	if wait && len(r.inflight) > 0 {
+		timer := time.NewTimer(outboxAckTimeout)
+		defer timer.Stop()
+		late = timer.C
+	}
 	left := r.inflight[:0]
 	for i, p := range r.inflight {
 		if !wait {
@@ -35,6 +55,9 @@ func (r *runner) reap(ctx context.Context, wait bool) error {
 		case <-ctx.Done():
 			r.inflight = append(left, r.inflight[i:]...)
 			return ctx.Err()
+		case <-late:
+			r.inflight = append(left, r.inflight[i:]...)
+			return fmt.Errorf("publish outbox row %d to %s: %w within %s", p.row.ID, p.row.Subject, errOutboxAckLate, outboxAckTimeout)
 		}
 	}
 	clear(r.inflight[len(left):])

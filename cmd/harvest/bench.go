@@ -177,7 +177,11 @@ func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*be
 	if !o.json {
 		fmt.Fprintf(stderr, "harvest bench: starting a stack in this process (state in %s)\n", stateDir)
 	}
-	dc := service.DevConfig(cfg, log)
+	dc, err := service.DevConfig(cfg, log)
+	if err != nil {
+		_ = os.RemoveAll(stateDir)
+		return nil, nil, err
+	}
 	dc.StateDir, dc.Addr = stateDir, "127.0.0.1:0"
 	local, err := bench.StartLocal(ctx, dc)
 	if err != nil {

@@ -41,7 +41,10 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			log := cfg.Logger()
 			ctx, stop := service.SignalContext()
 			defer stop()
-			dc := service.DevConfig(cfg, log)
+			dc, err := service.DevConfig(cfg, log)
+			if err != nil {
+				return err
+			}
 			dc.StateDir, dc.Addr, dc.NATSPort = stateDir, addr, natsPort
 			dc.Streams.Shards = cmp.Or(shards, dc.Streams.Shards)
 			stack, err := devstack.Start(ctx, dc)

@@ -49,6 +49,9 @@ type Config struct {
 	Addr string
 	// NATSURL, when set, is used instead of an embedded NATS server.
 	NATSURL string
+	// NATSOptions are added to the connection to NATSURL (credentials,
+	// TLS).
+	NATSOptions []nats.Option
 	// NATSPort is the embedded server's client port; 0 picks a free one.
 	NATSPort int
 	// DatabaseURL, when set, is used instead of a private PostgreSQL.
@@ -235,7 +238,7 @@ func (s *Stack) startNATS(ctx context.Context) error {
 		s.nats = ns
 		s.cfg.NATSURL = ns.ClientURL()
 	}
-	nc, err := nats.Connect(s.cfg.NATSURL, streams.ClientOptions("harvest-dev", s.log)...)
+	nc, err := nats.Connect(s.cfg.NATSURL, append(streams.ClientOptions("harvest-dev", s.log), s.cfg.NATSOptions...)...)
 	if err != nil {
 		return fmt.Errorf("connect to nats %s: %w", s.cfg.NATSURL, err)
 	}

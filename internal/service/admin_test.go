@@ -21,6 +21,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/service"
+	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 func freePort(t *testing.T) int {
@@ -140,9 +141,10 @@ func TestSchedulerServesAdmin(t *testing.T) {
 	require.Zero(t, status, "nothing listens once the scheduler has stopped")
 }
 
-// TestWorkerServesAdmin: a worker with admin_addr answers /readyz 200 once
-// its consumers are bound, 503 while NATS is down and 200 once it is
-// back, and its metrics on /metrics.
+// TestWorkerServesAdmin: a worker with admin_addr waits for the
+// deployment to declare the streams (it binds, never declares), answers
+// /readyz 200 once its consumers are bound, 503 while NATS is down and 200
+// once it is back, and its metrics on /metrics.
 func TestWorkerServesAdmin(t *testing.T) {
 	t.Parallel()
 	natsPort, dir := freePort(t), t.TempDir()
@@ -155,7 +157,18 @@ func TestWorkerServesAdmin(t *testing.T) {
 			})
 		})
 
+	require.Eventually(t, func() bool {
+		status, _ := get(t, admin+"/healthz")
+		return status == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "the worker's admin server to listen")
+	require.Contains(t, notReady(t, admin).Reasons, "starting", "no streams declared yet: the worker waits")
+	_, js := natstest.Connect(t, ns)
+	_, err := streams.Declare(natstest.Context(t), js, streams.Config{Shards: 1})
+	require.NoError(t, err)
 	waitReady(t, admin, 60*time.Second)
+	n, err := streams.DeployedShards(natstest.Context(t), js)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 	status, body := get(t, admin+"/metrics")
 	require.Equal(t, http.StatusOK, status)
 	for _, m := range []string{`harvest_worker_tasks_received_total{kind="activity",task_queue="default"} 0`,

@@ -62,10 +62,15 @@ func WorkerConfig(cfg config.Config) harvest.WorkerConfig {
 
 // DevConfig is the one-process stack the configuration describes, for
 // harvest dev and harvest bench; the state dir and addresses are the
-// caller's.
-func DevConfig(cfg config.Config, log *slog.Logger) devstack.Config {
+// caller's. It fails on a credentials or TLS file it cannot read.
+func DevConfig(cfg config.Config, log *slog.Logger) (devstack.Config, error) {
+	natsOpts, err := NATSOptions(cfg)
+	if err != nil {
+		return devstack.Config{}, err
+	}
 	return devstack.Config{
 		NATSURL:     cfg.NATSURL,
+		NATSOptions: natsOpts,
 		DatabaseURL: cfg.DatabaseURL,
 		Streams:     StreamsConfig(cfg),
 		Scheduler:   SchedulerConfig(cfg),
@@ -73,5 +78,5 @@ func DevConfig(cfg config.Config, log *slog.Logger) devstack.Config {
 		Worker:      WorkerConfig(cfg),
 		Bindings:    cfg.Bindings,
 		Logger:      log,
-	}
+	}, nil
 }

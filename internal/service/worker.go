@@ -3,8 +3,10 @@ package service
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest"
@@ -27,7 +29,10 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 		return err
 	}
 	defer adm.stop()
-	nc, _, err := ConnectNATS(ctx, cfg, "harvest-worker", log)
+	// A worker binds to the topology the schedulers and ingest declared;
+	// it never declares, so a worker configured otherwise cannot change a
+	// deployment's replicas or TTLs.
+	nc, err := DialNATS(ctx, cfg, "harvest-worker", log)
 	if err != nil {
 		return err
 	}
@@ -39,7 +44,19 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 		return err
 	}
 	register(w)
-	if err := w.Start(ctx); err != nil {
+	// Started before the deployment's first scheduler or ingest, the
+	// worker waits for them to declare the streams.
+	if _, err := backoff.Retry(ctx, func() (struct{}, error) {
+		err := w.Start(ctx)
+		if errors.Is(err, harvest.ErrNotDeclared) {
+			log.Info("waiting for the deployment's streams", "err", err)
+			return struct{}{}, err
+		}
+		if err != nil {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, nil
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout)); err != nil {
 		return err
 	}
 	queue := cmp.Or(wcfg.TaskQueue, wire.DefaultTaskQueue)

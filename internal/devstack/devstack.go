@@ -142,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			cfg.Streams.Shards = DefaultShards
 		}
 	}
-	if s.Topology, err = streams.Declare(ctx, js, cfg.Streams); err != nil {
+	if s.Topology, err = streams.DeclareRetrying(ctx, js, cfg.Streams, func(err error) { s.log.Warn("waiting to declare the streams", "err", err) }); err != nil {
 		return nil, err
 	}
 

@@ -27,9 +27,6 @@ const stopTimeout = 30 * time.Second
 // at start-up.
 const connectTimeout = 2 * time.Minute
 
-// declareAttemptTimeout bounds one attempt to declare the topology.
-const declareAttemptTimeout = 15 * time.Second
-
 // SignalContext is cancelled on SIGINT or SIGTERM.
 func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -50,21 +47,11 @@ func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
-	top, err := backoff.Retry(ctx, func() (*streams.Topology, error) {
-		// JetStream may leave a request unanswered (a cluster electing a
-		// leader): the attempt ends and the next asks again.
-		actx, cancel := context.WithTimeout(ctx, declareAttemptTimeout)
-		defer cancel()
-		top, err := streams.Declare(actx, js, StreamsConfig(cfg))
-		var unplaceable *streams.ReplicasError
-		switch {
-		case errors.As(err, &unplaceable) && !unplaceable.Clustered, errors.Is(err, streams.ErrShardMismatch):
-			return nil, backoff.Permanent(err)
-		case err != nil:
-			log.Warn("waiting to declare the streams", "err", err)
-		}
-		return top, err
-	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout))
+	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	top, err := streams.DeclareRetrying(dctx, js, StreamsConfig(cfg), func(err error) {
+		log.Warn("waiting to declare the streams", "err", err)
+	})
 	if err != nil {
 		nc.Close()
 		if errors.Is(err, streams.ErrReplicasUnplaceable) {

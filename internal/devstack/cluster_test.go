@@ -20,17 +20,22 @@ import (
 
 // TestAClusterNodeLostMidLoadLosesNothing runs the stack on a 3-node NATS
 // cluster with every stream and bucket replicated 3 times, shuts down the
-// node leading the command stream (or the task stream) while keyed
+// node leading the command stream (or the task stream, or JetStream's
+// meta group) while keyed
 // starts arrive, brings it back, and checks exactness: one execution per
 // key, every execution Completed, one WorkflowStarted and one
 // WorkflowCompleted each, one ActivityCompleted per ActivityScheduled.
 // Starts that arrive while the stream has no leader are answered 503 with
 // Retry-After, never another 5xx, and succeed when retried.
 func TestAClusterNodeLostMidLoadLosesNothing(t *testing.T) {
-	for _, stream := range []string{streams.CommandStream, streams.TaskStream} {
+	for _, stream := range []string{streams.CommandStream, streams.TaskStream, metaLeader} {
 		t.Run(stream, func(t *testing.T) { loseLeaderMidLoad(t, stream) })
 	}
 }
+
+// metaLeader names the JetStream meta leader (which places streams and
+// consumers) as the leader to lose.
+const metaLeader = "meta"
 
 func loseLeaderMidLoad(t *testing.T, stream string) {
 	cluster := natstest.RunCluster(t, 3)
@@ -93,10 +98,19 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 	}
 
 	require.NoError(t, send(0, keys/2))
-	info, err := js.Stream(ctx, stream)
-	require.NoError(t, err)
-	leader := cluster.Index(info.CachedInfo().Cluster.Leader)
-	require.GreaterOrEqual(t, leader, 0, "stream %s has a leader", stream)
+	leader := -1
+	if stream == metaLeader {
+		for i := range cluster.Size() {
+			if srv := cluster.Server(i); srv != nil && srv.JetStreamIsLeader() {
+				leader = i
+			}
+		}
+	} else {
+		info, err := js.Stream(ctx, stream)
+		require.NoError(t, err)
+		leader = cluster.Index(info.CachedInfo().Cluster.Leader)
+	}
+	require.GreaterOrEqual(t, leader, 0, "%s has a leader", stream)
 	// The second half is in flight when the leader goes.
 	sent := make(chan error, 1)
 	go func() { sent <- send(keys/2, keys) }()
@@ -104,7 +118,9 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 	require.NoError(t, <-sent)
 	cluster.Restart(leader)
 	cluster.WaitReady()
-	natstest.WaitReplicas(ctx, t, js, stream, 3)
+	for _, name := range []string{streams.CommandStream, streams.TaskStream} {
+		natstest.WaitReplicas(ctx, t, js, name, 3)
+	}
 
 	require.Len(t, executions, keys)
 	t.Cleanup(func() {

@@ -56,6 +56,9 @@ type Config struct {
 	NATSPort int
 	// DatabaseURL, when set, is used instead of a private PostgreSQL.
 	DatabaseURL string
+	// DatabaseMaxConns caps the stack's PostgreSQL pool; zero keeps the
+	// driver's default.
+	DatabaseMaxConns int
 	// DBTracer, when set, traces every query of the stack's pool (the
 	// bench counts SQL statements with it).
 	DBTracer pgx.QueryTracer
@@ -275,7 +278,7 @@ func (s *Stack) startPostgres(ctx context.Context) error {
 		}
 		url = pg.URL("harvest")
 	}
-	pcfg, err := store.PoolConfig(url)
+	pcfg, err := store.PoolConfigWith(url, store.PoolOptions{MaxConns: s.cfg.DatabaseMaxConns})
 	if err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}

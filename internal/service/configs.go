@@ -72,11 +72,13 @@ func DevConfig(cfg config.Config, log *slog.Logger) (devstack.Config, error) {
 		NATSURL:     cfg.NATSURL,
 		NATSOptions: natsOpts,
 		DatabaseURL: cfg.DatabaseURL,
-		Streams:     StreamsConfig(cfg),
-		Scheduler:   SchedulerConfig(cfg),
-		Ingest:      IngestConfig(cfg),
-		Worker:      WorkerConfig(cfg),
-		Bindings:    cfg.Bindings,
-		Logger:      log,
+		// The pool's size, as the services' own pools have it.
+		DatabaseMaxConns: cfg.DatabaseMaxConns,
+		Streams:          StreamsConfig(cfg),
+		Scheduler:        SchedulerConfig(cfg),
+		Ingest:           IngestConfig(cfg),
+		Worker:           WorkerConfig(cfg),
+		Bindings:         cfg.Bindings,
+		Logger:           log,
 	}, nil
 }

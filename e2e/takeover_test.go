@@ -123,6 +123,14 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 		}
 		return true
 	}
+	// alone: one scheduler holds every shard.
+	alone := func() bool {
+		o := owners()
+		for _, n := range o {
+			return len(o) == 1 && n == shards
+		}
+		return false
+	}
 	waitUntil(t, 60*time.Second, "the shards to be split evenly between the two schedulers", even)
 	phase("the shards are split evenly")
 
@@ -151,15 +159,7 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 		}
 	}
 	killed := time.Now()
-	waitUntil(t, 30*time.Second, "scheduler b to hold every shard", func() bool {
-		o := owners()
-		return len(o) == 1 && func() bool {
-			for _, n := range o {
-				return n == shards
-			}
-			return false
-		}()
-	})
+	waitUntil(t, 30*time.Second, "scheduler b to hold every shard", alone)
 	took := time.Since(killed)
 	t.Logf("scheduler b held every shard %s after a was killed (lease_ttl %s)", took.Round(10*time.Millisecond), leaseTTL)
 	require.Less(t, took, 3*leaseTTL, "a killed scheduler's shards move within lease_ttl and a renewal (with room for a loaded machine)")
@@ -193,14 +193,6 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 	require.Zero(t, c.count(t, `SELECT count(*) FROM shard_leases WHERE owner = $1 AND expires_at > now()`, bOwner),
 		"a SIGTERMed scheduler leaves no lease to lapse")
 	stopped := time.Now()
-	waitUntil(t, 30*time.Second, "scheduler a to hold every shard", func() bool {
-		o := owners()
-		return len(o) == 1 && func() bool {
-			for _, n := range o {
-				return n == shards
-			}
-			return false
-		}()
-	})
+	waitUntil(t, 30*time.Second, "scheduler a to hold every shard", alone)
 	t.Logf("scheduler a held every shard %s after b stopped", time.Since(stopped).Round(10*time.Millisecond))
 }

@@ -1,14 +1,10 @@
 package devstack_test
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
-	"io"
-	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -22,20 +18,7 @@ import (
 
 func post(t *testing.T, url string, header map[string]string, body []byte) answer {
 	t.Helper()
-	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	a := answer{status: resp.StatusCode, header: resp.Header}
-	require.NoError(t, json.Unmarshal(raw, &a.body), "%s", raw)
-	return a
+	return call(t, "POST", url, header, string(body))
 }
 
 func mac(secret, msg string) []byte {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -29,20 +30,8 @@ import (
 // after the reconnection. Every command must be applied, B before C.
 func TestACommandLostInFlightIsAppliedInOrder(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewPool(t)
-	ns := natstest.RunServer(t, natstest.Options{})
-	_, direct := natstest.Connect(t, ns)
+	db, proxy, direct, top, pub := behindProxy(t)
 	ctx := natstest.Context(t)
-	proxy := natstest.NewProxy(t, ns.Addr().String())
-	nc, err := nats.Connect(proxy.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(-1))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
-	require.NoError(t, err)
-	pub, err := streams.Declare(ctx, direct, streams.Config{Shards: 1})
-	require.NoError(t, err)
 
 	s, err := New(Config{DB: db, Topology: top, AckWait: 8 * time.Second, LeaseTTL: time.Second})
 	require.NoError(t, err)
@@ -98,20 +87,8 @@ func TestACommandLostInFlightIsAppliedInOrder(t *testing.T) {
 // the consumer's AckWait.
 func TestACommandLostInFlightBeforeAQuietSpellIsAppliedSoon(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewPool(t)
-	ns := natstest.RunServer(t, natstest.Options{})
-	_, direct := natstest.Connect(t, ns)
+	db, proxy, direct, top, pub := behindProxy(t)
 	ctx := natstest.Context(t)
-	proxy := natstest.NewProxy(t, ns.Addr().String())
-	nc, err := nats.Connect(proxy.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(-1))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
-	require.NoError(t, err)
-	pub, err := streams.Declare(ctx, direct, streams.Config{Shards: 1})
-	require.NoError(t, err)
 	startScheduler(t, Config{DB: db, Topology: top, AckWait: time.Hour})
 
 	cmd := startCmd("onboarding", "quiet", "wf-quiet")
@@ -174,4 +151,26 @@ func TestInOrderStopsAtALostDelivery(t *testing.T) {
 	r.delivered = 0
 	_, err = r.inOrder([]jetstream.Msg{delivery{consumer: 1}, delivery{consumer: 1}})
 	require.ErrorIs(t, err, errDeliveryGap, "a sequence that goes back")
+}
+
+// behindProxy is a one-shard topology whose scheduler side (top) reaches
+// NATS through proxy, with a direct connection and topology (pub) for the
+// test to publish and look with.
+func behindProxy(t *testing.T) (db *pgxpool.Pool, proxy *natstest.Proxy, direct jetstream.JetStream, top, pub *streams.Topology) {
+	t.Helper()
+	db = pgtest.NewPool(t)
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, direct = natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	proxy = natstest.NewProxy(t, ns.Addr().String())
+	nc, err := nats.Connect(proxy.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(-1))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	top, err = streams.Declare(ctx, js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	pub, err = streams.Declare(ctx, direct, streams.Config{Shards: 1})
+	require.NoError(t, err)
+	return db, proxy, direct, top, pub
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,6 +26,9 @@ const (
 	errCodeReplicasNotSupported jetstream.ErrorCode = 10074
 	// errCodeNoPeers: "no suitable peers for placement", and why.
 	errCodeNoPeers jetstream.ErrorCode = 10005
+	// peerOfflineReason is in errCodeNoPeers' description when a peer that
+	// could have taken a replica is offline.
+	peerOfflineReason = "peer offline"
 )
 
 // ReplicasError says which stream NATS could not place with how many
@@ -53,6 +57,14 @@ func (e *ReplicasError) Error() string {
 		size = fmt.Sprintf("a NATS cluster of %d servers", e.ClusterSize)
 	}
 	return fmt.Sprintf("stream %s: %d replicas cannot be placed on %s: %v", e.Stream, e.Replicas, size, e.Err)
+}
+
+// tooFewServers says whether the cluster refused for want of servers and
+// not because some are offline: it answered with its size, the replicas
+// exceed it, and JetStream named no offline peer (which may come back).
+func (e *ReplicasError) tooFewServers() bool {
+	return e.Clustered && e.ClusterSize > 0 && e.Replicas > e.ClusterSize &&
+		e.Err != nil && !strings.Contains(e.Err.Error(), peerOfflineReason)
 }
 
 // Is matches ErrReplicasUnplaceable.

@@ -132,3 +132,33 @@ func declare(ctx context.Context, t *testing.T, js jetstream.JetStream, cfg stre
 	}, time.Minute, 100*time.Millisecond)
 	return top
 }
+
+func TestDeclareRetryingPlacesReplicasWithAServerDownButFailsWithTooFewServers(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	_, js := natstest.ConnectURL(t, c.URL())
+	ctx := natstest.Context(t)
+
+	// A server of the cluster is down: JetStream places three replicas
+	// anyway (a quorum of two is up), and the third catches up when its
+	// server is back.
+	c.Shutdown(2)
+	c.WaitReady()
+	_, err := streams.DeclareRetrying(ctx, js, streams.Config{Shards: 2, Replicas: 3}, nil)
+	require.NoError(t, err)
+	c.Restart(2)
+	for _, name := range streams.DeclaredStreams() {
+		natstest.WaitReplicas(ctx, t, js, name, 3)
+	}
+
+	// Five replicas on three servers, all online: start-up fails once the
+	// settle period has passed, naming the stream and the cluster's size.
+	began := time.Now()
+	var waited []error
+	_, err = streams.DeclareRetrying(ctx, js, streams.Config{Shards: 2, Replicas: 5}, func(err error) { waited = append(waited, err) })
+	took := time.Since(began)
+	require.ErrorIs(t, err, streams.ErrReplicasUnplaceable)
+	require.ErrorContains(t, err, "stream HARVEST_CMD: 5 replicas cannot be placed on a NATS cluster of 3 servers")
+	require.GreaterOrEqual(t, took, streams.UnplaceableSettle, "a cluster still forming has time to gather its servers")
+	require.NotEmpty(t, waited, "each refusal before giving up is reported as waiting")
+	t.Logf("gave up on 5 replicas after %s and %d refusals", took.Round(time.Millisecond), len(waited))
+}

@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,4 +162,28 @@ func TestDeclareRetryingPlacesReplicasWithAServerDownButFailsWithTooFewServers(t
 	require.GreaterOrEqual(t, took, streams.UnplaceableSettle, "a cluster still forming has time to gather its servers")
 	require.NotEmpty(t, waited, "each refusal before giving up is reported as waiting")
 	t.Logf("gave up on 5 replicas after %s and %d refusals", took.Round(time.Millisecond), len(waited))
+}
+
+// Processes start together: two declaring a fresh deployment at once on a
+// cluster are both answered, at the first attempt.
+func TestConcurrentDeclaresOnAClusterAreAnswered(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	ctx := natstest.Context(t)
+	for round, cfg := range []streams.Config{{Shards: 4, Replicas: 3}, {Shards: 4, Replicas: 1}, {Shards: 4, Replicas: 3}} {
+		var wg sync.WaitGroup
+		for i := range 2 {
+			_, js := natstest.ConnectURL(t, c.URL())
+			wg.Go(func() {
+				_, err := streams.DeclareRetrying(ctx, js, cfg, func(err error) {
+					t.Errorf("round %d, process %d: an attempt failed: %v", round, i, err)
+				})
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+		_, js := natstest.ConnectURL(t, c.URL())
+		for _, name := range streams.DeclaredStreams() {
+			natstest.WaitReplicas(ctx, t, js, name, cfg.Replicas)
+		}
+	}
 }

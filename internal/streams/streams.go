@@ -172,7 +172,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	// Both streams are work queues: a message is removed once acknowledged,
 	// and the scheduler acknowledges a command only after the transaction
 	// that applied it commits.
-	commands, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	commands, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        CommandStream,
 		Description: "Harvest commands: starts, signals, workflow task and activity results, by shard",
 		Subjects:    []string{commandSubjects},
@@ -185,7 +185,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err != nil {
 		return nil, declareError(ctx, js, "stream "+CommandStream, CommandStream, cfg.Replicas, err)
 	}
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	_, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        TaskStream,
 		Description: "Harvest tasks for workers, by task queue",
 		Subjects:    []string{taskSubjects},
@@ -211,12 +211,35 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		{Bucket: HandbackBucket, Description: "Harvest task deliveries handed back unstarted by workers", TTL: cfg.OutcomeTTL},
 	} {
 		b.History, b.Storage, b.Replicas = 1, storage, cfg.Replicas
-		if buckets[i], err = js.CreateOrUpdateKeyValue(ctx, b); err != nil {
+		if buckets[i], err = ensureBucket(ctx, js, b); err != nil {
 			return nil, declareError(ctx, js, "bucket "+b.Bucket, "KV_"+b.Bucket, cfg.Replicas, err)
 		}
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
 		Handbacks: buckets[5], shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
+}
+
+// ensureStream creates the stream, or updates it when it exists with
+// another configuration. It does not use CreateOrUpdateStream, which asks
+// for an update first: on a cluster, two processes doing so at once for a
+// stream that does not exist yet may neither be answered (nats-server
+// 2.15.3; TestConcurrentDeclaresOnAClusterAreAnswered). A create with the
+// configuration the stream has is answered with the stream.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.UpdateStream(ctx, cfg)
+	}
+	return s, err
+}
+
+// ensureBucket is ensureStream for a key-value bucket.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return js.UpdateKeyValue(ctx, cfg)
+	}
+	return kv, err
 }
 
 // DeclaredStreams names the JetStream streams Declare creates: the command

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -66,7 +67,20 @@ func (p *proc) start() {
 			_ = p.cmd.Wait()
 		}
 		_ = logFile.Close()
+		if p.t.Failed() {
+			p.t.Logf("%s, the end of its log:\n%s", filepath.Base(logFile.Name()), logTail(logFile.Name(), 30))
+		}
 	})
+}
+
+// logTail is the last n lines of the file at path.
+func logTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 func (p *proc) kill() {

@@ -207,7 +207,7 @@ func (c *trialCheck) invariants(ctx context.Context) {
 	res.Executions = len(rows)
 
 	// Acknowledged starts have an execution; each key has at most one.
-	var dupKeys, refused, wrongAnswer []string
+	var dupKeys, refused, wrongAnswer, unavailable []string
 	for _, k := range c.keys {
 		execs := byKey[k.plan.key]
 		if k.acked() {
@@ -226,6 +226,10 @@ func (c *trialCheck) invariants(ctx context.Context) {
 			switch {
 			case !a.ok() && !a.retryable():
 				refused = append(refused, fmt.Sprintf("%s (%d %s)", k.plan.key, a.status, a.code))
+			// A fault is answered 503 with Retry-After, or with no answer
+			// from a process that died; never 500.
+			case a.status >= 500 && (a.status != http.StatusServiceUnavailable || a.retryAfter == ""):
+				unavailable = append(unavailable, fmt.Sprintf("%s (%d %s, Retry-After %q)", k.plan.key, a.status, a.code, a.retryAfter))
 			case a.ok() && a.executionID != "" && len(execs) > 0 && !slices.ContainsFunc(execs, func(e execRow) bool { return e.id == a.executionID }):
 				wrongAnswer = append(wrongAnswer, fmt.Sprintf("%s answered %s", k.plan.key, a.executionID))
 			}
@@ -242,6 +246,10 @@ func (c *trialCheck) invariants(ctx context.Context) {
 	if len(refused) > 0 {
 		res.Other += len(refused)
 		res.fail("%d start(s) refused: %s", len(refused), sample(refused))
+	}
+	if len(unavailable) > 0 {
+		res.Other += len(unavailable)
+		res.fail("%d answer(s) were a 5xx other than 503 with Retry-After: %s", len(unavailable), sample(unavailable))
 	}
 	if len(wrongAnswer) > 0 {
 		res.Other += len(wrongAnswer)

@@ -86,6 +86,7 @@ type answer struct {
 	commandID    string
 	deduplicated bool
 	code         string // the error code of a refusal
+	retryAfter   string // the Retry-After header
 }
 
 func (a answer) ok() bool { return a.status >= 200 && a.status < 300 }
@@ -126,6 +127,7 @@ func (s *stack) send(ctx context.Context, i int, key, body string) answer {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	a.status = resp.StatusCode
+	a.retryAfter = resp.Header.Get("Retry-After")
 	var out struct {
 		ExecutionID  string `json:"execution_id"`
 		CommandID    string `json:"command_id"`

@@ -19,6 +19,7 @@ type chaosSummary struct {
 	kinds        []faultKind
 	ackWait      time.Duration // the workers' task ack wait
 	leaseTTL     time.Duration // the schedulers' lease TTL
+	natsNodes    int           // 1, or the NATS cluster's size (and replicas)
 	elapsed      time.Duration
 	stoppedEarly string
 
@@ -117,8 +118,12 @@ func seconds(d time.Duration, of int) string {
 func (s *chaosSummary) markdown() string {
 	var b strings.Builder
 	c := s.config
-	fmt.Fprintf(&b, "Seed %d; per trial %d keyed charge starts (about a third sent twice at once, a third again later, through both ingests) over %s, 1 to %d fault(s), downtime up to %s, SIGTERM grace %s, bound %s; task ack wait %s, lease TTL %s; %s in all.\n\n",
-		s.seed, c.keys, c.load, c.faults, c.downtime, c.grace, c.bound, s.ackWait, s.leaseTTL, s.elapsed.Round(time.Second))
+	nats := "one NATS server (nats_replicas 1)"
+	if s.natsNodes > 1 {
+		nats = fmt.Sprintf("a %d-node NATS cluster (nats_replicas %d; a NATS fault hits any node)", s.natsNodes, s.natsNodes)
+	}
+	fmt.Fprintf(&b, "%s; seed %d; per trial %d keyed charge starts (about a third sent twice at once, a third again later, through both ingests) over %s, 1 to %d fault(s), downtime up to %s, SIGTERM grace %s, bound %s; task ack wait %s, lease TTL %s; %s in all.\n\n",
+		nats, s.seed, c.keys, c.load, c.faults, c.downtime, c.grace, c.bound, s.ackWait, s.leaseTTL, s.elapsed.Round(time.Second))
 	b.WriteString("| fault | trials | failed | acknowledged starts | lost | duplicated executions | duplicated effects | stuck | other violations | unacknowledged | exits no fault caused | SIGTERM escalated | poison refused / set aside | convergence p50 | convergence max |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.byKind() {
@@ -155,7 +160,7 @@ func (s *chaosSummary) write(path string) error {
 		data, err = json.MarshalIndent(map[string]any{
 			"seed": s.seed, "keys_per_trial": s.config.keys, "load_ns": s.config.load, "max_faults": s.config.faults,
 			"max_downtime_ns": s.config.downtime, "grace_ns": s.config.grace, "bound_ns": s.config.bound,
-			"task_ack_wait_ns": s.ackWait, "lease_ttl_ns": s.leaseTTL,
+			"task_ack_wait_ns": s.ackWait, "lease_ttl_ns": s.leaseTTL, "nats_nodes": s.natsNodes,
 			"elapsed_ns": s.elapsed, "stopped_early": s.stoppedEarly, "kinds": s.byKind(), "trials": trials,
 		}, "", "  ")
 		if err != nil {

@@ -71,13 +71,16 @@ type stackConfig struct {
 	leaseTTL time.Duration
 	ackWait  time.Duration
 	logLevel string
+	// natsNodes is 1 (one NATS server, nats_replicas 1) or the size of a
+	// NATS cluster whose streams and buckets have a replica on each node.
+	natsNodes int
 }
 
 // stack is one running deployment.
 type stack struct {
 	dir      string
 	pg       *pgMember
-	nats     *chaosProc
+	nats     []*chaosProc // one per NATS node
 	ingests  []*chaosProc
 	scheds   []*chaosProc
 	workers  []*chaosProc
@@ -116,7 +119,9 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("log dir: %w", err)
 	}
-	ports, err := freePorts(5)
+	nodes := max(cfg.natsNodes, 1)
+	// PostgreSQL, two ingests, and a client and a route port per NATS node.
+	ports, err := freePorts(3 + 2*nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -124,18 +129,37 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	if err := s.pg.start(ctx); err != nil {
 		return nil, err
 	}
-	natsURL := "nats://127.0.0.1:" + strconv.Itoa(ports[1])
-	s.nats = &chaosProc{id: "nats", bin: filepath.Join(cfg.bins, "nats-server"),
-		args:      []string{"-a", "127.0.0.1", "-p", strconv.Itoa(ports[1]), "-js", "-sd", filepath.Join(dir, "nats")},
-		env:       devEnv(),
-		readyLine: "Server is ready",
-		log:       &runLogs{dir: logDir, name: "nats"},
+	natsPorts, routePorts := ports[3:3+nodes], ports[3+nodes:]
+	var urls, routes []string
+	for i := range nodes {
+		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(natsPorts[i]))
+		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(routePorts[i]))
 	}
-	if err := s.nats.start(ctx); err != nil {
-		return nil, err
+	natsURL := strings.Join(urls, ",")
+	for i := range nodes {
+		id := "nats"
+		if nodes > 1 {
+			id = fmt.Sprintf("nats-%d", i)
+		}
+		args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(natsPorts[i]), "-js", "-sd", filepath.Join(dir, id)}
+		if nodes > 1 {
+			// Each node names every route, its own included (a server
+			// ignores a route to itself), so they find one another in any
+			// order of (re)starts.
+			args = append(args, "-n", id, "--cluster_name", "harvest-chaos", "--cluster", routes[i], "--routes", strings.Join(routes, ","))
+		}
+		s.nats = append(s.nats, &chaosProc{id: id, bin: filepath.Join(cfg.bins, "nats-server"), args: args, env: devEnv(),
+			readyLine: "Server is ready", log: &runLogs{dir: logDir, name: id}})
 	}
-	if err := s.nats.waitReady(ctx); err != nil {
-		return nil, err
+	for _, n := range s.nats {
+		if err := n.start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range s.nats {
+		if err := n.waitReady(ctx); err != nil {
+			return nil, err
+		}
 	}
 
 	s.provider = fakepay.New()
@@ -153,6 +177,7 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 		"HARVEST_TASK_ACK_WAIT="+cfg.ackWait.String(),
 		"HARVEST_FAKEPAY_URL="+s.payments.URL,
 		"HARVEST_LOG_LEVEL="+cfg.logLevel,
+		"HARVEST_NATS_REPLICAS="+strconv.Itoa(nodes),
 	)
 	service := func(kind string, i int, readyLine string, extra ...string) *chaosProc {
 		id := fmt.Sprintf("%s-%d", kind, i)
@@ -160,7 +185,7 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 			readyLine: readyLine, log: &runLogs{dir: logDir, name: id}}
 	}
 	for i := range 2 {
-		addr := "127.0.0.1:" + strconv.Itoa(ports[3+i])
+		addr := "127.0.0.1:" + strconv.Itoa(ports[1+i])
 		s.baseURLs = append(s.baseURLs, "http://"+addr)
 		s.ingests = append(s.ingests, service("ingest", i, "ingest ready", "HARVEST_HTTP_ADDR="+addr))
 		s.scheds = append(s.scheds, service("scheduler", i, "scheduler ready"))
@@ -214,7 +239,9 @@ func (s *stack) members(role string) []member {
 			out = append(out, m)
 		}
 	case "nats":
-		out = append(out, s.nats)
+		for _, m := range s.nats {
+			out = append(out, m)
+		}
 	case "postgres":
 		out = append(out, s.pg)
 	}
@@ -258,8 +285,8 @@ func (s *stack) close() {
 			p.close()
 		}
 	}
-	if s.nats != nil {
-		s.nats.close()
+	for _, n := range s.nats {
+		n.close()
 	}
 	if s.pg != nil {
 		s.pg.close()

@@ -35,10 +35,13 @@ import (
 //   - afterwards the stack serves again (both schedulers hold shards, a
 //     start through each ingest completes).
 //
-// The default run (CI) is two trials per fault kind, about two minutes.
-// Run more with
+// TestChaos runs it on one NATS server, TestChaosCluster on a 3-node
+// cluster with nats_replicas 3 (where a NATS fault hits any node). The
+// default run (CI) is two trials per fault kind of each, about two and a
+// half minutes each. Run more with
 //
-//	go test ./e2e -run Chaos -timeout 0 -chaos.trials 200 -chaos.report chaos.md
+//	go test ./e2e -run '^TestChaos$' -timeout 0 -chaos.trials 200 -chaos.report chaos.md
+//	go test ./e2e -run '^TestChaosCluster$' -timeout 0 -chaos.trials 200 -chaos.report chaos-cluster.md
 //
 // A failing trial prints its seed; -chaos.kinds <kind> -chaos.seed <seed>
 // -chaos.trials 1 replays its random choices (the timing of the processes
@@ -129,7 +132,14 @@ func (c trialConfig) budget() time.Duration {
 	return c.load + laterMax + c.giveUp + time.Duration(c.faults)*(c.grace+c.downtime+30*time.Second) + c.bound + 2*time.Minute
 }
 
-func TestChaos(t *testing.T) {
+// TestChaos runs the suite on one NATS server.
+func TestChaos(t *testing.T) { runChaos(t, 1) }
+
+// TestChaosCluster runs it on a 3-node NATS cluster with nats_replicas 3:
+// a NATS fault hits any node, the leaders of the streams included.
+func TestChaosCluster(t *testing.T) { runChaos(t, 3) }
+
+func runChaos(t *testing.T, natsNodes int) {
 	if testing.Short() {
 		t.Skip("builds and runs a stack of real processes and kills them")
 	}
@@ -152,8 +162,8 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("chaos: built nats-server, ingest, scheduler, worker in %s", time.Since(began).Round(time.Millisecond))
 
-	sum := &chaosSummary{seed: seed, config: cfg, kinds: kinds, ackWait: *chaosAckWait, leaseTTL: *chaosLeaseTTL}
-	r := &trialRunner{cfg: cfg, stackCfg: stackConfig{bins: bins, leaseTTL: *chaosLeaseTTL, ackWait: *chaosAckWait, logLevel: *chaosLogLevel}}
+	sum := &chaosSummary{seed: seed, config: cfg, kinds: kinds, ackWait: *chaosAckWait, leaseTTL: *chaosLeaseTTL, natsNodes: natsNodes}
+	r := &trialRunner{cfg: cfg, stackCfg: stackConfig{bins: bins, leaseTTL: *chaosLeaseTTL, ackWait: *chaosAckWait, logLevel: *chaosLogLevel, natsNodes: natsNodes}}
 	t.Cleanup(r.closeStack)
 
 	deadline, hasDeadline := t.Deadline()
@@ -169,8 +179,8 @@ run:
 				res := r.run(t, kind, i, seed+uint64(i))
 				sum.add(res)
 				if res.failed() {
-					t.Errorf("%s trial %d (seed %d) failed: %s\nreproduce: go test ./e2e -run 'TestChaos' -chaos.kinds %s -chaos.seed %d -chaos.trials 1\n%s",
-						kind, i, res.Seed, strings.Join(res.Violations, "; "), kind, res.Seed, res.diagnostics)
+					t.Errorf("%s trial %d (seed %d) failed: %s\nreproduce: go test ./e2e -run '^%s$' -chaos.kinds %s -chaos.seed %d -chaos.trials 1\n%s",
+						kind, i, res.Seed, strings.Join(res.Violations, "; "), testName(t), kind, res.Seed, res.diagnostics)
 				}
 			})
 		}
@@ -387,6 +397,12 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 		t.Logf("slowest %s", res.Slowest)
 	}
 	return res
+}
+
+// testName is the name of the top-level test t runs in.
+func testName(t *testing.T) string {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	return name
 }
 
 func fnv64(s string) uint64 {

@@ -33,6 +33,13 @@ const (
 // as it starts. Retry, or start the worker after them.
 var ErrNotDeclared = streams.ErrNotDeclared
 
+// ErrRegistration is matched (errors.Is) by the error Worker.Start returns
+// when a registration was refused (a bad or duplicate name, a schema that
+// does not compile): starting again cannot help. Start's other errors are
+// about reaching the deployment's NATS and its streams, and a later Start
+// may succeed.
+var ErrRegistration = errors.New("registration refused")
+
 // WorkerConfig configures a Worker. Zero values mean the documented
 // defaults.
 type WorkerConfig struct {
@@ -254,7 +261,9 @@ func RegisterReconcile[In, Out any](w *Worker, name string, fn func(ctx *Activit
 	})
 }
 
-// Start binds the task queue's consumers and starts pulling tasks.
+// Start binds the task queue's consumers and starts pulling tasks. An
+// error that does not match ErrRegistration leaves the worker as it was:
+// Start may be called again.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -262,7 +271,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return errors.New("worker already started")
 	}
 	if err := errors.Join(w.regErrs...); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrRegistration, err)
 	}
 	schemas := make(map[string][]byte, len(w.schemas))
 	for name, sch := range w.schemas {
@@ -271,11 +280,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.rt.Bind(ctx, schemas); err != nil {
 		return err
 	}
-	w.started = true
+	// A runtime that fails to start undoes what it started (the
+	// cancellations' watch included), so the next Start binds again.
 	stop, err := w.rt.Start(ctx)
 	if err != nil {
 		return err
 	}
+	w.started = true
 	w.log.Info("worker started", "workflows", len(w.workflows), "activities", len(w.activities))
 	w.stop = stop
 	return nil

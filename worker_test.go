@@ -3,6 +3,7 @@ package harvest_test
 import (
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest"
@@ -27,11 +28,33 @@ func TestWorkerBindsToTheDeployedStreamsAndNeverDeclaresThem(t *testing.T) {
 
 	_, err = streams.Declare(ctx, js, streams.Config{Shards: 3})
 	require.NoError(t, err)
-	w, err = harvest.NewWorker(harvest.WorkerConfig{NATS: nc})
+	// A Start that failed is retried on the same worker: here the task
+	// stream's consumer cannot be made while another holds its subject,
+	// after the worker bound the streams.
+	blocker, err := js.CreateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
+		Durable: "blocker", FilterSubject: streams.TaskSubject("default", "workflow"), AckPolicy: jetstream.AckExplicitPolicy,
+	})
 	require.NoError(t, err)
+	err = w.Start(ctx)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, harvest.ErrRegistration, "reaching the streams may succeed later")
+	require.NoError(t, js.DeleteConsumer(ctx, streams.TaskStream, blocker.CachedInfo().Name))
 	require.NoError(t, w.Start(ctx))
 	require.NoError(t, w.Stop(ctx))
 	n, err = streams.DeployedShards(ctx, js)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
+}
+
+func TestAWorkerWithARefusedRegistrationDoesNotStart(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	nc, _ := natstest.Connect(t, ns)
+	w, err := harvest.NewWorker(harvest.WorkerConfig{NATS: nc})
+	require.NoError(t, err)
+	echo := func(_ *harvest.ActivityContext, in string) (string, error) { return in, nil }
+	harvest.RegisterActivity(w, "echo", echo)
+	harvest.RegisterActivity(w, "echo", echo)
+	err = w.Start(natstest.Context(t))
+	require.ErrorIs(t, err, harvest.ErrRegistration)
+	require.ErrorContains(t, err, `register activity "echo": already registered`)
 }

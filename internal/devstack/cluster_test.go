@@ -25,8 +25,9 @@ import (
 // starts arrive, brings it back, and checks exactness: one execution per
 // key, every execution Completed, one WorkflowStarted and one
 // WorkflowCompleted each, one ActivityCompleted per ActivityScheduled.
-// Starts that arrive while the stream has no leader are answered 503 with
-// Retry-After, never another 5xx, and succeed when retried.
+// Starts and keyed signals that arrive while the stream has no leader are
+// answered 503 with Retry-After, never another 5xx, and succeed when
+// retried; each signal is received once.
 func TestAClusterNodeLostMidLoadLosesNothing(t *testing.T) {
 	for _, stream := range []string{streams.CommandStream, streams.TaskStream, metaLeader} {
 		t.Run(stream, func(t *testing.T) { loseLeaderMidLoad(t, stream) })
@@ -49,36 +50,35 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 	c, err := client.New(client.Config{BaseURL: s.URL()})
 	require.NoError(t, err)
 
-	const keys = 40
+	const (
+		keys      = 40
+		signalled = 10 // collect executions, signalled while the leader goes
+	)
 	var (
 		mu          sync.Mutex
 		executions  = map[string]string{} // key → execution id
 		unavailable int
 	)
-	// start sends key k's start until it is answered 2xx; a refusal
-	// other than 503 with Retry-After is the error it returns.
-	start := func(k int) error {
-		key := fmt.Sprintf("%s-%d", stream, k)
+	// retrying calls send until it succeeds; an error other than 503 with
+	// Retry-After is the error it returns.
+	retrying := func(what string, send func() error) error {
 		deadline := time.Now().Add(time.Minute)
 		for {
-			run, err := c.Start(ctx, "onboarding", map[string]any{"user_id": k}, client.StartOptions{IdempotencyKey: key})
+			err := send()
 			if err == nil {
-				mu.Lock()
-				defer mu.Unlock()
-				executions[key] = run.ExecutionID
 				return nil
 			}
 			var apiErr *client.APIError
 			if errors.As(err, &apiErr) {
 				if apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.RetryAfter <= 0 {
-					return fmt.Errorf("start %s: want 2xx, or 503 with Retry-After, while a leader is elected: %w", key, err)
+					return fmt.Errorf("%s: want 2xx, or 503 with Retry-After, while a leader is elected: %w", what, err)
 				}
 				mu.Lock()
 				unavailable++
 				mu.Unlock()
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("start %s kept failing: %w", key, err)
+				return fmt.Errorf("%s kept failing: %w", what, err)
 			}
 			select {
 			case <-ctx.Done():
@@ -87,17 +87,54 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 			}
 		}
 	}
-	send := func(from, to int) error {
+	// start sends key k's start until it is answered 2xx.
+	start := func(k int) error {
+		key := fmt.Sprintf("%s-%d", stream, k)
+		return retrying("start "+key, func() error {
+			run, err := c.Start(ctx, "onboarding", map[string]any{"user_id": k}, client.StartOptions{IdempotencyKey: key})
+			if err == nil {
+				mu.Lock()
+				defer mu.Unlock()
+				executions[key] = run.ExecutionID
+			}
+			return err
+		})
+	}
+	// signal sends collect execution i its one item, keyed.
+	var collects []string
+	signal := func(i int) error {
+		return retrying(fmt.Sprintf("signal %d", i), func() error {
+			_, err := c.SendSignalIdempotent(ctx, collects[i], "item", map[string]any{"n": i}, fmt.Sprintf("%s-item-%d", stream, i))
+			return err
+		})
+	}
+	send := func(from, to int, signals bool) error {
 		errs := make([]error, to-from)
 		var wg sync.WaitGroup
 		for k := from; k < to; k++ {
 			wg.Go(func() { errs[k-from] = start(k) })
 		}
+		sigErrs := make([]error, len(collects))
+		if signals {
+			for i := range collects {
+				wg.Go(func() { sigErrs[i] = signal(i) })
+			}
+		}
 		wg.Wait()
-		return errors.Join(errs...)
+		return errors.Join(append(errs, sigErrs...)...)
 	}
 
-	require.NoError(t, send(0, keys/2))
+	require.NoError(t, send(0, keys/2, false))
+	for i := range signalled {
+		run, err := c.Start(ctx, "collect", map[string]any{"count": 1}, client.StartOptions{IdempotencyKey: fmt.Sprintf("%s-collect-%d", stream, i)})
+		require.NoError(t, err)
+		collects = append(collects, run.ExecutionID)
+	}
+	eventually(t, 30*time.Second, "the collect executions to be created", func() bool {
+		var n int
+		require.NoError(t, s.DB.QueryRow(ctx, `SELECT count(*) FROM executions WHERE execution_id = ANY($1::uuid[])`, collects).Scan(&n))
+		return n == signalled
+	})
 	leader := -1
 	if stream == metaLeader {
 		for i := range cluster.Size() {
@@ -113,7 +150,7 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 	require.GreaterOrEqual(t, leader, 0, "%s has a leader", stream)
 	// The second half is in flight when the leader goes.
 	sent := make(chan error, 1)
-	go func() { sent <- send(keys/2, keys) }()
+	go func() { sent <- send(keys/2, keys, true) }()
 	cluster.Shutdown(leader)
 	require.NoError(t, <-sent)
 	cluster.Restart(leader)
@@ -154,9 +191,14 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 		(SELECT count(*) FROM executions),
 		(SELECT count(*) FROM history_events WHERE type = 'WorkflowStarted'),
 		(SELECT count(*) FROM history_events WHERE type = 'WorkflowCompleted')`).Scan(&total, &started, &completed))
-	require.Equal(t, keys, total, "one execution per key")
-	require.Equal(t, keys, started, "one WorkflowStarted each")
-	require.Equal(t, keys, completed, "one WorkflowCompleted each")
+	require.Equal(t, keys+signalled, total, "one execution per key")
+	require.Equal(t, keys+signalled, started, "one WorkflowStarted each")
+	require.Equal(t, keys+signalled, completed, "one WorkflowCompleted each")
+	for _, id := range collects {
+		var received int
+		require.NoError(t, s.DB.QueryRow(ctx, `SELECT count(*) FROM history_events WHERE execution_id = $1 AND type = 'SignalReceived'`, id).Scan(&received))
+		require.Equal(t, 1, received, "collect %s received its keyed signal once", id)
+	}
 	rows, err := s.DB.Query(ctx, `SELECT execution_id::text,
 		count(*) FILTER (WHERE type = 'ActivityScheduled'), count(*) FILTER (WHERE type = 'ActivityCompleted')
 		FROM history_events GROUP BY execution_id`)
@@ -166,9 +208,8 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 		var id string
 		var scheduled, done int
 		require.NoError(t, rows.Scan(&id, &scheduled, &done))
-		require.Positive(t, scheduled, id)
 		require.Equal(t, scheduled, done, "one ActivityCompleted per ActivityScheduled in %s", id)
 	}
 	require.NoError(t, rows.Err())
-	t.Logf("%s leader (node %d) shut down mid-load: %d keys, %d answers 503 while it was elected", stream, leader, keys, unavailable)
+	t.Logf("%s leader (node %d) shut down mid-load: %d keys and %d signals, %d answers 503 while it was elected", stream, leader, keys, signalled, unavailable)
 }

@@ -45,17 +45,22 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 	}
 	register(w)
 	// Started before the deployment's first scheduler or ingest, the
-	// worker waits for them to declare the streams.
+	// worker waits for them to declare the streams; started with a NATS
+	// cluster that is still electing its leaders, it asks again. Only a
+	// refused registration is final.
 	if _, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := w.Start(ctx)
-		if errors.Is(err, harvest.ErrNotDeclared) {
-			log.Info("waiting for the deployment's streams", "err", err)
-			return struct{}{}, err
-		}
-		if err != nil {
+		switch {
+		case err == nil:
+			return struct{}{}, nil
+		case errors.Is(err, harvest.ErrRegistration):
 			return struct{}{}, backoff.Permanent(err)
+		case errors.Is(err, harvest.ErrNotDeclared):
+			log.Info("waiting for the deployment's streams", "err", err)
+		default:
+			log.Warn("waiting to bind the task queue", "err", err)
 		}
-		return struct{}{}, nil
+		return struct{}{}, err
 	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout)); err != nil {
 		return err
 	}

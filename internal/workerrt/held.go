@@ -95,7 +95,9 @@ func newKeeper(interval time.Duration, log *slog.Logger) *keeper {
 				var failed int
 				var first error
 				for _, t := range batch {
-					if err := t.m.InProgress(); err != nil {
+					// A task acknowledged since the batch was taken is
+					// done with: nothing to keep in progress.
+					if err := t.m.InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 						if failed++; first == nil {
 							first = err
 						}

@@ -331,16 +331,25 @@ func (p pulledMsg) Data() []byte         { return p.m.Data }
 func (p pulledMsg) Headers() nats.Header { return p.m.Header }
 func (p pulledMsg) Subject() string      { return p.m.Subject }
 func (p pulledMsg) Reply() string        { return p.m.Reply }
-func (p pulledMsg) Ack() error           { return p.m.Ack() }
-func (p pulledMsg) Nak() error           { return p.m.Nak() }
-func (p pulledMsg) InProgress() error    { return p.m.InProgress() }
-func (p pulledMsg) Term() error          { return p.m.Term() }
+func (p pulledMsg) Ack() error           { return ackErr(p.m.Ack()) }
+func (p pulledMsg) Nak() error           { return ackErr(p.m.Nak()) }
+func (p pulledMsg) InProgress() error    { return ackErr(p.m.InProgress()) }
+func (p pulledMsg) Term() error          { return ackErr(p.m.Term()) }
 func (p pulledMsg) DoubleAck(ctx context.Context) error {
-	return p.m.AckSync(nats.Context(ctx))
+	return ackErr(p.m.AckSync(nats.Context(ctx)))
 }
 
 func (p pulledMsg) NakWithDelay(delay time.Duration) error {
-	return p.m.NakWithDelay(delay)
+	return ackErr(p.m.NakWithDelay(delay))
+}
+
+// ackErr answers as a jetstream.Msg does: a message acknowledged before
+// is jetstream.ErrMsgAlreadyAckd, not nats.go's older error of that name.
+func ackErr(err error) error {
+	if errors.Is(err, nats.ErrMsgAlreadyAckd) {
+		return jetstream.ErrMsgAlreadyAckd
+	}
+	return err
 }
 
 // TermWithReason stops redelivery, with reason in the advisory.

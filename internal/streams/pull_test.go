@@ -57,6 +57,9 @@ func TestPullDeliversInOrderAcrossRequests(t *testing.T) {
 			got = append(got, string(m.Data()))
 			mu.Unlock()
 			require.NoError(t, m.Ack())
+			// As a jetstream.Msg answers: the keeper of tasks in
+			// progress tells this from a failure by it.
+			require.ErrorIs(t, m.InProgress(), jetstream.ErrMsgAlreadyAckd)
 		}, func(err error) {
 			mu.Lock()
 			errs = append(errs, err)

@@ -87,6 +87,7 @@ func TestComposeRunsTheProductionShape(t *testing.T) {
 		require.True(t, opts.JetStream)
 		require.Equal(t, "harvest", opts.Cluster.Name)
 		require.Len(t, opts.Routes, 3)
+		require.True(t, opts.SyncAlways, "every write reaches the disk before it is acknowledged (docs/deploy.md#durability)")
 	}
 
 	worker, err := config.Load("../../configs/worker.yaml")

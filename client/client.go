@@ -32,12 +32,22 @@ type Config struct {
 
 // Client talks to one Harvest API. It is safe for concurrent use.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	token string
+}
+
+// Option tunes a Client.
+type Option func(*Client)
+
+// WithToken sends token as the bearer token of every request
+// (Authorization: Bearer <token>), for an API that requires one.
+func WithToken(token string) Option {
+	return func(c *Client) { c.token = strings.TrimSpace(token) }
 }
 
 // New checks cfg and returns a Client.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config, opts ...Option) (*Client, error) {
 	base := strings.TrimSpace(cfg.BaseURL)
 	if base == "" {
 		return nil, errors.New("client: BaseURL is required")
@@ -62,7 +72,11 @@ func New(cfg Config) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: DefaultTimeout}
 	}
-	return &Client{base: strings.TrimRight(u.String(), "/"), hc: hc}, nil
+	c := &Client{base: strings.TrimRight(u.String(), "/"), hc: hc}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c, nil
 }
 
 // BaseURL is the API address the client talks to, without a trailing
@@ -109,6 +123,9 @@ func (c *Client) do(ctx context.Context, method, path string, header http.Header
 		req.Header[k] = vs
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -44,6 +44,14 @@ const (
 
 	// 401 Unauthorized.
 	CodeInvalidSignature = "invalid_signature"
+	// CodeUnauthenticated answers a request to the API without a bearer
+	// token the server knows (see WithToken).
+	CodeUnauthenticated = "unauthenticated"
+
+	// 403 Forbidden.
+	// CodeForbidden answers a request whose token lacks the route's
+	// scope, or is limited to other workflows than the one named.
+	CodeForbidden = "forbidden"
 
 	// 404 Not Found.
 	CodeExecutionNotFound   = "execution_not_found"
@@ -99,6 +107,12 @@ var (
 	// workflow_id_conflict.
 	ErrConflict = errors.New("conflict")
 
+	// ErrUnauthenticated matches 401 unauthenticated: the API requires a
+	// bearer token and the request had none the server knows.
+	ErrUnauthenticated error = sentinel(http.StatusUnauthorized, CodeUnauthenticated, "no known bearer token")
+	// ErrForbidden matches 403 forbidden: the token lacks the scope the
+	// request needs, or is limited to other workflows.
+	ErrForbidden error = sentinel(http.StatusForbidden, CodeForbidden, "the token may not do this")
 	// ErrExecutionNotFound matches 404 execution_not_found: no execution
 	// has the id (Describe, History, a signal, a cancellation).
 	ErrExecutionNotFound error = sentinel(http.StatusNotFound, CodeExecutionNotFound, "no such execution")

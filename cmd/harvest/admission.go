@@ -7,11 +7,30 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 )
+
+// addAPIFlags adds the flags of a command that talks to the HTTP API:
+// its address and the bearer token to send.
+func addAPIFlags(cmd *cobra.Command) {
+	cmd.PersistentFlags().String("addr", envOr("HARVEST_ADDR", "http://127.0.0.1:8080"), "the Harvest HTTP API (HARVEST_ADDR)")
+	// The token's default is not shown in --help: it is read from the
+	// environment when the flag is not given.
+	cmd.PersistentFlags().String("token", "", "bearer token for an API that requires one (default $HARVEST_TOKEN)")
+}
+
+// apiToken is the bearer token the client subcommands send: --token,
+// else HARVEST_TOKEN.
+func apiToken(cmd *cobra.Command) string {
+	if token, _ := cmd.Flags().GetString("token"); token != "" {
+		return token
+	}
+	return os.Getenv("HARVEST_TOKEN")
+}
 
 // apiAddr is the HTTP API the client subcommands talk to.
 func apiAddr(cmd *cobra.Command) string {
@@ -38,6 +57,9 @@ func callAPI(cmd *cobra.Command, method, path string, body any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token := apiToken(cmd); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -74,7 +96,7 @@ func newAdmission() *cobra.Command {
 with Retry-After; keyed retries of starts already committed still get their
 200 replay.`,
 	}
-	cmd.PersistentFlags().String("addr", envOr("HARVEST_ADDR", "http://127.0.0.1:8080"), "the Harvest HTTP API (HARVEST_ADDR)")
+	addAPIFlags(cmd)
 	var reason string
 	closeCmd := &cobra.Command{
 		Use:   "close <workflow>",

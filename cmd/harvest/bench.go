@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ type benchOptions struct {
 	n           int
 	concurrency int
 	addr        string
+	token       string
 	json        bool
 	cfgPath     string
 	cfgChanged  bool
@@ -67,6 +69,7 @@ It exits non-zero when a check fails.`,
 	f.IntVar(&o.n, "n", 0, "workflows to run (default 10000, or 1000 for W3)")
 	f.IntVar(&o.concurrency, "concurrency", bench.DefaultConcurrency, "concurrent submitters")
 	f.StringVar(&o.addr, "addr", "", "base URL of a running stack's HTTP API (default: start one in this process)")
+	f.StringVar(&o.token, "token", "", "bearer token for an --addr API that requires one (default $HARVEST_TOKEN)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the in-process stack and the client) to this file")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
@@ -83,6 +86,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 		N:           o.n,
 		Concurrency: o.concurrency,
 		BaseURL:     o.addr,
+		Token:       cmp.Or(o.token, os.Getenv("HARVEST_TOKEN")),
 	}
 	if cfg.Workload != bench.W1 && cfg.Workload != bench.W2 && cfg.Workload != bench.W3 {
 		return fmt.Errorf("--workload %q: want W1, W2 or W3", o.workload)

@@ -23,7 +23,7 @@ cannot apply for a reason retrying would not fix (PostgreSQL refuses a value
 it carries, or the message is not a command) is set aside as dead, so the
 rest of its shard goes on; its outcome is the error command_rejected.`,
 	}
-	cmd.PersistentFlags().String("addr", envOr("HARVEST_ADDR", "http://127.0.0.1:8080"), "the Harvest HTTP API (HARVEST_ADDR)")
+	addAPIFlags(cmd)
 	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
 	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "give up after this long (0: no limit)")
 	cmd.AddCommand(newCommandsGet(), newCommandsDead())

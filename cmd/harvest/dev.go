@@ -46,6 +46,9 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 				return err
 			}
 			dc.StateDir, dc.Addr, dc.NATSPort = stateDir, addr, natsPort
+			if dc.Ingest.Auth, err = service.APIAuth(cfg, addr, log); err != nil {
+				return err
+			}
 			dc.Streams.Shards = cmp.Or(shards, dc.Streams.Shards)
 			stack, err := devstack.Start(ctx, dc)
 			if err != nil {

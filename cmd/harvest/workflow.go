@@ -18,7 +18,7 @@ import (
 // workflowClient is the API client of a workflow subcommand, and the
 // context its calls run under (bounded by --timeout).
 func workflowClient(cmd *cobra.Command) (*client.Client, context.Context, context.CancelFunc, error) {
-	c, err := client.New(client.Config{BaseURL: apiAddr(cmd)})
+	c, err := client.New(client.Config{BaseURL: apiAddr(cmd)}, client.WithToken(apiToken(cmd)))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -70,7 +70,7 @@ func newWorkflow() *cobra.Command {
 Starts and signals given --idempotency-key are idempotent: repeating one
 answers with the first one's execution or delivery.`,
 	}
-	cmd.PersistentFlags().String("addr", envOr("HARVEST_ADDR", "http://127.0.0.1:8080"), "the Harvest HTTP API (HARVEST_ADDR)")
+	addAPIFlags(cmd)
 	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
 	cmd.PersistentFlags().Duration("timeout", time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowList())

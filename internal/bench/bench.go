@@ -45,6 +45,9 @@ type Config struct {
 	// BaseURL is the HTTP API, such as "http://127.0.0.1:8080"; with
 	// Local, default Local.URL().
 	BaseURL string
+	// Token is the bearer token sent with every request, for an API that
+	// requires one.
+	Token string
 	// Local, when set, is the stack in this process: completions are read
 	// from its database, and costs are measured.
 	Local *Local

@@ -55,7 +55,7 @@ func newRunner(cfg Config) (*runner, error) {
 		r.owned = t
 		r.hc = &http.Client{Transport: t, Timeout: 2 * time.Minute}
 	}
-	api, err := client.New(client.Config{BaseURL: cfg.BaseURL, HTTPClient: r.hc})
+	api, err := client.New(client.Config{BaseURL: cfg.BaseURL, HTTPClient: r.hc}, client.WithToken(cfg.Token))
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -107,6 +107,9 @@ func (r *runner) submit(ctx context.Context, path, key string, body []byte) (ans
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	if r.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.Token)
+	}
 	a := answer{at: time.Now()}
 	resp, err := r.hc.Do(req)
 	if err != nil {

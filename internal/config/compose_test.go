@@ -29,7 +29,11 @@ type composeFile struct {
 		Deploy struct {
 			Replicas int `yaml:"replicas"`
 		} `yaml:"deploy"`
+		Secrets []string `yaml:"secrets"`
 	} `yaml:"services"`
+	Secrets map[string]struct {
+		File string `yaml:"file"`
+	} `yaml:"secrets"`
 }
 
 // TestComposeRunsTheProductionShape reads docker-compose.yml: every
@@ -97,4 +101,14 @@ func TestComposeRunsTheProductionShape(t *testing.T) {
 	ingest, err := config.Load("../../configs/ingest.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, ingest.Webhooks, "the docs' webhook examples work against compose")
+
+	// Ingest listens beyond loopback: its API requires tokens, each read
+	// from a secret compose mounts.
+	require.True(t, ingest.Auth.Enabled(), "ingest's API requires a token")
+	for _, tok := range ingest.Auth.Tokens {
+		name, ok := strings.CutPrefix(tok.TokenFile, "/run/secrets/")
+		require.True(t, ok, "token %q is read from a compose secret, not %q", tok.Name, tok.TokenFile)
+		require.Contains(t, compose.Services["ingest"].Secrets, name, "ingest mounts the secret of token %q", tok.Name)
+		require.Contains(t, compose.Secrets, name, "compose declares the secret %s", name)
+	}
 }

@@ -27,6 +27,9 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
 		return
 	}
+	if !s.mayUse(w, r, name) {
+		return
+	}
 	var req client.CloseAdmissionRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
@@ -55,6 +58,9 @@ func (s *Server) handleAdmissionOpen(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
 		return
 	}
+	if !s.mayUse(w, r, name) {
+		return
+	}
 	if err := s.cfg.Topology.Admission.Delete(r.Context(), name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("remove the gate: %v", err))
 		return
@@ -64,8 +70,13 @@ func (s *Server) handleAdmissionOpen(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, client.AdmissionGate{Workflow: name, State: "open"})
 }
 
-func (s *Server) handleAdmissionList(w http.ResponseWriter, _ *http.Request) {
-	gates := s.admission.all()
+func (s *Server) handleAdmissionList(w http.ResponseWriter, r *http.Request) {
+	gates := []client.AdmissionGate{}
+	for _, g := range s.admission.all() {
+		if sees(r.Context(), g.Workflow) {
+			gates = append(gates, g)
+		}
+	}
 	sort.Slice(gates, func(i, j int) bool { return gates[i].Workflow < gates[j].Workflow })
 	writeJSON(w, http.StatusOK, client.ListAdmissionResponse{Closed: gates})
 }

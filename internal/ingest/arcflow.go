@@ -65,6 +65,9 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
 		return
 	}
+	if !s.mayUse(w, r, req.Workflow) {
+		return
+	}
 	p.name, p.req = req.Workflow, client.StartRequest{Input: req.Input}
 	var status int
 	var answer any
@@ -122,6 +125,9 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := dedup.ValidateName(bindingID); err != nil {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidBindingID, "binding_id", err.Error())
+		return
+	}
+	if !s.executionVisible(w, r, runID) {
 		return
 	}
 	var payload json.RawMessage

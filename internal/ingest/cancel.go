@@ -21,6 +21,9 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %q", executionID))
 		return
 	}
+	if !s.executionVisible(w, r, executionID) {
+		return
+	}
 	body, rej := s.readBody(w, r)
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)

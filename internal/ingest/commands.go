@@ -41,6 +41,10 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if out.WorkflowName != "" && !sees(r.Context(), out.WorkflowName) {
+		writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
+		return
+	}
 	status, body := startAnswer(out)
 	if out.Kind == wire.KindSignalWithStart && out.Error == "" {
 		status, body = http.StatusOK, client.SignalWithStartResponse{

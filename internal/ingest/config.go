@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -68,6 +69,10 @@ type Config struct {
 	// ShardFailingAfter is how long a shard's applies must have kept
 	// failing before /readyz answers 503 for it, default 10 s.
 	ShardFailingAfter time.Duration
+	// Auth, when not nil, requires a bearer token holding each route's
+	// scope on /api/harvest/... and /v1/runs... (and read on /metrics);
+	// nil leaves the API open.
+	Auth *auth.Authenticator
 	// Metrics is the registry ingest's counters go to and /metrics
 	// serves; default a fresh one.
 	Metrics *prometheus.Registry

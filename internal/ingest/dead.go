@@ -42,6 +42,12 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	if f.Limit, ok = queryLimit(w, q, f.Limit); !ok {
 		return
 	}
+	if limited(r.Context()) {
+		// A dead command's payload may name any workflow, or none: a
+		// token limited to some workflows sees none of them.
+		writeJSON(w, http.StatusOK, client.ListDeadCommandsResponse{DeadCommands: []client.DeadCommand{}})
+		return
+	}
 	dead, err := store.ListDeadCommands(r.Context(), s.cfg.DB, f)
 	if err != nil {
 		s.readError(w, "", err)
@@ -63,7 +69,7 @@ func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
 	}
 	raw := r.PathValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id < 1 {
+	if err != nil || id < 1 || limited(r.Context()) {
 		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %q", raw))
 		return
 	}

@@ -16,6 +16,9 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, err := store.GetExecution(r.Context(), s.cfg.DB, id)
+	if err == nil && !sees(r.Context(), e.WorkflowName) {
+		err = store.ErrExecutionNotFound
+	}
 	if err != nil {
 		s.readError(w, id, err)
 		return
@@ -43,6 +46,14 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	var ok bool
 	if f.Limit, ok = queryLimit(w, q, f.Limit); !ok {
 		return
+	}
+	if p := principalOf(r.Context()); p != nil && p.Workflows() != nil {
+		// A token limited to some workflows lists only theirs.
+		if f.WorkflowName != "" && !p.Sees(f.WorkflowName) {
+			writeJSON(w, http.StatusOK, client.ListExecutionsResponse{Executions: []client.Execution{}})
+			return
+		}
+		f.WorkflowNames = p.Workflows()
 	}
 	execs, err := store.ListExecutions(r.Context(), s.cfg.DB, f)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // and at beside them.
 func (s *Server) handleGetHistory(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("execution_id")
-	if !s.readable(w, id) {
+	if !s.readable(w, id) || !s.executionVisible(w, r, id) {
 		return
 	}
 	events, err := store.GetHistory(r.Context(), s.cfg.DB, id)

@@ -10,6 +10,7 @@ type metrics struct {
 	duplicates   *prometheus.CounterVec
 	hooksIgnored prometheus.Counter
 	lost         prometheus.Counter
+	refused      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -31,7 +32,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "harvest_ingest_lost_commands_total",
 		Help: "Retries of a command whose first message left the command stream unapplied, accepted again.",
 	})
-	for _, c := range []prometheus.Collector{m.starts, m.duplicates, m.hooksIgnored, m.lost} {
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "harvest_ingest_requests_refused_total",
+		Help: "API requests refused before they were read, by reason: unauthenticated (401), forbidden (403).",
+	}, []string{"reason"})
+	for _, c := range []prometheus.Collector{m.starts, m.duplicates, m.hooksIgnored, m.lost, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -41,5 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.duplicates.WithLabelValues("broker")
 	m.duplicates.WithLabelValues("claim")
+	m.refused.WithLabelValues("unauthenticated")
+	m.refused.WithLabelValues("forbidden")
 	return m, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/schema"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -58,23 +59,30 @@ func New(cfg Config) (*Server, error) {
 			s.log.Warn("webhook source accepts unsigned deliveries", "source", e.Name)
 		}
 	}
+	// Webhooks are authenticated by their providers' signatures only.
 	s.mux.HandleFunc("POST /hooks/{source}", s.handleHook)
-	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/close", s.handleAdmissionClose)
-	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/open", s.handleAdmissionOpen)
-	s.mux.HandleFunc("GET /api/harvest/admission", s.handleAdmissionList)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
-	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.handleStart)
-	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.handleSignal)
-	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.handleSignalWithStart)
-	s.mux.HandleFunc("POST /v1/runs", s.handleCreateRun)
-	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", s.handleRunExternal)
-	s.mux.HandleFunc("GET /api/harvest/executions", s.handleListExecutions)
-	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.handleCancel)
-	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.handleGetExecution)
-	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.handleGetHistory)
-	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.handleGetCommand)
-	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.handleListDead)
-	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.handleGetDead)
+	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/close", s.guard(auth.ScopeAdmin, s.handleAdmissionClose))
+	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/open", s.guard(auth.ScopeAdmin, s.handleAdmissionOpen))
+	s.mux.HandleFunc("GET /api/harvest/admission", s.guard(auth.ScopeRead, s.handleAdmissionList))
+	s.mux.Handle("GET /metrics", s.guard(auth.ScopeRead, promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP))
+	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.guard(auth.ScopeStart, s.handleStart))
+	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.guard(auth.ScopeSignal, s.handleSignal))
+	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.guard(auth.ScopeStart, s.handleSignalWithStart))
+	s.mux.HandleFunc("POST /v1/runs", s.guard(auth.ScopeStart, s.handleCreateRun))
+	// An external callback is authenticated by its HMAC when ArcFlow
+	// secrets are configured, else by a token with the signal scope.
+	external := s.handleRunExternal
+	if len(cfg.ArcFlowSecrets) == 0 {
+		external = s.guard(auth.ScopeSignal, external)
+	}
+	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", external)
+	s.mux.HandleFunc("GET /api/harvest/executions", s.guard(auth.ScopeRead, s.handleListExecutions))
+	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.guard(auth.ScopeCancel, s.handleCancel))
+	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.guard(auth.ScopeRead, s.handleGetExecution))
+	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.guard(auth.ScopeRead, s.handleGetHistory))
+	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, s.handleGetCommand))
+	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, s.handleListDead))
+	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, s.handleGetDead))
 	s.mux.HandleFunc("GET /healthz", handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

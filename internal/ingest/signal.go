@@ -44,6 +44,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidSignalName, "signal_name", err.Error())
 		return
 	}
+	if !s.executionVisible(w, r, executionID) {
+		return
+	}
 	payload, rej := s.readPayload(w, r)
 	if rej == nil && payload != nil {
 		rej = unstorablePayload(payload, "payload")
@@ -86,6 +89,9 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := dedup.ValidateName(name); err != nil {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "name", err.Error())
+		return
+	}
+	if !s.mayUse(w, r, name) {
 		return
 	}
 	raw, rej := s.readPayload(w, r)

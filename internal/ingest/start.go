@@ -16,6 +16,9 @@ import (
 // handleStart is POST /api/harvest/workflows/{name}/start.
 func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	p, keyErr, rej := s.parseStart(w, r)
+	if !s.mayUse(w, r, r.PathValue("name")) {
+		return
+	}
 	if keyErr != nil {
 		s.metrics.starts.WithLabelValues("refused").Inc()
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", keyErr.Error())

@@ -20,6 +20,12 @@ import (
 // RunIngest serves the HTTP API and runs the NATS subject bindings until
 // ctx ends.
 func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	// Before anything connects: an API that would be open to the network
+	// refuses to start.
+	authn, err := APIAuth(cfg, cfg.HTTPAddr, log)
+	if err != nil {
+		return err
+	}
 	nc, top, err := ConnectNATS(ctx, cfg, "harvest-ingest", log)
 	if err != nil {
 		return err
@@ -36,6 +42,7 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	metrics := prometheus.NewRegistry() // ingest's and the bindings' counters, on /metrics
 	icfg := IngestConfig(cfg)
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger, icfg.Metrics = top, nc, db, log, metrics
+	icfg.Auth = authn
 	api, err := ingest.New(icfg)
 	if err != nil {
 		return err

@@ -88,15 +88,18 @@ func GetExecution(ctx context.Context, db DBTX, executionID string) (*Execution,
 // ListFilter narrows ListExecutions; zero fields match everything.
 type ListFilter struct {
 	WorkflowName string
-	Status       string
-	Limit        int
+	// WorkflowNames, when not nil, keeps only executions of these
+	// workflows.
+	WorkflowNames []string
+	Status        string
+	Limit         int
 }
 
 // ListExecutions returns the newest executions matching f.
 func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, error) {
 	rows, err := db.Query(ctx, `SELECT `+executionColumns+` FROM executions
-		WHERE ($1 = '' OR workflow_name = $1) AND ($2 = '' OR status = $2)
-		ORDER BY created_at DESC, execution_id DESC LIMIT $3`, f.WorkflowName, f.Status, f.Limit)
+		WHERE ($1 = '' OR workflow_name = $1) AND ($2 = '' OR status = $2) AND ($4::text[] IS NULL OR workflow_name = ANY($4))
+		ORDER BY created_at DESC, execution_id DESC LIMIT $3`, f.WorkflowName, f.Status, f.Limit, f.WorkflowNames)
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}

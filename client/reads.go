@@ -26,6 +26,9 @@ type Execution struct {
 	CreatedAt time.Time       `json:"created_at"`
 	UpdatedAt time.Time       `json:"updated_at"`
 	ClosedAt  *time.Time      `json:"closed_at"`
+	// StartedBy names the API token whose request started the execution;
+	// empty when the API has no tokens, or for a webhook's start.
+	StartedBy string `json:"started_by,omitempty"`
 	// Raw is the server's JSON for the execution.
 	Raw json.RawMessage `json:"-"`
 }

@@ -1,7 +1,6 @@
 package devstack_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -119,6 +118,10 @@ func TestTheAPIRequiresATokenWithTheRouteScope(t *testing.T) {
 	e, err := billing.Describe(ctx, charge.ExecutionID)
 	require.NoError(t, err)
 	require.Equal(t, "Completed", e.Status)
+	require.Equal(t, "billing-service", e.StartedBy, "the token that started it is recorded")
+	e, err = reader.Describe(ctx, onboarding.ExecutionID)
+	require.NoError(t, err)
+	require.Equal(t, "ops", e.StartedBy)
 	cancel := func(token, id string) (int, string) {
 		status, _, body := send(http.MethodPost, "/api/harvest/executions/"+id+"/cancel", token, `{"reason": "no"}`)
 		return status, body
@@ -158,6 +161,11 @@ func TestAnAPIWithoutTokensIsOpen(t *testing.T) {
 	s := startStack(t, devstack.Config{})
 	c, err := client.New(client.Config{BaseURL: s.URL()})
 	require.NoError(t, err)
-	_, err = c.List(context.Background(), client.ListOptions{})
+	ctx := natstest.Context(t)
+	run, err := c.Start(ctx, examples.WorkflowOnboarding, map[string]any{"user_id": 2}, client.StartOptions{})
 	require.NoError(t, err)
+	e, err := c.Describe(ctx, run.ExecutionID)
+	require.NoError(t, err)
+	require.Empty(t, e.StartedBy)
+	require.NotContains(t, string(e.Raw), "started_by")
 }

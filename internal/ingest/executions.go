@@ -72,6 +72,13 @@ func viewOf(e *store.Execution) client.Execution {
 	return client.Execution{
 		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
 		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt, StartedBy: deref(e.StartedBy),
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

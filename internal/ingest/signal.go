@@ -158,7 +158,8 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	}
 	workflowID := *req.WorkflowID
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignalWithStart, SignalWithStart: true,
-		Start:  &wire.StartCommand{WorkflowName: name, WorkflowID: workflowID, Input: req.Input, TaskQueue: wire.DefaultTaskQueue, ReusePolicy: req.ReusePolicy},
+		Start: &wire.StartCommand{WorkflowName: name, WorkflowID: workflowID, Input: req.Input, TaskQueue: wire.DefaultTaskQueue,
+			ReusePolicy: req.ReusePolicy, StartedBy: callerName(r.Context())},
 		Signal: &wire.SignalCommand{SignalName: req.SignalName, Payload: req.SignalPayload, IdempotencyKey: key},
 	}
 	if key != "" {

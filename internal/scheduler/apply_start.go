@@ -83,6 +83,10 @@ func (b *batch) start(c seqCommand) {
 		cb := s.CompletionCallback
 		e.CompletionCallback = &cb
 	}
+	if s.StartedBy != "" {
+		by := s.StartedBy
+		e.StartedBy = &by
+	}
 	b.execs[id] = e
 	b.newExecs[id] = true
 	b.byWorkflow[wref] = e

@@ -31,18 +31,20 @@ type Execution struct {
 	IdempotencyKey *string
 	// CompletionCallback is the URL the outcome is POSTed to on close.
 	CompletionCallback *string
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	ClosedAt           *time.Time
+	// StartedBy names the API token whose request started the execution.
+	StartedBy *string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ClosedAt  *time.Time
 }
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
-	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at`
+	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
-		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt)
+		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +213,7 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		shards, lastSeqs, wftIDs            = make([]int, n), make([]int, n), make([]int, n)
 		inputs, results, errs               = make([]json.RawMessage, n), make([]json.RawMessage, n), make([]json.RawMessage, n)
 		outstanding, dirty                  = make([]bool, n), make([]bool, n)
-		keys, callbacks                     = make([]*string, n), make([]*string, n)
+		keys, callbacks, startedBy          = make([]*string, n), make([]*string, n), make([]*string, n)
 		created, updated                    = make([]time.Time, n), make([]time.Time, n)
 		closed                              = make([]*time.Time, n)
 	)
@@ -220,15 +222,16 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		inputs[i], results[i], errs[i] = e.Input, e.Result, e.Error
 		lastSeqs[i], wftIDs[i], outstanding[i], dirty[i] = e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty
 		keys[i], callbacks[i], created[i], updated[i], closed[i] = e.IdempotencyKey, e.CompletionCallback, e.CreatedAt, e.UpdatedAt, e.ClosedAt
+		startedBy[i] = e.StartedBy
 	}
 	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
-			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at)
+			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by)
 		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
 			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
 			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
-			unnest($18::timestamptz[])`,
+			unnest($18::timestamptz[]), unnest($19::text[])`,
 		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
-		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed)
+		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy)
 }
 
 func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {

@@ -158,6 +158,9 @@ type StartCommand struct {
 	Fingerprint               string    `json:"fingerprint,omitempty"`
 	RejectFingerprintMismatch bool      `json:"reject_fingerprint_mismatch,omitempty"`
 	AcceptedAt                time.Time `json:"accepted_at"`
+	// StartedBy names the API token of the request, recorded on the
+	// execution a fresh start creates.
+	StartedBy string `json:"started_by,omitempty"`
 }
 
 // WorkflowTaskResult returns the decisions a worker took in one workflow

@@ -66,8 +66,12 @@ const (
 	CodeWorkflowIDConflict = "workflow_id_conflict"
 
 	// 413 Content Too Large.
-	CodeBodyTooLarge    = "body_too_large"
+	// CodePayloadTooLarge: the request body is over max_body_bytes (or a
+	// webhook source's own limit).
+	CodePayloadTooLarge = "payload_too_large"
 	CodeCommandTooLarge = "command_too_large"
+	// Deprecated: the code was renamed; use CodePayloadTooLarge.
+	CodeBodyTooLarge = CodePayloadTooLarge
 
 	// 415 Unsupported Media Type.
 	CodeUnsupportedMediaType = "unsupported_media_type"
@@ -81,6 +85,10 @@ const (
 
 	// 500 Internal Server Error.
 	CodeClaimDangling = "claim_dangling"
+	// CodeInternal answers what went wrong inside the server; the answer
+	// carries a request id (APIError.RequestID) under which the server's
+	// log has the detail.
+	CodeInternal = "internal"
 
 	// 503 Service Unavailable: retry, after RetryAfter when the answer
 	// gives one.
@@ -147,9 +155,11 @@ var (
 	// of the request holds what Harvest cannot store;
 	// APIError.Pointer locates it.
 	ErrPayloadUnstorable error = sentinel(http.StatusBadRequest, CodePayloadUnstorable, "the request holds a value Harvest cannot store")
-	// ErrBodyTooLarge matches 413 body_too_large: the request body is
-	// larger than the server takes; APIError.Limit is the limit.
-	ErrBodyTooLarge error = sentinel(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the request body is too large")
+	// ErrPayloadTooLarge matches 413 payload_too_large: the request body
+	// is larger than the server takes; APIError.Limit is the limit.
+	ErrPayloadTooLarge error = sentinel(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the request body is too large")
+	// Deprecated: renamed; use ErrPayloadTooLarge.
+	ErrBodyTooLarge = ErrPayloadTooLarge
 	// ErrCommandTooLarge matches 413 command_too_large: the request,
 	// encoded as a command, is larger than the command stream carries.
 	ErrCommandTooLarge error = sentinel(http.StatusRequestEntityTooLarge, CodeCommandTooLarge, "the command is too large")
@@ -185,13 +195,16 @@ type APIError struct {
 	// codes of string members that hold one).
 	Pointer string
 	// Limit is the limit a too-large request broke, in bytes (413
-	// body_too_large, command_too_large), when the answer gives it.
+	// payload_too_large, command_too_large), when the answer gives it.
 	Limit int64
 	// Violations lists what is wrong with an input that fails its
 	// workflow's schema (422 input_invalid).
 	Violations []Violation
 	// RetryAfter is the answer's Retry-After, zero if it had none.
 	RetryAfter time.Duration
+	// RequestID is the answer's X-Request-Id: quote it to whoever runs
+	// the server, whose log has the request under it.
+	RequestID string
 }
 
 // Violation is one way an input fails its workflow's JSON Schema.
@@ -245,6 +258,7 @@ func apiErrorFrom(status int, header http.Header, raw []byte) *APIError {
 		}
 	}
 	if header != nil {
+		e.RequestID = header.Get("X-Request-Id")
 		if secs, err := strconv.Atoi(header.Get("Retry-After")); err == nil && secs > 0 {
 			e.RetryAfter = time.Duration(secs) * time.Second
 		}

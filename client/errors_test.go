@@ -26,7 +26,7 @@ var sentinels = []struct {
 	{ErrCallbackRejected, http.StatusUnprocessableEntity, "callback_rejected"},
 	{ErrCommandRejected, http.StatusUnprocessableEntity, "command_rejected"},
 	{ErrPayloadUnstorable, http.StatusBadRequest, "payload_unstorable"},
-	{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, "body_too_large"},
+	{ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
 	{ErrCommandTooLarge, http.StatusRequestEntityTooLarge, "command_too_large"},
 	{ErrAdmissionBlocked, http.StatusServiceUnavailable, "admission_blocked"},
 	{ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
@@ -75,8 +75,8 @@ func TestAPIErrorIs(t *testing.T) {
 
 func TestAPIErrorCarriesTheAnswer(t *testing.T) {
 	e := apiErrorFrom(http.StatusRequestEntityTooLarge, http.Header{"Retry-After": {"7"}},
-		[]byte(`{"error":"body_too_large","message":"m","field":"input","limit":1024,"pointer":"/input","violations":[{"field":"/a","message":"x"}]}`))
-	require.Equal(t, &APIError{StatusCode: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge, Message: "m", Field: "input", Limit: 1024,
+		[]byte(`{"error":"payload_too_large","message":"m","field":"input","limit":1024,"pointer":"/input","violations":[{"field":"/a","message":"x"}]}`))
+	require.Equal(t, &APIError{StatusCode: http.StatusRequestEntityTooLarge, Code: CodePayloadTooLarge, Message: "m", Field: "input", Limit: 1024,
 		Pointer: "/input", Violations: []Violation{{Field: "/a", Message: "x"}}, RetryAfter: 7e9}, e)
-	require.EqualError(t, e, "body_too_large: m")
+	require.EqualError(t, e, "payload_too_large: m")
 }

@@ -257,4 +257,7 @@ type ErrorResponse struct {
 	Pointer string `json:"pointer,omitempty"`
 	// Violations lists what is wrong with an input that fails its schema.
 	Violations []Violation `json:"violations,omitempty"`
+	// RequestID is the request's id, on a 500 internal (and a 503 whose
+	// cause is logged): the server's log has the detail under it.
+	RequestID string `json:"request_id,omitempty"`
 }

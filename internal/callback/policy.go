@@ -85,7 +85,9 @@ func (p Policy) Validate(ctx context.Context, rawURL string) error {
 	if err != nil {
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-			return fmt.Errorf("%w: host %q does not resolve: %w", ErrRejected, t.host, err)
+			// Not the resolver's own error: it names the resolver's
+			// address, and this error is the caller's answer.
+			return fmt.Errorf("%w: host %q does not resolve", ErrRejected, t.host)
 		}
 		if errors.Is(err, errNoAddresses) {
 			return fmt.Errorf("%w: %w", ErrRejected, err)

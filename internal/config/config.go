@@ -142,6 +142,12 @@ type Config struct {
 	Bindings []binding.Binding `yaml:"bindings"`
 	// ArcFlow configures the ArcFlow-compatible /v1/runs routes.
 	ArcFlow ArcFlowConfig `yaml:"arcflow"`
+	// MaxBodyBytes caps an API request's body (HARVEST_MAX_BODY_BYTES),
+	// default 1 MiB; webhook sources have their own max_body_bytes.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxInFlight bounds the API requests ingest serves at once
+	// (HARVEST_MAX_IN_FLIGHT), default 1024; past it, 503 with Retry-After.
+	MaxInFlight int `yaml:"max_in_flight"`
 	// Auth configures the API's bearer tokens (docs/security.md).
 	Auth AuthConfig `yaml:"auth"`
 	// Workflows holds per-workflow settings.
@@ -406,10 +412,22 @@ func (c *Config) applyEnv(get func(string) string) error {
 		}
 		return nil
 	}
+	num64 := func(dst *int64, name string) error {
+		if v := get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*dst = n
+		}
+		return nil
+	}
 	return errors.Join(
 		num(&c.Shards, "HARVEST_SHARDS"),
 		num(&c.NATSReplicas, "HARVEST_NATS_REPLICAS"),
 		num(&c.DatabaseMaxConns, "HARVEST_DATABASE_MAX_CONNS"),
+		num(&c.MaxInFlight, "HARVEST_MAX_IN_FLIGHT"),
+		num64(&c.MaxBodyBytes, "HARVEST_MAX_BODY_BYTES"),
 		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
 		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
@@ -439,6 +457,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: shutdown_grace %s: want a positive duration", time.Duration(c.ShutdownGrace))
 	case c.NATSReplicas < 0 || c.NATSReplicas > 5:
 		return fmt.Errorf("config: nats_replicas %d: want 1 to 5", c.NATSReplicas)
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("config: max_body_bytes %d: want a positive size", c.MaxBodyBytes)
+	case c.MaxInFlight < 0:
+		return fmt.Errorf("config: max_in_flight %d: want a positive number", c.MaxInFlight)
 	case c.DatabaseMaxConns < 0:
 		return fmt.Errorf("config: database_max_conns %d: want a positive number", c.DatabaseMaxConns)
 	case c.NATSPassword != "" && c.NATSPasswordFile != "":

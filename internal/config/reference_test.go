@@ -111,8 +111,11 @@ func TestEachVariableSetsItsKey(t *testing.T) {
 				switch field.Type.Kind() {
 				case reflect.Int:
 					value = "2"
-				case reflect.Int64: // config.Duration
-					value = (3 * time.Minute).String()
+				case reflect.Int64:
+					value = "2"
+					if field.Type == reflect.TypeFor[config.Duration]() {
+						value = (3 * time.Minute).String()
+					}
 				case reflect.Bool:
 					value = "true"
 				default:

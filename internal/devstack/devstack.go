@@ -205,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	s.http = &http.Server{Handler: s.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.http = s.api.HTTPServer(cfg.Addr)
 	go func() {
 		if err := s.http.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server", "err", err)

@@ -200,7 +200,7 @@ func TestPoisonIsRefusedAtEveryEdge(t *testing.T) {
 	}
 	// Over the body limit, poison or not: 413 before anything is read.
 	big := `{"input": "` + strings.Repeat("y", ingest.DefaultMaxBodyBytes) + `"}`
-	refused("body over the limit", start(t, s, "poison_echo", "", big), 413, "body_too_large")
+	refused("body over the limit", start(t, s, "poison_echo", "", big), 413, "payload_too_large")
 
 	// The binding dead-letters every poisoned message and goes on.
 	last := u.publish("orders.created", `{"type": "order.created", "order": {"ok": true}}`, "binding-ok").Sequence

@@ -30,8 +30,13 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 	if !s.mayUse(w, r, name) {
 		return
 	}
+	body, rej := readRaw(w, r, 64<<10)
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
+		return
+	}
 	var req client.CloseAdmissionRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
 		return
 	}
@@ -43,7 +48,7 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 	g := client.AdmissionGate{Workflow: name, State: "closed", Reason: req.Reason, ClosedAt: time.Now().UTC()}
 	data, _ := json.Marshal(g)
 	if _, err := s.cfg.Topology.Admission.Put(r.Context(), name, data); err != nil {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("store the gate: %v", err))
+		s.unavailable(w, r, "could not store the gate; retry", err)
 		return
 	}
 	// Enforced here at once; the other replicas follow through the watch.
@@ -62,7 +67,7 @@ func (s *Server) handleAdmissionOpen(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.cfg.Topology.Admission.Delete(r.Context(), name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("remove the gate: %v", err))
+		s.unavailable(w, r, "could not remove the gate; retry", err)
 		return
 	}
 	s.admission.remove(name)

@@ -20,13 +20,22 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *reje
 
 // readRaw reads a request body, as sent, up to limit bytes.
 func readRaw(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *rejection) {
+	tooLarge := func() *rejection {
+		rej := reject(http.StatusRequestEntityTooLarge, client.CodePayloadTooLarge, "", fmt.Sprintf("request body exceeds %d bytes", limit))
+		rej.body.Limit = limit
+		return rej
+	}
+	if r.ContentLength > limit {
+		// Refused unread; the server closes the connection rather than
+		// read the rest.
+		w.Header().Set("Connection", "close")
+		return nil, tooLarge()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			rej := reject(http.StatusRequestEntityTooLarge, client.CodeBodyTooLarge, "", fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
-			rej.body.Limit = tooBig.Limit
-			return nil, rej
+			return nil, tooLarge()
 		}
 		return nil, reject(http.StatusBadRequest, client.CodeUnreadableBody, "", err.Error())
 	}

@@ -34,8 +34,7 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		case aerr == nil && accepted:
 			writeJSON(w, http.StatusOK, client.AcceptedResponse{CommandID: id, Status: client.CommandAccepted})
 		case err != nil || aerr != nil:
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("could not read command %q: %v", id, errors.Join(err, aerr)))
+			s.unavailable(w, r, fmt.Sprintf("could not read command %q; retry", id), errors.Join(err, aerr))
 		default:
 			writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
 		}

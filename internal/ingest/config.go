@@ -28,6 +28,8 @@ const (
 	DefaultShardFailingAfter = 10 * time.Second
 	// DefaultPublishTimeout bounds a command's publish before a 503.
 	DefaultPublishTimeout = 5 * time.Second
+	// DefaultMaxInFlight bounds the requests served at once.
+	DefaultMaxInFlight = 1024
 )
 
 // Config configures a Server. Zero values mean the documented defaults.
@@ -42,8 +44,14 @@ type Config struct {
 	// OutcomeWait bounds how long a start waits for its outcome before it
 	// answers 202 with a command id to poll, default 5 s.
 	OutcomeWait time.Duration
-	// MaxBodyBytes caps request bodies, default 1 MiB.
+	// MaxBodyBytes caps request bodies, default 1 MiB: a larger one is
+	// answered 413 payload_too_large (at once when its Content-Length
+	// says so) and is never read further. Webhook sources keep their
+	// own limits.
 	MaxBodyBytes int64
+	// MaxInFlight bounds the requests served at once, default 1024; past
+	// it a request is answered 503 with Retry-After at once.
+	MaxInFlight int
 	// PublishTimeout bounds how long a command's publish may try before
 	// the request is answered 503 with Retry-After (JetStream down or
 	// unreachable), default 5 s.
@@ -96,6 +104,7 @@ func (c Config) withDefaults() Config {
 	c.OutcomeWait = cmp.Or(c.OutcomeWait, DefaultOutcomeWait)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, DefaultPublishTimeout)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
 	c.MaxStartDelay = cmp.Or(c.MaxStartDelay, DefaultMaxStartDelay)
 	c.ShardFailingAfter = cmp.Or(c.ShardFailingAfter, DefaultShardFailingAfter)
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
@@ -114,6 +123,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ingest config: OutcomeWait %s: want a positive duration", c.OutcomeWait)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("ingest config: MaxBodyBytes %d: want a positive size", c.MaxBodyBytes)
+	case c.MaxInFlight < 0:
+		return fmt.Errorf("ingest config: MaxInFlight %d: want a positive number", c.MaxInFlight)
 	}
 	seen := map[string]bool{}
 	for _, e := range c.Webhooks {

@@ -105,10 +105,10 @@ func TestClientErrorsAgainstAServer(t *testing.T) {
 		apiErr := requireSentinel(t, err, client.ErrPayloadUnstorable, http.StatusBadRequest)
 		require.Equal(t, "/input/customer_id", apiErr.Pointer)
 	})
-	t.Run("body_too_large", func(t *testing.T) {
+	t.Run("payload_too_large", func(t *testing.T) {
 		big := examples.ChargeInput{AmountCents: 1, CustomerID: strings.Repeat("c", testMaxBodyBytes)}
 		_, err := c.Start(ctx, examples.WorkflowCharge, big, client.StartOptions{})
-		apiErr := requireSentinel(t, err, client.ErrBodyTooLarge, http.StatusRequestEntityTooLarge)
+		apiErr := requireSentinel(t, err, client.ErrPayloadTooLarge, http.StatusRequestEntityTooLarge)
 		require.Equal(t, int64(testMaxBodyBytes), apiErr.Limit)
 	})
 	t.Run("unavailable", func(t *testing.T) {
@@ -146,7 +146,7 @@ var allSentinels = []error{
 	client.ErrExecutionNotFound, client.ErrCommandNotFound, client.ErrDeadCommandNotFound,
 	client.ErrExecutionTerminal, client.ErrWorkflowIDConflict,
 	client.ErrIdempotencyKeyReused, client.ErrInputInvalid, client.ErrCallbackRejected, client.ErrCommandRejected,
-	client.ErrPayloadUnstorable, client.ErrBodyTooLarge, client.ErrCommandTooLarge,
+	client.ErrPayloadUnstorable, client.ErrPayloadTooLarge, client.ErrCommandTooLarge,
 	client.ErrAdmissionBlocked, client.ErrUnavailable,
 }
 

@@ -22,14 +22,17 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	body := client.ReadinessResponse{Status: "ready", JetStream: "ok", Database: "none"}
+	// NATS's and PostgreSQL's own errors stay in the log.
 	if _, err := s.cfg.Topology.JS.AccountInfo(ctx); err != nil {
-		body.JetStream = err.Error()
-		body.Status, body.Error, body.Message = "not_ready", client.CodeNotReady, fmt.Sprintf("JetStream unreachable: %v", err)
+		s.log.Warn("readiness: JetStream unreachable", "err", err)
+		body.JetStream = "unreachable"
+		body.Status, body.Error, body.Message = "not_ready", client.CodeNotReady, "JetStream unreachable"
 	}
 	if s.cfg.DB != nil {
 		failing, err := store.FailingShards(ctx, s.cfg.DB, s.cfg.ShardFailingAfter)
 		if err != nil {
-			body.Database = err.Error()
+			s.log.Warn("readiness: PostgreSQL unavailable", "err", err)
+			body.Database = "unavailable"
 		} else {
 			body.Database = "ok"
 		}

@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "harvest_ingest_requests_refused_total",
-		Help: "API requests refused before they were read, by reason: unauthenticated (401), forbidden (403).",
+		Help: "API requests refused before they were read, by reason: unauthenticated (401), forbidden (403), overloaded (503: max_in_flight reached).",
 	}, []string{"reason"})
 	for _, c := range []prometheus.Collector{m.starts, m.duplicates, m.hooksIgnored, m.lost, m.refused} {
 		if err := reg.Register(c); err != nil {
@@ -48,5 +48,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.duplicates.WithLabelValues("claim")
 	m.refused.WithLabelValues("unauthenticated")
 	m.refused.WithLabelValues("forbidden")
+	m.refused.WithLabelValues("overloaded")
 	return m, nil
 }

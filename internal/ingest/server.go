@@ -23,6 +23,7 @@ type Server struct {
 	waiters   *outcomeWaiters
 	sub       *nats.Subscription
 	mux       *http.ServeMux
+	handler   http.Handler // mux, wrapped (guard.go)
 	metrics   *metrics
 	admission *mirror[client.AdmissionGate]
 	schemas   *mirror[*schema.Schema]
@@ -88,6 +89,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
+	s.handler = withRequestID(s.limitInFlight(cfg.MaxInFlight, s.recoverPanics(s.mux)))
 	return s, nil
 }
 
@@ -122,4 +124,4 @@ func (s *Server) Stop(_ context.Context) error {
 }
 
 // Handler is the API's http.Handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }

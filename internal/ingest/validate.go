@@ -150,8 +150,10 @@ func (s *Server) checkCallback(ctx context.Context, target string) *rejection {
 	case errors.Is(err, callback.ErrRejected):
 		return reject(http.StatusUnprocessableEntity, client.CodeCallbackRejected, "completion_callback", err.Error())
 	default:
+		// The resolver's error names the resolver: it stays in the log.
+		s.log.Warn("check a completion_callback target", "request_id", requestIDOf(ctx), "err", err)
 		rej := reject(http.StatusServiceUnavailable, client.CodeCallbackUnverifiable, "completion_callback",
-			fmt.Sprintf("could not check the completion_callback target; retry: %v", err))
+			"could not resolve the completion_callback target's host; retry")
 		rej.retryAfter = "5"
 		return rej
 	}

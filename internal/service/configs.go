@@ -47,6 +47,8 @@ func IngestConfig(cfg config.Config) ingest.Config {
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 		Webhooks:               cfg.Webhooks,
 		ArcFlowSecrets:         cfg.ArcFlow.Secrets,
+		MaxBodyBytes:           cfg.MaxBodyBytes,
+		MaxInFlight:            cfg.MaxInFlight,
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,7 +66,7 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			log.Warn("stop bindings", "err", err)
 		}
 	}()
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := api.HTTPServer(cfg.HTTPAddr)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	log.Info("ingest ready", "addr", cfg.HTTPAddr)

@@ -1,0 +1,106 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/pgtest"
+)
+
+// procRSS is the resident set size of process pid, in bytes.
+func procRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmRSS for pid %d", pid)
+	return 0
+}
+
+// repeated is a body of n copies of one byte, made as it is read.
+type repeated struct{ n int64 }
+
+func (r *repeated) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), r.n)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	r.n -= k
+	return int(k), nil
+}
+
+// TestIngestRefusesHugeBodiesWithFlatMemory runs ingest as a process and
+// sends it twenty 100 MB bodies, half announced by Content-Length and half
+// streamed: each is answered 413 payload_too_large, and the process's RSS
+// stays within a few MB.
+func TestIngestRefusesHugeBodiesWithFlatMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs ingest as a process")
+	}
+	bins := buildServices(t)
+	ns := natstest.RunServer(t, natstest.Options{})
+	ports, err := freePorts(1)
+	require.NoError(t, err)
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	ing := &proc{t: t, name: "ingest", bin: filepath.Join(bins, "ingest"), log: filepath.Join(t.TempDir(), "ingest"), env: []string{
+		"HARVEST_NATS_URL=" + ns.ClientURL(), "HARVEST_DATABASE_URL=" + pgtest.NewDatabase(t), "HARVEST_HTTP_ADDR=" + addr,
+	}}
+	ing.start()
+	base := "http://" + addr
+	waitUntil(t, 60*time.Second, "ingest to serve", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	const size = 100 << 20
+	post := func(streamed bool) {
+		req, err := http.NewRequest(http.MethodPost, base+"/api/harvest/workflows/onboarding/start", &repeated{n: size})
+		require.NoError(t, err)
+		if !streamed {
+			req.ContentLength = size
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return // the server closed the connection on a streamed body it refused
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", body)
+		require.Contains(t, string(body), `"error":"payload_too_large"`)
+	}
+	for i := range 4 { // what the first requests allocate for good
+		post(i%2 == 1)
+	}
+	pid := ing.cmd.Process.Pid
+	before := procRSS(t, pid)
+	for i := range 20 {
+		post(i%2 == 1)
+	}
+	after := procRSS(t, pid)
+	t.Logf("ingest RSS %d KiB before, %d KiB after twenty 100 MB bodies", before>>10, after>>10)
+	require.Less(t, after-before, int64(4<<20), "ingest's memory stays flat")
+}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,21 +36,6 @@ func procRSS(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// repeated is a body of n copies of one byte, made as it is read.
-type repeated struct{ n int64 }
-
-func (r *repeated) Read(p []byte) (int, error) {
-	if r.n <= 0 {
-		return 0, io.EOF
-	}
-	k := min(int64(len(p)), r.n)
-	for i := range p[:k] {
-		p[i] = 'x'
-	}
-	r.n -= k
-	return int(k), nil
-}
-
 // TestIngestRefusesHugeBodiesWithFlatMemory runs ingest as a process and
 // sends it twenty 100 MB bodies, half announced by Content-Length and half
 // streamed: each is answered 413 payload_too_large, and the process's RSS
@@ -78,7 +64,7 @@ func TestIngestRefusesHugeBodiesWithFlatMemory(t *testing.T) {
 	})
 	const size = 100 << 20
 	post := func(streamed bool) {
-		req, err := http.NewRequest(http.MethodPost, base+"/api/harvest/workflows/onboarding/start", &repeated{n: size})
+		req, err := http.NewRequest(http.MethodPost, base+"/api/harvest/workflows/onboarding/start", io.LimitReader(rand.Reader, size))
 		require.NoError(t, err)
 		if !streamed {
 			req.ContentLength = size

@@ -2,15 +2,12 @@ package devstack_test
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"runtime"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,46 +20,16 @@ import (
 	"github.com/harvest-engine/harvest/internal/natstest"
 )
 
-// zeros is an endless body of '0' bytes, n of them.
-type zeros struct{ n int64 }
-
-func (z *zeros) Read(p []byte) (int, error) {
-	if z.n <= 0 {
-		return 0, io.EOF
-	}
-	k := min(int64(len(p)), z.n)
-	for i := range p[:k] {
-		p[i] = '0'
-	}
-	z.n -= k
-	return int(k), nil
-}
-
-// rss is this process's resident set size, in bytes.
-func rss(t *testing.T) int64 {
-	t.Helper()
-	data, err := os.ReadFile("/proc/self/status")
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			require.NoError(t, err)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc/self/status")
-	return 0
-}
-
 // TestAnOversizedBodyIsRefusedUnread: a 100 MB body, announced or
 // streamed, is answered 413 payload_too_large before anything is
-// published, and the process's memory does not grow by it.
+// published. (e2e.TestIngestRefusesHugeBodiesWithFlatMemory measures an
+// ingest process's memory meanwhile.)
 func TestAnOversizedBodyIsRefusedUnread(t *testing.T) {
 	s := startStack(t, devstack.Config{})
 	ctx := natstest.Context(t)
 	const size = 100 << 20
 	post := func(chunked bool) (int, map[string]any) {
-		var body io.Reader = &zeros{n: size}
+		body := io.LimitReader(rand.Reader, size)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/api/harvest/workflows/onboarding/start", body)
 		require.NoError(t, err)
 		if !chunked {
@@ -84,22 +51,12 @@ func TestAnOversizedBodyIsRefusedUnread(t *testing.T) {
 	require.Equal(t, "payload_too_large", out["error"])
 	require.EqualValues(t, ingest.DefaultMaxBodyBytes, out["limit"])
 
-	send := func(n int) {
-		for i := range n {
-			status, out := post(i%2 == 1)
-			if status != 0 {
-				require.Equal(t, http.StatusRequestEntityTooLarge, status, out)
-			}
+	for i := range 4 {
+		status, out := post(i%2 == 1)
+		if status != 0 {
+			require.Equal(t, http.StatusRequestEntityTooLarge, status, out)
 		}
-		runtime.GC()
-		debug.FreeOSMemory()
 	}
-	send(4) // the connections and buffers a first few requests make
-	before := rss(t)
-	send(20)
-	grew := rss(t) - before
-	t.Logf("RSS grew by %d KiB over twenty 100 MB bodies (2 GB)", grew>>10)
-	require.Less(t, grew, int64(32<<20), "the bodies are not read into memory (e2e measures the ingest process alone)")
 	var executions int
 	require.NoError(t, s.DB.QueryRow(ctx, `SELECT count(*) FROM executions`).Scan(&executions))
 	require.Zero(t, executions, "nothing was started")

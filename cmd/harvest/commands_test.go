@@ -15,26 +15,32 @@ import (
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-// TestCommandsDead: `harvest commands dead` lists a command the scheduler
-// set aside, `harvest commands dead <id>` shows its message, and
-// `harvest commands get` its outcome.
-func TestCommandsDead(t *testing.T) {
-	ctx := natstest.Context(t)
-	s, err := devstack.Start(ctx, devstack.Config{
-		NATSURL:     natstest.RunServer(t, natstest.Options{}).ClientURL(),
-		DatabaseURL: pgtest.NewDatabase(t),
-		Addr:        "127.0.0.1:0",
-		StateDir:    t.TempDir(),
-	})
+// startStack starts a stack for the CLI to talk to, on its own NATS server
+// and database, stopped at cleanup.
+func startStack(t *testing.T, cfg devstack.Config) *devstack.Stack {
+	t.Helper()
+	cfg.NATSURL = natstest.RunServer(t, natstest.Options{}).ClientURL()
+	cfg.DatabaseURL = pgtest.NewDatabase(t)
+	cfg.Addr, cfg.StateDir = "127.0.0.1:0", t.TempDir()
+	s, err := devstack.Start(natstest.Context(t), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		require.NoError(t, s.Stop(ctx))
 	})
+	return s
+}
+
+// TestCommandsDead: `harvest commands dead` lists a command the scheduler
+// set aside, `harvest commands dead <id>` shows its message, and
+// `harvest commands get` its outcome.
+func TestCommandsDead(t *testing.T) {
+	ctx := natstest.Context(t)
+	s := startStack(t, devstack.Config{})
 	cmd := wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: "charge", WorkflowID: "bad\x00id", TaskQueue: wire.DefaultTaskQueue}}
-	_, err = s.Topology.PublishCommand(ctx, 0, &cmd)
+	_, err := s.Topology.PublishCommand(ctx, 0, &cmd)
 	require.NoError(t, err)
 
 	var list string

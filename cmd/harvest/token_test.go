@@ -2,18 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
 )
 
 func TestTokenNewAndHash(t *testing.T) {
@@ -50,20 +46,7 @@ func TestTheCLISendsTheToken(t *testing.T) {
 		{Name: "reader", SHA256: auth.Hash("t-reader"), Scopes: []auth.Scope{auth.ScopeRead}},
 	})
 	require.NoError(t, err)
-	ctx := natstest.Context(t)
-	s, err := devstack.Start(ctx, devstack.Config{
-		NATSURL:     natstest.RunServer(t, natstest.Options{}).ClientURL(),
-		DatabaseURL: pgtest.NewDatabase(t),
-		Addr:        "127.0.0.1:0",
-		StateDir:    t.TempDir(),
-		Ingest:      ingest.Config{Auth: a},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
+	s := startStack(t, devstack.Config{Ingest: ingest.Config{Auth: a}})
 
 	_, _, err = runCLI(t, "workflow", "list", "--addr", s.URL())
 	require.ErrorContains(t, err, "no Authorization header")

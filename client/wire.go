@@ -239,7 +239,9 @@ type ReadinessResponse struct {
 type FailingShard struct {
 	Shard        int       `json:"shard"`
 	FailingSince time.Time `json:"failing_since"`
-	LastError    string    `json:"last_error"`
+	// LastError is empty on ingest's /readyz, which quotes no internal
+	// error: the scheduler's log and admin /readyz have it.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // ErrorResponse is the JSON body of every error answer; the Client

@@ -36,13 +36,16 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		} else {
 			body.Database = "ok"
 		}
+		// The shards' last errors are PostgreSQL's or NATS's own: they are
+		// in the scheduler's log, its admin /readyz and
+		// shard_offsets.last_error, not in this public answer.
 		for _, f := range failing {
-			body.FailingShards = append(body.FailingShards, client.FailingShard{Shard: f.Shard, FailingSince: f.FailingSince, LastError: f.LastError})
+			body.FailingShards = append(body.FailingShards, client.FailingShard{Shard: f.Shard, FailingSince: f.FailingSince})
 		}
 		if len(failing) > 0 && body.Error == "" {
 			f := failing[0]
 			body.Status, body.Error = "not_ready", client.CodeNotReady
-			body.Message = fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s: %s", len(failing), f.Shard, f.FailingSince.Format(time.RFC3339), f.LastError)
+			body.Message = fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s (the scheduler's log says why)", len(failing), f.Shard, f.FailingSince.Format(time.RFC3339))
 		}
 	}
 	status := http.StatusOK

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -89,4 +90,40 @@ func TestIngestRefusesHugeBodiesWithFlatMemory(t *testing.T) {
 	after := procRSS(t, pid)
 	t.Logf("ingest RSS %d KiB before, %d KiB after twenty 100 MB bodies", before>>10, after>>10)
 	require.Less(t, after-before, int64(4<<20), "ingest's memory stays flat")
+}
+
+// TestAnIngestOpenToTheNetworkRefusesToStart: ingest listening beyond
+// loopback without auth tokens exits at once, saying what to add; with
+// auth.disabled it serves.
+func TestAnIngestOpenToTheNetworkRefusesToStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs ingest as a process")
+	}
+	bins := buildServices(t)
+	ns := natstest.RunServer(t, natstest.Options{})
+	ports, err := freePorts(1)
+	require.NoError(t, err)
+	cmd := exec.Command(filepath.Join(bins, "ingest"))
+	cmd.Env = append(os.Environ(), "HARVEST_NATS_URL="+ns.ClientURL(), fmt.Sprintf("HARVEST_HTTP_ADDR=0.0.0.0:%d", ports[0]))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "ingest exits with an error: %s", out)
+	require.Contains(t, string(out), "the API would be open to the network: it listens on 0.0.0.0:")
+	require.Contains(t, string(out), "add auth.tokens")
+	require.Contains(t, string(out), "auth: {disabled: true}")
+
+	config := filepath.Join(t.TempDir(), "ingest.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("auth: {disabled: true}\n"), 0o600))
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	ing := &proc{t: t, name: "ingest", bin: filepath.Join(bins, "ingest"), log: filepath.Join(t.TempDir(), "ingest"),
+		env: []string{"HARVEST_CONFIG=" + config, "HARVEST_NATS_URL=" + ns.ClientURL(), fmt.Sprintf("HARVEST_HTTP_ADDR=0.0.0.0:%d", ports[0])}}
+	ing.start()
+	waitUntil(t, 60*time.Second, "ingest with auth.disabled to serve", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }

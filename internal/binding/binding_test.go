@@ -1,7 +1,6 @@
 package binding_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -118,25 +117,6 @@ func TestEvent(t *testing.T) {
 	require.Equal(t, "fixed", typ, "a fixed type needs no field, nor an object")
 	_, _, err = b.Event([]byte(`[1, 2`))
 	require.ErrorIs(t, err, binding.ErrInvalidJSON)
-}
-
-func FuzzEvent(f *testing.F) {
-	for _, s := range []string{``, `{}`, `{"type":"a"}`, `{"type":1}`, `[]`, `"x"`, `{"type":"a"} x`, "\xff", `{"type":"\u0000"}`} {
-		f.Add([]byte(s))
-	}
-	b := valid()
-	f.Fuzz(func(t *testing.T, body []byte) {
-		_, typ, err := b.Event(body)
-		if err != nil {
-			if !errors.Is(err, binding.ErrInvalidJSON) && !errors.Is(err, binding.ErrMissingEventType) {
-				t.Fatalf("unexpected error kind: %v", err)
-			}
-			return
-		}
-		if typ == "" {
-			t.Fatalf("no error and no event type for %q", body)
-		}
-	})
 }
 
 func TestMessageKey(t *testing.T) {

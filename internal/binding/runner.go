@@ -62,8 +62,8 @@ const (
 	// that are not UTF-8.
 	ReasonInvalidMsgID = "invalid_msg_id"
 	// ReasonUnroutable: the rule's input_pointer or a workflow_id
-	// placeholder selects nothing usable (a workflow_id holding a control
-	// character included).
+	// placeholder selects nothing usable (a workflow_id that is blank,
+	// over 256 bytes or holds a control character included).
 	ReasonUnroutable = "unroutable_event"
 	// ReasonUnavailable: the command could not be published in
 	// max_deliver deliveries.

@@ -12,6 +12,10 @@ var ErrInvalidName = errors.New("invalid name")
 // MaxNameBytes bounds workflow, activity and task queue names.
 const MaxNameBytes = 128
 
+// MaxWorkflowIDBytes bounds a workflow_id, whether a caller sends it or a
+// webhook or binding rule renders it from an event's template.
+const MaxWorkflowIDBytes = 256
+
 // ValidateName checks a workflow, activity or task queue name: 1 to 128
 // bytes of ASCII letters, digits, '_' and '-'. Such names are safe as
 // subject tokens and consumer names.

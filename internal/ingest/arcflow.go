@@ -47,22 +47,9 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
-	var req client.RunRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
-		return
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, "request body holds more than one JSON value")
-		return
-	}
-	if req.Workflow == "" {
-		writeFieldError(w, http.StatusBadRequest, client.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
-		return
-	}
-	if err := dedup.ValidateName(req.Workflow); err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
+	req, rej := parseRunRequest(body)
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
 		return
 	}
 	if !s.mayUse(w, r, req.Workflow) {
@@ -89,6 +76,50 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, answer)
 }
 
+// parseRunRequest reads the body of POST /v1/runs: one JSON object naming
+// the workflow to run.
+func parseRunRequest(body []byte) (client.RunRequest, *rejection) {
+	var req client.RunRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return req, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
+	}
+	if !atEnd(dec) {
+		return req, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "request body holds more than one JSON value")
+	}
+	if req.Workflow == "" {
+		return req, reject(http.StatusBadRequest, client.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
+	}
+	if err := dedup.ValidateName(req.Workflow); err != nil {
+		return req, reject(http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
+	}
+	return req, nil
+}
+
+// arcFlowSource is how an external callback's X-ArcFlow-Signature is
+// verified: "sha256=" and the hex HMAC-SHA256 of the body as sent, under
+// one of the secrets.
+func arcFlowSource(secrets []string) webhook.Source {
+	return webhook.Source{Name: "arcflow", Kind: webhook.KindHMAC, Secrets: secrets,
+		Header: HeaderArcFlowSignature, Prefix: "sha256=", Encoding: webhook.EncodingHex}
+}
+
+// externalPayload checks an external callback's body, as sent: blank is
+// no payload, anything else must be one JSON value PostgreSQL can store.
+func externalPayload(raw []byte) (json.RawMessage, *rejection) {
+	body := bytes.TrimSpace(raw)
+	if len(body) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(body) {
+		return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "the callback body is not JSON")
+	}
+	if rej := unstorablePayload(body, "payload"); rej != nil {
+		return nil, rej
+	}
+	return body, nil
+}
+
 // handleRunExternal is POST /v1/runs/{run_id}/external/{binding_id}: the
 // body is delivered to the run as the signal binding_id, deduplicated by
 // X-Idempotency-Key through the scheduler's durable signal claims (per
@@ -103,9 +134,7 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(s.cfg.ArcFlowSecrets) > 0 {
-		src := webhook.Source{Name: "arcflow", Kind: webhook.KindHMAC, Secrets: s.cfg.ArcFlowSecrets,
-			Header: HeaderArcFlowSignature, Prefix: "sha256=", Encoding: webhook.EncodingHex}
-		if _, err := webhook.Verify(src, r.Header, raw, time.Now()); err != nil {
+		if _, err := webhook.Verify(arcFlowSource(s.cfg.ArcFlowSecrets), r.Header, raw, time.Now()); err != nil {
 			s.log.Warn("external callback refused", "run_id", runID, "binding_id", bindingID, "err", err)
 			writeError(w, http.StatusUnauthorized, client.CodeInvalidSignature, err.Error())
 			return
@@ -130,17 +159,10 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 	if !s.executionVisible(w, r, runID) {
 		return
 	}
-	var payload json.RawMessage
-	if body := bytes.TrimSpace(raw); len(body) > 0 {
-		if !json.Valid(body) {
-			writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, "the callback body is not JSON")
-			return
-		}
-		if rej := unstorablePayload(body, "payload"); rej != nil {
-			writeJSON(w, rej.status, rej.body)
-			return
-		}
-		payload = body
+	payload, rej := externalPayload(raw)
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
+		return
 	}
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignal, Signal: &wire.SignalCommand{
 		ExecutionID: runID, SignalName: bindingID, Payload: payload, IdempotencyKey: key,

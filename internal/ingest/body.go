@@ -42,6 +42,14 @@ func readRaw(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *reje
 	return body, nil
 }
 
+// atEnd reports whether dec, having decoded a value, has nothing but white
+// space left. (dec.More is no such test: it is false before a stray ']'
+// or '}'.)
+func atEnd(dec *json.Decoder) bool {
+	_, err := dec.Token()
+	return errors.Is(err, io.EOF)
+}
+
 // readPayload reads a signal's JSON payload; an empty body is null.
 func (s *Server) readPayload(w http.ResponseWriter, r *http.Request) (json.RawMessage, *rejection) {
 	body, rej := s.readBody(w, r)

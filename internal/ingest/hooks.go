@@ -96,7 +96,7 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	cmd, shard, err := rule.Command(s.cfg.Topology.Shards(), dedup.HookKey(name, delivery.ID), event, time.Now())
 	var unstorableID *storable.Error
 	switch {
-	case errors.As(err, &unstorableID):
+	case errors.As(err, &unstorableID), errors.Is(err, webhook.ErrWorkflowID):
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", err.Error())
 		return
 	case err != nil:

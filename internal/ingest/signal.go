@@ -47,10 +47,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 	if !s.executionVisible(w, r, executionID) {
 		return
 	}
-	payload, rej := s.readPayload(w, r)
-	if rej == nil && payload != nil {
-		rej = unstorablePayload(payload, "payload")
-	}
+	payload, rej := s.readSignalPayload(w, r)
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
 		return
@@ -66,6 +63,19 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, body)
+}
+
+// readSignalPayload reads a signal's body: nil when blank, else one JSON
+// value PostgreSQL can store.
+func (s *Server) readSignalPayload(w http.ResponseWriter, r *http.Request) (json.RawMessage, *rejection) {
+	payload, rej := s.readPayload(w, r)
+	if rej == nil && payload != nil {
+		rej = unstorablePayload(payload, "payload")
+	}
+	if rej != nil {
+		return nil, rej
+	}
+	return payload, nil
 }
 
 // sendSignal publishes a signal command and answers from its outcome.
@@ -85,6 +95,59 @@ func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 	return http.StatusAccepted, client.SignalResponse{OK: true, SignalDelivered: &delivered}
 }
 
+// parseSignalWithStart reads and checks a signal-with-start's body and its
+// Idempotency-Key header (which wins over the body's idempotency_key). It
+// returns the request, with empty input and payload made nil, and the key,
+// or the rejection that answers it.
+func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (req client.SignalWithStartRequest, key string, rej *rejection) {
+	raw, rej := s.readPayload(w, r)
+	if rej != nil {
+		return req, "", rej
+	}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return req, "", reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
+		}
+	}
+	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
+		req.IdempotencyKey = &vals[0]
+	}
+	if req.IdempotencyKey != nil {
+		var err error
+		if key, err = dedup.ValidateKey(*req.IdempotencyKey); err != nil {
+			return req, "", reject(http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
+		}
+	}
+	if raw != nil {
+		if rej := unstorableBody(raw, signalWithStartMembers); rej != nil {
+			return req, "", rej
+		}
+	}
+	var idErr error
+	if req.WorkflowID != nil {
+		idErr = storable.CheckIdentifier(*req.WorkflowID)
+	}
+	switch {
+	case req.WorkflowID == nil || strings.TrimSpace(*req.WorkflowID) == "" || len(*req.WorkflowID) > maxWorkflowIDBytes:
+		return req, "", reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id",
+			fmt.Sprintf("workflow_id is required: 1 to %d bytes, not blank", maxWorkflowIDBytes))
+	case idErr != nil:
+		return req, "", reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+idErr.Error())
+	case dedup.ValidateName(req.SignalName) != nil:
+		return req, "", reject(http.StatusBadRequest, client.CodeInvalidSignalName, "signal_name", "signal_name is required: letters, digits, '_' and '-'")
+	case !wire.ValidReusePolicy(req.ReusePolicy):
+		return req, "", reject(http.StatusBadRequest, client.CodeInvalidReusePolicy, "reuse_policy",
+			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", req.ReusePolicy))
+	}
+	if len(req.Input) == 0 {
+		req.Input = nil
+	}
+	if len(req.SignalPayload) == 0 {
+		req.SignalPayload = nil
+	}
+	return req, key, nil
+}
+
 func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := dedup.ValidateName(name); err != nil {
@@ -94,60 +157,10 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	if !s.mayUse(w, r, name) {
 		return
 	}
-	raw, rej := s.readPayload(w, r)
+	req, key, rej := s.parseSignalWithStart(w, r)
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
 		return
-	}
-	var req client.SignalWithStartRequest
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &req); err != nil {
-			writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
-			return
-		}
-	}
-	key := ""
-	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
-		req.IdempotencyKey = &vals[0]
-	}
-	if req.IdempotencyKey != nil {
-		var err error
-		if key, err = dedup.ValidateKey(*req.IdempotencyKey); err != nil {
-			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
-			return
-		}
-	}
-	if raw != nil {
-		if rej := unstorableBody(raw, signalWithStartMembers); rej != nil {
-			writeJSON(w, rej.status, rej.body)
-			return
-		}
-	}
-	var idErr error
-	if req.WorkflowID != nil {
-		idErr = storable.CheckIdentifier(*req.WorkflowID)
-	}
-	switch {
-	case req.WorkflowID == nil || strings.TrimSpace(*req.WorkflowID) == "" || len(*req.WorkflowID) > maxWorkflowIDBytes:
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id",
-			fmt.Sprintf("workflow_id is required: 1 to %d bytes, not blank", maxWorkflowIDBytes))
-		return
-	case idErr != nil:
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+idErr.Error())
-		return
-	case dedup.ValidateName(req.SignalName) != nil:
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidSignalName, "signal_name", "signal_name is required: letters, digits, '_' and '-'")
-		return
-	case !wire.ValidReusePolicy(req.ReusePolicy):
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidReusePolicy, "reuse_policy",
-			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", req.ReusePolicy))
-		return
-	}
-	if len(req.Input) == 0 {
-		req.Input = nil
-	}
-	if len(req.SignalPayload) == 0 {
-		req.SignalPayload = nil
 	}
 	if sch, ok := s.schemas.get(name); ok && req.Input != nil {
 		if violations := sch.Validate(req.Input); len(violations) > 0 {

@@ -126,15 +126,23 @@ func splitPointer(p string) (first, rest string) {
 }
 
 // checkStorable checks a JSON body: nil, nil when PostgreSQL can store it;
-// the violation; or, for a body that is not JSON at all, its rejection.
+// the violation; or, for a body that is not one JSON value, its
+// rejection, invalid_json, even when the check finds something
+// unstorable before the point where the body stops being JSON (a webhook's
+// body is decoded without a look past its value).
 func checkStorable(body []byte) (*storable.Error, *rejection) {
 	err := storable.CheckJSON(body)
 	if err == nil {
 		return nil, nil
 	}
 	var se *storable.Error
-	if !errors.As(err, &se) {
-		return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", err.Error())
+	isSE := errors.As(err, &se)
+	if !isSE || se.Problem == storable.ProblemSyntax || !json.Valid(body) {
+		msg := "request body is not one JSON value"
+		if isSE && se.Problem == storable.ProblemSyntax {
+			msg = "request body: " + err.Error()
+		}
+		return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", msg)
 	}
 	return se, nil
 }

@@ -136,6 +136,11 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 		{name: "start workflow_id in another case", target: start, body: `{"Workflow_ID": "order-\u0000"}`, code: "invalid_workflow_id", field: "workflow_id"},
 		{name: "start workflow_id, control character", target: start, body: `{"workflow_id": "order-\n1"}`, code: "invalid_workflow_id", field: "workflow_id",
 			message: "workflow_id holds the control character U+000A at byte 6"},
+		// encoding/json's Decoder takes a stray ']' or '}' after the value;
+		// such a body is not JSON (found by FuzzParseStart).
+		{name: "start body with a stray ]", target: start, body: `{"input": 1}]`, code: "invalid_json"},
+		{name: "start body with a stray }", target: start, body: `{"input": 1}}`, code: "invalid_json"},
+		{name: "start body not UTF-8, with a stray }", target: start, body: "{\"\x81\": 0}}", code: "invalid_json"},
 		{name: "start key in the body", target: start, body: `{"idempotency_key": "k\ud800"}`, code: "invalid_idempotency_key", field: "idempotency_key"},
 		{name: "start key in the body, checked as sent", target: start, body: `{"input": "\u0000", "idempotency_key": "k\ud800"}`,
 			code: "invalid_idempotency_key", field: "idempotency_key", message: `idempotency key is not text Harvest accepts: string holds a high surrogate \ud800 with no low surrogate after it, which Harvest cannot store`},
@@ -166,6 +171,7 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 		{name: "cancel reason", target: cancel, body: `{"reason": "stop\u0000"}`, code: "invalid_reason", field: "reason", pointer: "/reason"},
 
 		{name: "run input", target: runs, body: `{"workflow": "w", "input": {"a": "\u0000"}}`, code: "payload_unstorable", field: "input", pointer: "/input/a"},
+		{name: "run body with a stray ]", target: runs, body: `{"workflow": "w"}]`, code: "invalid_json"},
 		{name: "run workflow", target: runs, body: `{"workflow": "w\u0000"}`, code: "invalid_workflow_name", field: "workflow"},
 		{name: "run key", target: runs, header: map[string]string{"Idempotency-Key": "k\x01"}, body: `{"workflow": "w"}`, code: "invalid_idempotency_key", field: "idempotency_key"},
 		{name: "external callback body", target: external, body: `{"ok": true, "by": "\udc00"}`, code: "payload_unstorable", field: "payload", pointer: "/by"},
@@ -177,8 +183,11 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 			code: "payload_unstorable", field: "payload", pointer: "/data/name"},
 		{name: "webhook payload, not UTF-8", target: hook, body: "{\"id\": \"evt_2\", \"type\": \"order.created\", \"data\": \"\xc0\xaf\"}",
 			code: "payload_unstorable", field: "payload", pointer: "/data"},
+		{name: "webhook body with a stray }", target: hook, body: `{"id": "evt_6", "type": "order.created"}}`, code: "invalid_json"},
 		{name: "webhook event id", target: hook, body: `{"id": "evt\n3", "type": "order.created"}`, code: "invalid_event_id", field: "event_id"},
 		{name: "webhook workflow_id", target: hook, body: `{"id": "evt_4", "type": "order.item", "order_id": "a\u0001"}`, code: "invalid_workflow_id", field: "workflow_id"},
+		{name: "webhook workflow_id, too long", target: hook, body: `{"id": "evt_5", "type": "order.item", "order_id": "` + strings.Repeat("x", 251) + `"}`,
+			code: "invalid_workflow_id", field: "workflow_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, a := e.do("POST", tc.target, tc.header, tc.body)

@@ -22,7 +22,7 @@ const (
 	// admissionRetryAfter is the Retry-After of a start refused by a
 	// closed admission gate, in seconds.
 	admissionRetryAfter = "30"
-	maxWorkflowIDBytes  = 256
+	maxWorkflowIDBytes  = dedup.MaxWorkflowIDBytes
 )
 
 // rejection is an answer that refuses a start, unless the start is a
@@ -70,7 +70,7 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 		if err := dec.Decode(&p.req); err != nil {
 			return p, nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
 		}
-		if dec.More() {
+		if !atEnd(dec) {
 			return p, nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "request body holds more than one JSON value")
 		}
 	}

@@ -212,12 +212,19 @@ func Expand(doc any, template string) (string, error) {
 	}
 }
 
+// ErrWorkflowID is wrapped by Command when the workflow_id a rule's
+// template renders is blank or longer than dedup.MaxWorkflowIDBytes: the
+// API refuses such a workflow_id from a caller, so a rule may not make one
+// either.
+var ErrWorkflowID = errors.New("invalid workflow_id")
+
 // Command builds the command the rule makes of a decoded event, keyed by
 // key (a reserved-namespace key such as dedup.HookKey's), and the shard it
 // belongs on: a start of the rule's workflow, or a signal-with-start of
 // the execution the rule's workflow_id template names. A workflow_id that
-// storable.CheckIdentifier refuses is an error wrapping its
-// *storable.Error.
+// is blank or over dedup.MaxWorkflowIDBytes is an error wrapping
+// ErrWorkflowID; one that storable.CheckIdentifier refuses, an error
+// wrapping its *storable.Error.
 func (r Rule) Command(shards int, key string, event any, now time.Time) (*wire.Command, int, error) {
 	payload, err := Pointer(event, r.InputPointer)
 	if err != nil {
@@ -237,6 +244,10 @@ func (r Rule) Command(shards int, key string, event any, now time.Time) (*wire.C
 	workflowID, err := Expand(event, r.WorkflowID)
 	if err != nil {
 		return nil, 0, err
+	}
+	if strings.TrimSpace(workflowID) == "" || len(workflowID) > dedup.MaxWorkflowIDBytes {
+		return nil, 0, fmt.Errorf("%w: template %q makes a workflow_id of %d bytes: want 1 to %d bytes, not blank",
+			ErrWorkflowID, r.WorkflowID, len(workflowID), dedup.MaxWorkflowIDBytes)
 	}
 	if err := storable.CheckIdentifier(workflowID); err != nil {
 		return nil, 0, fmt.Errorf("workflow_id %q of template %q %w", workflowID, r.WorkflowID, err)

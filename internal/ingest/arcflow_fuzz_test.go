@@ -1,0 +1,135 @@
+package ingest
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
+	"github.com/harvest-engine/harvest/internal/webhook"
+)
+
+// FuzzParseRunRequest parses fuzzed ArcFlow run bodies, POST /v1/runs, as
+// handleCreateRun does before it checks the start and publishes it:
+//   - a body is refused as invalid_json, missing_workflow or
+//     invalid_workflow_name, always with 400; in particular a body that is
+//     not one JSON value is refused as invalid_json, once the storable
+//     check that follows has seen it;
+//   - an accepted body names a valid workflow, and, if the storable check
+//     passes, its input is absent or storable;
+//   - an accepted body, encoded again and parsed again, is the same
+//     request.
+func FuzzParseRunRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"workflow": "onboarding"}`, `{"workflow": "onboarding", "input": {"user": 42}}`, `{"workflow": "w", "input": null}`,
+		`{"Workflow": "w"}`, `{"workflow": ""}`, `{}`, `null`, ``, ` `, `{"workflow": "a.b"}`, `{"workflow": "w\u0000"}`,
+		`{"workflow": "` + strings.Repeat("w", 129) + `"}`, `{"workflow": 1}`, `{"workflow": "w", "input": 1e1000000}`,
+		`{"workflow": "w", "input": {"a": "\u0000"}}`, `{"workflow": "w", "input": "\ud800"}`, "{\"workflow\": \"w\", \"input\": \"\xff\"}",
+		`{"workflow": "w", "input": ` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`,
+		`{"workflow": "w"} {}`, `{"workflow": "w"}]`, `{"workflow": "w"}}`, `[]`, `"w"`, `{"workflow": "w", "workflow": "v"}`,
+		`{"workflow": "w", "input": 123456789012345678901234567890}`, "\ufeff{\"workflow\": \"w\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, rej := parseRunRequest(body)
+		if rej == nil {
+			rej = unstorableBody(body, runMembers)
+		}
+		if rej != nil {
+			requireRejection(t, rej)
+			require.Equal(t, http.StatusBadRequest, rej.status)
+			if !json.Valid(body) {
+				require.Equal(t, client.CodeInvalidJSON, rej.body.Error, "body %q: %+v", body, rej.body)
+			}
+			return
+		}
+		require.True(t, json.Valid(body), "body %q accepted", body)
+		require.NoError(t, dedup.ValidateName(req.Workflow))
+		if len(req.Input) > 0 {
+			require.NoError(t, storable.CheckJSON(req.Input))
+		}
+
+		raw, err := json.Marshal(req)
+		require.NoError(t, err)
+		again, rej := parseRunRequest(raw)
+		require.Nil(t, rej, "%s is refused: %+v", raw, rej)
+		require.Nil(t, unstorableBody(raw, runMembers), "%s", raw)
+		require.Equal(t, req.Workflow, again.Workflow)
+		sameJSON(t, req.Input, again.Input, "input")
+	})
+}
+
+// FuzzExternalCallback checks an ArcFlow external callback, POST
+// /v1/runs/{run_id}/external/{binding_id}, as handleRunExternal does
+// before publishing:
+//   - the body's verdict is requirePayloadVerdict's, and an accepted
+//     payload, sent again, is accepted as itself;
+//   - X-ArcFlow-Signature "sha256=" + the hex HMAC of the body as sent
+//     verifies under any of the secrets; with a body byte changed, a bit of
+//     the signature flipped, another prefix, or computed over the body
+//     trimmed when the body is not, it does not.
+func FuzzExternalCallback(f *testing.F) {
+	for _, s := range payloadSeeds {
+		f.Add([]byte(s), uint(len(s)))
+	}
+	f.Add([]byte(` {"approved": true} `), uint(1))
+	f.Add([]byte("{\"by\": \"Zoë\"}\r\n"), uint(3))
+
+	secrets := []string{"arcflow-old", "arcflow-new"}
+	src := arcFlowSource(secrets)
+	now := time.Unix(1_700_000_000, 0)
+	f.Fuzz(func(t *testing.T, body []byte, at uint) {
+		if len(body) <= fuzzMaxBody {
+			payload, rej := externalPayload(body)
+			requirePayloadVerdict(t, body, payload, rej)
+			if rej == nil && payload != nil {
+				again, rej := externalPayload(payload)
+				require.Nil(t, rej)
+				require.Equal(t, payload, again)
+			}
+		}
+
+		mac := func(body []byte) []byte {
+			m := hmac.New(sha256.New, []byte(secrets[at%uint(len(secrets))]))
+			m.Write(body)
+			return m.Sum(nil)
+		}
+		signed := func(sig string) http.Header {
+			h := http.Header{}
+			h.Set(HeaderArcFlowSignature, sig)
+			return h
+		}
+		good := mac(body)
+		_, err := webhook.Verify(src, signed("sha256="+hex.EncodeToString(good)), body, now)
+		require.NoError(t, err, "the body's own signature")
+		refused := func(what, sig string, body []byte) {
+			t.Helper()
+			_, err := webhook.Verify(src, signed(sig), body, now)
+			require.ErrorIs(t, err, webhook.ErrBadSignature, what)
+		}
+		if len(body) > 0 {
+			changed := bytes.Clone(body)
+			changed[at%uint(len(body))] ^= 0x01
+			refused("a changed body", "sha256="+hex.EncodeToString(good), changed)
+		}
+		bad := bytes.Clone(good)
+		bad[at%uint(len(bad))] ^= 1 << (at % 8)
+		refused("a flipped signature bit", "sha256="+hex.EncodeToString(bad), body)
+		refused("another prefix", "sha1="+hex.EncodeToString(good), body)
+		refused("no prefix", hex.EncodeToString(good), body)
+		if trimmed := bytes.TrimSpace(body); len(trimmed) != len(body) {
+			refused("signed over the trimmed body", "sha256="+hex.EncodeToString(mac(trimmed)), body)
+		}
+	})
+}

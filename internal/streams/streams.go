@@ -162,7 +162,10 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		storage = jetstream.MemoryStorage
 	}
 	shards := strconv.Itoa(cfg.Shards)
-	if s, err := js.Stream(ctx, CommandStream); err == nil {
+	lookup, cancel := context.WithTimeout(ctx, declareRequestTimeout)
+	s, err := js.Stream(lookup, CommandStream)
+	cancel()
+	if err == nil {
 		if have := s.CachedInfo().Config.Metadata[shardsMetadataKey]; have != "" && have != shards {
 			return nil, fmt.Errorf("declare %s: %w: configured %s, stream has %s", CommandStream, ErrShardMismatch, shards, have)
 		}
@@ -226,6 +229,8 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 // 2.15.3; TestConcurrentDeclaresOnAClusterAreAnswered). A create with the
 // configuration the stream has is answered with the stream.
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	ctx, cancel := context.WithTimeout(ctx, declareRequestTimeout)
+	defer cancel()
 	s, err := js.CreateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return js.UpdateStream(ctx, cfg)
@@ -233,8 +238,16 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	return s, err
 }
 
+// declareRequestTimeout bounds one stream or bucket of Declare: a cluster
+// electing a leader may leave a JetStream request unanswered, and the
+// caller (DeclareRetrying) does better asking again than waiting out its
+// whole attempt.
+const declareRequestTimeout = 5 * time.Second
+
 // ensureBucket is ensureStream for a key-value bucket.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, declareRequestTimeout)
+	defer cancel()
 	kv, err := js.CreateKeyValue(ctx, cfg)
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		return js.UpdateKeyValue(ctx, cfg)

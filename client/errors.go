@@ -248,6 +248,7 @@ func apiErrorFrom(status int, header http.Header, raw []byte) *APIError {
 	var body ErrorResponse
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 		e.Code, e.Message, e.Field, e.Pointer, e.Limit, e.Violations = body.Error, body.Message, body.Field, body.Pointer, body.Limit, body.Violations
+		e.RequestID = body.RequestID
 	} else {
 		e.Message = http.StatusText(status)
 		if text := strings.TrimSpace(string(raw)); text != "" {
@@ -258,7 +259,9 @@ func apiErrorFrom(status int, header http.Header, raw []byte) *APIError {
 		}
 	}
 	if header != nil {
-		e.RequestID = header.Get("X-Request-Id")
+		if e.RequestID == "" {
+			e.RequestID = header.Get("X-Request-Id")
+		}
 		if secs, err := strconv.Atoi(header.Get("Retry-After")); err == nil && secs > 0 {
 			e.RetryAfter = time.Duration(secs) * time.Second
 		}

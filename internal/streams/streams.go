@@ -229,13 +229,28 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 // 2.15.3; TestConcurrentDeclaresOnAClusterAreAnswered). A create with the
 // configuration the stream has is answered with the stream.
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	return createElseUpdate(ctx, jetstream.ErrStreamNameAlreadyInUse,
+		func(ctx context.Context) (jetstream.Stream, error) { return js.CreateStream(ctx, cfg) },
+		func(ctx context.Context) (jetstream.Stream, error) { return js.UpdateStream(ctx, cfg) })
+}
+
+// ensureBucket is ensureStream for a key-value bucket.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	return createElseUpdate(ctx, jetstream.ErrBucketExists,
+		func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, cfg) },
+		func(ctx context.Context) (jetstream.KeyValue, error) { return js.UpdateKeyValue(ctx, cfg) })
+}
+
+// createElseUpdate creates, and updates when the create fails with
+// exists, within declareRequestTimeout.
+func createElseUpdate[T any](ctx context.Context, exists error, create, update func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, declareRequestTimeout)
 	defer cancel()
-	s, err := js.CreateStream(ctx, cfg)
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return js.UpdateStream(ctx, cfg)
+	v, err := create(ctx)
+	if errors.Is(err, exists) {
+		return update(ctx)
 	}
-	return s, err
+	return v, err
 }
 
 // declareRequestTimeout bounds one stream or bucket of Declare: a cluster
@@ -243,17 +258,6 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 // caller (DeclareRetrying) does better asking again than waiting out its
 // whole attempt.
 const declareRequestTimeout = 5 * time.Second
-
-// ensureBucket is ensureStream for a key-value bucket.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	ctx, cancel := context.WithTimeout(ctx, declareRequestTimeout)
-	defer cancel()
-	kv, err := js.CreateKeyValue(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		return js.UpdateKeyValue(ctx, cfg)
-	}
-	return kv, err
-}
 
 // DeclaredStreams names the JetStream streams Declare creates: the command
 // and task streams, and each bucket's KV_<bucket>.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -279,32 +278,8 @@ func FuzzPointer(f *testing.F) {
 			return
 		}
 
-		// Walk the document along path, building the pointer to each node.
-		node, built := doc, ""
-	walk:
-		for _, c := range path {
-			switch v := node.(type) {
-			case map[string]any:
-				if len(v) == 0 {
-					break walk
-				}
-				keys := make([]string, 0, len(v))
-				for k := range v {
-					keys = append(keys, k)
-				}
-				slices.Sort(keys)
-				k := keys[int(c)%len(keys)]
-				node, built = v[k], built+"/"+escapeToken(k)
-			case []any:
-				if len(v) == 0 {
-					break walk
-				}
-				i := int(c) % len(v)
-				node, built = v[i], built+"/"+strconv.Itoa(i)
-			default:
-				break walk
-			}
-		}
+		// Walk the document along path, building the pointer to the node.
+		node, built := pathTo(doc, path)
 		got, err := webhook.Pointer(doc, built)
 		require.NoError(t, err, "pointer %q built from the document", built)
 		require.True(t, reflect.DeepEqual(node, got), "pointer %q: got %#v, want %#v", built, got, node)

@@ -18,10 +18,10 @@ const failingAfter = 10 * time.Second
 // pingTimeout bounds Ready's PostgreSQL ping.
 const pingTimeout = time.Second
 
-// shardFailure is a failing shard's state: failing since, the last error.
+// shardFailure is a failing shard's state: failing since when (the last
+// error is logged, and recorded on the shard's lease row).
 type shardFailure struct {
 	since time.Time
-	err   string
 }
 
 // Ready says why the scheduler cannot apply commands now, one reason
@@ -29,7 +29,8 @@ type shardFailure struct {
 // NATS connection connected, PostgreSQL must answer a ping, and every
 // shard it holds must have its consumer in place and not have kept failing
 // for failingAfter. A scheduler that holds no shard (others hold them
-// all) is ready.
+// all) is ready. The reasons never quote PostgreSQL's or NATS's error
+// text (the log has it): /readyz may be seen by more than operators.
 func (s *Scheduler) Ready(ctx context.Context) []string {
 	var reasons []string
 	s.mu.Lock()
@@ -51,13 +52,16 @@ func (s *Scheduler) Ready(ctx context.Context) []string {
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := s.cfg.DB.Ping(pctx); err != nil {
-		reasons = append(reasons, fmt.Sprintf("PostgreSQL: %v", err))
+		// The answer names the failure, never PostgreSQL's own text: that
+		// goes to the log.
+		s.log.Warn("readiness: PostgreSQL does not answer a ping", "err", err)
+		reasons = append(reasons, "PostgreSQL: does not answer a ping (the error is in the scheduler's log)")
 	}
 	slices.SortFunc(runners, func(a, b *runner) int { return a.lease.Shard - b.lease.Shard })
 	now := time.Now()
 	for _, r := range runners {
 		if f := r.failure.Load(); f != nil && now.Sub(f.since) >= failingAfter {
-			reasons = append(reasons, fmt.Sprintf("shard %d: applies failing since %s: %s", r.lease.Shard, f.since.UTC().Format(time.RFC3339), f.err))
+			reasons = append(reasons, fmt.Sprintf("shard %d: applies failing since %s (the error is in the scheduler's log)", r.lease.Shard, f.since.UTC().Format(time.RFC3339)))
 		} else if !r.consuming.Load() {
 			reasons = append(reasons, fmt.Sprintf("shard %d: consumer %s not in place", r.lease.Shard, r.consumerName()))
 		}

@@ -126,7 +126,7 @@ func (r *runner) markFailing(err error) {
 	} else {
 		r.s.metrics.failing.Inc()
 	}
-	r.failure.Store(&shardFailure{since: since, err: err.Error()})
+	r.failure.Store(&shardFailure{since: since})
 	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
 	defer cancel()
 	if rerr := store.RecordShardFailure(ctx, r.s.cfg.DB, r.lease.Shard, err.Error()); rerr == nil {

@@ -65,7 +65,7 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 		return err
 	}
 	queue := cmp.Or(wcfg.TaskQueue, wire.DefaultTaskQueue)
-	adm.ready(func(ctx context.Context) []string { return workerrt.Ready(ctx, nc, queue) })
+	adm.ready(func(ctx context.Context) []string { return workerrt.Ready(ctx, log, nc, queue) })
 	log.Info("worker ready")
 	<-ctx.Done()
 	adm.stopping()

@@ -1,6 +1,7 @@
 package workerrt
 
 import (
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -25,23 +26,25 @@ func TestReadyFollowsTheConsumersAndNATS(t *testing.T) {
 	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
 	require.NoError(t, err)
 
-	reasons := Ready(ctx, nc, wire.DefaultTaskQueue)
-	require.Len(t, reasons, 2, "no consumers yet")
-	require.Contains(t, reasons[0], "consumer harvest_worker_default_workflow: ")
-	require.Contains(t, reasons[1], "consumer harvest_worker_default_activity: ")
+	log := slog.New(slog.DiscardHandler)
+	require.Equal(t, []string{
+		"consumer harvest_worker_default_workflow: not in place",
+		"consumer harvest_worker_default_activity: not in place",
+	}, Ready(ctx, log, nc, wire.DefaultTaskQueue), "no consumers yet")
 
 	runRuntime(t, nc, Handlers{
 		Workflow:    func(string) (WorkflowFunc, bool) { return nil, false },
 		HasActivity: func(string) bool { return false },
 	})
-	require.Empty(t, Ready(ctx, nc, wire.DefaultTaskQueue))
+	require.Empty(t, Ready(ctx, log, nc, wire.DefaultTaskQueue))
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
+	var reasons []string
 	require.Eventually(t, func() bool {
-		reasons = Ready(ctx, nc, wire.DefaultTaskQueue)
+		reasons = Ready(ctx, log, nc, wire.DefaultTaskQueue)
 		return len(reasons) == 1 && strings.HasPrefix(reasons[0], "NATS: connection ")
 	}, 10*time.Second, 20*time.Millisecond)
 	natstest.RunServer(t, natstest.Options{Port: port, StoreDir: dir})
-	require.Eventually(t, func() bool { return len(Ready(ctx, nc, wire.DefaultTaskQueue)) == 0 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(Ready(ctx, log, nc, wire.DefaultTaskQueue)) == 0 }, 20*time.Second, 20*time.Millisecond)
 }

@@ -29,6 +29,8 @@ type Execution struct {
 	// StartedBy names the API token whose request started the execution;
 	// empty when the API has no tokens, or for a webhook's start.
 	StartedBy string `json:"started_by,omitempty"`
+	// IdempotencyKey is the key the execution was started with, if any.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Raw is the server's JSON for the execution.
 	Raw json.RawMessage `json:"-"`
 }
@@ -135,23 +137,51 @@ func (c *Client) History(ctx context.Context, executionID string) ([]Event, erro
 	return a.Events, nil
 }
 
-// ListOptions filters List. Zero values mean no filter and the server's
-// default limit (50).
+// ListOptions filters List and ListPage. Zero values mean no filter and
+// the server's default limit (50).
 type ListOptions struct {
 	Workflow string
 	Status   string
+	// KeyPrefix and WorkflowIDPrefix keep executions whose idempotency
+	// key, or workflow_id, begins with them.
+	KeyPrefix        string
+	WorkflowIDPrefix string
+	// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound the
+	// executions' start.
+	CreatedAfter, CreatedBefore time.Time
+	// Cursor continues a listing: the NextCursor of its previous page.
+	Cursor string
 	// Limit is 1 to 500.
 	Limit int
 }
 
-// List lists executions, newest first.
+// List lists executions, newest first: the first page of ListPage.
 func (c *Client) List(ctx context.Context, opts ListOptions) ([]Execution, error) {
-	q := url.Values{}
-	if opts.Workflow != "" {
-		q.Set("workflow", opts.Workflow)
+	page, err := c.ListPage(ctx, opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Status != "" {
-		q.Set("status", opts.Status)
+	return page.Executions, nil
+}
+
+// ListPage lists one page of executions, newest first; its NextCursor,
+// when not empty, is opts.Cursor for the next page. Pages stay correct
+// while new executions arrive: those come before the first page.
+func (c *Client) ListPage(ctx context.Context, opts ListOptions) (*ListExecutionsResponse, error) {
+	q := url.Values{}
+	for name, v := range map[string]string{
+		"workflow": opts.Workflow, "status": opts.Status, "key_prefix": opts.KeyPrefix,
+		"workflow_id_prefix": opts.WorkflowIDPrefix, "cursor": opts.Cursor,
+	} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	if !opts.CreatedAfter.IsZero() {
+		q.Set("created_after", opts.CreatedAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if !opts.CreatedBefore.IsZero() {
+		q.Set("created_before", opts.CreatedBefore.UTC().Format(time.RFC3339Nano))
 	}
 	if opts.Limit != 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
@@ -171,7 +201,7 @@ func (c *Client) List(ctx context.Context, opts ListOptions) ([]Execution, error
 	if a.Executions == nil {
 		a.Executions = []Execution{}
 	}
-	return a.Executions, nil
+	return &a, nil
 }
 
 // WaitResult polls the execution (every 50 ms at first, backing off to

@@ -134,6 +134,9 @@ type CommandResponse struct {
 // ListExecutionsResponse answers GET /api/harvest/executions.
 type ListExecutionsResponse struct {
 	Executions []Execution `json:"executions"`
+	// NextCursor, when the listing has more, is the cursor parameter of
+	// its next page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // HistoryResponse answers GET

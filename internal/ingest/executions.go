@@ -1,10 +1,19 @@
 package ingest
 
 import (
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -27,14 +36,18 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleListExecutions is GET /api/harvest/executions, newest first
-// (?workflow=, ?status=, ?limit=).
+// (?workflow=, ?status=, ?key_prefix=, ?workflow_id_prefix=,
+// ?created_after=, ?created_before=, ?limit=, ?cursor=).
 func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.DB == nil {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
 	q := r.URL.Query()
-	f := store.ListFilter{WorkflowName: q.Get("workflow"), Status: q.Get("status"), Limit: 50}
+	f := store.ListFilter{
+		WorkflowName: q.Get("workflow"), Status: q.Get("status"),
+		KeyPrefix: q.Get("key_prefix"), WorkflowIDPrefix: q.Get("workflow_id_prefix"), Limit: 50,
+	}
 	if f.WorkflowName != "" && dedup.ValidateName(f.WorkflowName) != nil {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", "not a workflow name")
 		return
@@ -43,28 +56,96 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidStatus, "status", "want Running, Completed, Failed, Cancelled, Terminated or TimedOut")
 		return
 	}
+	for field, v := range map[string]string{"key_prefix": f.KeyPrefix, "workflow_id_prefix": f.WorkflowIDPrefix} {
+		if len(v) > dedup.MaxKeyBytes || storable.CheckText(v) != nil {
+			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidPrefix, field,
+				fmt.Sprintf("%s must be UTF-8 text without U+0000, at most %d bytes", field, dedup.MaxKeyBytes))
+			return
+		}
+	}
 	var ok bool
+	if f.CreatedAfter, ok = queryTime(w, q, "created_after"); !ok {
+		return
+	}
+	if f.CreatedBefore, ok = queryTime(w, q, "created_before"); !ok {
+		return
+	}
+	if c := q.Get("cursor"); c != "" {
+		after, err := decodeCursor(c)
+		if err != nil {
+			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidCursor, "cursor", "not a cursor this API gave (use next_cursor as it came)")
+			return
+		}
+		f.After = after
+	}
 	if f.Limit, ok = queryLimit(w, q, f.Limit); !ok {
 		return
 	}
+	empty := client.ListExecutionsResponse{Executions: []client.Execution{}}
 	if p := principalOf(r.Context()); p != nil && p.Workflows() != nil {
 		// A token limited to some workflows lists only theirs.
 		if f.WorkflowName != "" && !p.Sees(f.WorkflowName) {
-			writeJSON(w, http.StatusOK, client.ListExecutionsResponse{Executions: []client.Execution{}})
+			writeJSON(w, http.StatusOK, empty)
 			return
 		}
 		f.WorkflowNames = p.Workflows()
 	}
+	limit := f.Limit
+	f.Limit++ // one more, to know whether there is a next page
 	execs, err := store.ListExecutions(r.Context(), s.cfg.DB, f)
 	if err != nil {
 		s.readError(w, "", err)
 		return
 	}
-	out := make([]client.Execution, 0, len(execs))
-	for _, e := range execs {
-		out = append(out, viewOf(e))
+	out := empty
+	if len(execs) > limit {
+		execs = execs[:limit]
+		last := execs[limit-1]
+		out.NextCursor = encodeCursor(store.ListCursor{CreatedAt: last.CreatedAt, ExecutionID: last.ExecutionID})
 	}
-	writeJSON(w, http.StatusOK, client.ListExecutionsResponse{Executions: out})
+	for _, e := range execs {
+		out.Executions = append(out.Executions, viewOf(e))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// queryTime reads an RFC 3339 time from q's name; absent is nil.
+func queryTime(w http.ResponseWriter, q url.Values, name string) (*time.Time, bool) {
+	v := q.Get(name)
+	if v == "" {
+		return nil, true
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidTime, name, name+" must be an RFC 3339 time, such as 2026-12-04T15:00:00Z")
+		return nil, false
+	}
+	return &t, true
+}
+
+// encodeCursor is the opaque next_cursor of a listing that stopped at c.
+func encodeCursor(c store.ListCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + " " + c.ExecutionID))
+}
+
+// decodeCursor reads a cursor encodeCursor made.
+func decodeCursor(s string) (*store.ListCursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("decode cursor: %w", err)
+	}
+	at, id, found := strings.Cut(string(raw), " ")
+	if !found {
+		return nil, errors.New("decode cursor: no execution id")
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return nil, fmt.Errorf("decode cursor: %w", err)
+	}
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, fmt.Errorf("decode cursor: %w", err)
+	}
+	return &store.ListCursor{CreatedAt: t, ExecutionID: id}, nil
 }
 
 // viewOf is the JSON form of an execution.
@@ -73,6 +154,7 @@ func viewOf(e *store.Execution) client.Execution {
 		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
 		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt, StartedBy: deref(e.StartedBy),
+		IdempotencyKey: deref(e.IdempotencyKey),
 	}
 }
 

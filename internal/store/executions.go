@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,14 +95,72 @@ type ListFilter struct {
 	// workflows.
 	WorkflowNames []string
 	Status        string
-	Limit         int
+	// KeyPrefix and WorkflowIDPrefix keep executions whose start's
+	// idempotency key, or whose workflow_id, begins with them (byte-wise).
+	KeyPrefix        string
+	WorkflowIDPrefix string
+	// CreatedAfter and CreatedBefore bound created_at: after is
+	// inclusive, before exclusive.
+	CreatedAfter, CreatedBefore *time.Time
+	// After, when set, continues a listing after that execution (the last
+	// of the previous page): the newest-first order is (created_at,
+	// execution_id) descending, so a page never repeats or skips an
+	// execution because newer ones arrived meanwhile.
+	After *ListCursor
+	Limit int
+}
+
+// ListCursor is the position of an execution in ListExecutions' order.
+type ListCursor struct {
+	CreatedAt   time.Time
+	ExecutionID string
+}
+
+// likePrefix is a LIKE pattern matching strings that begin with prefix.
+func likePrefix(prefix string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
 }
 
 // ListExecutions returns the newest executions matching f.
 func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, error) {
-	rows, err := db.Query(ctx, `SELECT `+executionColumns+` FROM executions
-		WHERE ($1 = '' OR workflow_name = $1) AND ($2 = '' OR status = $2) AND ($4::text[] IS NULL OR workflow_name = ANY($4))
-		ORDER BY created_at DESC, execution_id DESC LIMIT $3`, f.WorkflowName, f.Status, f.Limit, f.WorkflowNames)
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.WorkflowName != "" {
+		where = append(where, "workflow_name = "+arg(f.WorkflowName))
+	}
+	if f.WorkflowNames != nil {
+		where = append(where, "workflow_name = ANY("+arg(f.WorkflowNames)+"::text[])")
+	}
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.KeyPrefix != "" {
+		where = append(where, "idempotency_key LIKE "+arg(likePrefix(f.KeyPrefix)))
+	}
+	if f.WorkflowIDPrefix != "" {
+		where = append(where, "workflow_id LIKE "+arg(likePrefix(f.WorkflowIDPrefix)))
+	}
+	if f.CreatedAfter != nil {
+		where = append(where, "created_at >= "+arg(*f.CreatedAfter))
+	}
+	if f.CreatedBefore != nil {
+		where = append(where, "created_at < "+arg(*f.CreatedBefore))
+	}
+	if f.After != nil {
+		where = append(where, "(created_at, execution_id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ExecutionID)+"::uuid)")
+	}
+	q := `SELECT ` + executionColumns + ` FROM executions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, execution_id DESC LIMIT " + arg(f.Limit)
+	// Planned with the values at hand (not a cached generic plan), so that
+	// a LIKE prefix can use its index.
+	rows, err := db.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}

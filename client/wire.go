@@ -166,6 +166,25 @@ type AdmissionGate struct {
 	ClosedAt time.Time `json:"closed_at,omitzero"`
 }
 
+// WorkflowSummary is one workflow of GET /api/harvest/workflows.
+type WorkflowSummary struct {
+	Name string `json:"name"`
+	// Counts are its executions by status (absent statuses are 0).
+	Counts map[string]int64 `json:"counts"`
+	// InputSchema is the JSON Schema its starts' input must match, null
+	// when it has none.
+	InputSchema json.RawMessage `json:"input_schema"`
+	// Admission is its gate: state "open", or "closed" with the reason.
+	Admission AdmissionGate `json:"admission"`
+}
+
+// ListWorkflowsResponse answers GET /api/harvest/workflows: every
+// workflow that has executions, an input schema or a closed gate, by
+// name.
+type ListWorkflowsResponse struct {
+	Workflows []WorkflowSummary `json:"workflows"`
+}
+
 // CloseAdmissionRequest is the body of POST
 // /api/harvest/admission/{workflow}/close; Reason is required and shown
 // to refused callers.

@@ -2,8 +2,9 @@
 // signal, signal-with-start and cancel requests (and webhook deliveries
 // and ArcFlow-compatible runs) into commands on the command stream, waits
 // a bounded time for their outcome, and serves executions, their history,
-// commands and dead commands, admission gates, /healthz, /readyz and
-// /metrics.
+// commands and dead commands, workflows, admission gates, /healthz,
+// /readyz and /metrics. It mounts the web console (internal/console) at
+// /ui/, which calls these routes in the process with its user's token.
 //
 // It owns the routes, the checks a request passes before anything is
 // published (names, keys, schedules, input schemas, admission gates,
@@ -30,7 +31,7 @@
 // checks), start.go (starts and their replays), submit.go and outcomes.go
 // (publishing a command and waiting for its outcome), signal.go,
 // cancel.go, hooks.go, arcflow.go and admission.go (the other writing
-// routes), reads.go, executions.go, history.go, commands.go and dead.go
-// (the read routes), health.go (/healthz, /readyz), errors.go (the JSON
+// routes), reads.go, executions.go, workflows.go, history.go,
+// commands.go and dead.go (the read routes), health.go (/healthz, /readyz), errors.go (the JSON
 // writer).
 package ingest

@@ -111,3 +111,14 @@ func (b *mirror[T]) all() []T {
 	}
 	return out
 }
+
+// keys returns the keys the mirror holds.
+func (b *mirror[T]) keys() []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]string, 0, len(b.m))
+	for k := range b.m {
+		out = append(out, k)
+	}
+	return out
+}

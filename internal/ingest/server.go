@@ -11,6 +11,7 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
+	"github.com/harvest-engine/harvest/internal/console"
 	"github.com/harvest-engine/harvest/internal/schema"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -77,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 		external = s.guard(auth.ScopeSignal, external)
 	}
 	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", external)
+	s.mux.HandleFunc("GET /api/harvest/workflows", s.guard(auth.ScopeRead, s.handleListWorkflows))
 	s.mux.HandleFunc("GET /api/harvest/executions", s.guard(auth.ScopeRead, s.handleListExecutions))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.guard(auth.ScopeCancel, s.handleCancel))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.guard(auth.ScopeRead, s.handleGetExecution))
@@ -84,6 +86,13 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, s.handleGetCommand))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, s.handleListDead))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, s.handleGetDead))
+	// The web console: one more client of the routes above, called in
+	// the process with its user's token.
+	ui, err := console.New(console.Config{API: s.recoverPanics(s.mux), Tokens: cfg.Auth != nil, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.mux.Handle("/ui/", ui)
 	s.mux.HandleFunc("GET /healthz", handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -324,3 +324,31 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 		WHERE e.execution_id = v.execution_id AND e.execution_id = ANY($1::uuid[])`,
 		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed)
 }
+
+// CountByWorkflow counts executions by workflow name and status; names,
+// when not nil, keeps only those workflows. It reads the whole table (an
+// operator's page, not a hot path; retention bounds the table).
+func CountByWorkflow(ctx context.Context, db DBTX, names []string) (map[string]map[string]int64, error) {
+	rows, err := db.Query(ctx, `SELECT workflow_name, status, count(*) FROM executions
+		WHERE $1::text[] IS NULL OR workflow_name = ANY($1) GROUP BY workflow_name, status`, names)
+	if err != nil {
+		return nil, fmt.Errorf("count executions by workflow: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]int64{}
+	for rows.Next() {
+		var name, status string
+		var n int64
+		if err := rows.Scan(&name, &status, &n); err != nil {
+			return nil, fmt.Errorf("count executions by workflow: %w", err)
+		}
+		if out[name] == nil {
+			out[name] = map[string]int64{}
+		}
+		out[name][status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count executions by workflow: %w", err)
+	}
+	return out, nil
+}

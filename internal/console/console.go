@@ -1,0 +1,238 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/harvest-engine/harvest/client"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// tokenCookie holds the console user's API token, when the API needs one.
+const tokenCookie = "harvest_console_token"
+
+// Config configures a Console.
+type Config struct {
+	// API is the HTTP API's handler: its routes, each behind its scope.
+	// The console calls it in the process, as a client of the API.
+	API http.Handler
+	// Tokens says the API needs a bearer token: the console then asks its
+	// user for one, and keeps it in an HttpOnly, SameSite=Strict cookie.
+	Tokens bool
+	Logger *slog.Logger
+}
+
+// Console serves the web console under /ui/.
+type Console struct {
+	cfg     Config
+	mux     *http.ServeMux
+	handler http.Handler
+	pages   map[string]*template.Template
+}
+
+// New parses the console's templates and returns it.
+func New(cfg Config) (*Console, error) {
+	if cfg.API == nil {
+		return nil, errors.New("console config: API is required")
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
+	for _, page := range []string{"executions", "execution", "confirm", "workflows", "login", "problem"} {
+		t, err := template.New(page).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: parse %s: %w", page, err)
+		}
+		c.pages[page] = t
+	}
+	static, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	c.mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	c.mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/executions", http.StatusSeeOther)
+	})
+	c.mux.HandleFunc("GET /ui/login", c.handleLoginForm)
+	c.mux.HandleFunc("POST /ui/login", c.handleLogin)
+	c.mux.HandleFunc("POST /ui/logout", c.handleLogout)
+	c.mux.HandleFunc("GET /ui/executions", c.handleExecutions)
+	c.mux.HandleFunc("GET /ui/executions/{id}", c.handleExecution)
+	c.mux.HandleFunc("GET /ui/executions/{id}/{action}", c.handleConfirm)
+	c.mux.HandleFunc("POST /ui/executions/{id}/{action}", c.handleAction)
+	c.mux.HandleFunc("GET /ui/workflows", c.handleWorkflows)
+	c.mux.HandleFunc("POST /ui/workflows/{name}/admission", c.handleAdmission)
+	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		c.problem(w, r, http.StatusNotFound, "Not found", "The console has no page at "+r.URL.Path+".")
+	})
+	// Forms that change something are refused when they come from another
+	// site (the Sec-Fetch-Site and Origin headers tell), whatever cookie
+	// the browser sends along.
+	c.handler = securityHeaders(http.NewCrossOriginProtection().Handler(c.mux))
+	return c, nil
+}
+
+// ServeHTTP serves the console's pages.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// securityHeaders forbids framing and any script or style from elsewhere:
+// the console runs no script at all.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// apiFor is the API as the requesting user: with their token, if any.
+func (c *Console) apiFor(r *http.Request) api {
+	a := api{h: c.cfg.API}
+	if ck, err := r.Cookie(tokenCookie); err == nil {
+		a.token = ck.Value
+	}
+	return a
+}
+
+// page is what every template gets: the page's own data and the layout's.
+type page struct {
+	Title  string
+	Nav    string
+	Tokens bool
+	Data   any
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	var b strings.Builder
+	nav, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/ui/"), "/")
+	if err := c.pages[name].ExecuteTemplate(&b, "layout", page{Title: title, Nav: nav, Tokens: c.cfg.Tokens, Data: data}); err != nil {
+		c.cfg.Logger.Error("console: render", "page", name, "err", err)
+		http.Error(w, "the console could not render this page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+type problemData struct {
+	Heading string
+	Message string
+}
+
+func (c *Console) problem(w http.ResponseWriter, r *http.Request, status int, heading, message string) {
+	c.render(w, r, status, "problem", heading, problemData{Heading: heading, Message: message})
+}
+
+// apiProblem answers a failed API call: a missing or refused token leads
+// to the login page, any other answer is shown as the API gave it.
+func (c *Console) apiProblem(w http.ResponseWriter, r *http.Request, err error) {
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) {
+		c.cfg.Logger.Error("console: API call", "path", r.URL.Path, "err", err)
+		c.problem(w, r, http.StatusInternalServerError, "Something went wrong", "The console could not read the API; the log has the detail.")
+		return
+	}
+	switch apiErr.StatusCode {
+	case http.StatusUnauthorized:
+		clearToken(w)
+		http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+	case http.StatusForbidden:
+		c.problem(w, r, http.StatusForbidden, "Not allowed", apiErr.Message)
+	case http.StatusNotFound:
+		c.problem(w, r, http.StatusNotFound, "Not found", apiErr.Message)
+	default:
+		msg := apiErr.Message
+		if apiErr.RequestID != "" {
+			msg += " (request " + apiErr.RequestID + ")"
+		}
+		c.problem(w, r, apiErr.StatusCode, "The API answered "+http.StatusText(apiErr.StatusCode), msg)
+	}
+}
+
+// needsLogin redirects to the login page and reports true when the API
+// needs a token and the user has none.
+func (c *Console) needsLogin(w http.ResponseWriter, r *http.Request) bool {
+	if !c.cfg.Tokens {
+		return false
+	}
+	if ck, err := r.Cookie(tokenCookie); err == nil && ck.Value != "" {
+		return false
+	}
+	http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+	return true
+}
+
+type loginData struct {
+	Next    string
+	Message string
+}
+
+func (c *Console) handleLoginForm(w http.ResponseWriter, r *http.Request) {
+	if !c.cfg.Tokens {
+		http.Redirect(w, r, "/ui/executions", http.StatusSeeOther)
+		return
+	}
+	c.render(w, r, http.StatusOK, "login", "Sign in", loginData{Next: localPath(r.URL.Query().Get("next"))})
+}
+
+// handleLogin checks the token against the API (an unknown token is
+// refused there with 401) and keeps it in the console's cookie.
+func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		c.problem(w, r, http.StatusBadRequest, "Bad form", "The sign-in form could not be read.")
+		return
+	}
+	next := localPath(r.PostForm.Get("next"))
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	a := api{h: c.cfg.API, token: token}
+	err := a.call(r.Context(), http.MethodGet, "/api/harvest/executions", url.Values{"limit": {"1"}}, nil, nil)
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
+		c.render(w, r, http.StatusUnauthorized, "login", "Sign in", loginData{Next: next, Message: "The API does not know this token."})
+		return
+	}
+	// A token without the read scope may still sign in: each page says
+	// what it lacks.
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/ui/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int((12 * time.Hour).Seconds())})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request) {
+	clearToken(w)
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+func clearToken(w http.ResponseWriter) {
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+}
+
+// localPath keeps a redirect target inside the console.
+func localPath(p string) string {
+	if !strings.HasPrefix(p, "/ui/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+		return "/ui/executions"
+	}
+	return p
+}
+
+// withTimeout bounds the API calls of one page.
+func withTimeout(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), 30*time.Second)
+}

@@ -1,0 +1,17 @@
+// Package console is Harvest's web console, served by ingest under /ui/:
+// executions (filtered, paged by the API's cursor), one execution (its
+// activities and their idempotency keys, signals, timers and history,
+// with cancel and terminate behind a confirmation) and workflows (counts
+// by status, input schemas, admission gates).
+//
+// The console is a client of the HTTP API like any other: it holds no
+// SQL and no NATS, and calls the API's handler in the process with the
+// token its user signed in with, so the API's scopes and workflow limits
+// decide what it shows and does. Pages are html/template, which escapes
+// everything they show; there is no script, and forms that change
+// something are refused from other sites (http.CrossOriginProtection).
+//
+// Files: console.go (routes, rendering, sign-in), api.go (the in-process
+// API caller), executions.go and workflows.go (the pages), funcs.go (the
+// templates' helpers), templates/ and static/ (embedded).
+package console

@@ -1,0 +1,86 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"html/template"
+	"strings"
+	"time"
+)
+
+// funcs are the templates' helpers. Everything they return is text that
+// html/template escapes where it lands.
+var funcs = template.FuncMap{
+	"when":     when,
+	"whenp":    whenp,
+	"took":     took,
+	"pretty":   pretty,
+	"compact":  compact,
+	"lower":    strings.ToLower,
+	"count":    func(m map[string]int64, status string) int64 { return m[status] },
+	"terminal": func(status string) bool { return status != "Running" },
+}
+
+// when is a time as the console shows it: UTC, to the millisecond.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000")
+}
+
+func whenp(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return when(*t)
+}
+
+// took is the time from start to end, or "" while there is no end.
+func took(start time.Time, end *time.Time) string {
+	if end == nil || start.IsZero() {
+		return ""
+	}
+	d := end.Sub(start)
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// pretty indents a JSON document; "" for none or null. Strings come out
+// as they are ("<script>", not "\u003cscript\u003e"): the template
+// escapes them as text.
+func pretty(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return ""
+	}
+	return encode(t, "  ")
+}
+
+// compact is a JSON document on one line, strings as they are.
+func compact(raw json.RawMessage) string { return encode(raw, "") }
+
+// encode decodes raw and encodes it again without Go's HTML escaping,
+// indented by indent (none: one line); raw as it is if it is not JSON.
+func encode(raw []byte, indent string) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return string(raw)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}

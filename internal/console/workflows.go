@@ -1,0 +1,66 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/harvest-engine/harvest/client"
+)
+
+type workflowsData struct {
+	Workflows []client.WorkflowSummary
+	Statuses  []string
+	Done      string
+}
+
+func (c *Console) handleWorkflows(w http.ResponseWriter, r *http.Request) {
+	if c.needsLogin(w, r) {
+		return
+	}
+	ctx, cancel := withTimeout(r)
+	defer cancel()
+	var list client.ListWorkflowsResponse
+	if err := c.apiFor(r).call(ctx, http.MethodGet, "/api/harvest/workflows", nil, nil, &list); err != nil {
+		c.apiProblem(w, r, err)
+		return
+	}
+	data := workflowsData{Workflows: list.Workflows, Statuses: statuses}
+	if name := r.URL.Query().Get("done"); name != "" {
+		data.Done = "The admission gate of " + name + " changed."
+	}
+	c.render(w, r, http.StatusOK, "workflows", "Workflows", data)
+}
+
+// handleAdmission opens or closes a workflow's admission gate through the
+// API (the admin scope).
+func (c *Console) handleAdmission(w http.ResponseWriter, r *http.Request) {
+	if c.needsLogin(w, r) {
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		c.problem(w, r, http.StatusBadRequest, "Bad form", "The form could not be read.")
+		return
+	}
+	ctx, cancel := withTimeout(r)
+	defer cancel()
+	name := r.PathValue("name")
+	path := "/api/harvest/admission/" + url.PathEscape(name)
+	var body any
+	switch r.PostForm.Get("state") {
+	case "open":
+		path += "/open"
+	case "closed":
+		path += "/close"
+		body = client.CloseAdmissionRequest{Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
+	default:
+		c.problem(w, r, http.StatusBadRequest, "Bad form", "state must be open or closed.")
+		return
+	}
+	if err := c.apiFor(r).call(ctx, http.MethodPost, path, nil, body, nil); err != nil {
+		c.apiProblem(w, r, err)
+		return
+	}
+	c.cfg.Logger.Info("console: admission "+r.PostForm.Get("state"), "workflow", name)
+	http.Redirect(w, r, "/ui/workflows?done="+url.QueryEscape(name), http.StatusSeeOther)
+}

@@ -1,0 +1,200 @@
+package devstack_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/internal/devstack"
+)
+
+// tab is a headless Chromium tab driven by a test.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// browser starts a headless Chromium for the test and returns a tab.
+// Without Chromium the test is skipped, unless
+// HARVEST_BROWSER_TESTS=require (as .ci/run sets it): then it fails,
+// naming what to install.
+func browser(t *testing.T) *tab {
+	t.Helper()
+	var path string
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		msg := "no Chromium to drive the console's browser tests: apt-get install chromium"
+		if os.Getenv("HARVEST_BROWSER_TESTS") == "require" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + " (set HARVEST_BROWSER_TESTS=require to make this a failure)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // root, as on CI machines
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(cancelTab)
+	// The first call starts the browser, which lives as long as its
+	// context: that one has no deadline; each step has one.
+	require.NoError(t, chromedp.Do(ctx), "start Chromium at %s", path)
+	return &tab{t: t, ctx: ctx}
+}
+
+// do runs steps, each page load and wait bounded.
+func (b *tab) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	require.NoError(b.t, chromedp.Do(ctx, steps...))
+}
+
+// load runs steps that load a page (a click on a link, a form's submit)
+// and waits until it has loaded; it returns the page's HTTP status.
+func (b *tab) load(steps ...chromedp.Action[chromedp.Void]) int64 {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	resp, err := chromedp.RunResponse(ctx, steps...)
+	require.NoError(b.t, err)
+	return resp.Status
+}
+
+// get runs an action that reads something from the page.
+func get[T any](b *tab, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	require.NoError(b.t, err)
+	return v
+}
+
+// screenshot saves the page as <name>.png in the folder
+// HARVEST_CONSOLE_SCREENSHOTS names, if it names one (docs/console's
+// pictures are made so).
+func (b *tab) screenshot(name string) {
+	b.t.Helper()
+	dir := os.Getenv("HARVEST_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png := get(b, chromedp.FullScreenshot(100))
+	require.NoError(b.t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+}
+
+// TestConsoleInABrowser drives the console in headless Chromium against a
+// real stack: the executions page lists a started execution, the filter
+// finds it by its key, its page shows the activities' idempotency keys
+// and the history, an input holding HTML is shown as text, and cancel
+// (behind its confirmation) cancels.
+func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
+	b := browser(t)
+	s := startStack(t, devstack.Config{})
+	c, cctx := newClient(t, s)
+
+	// An onboarding whose input carries HTML, run to completion.
+	hostile := `<script>document.title=location.host</script><b id=bold>bold</b>`
+	done, err := c.Start(cctx, examples.WorkflowOnboarding, map[string]any{"user_id": 7, "note": hostile},
+		client.StartOptions{IdempotencyKey: "console-evt-1"})
+	require.NoError(t, err)
+	finished, err := c.WaitResult(cctx, done.ExecutionID, nil)
+	require.NoError(t, err)
+	require.Equal(t, client.StatusCompleted, finished.Status)
+	// A collect that waits for signals, with one received: it is the one
+	// to cancel.
+	waiting, err := c.Start(cctx, examples.WorkflowCollect, examples.CollectInput{Count: 3}, client.StartOptions{IdempotencyKey: "console-evt-2"})
+	require.NoError(t, err)
+	_, err = c.SendSignalIdempotent(cctx, waiting.ExecutionID, "item", map[string]any{"sku": "A-1"}, "console-signal-1")
+	require.NoError(t, err)
+	for range 3 {
+		_, err := c.Start(cctx, examples.WorkflowCharge, examples.ChargeInput{AmountCents: 100, CustomerID: "cus_console"}, client.StartOptions{})
+		require.NoError(t, err)
+	}
+	hist, err := c.History(cctx, done.ExecutionID)
+	require.NoError(t, err)
+	var activityKeys []string
+	for _, e := range hist {
+		if e.Type == "ActivityScheduled" {
+			activityKeys = append(activityKeys, e.Attrs["idempotency_key"].(string))
+		}
+	}
+	require.Len(t, activityKeys, 2)
+
+	// The executions page lists both keyed executions.
+	require.EqualValues(t, http.StatusOK, b.load(chromedp.Navigate(s.URL()+"/ui/")))
+	table := get(b, chromedp.Text("#executions tbody"))
+	require.Contains(t, table, "console-evt-1")
+	require.Contains(t, table, "console-evt-2")
+	b.screenshot("executions")
+
+	// The filter, typed into the form, finds the first by its key, and the
+	// URL carries it.
+	b.do(chromedp.SendKeys(`input[name="key"]`, "console-evt-1"))
+	require.EqualValues(t, http.StatusOK, b.load(chromedp.Submit(`input[name="key"]`)))
+	require.Contains(t, get(b, chromedp.Location()), "key=console-evt-1")
+	table = get(b, chromedp.Text("#executions tbody"))
+	require.Contains(t, table, "console-evt-1")
+	require.NotContains(t, table, "console-evt-2")
+
+	// Its page: the activities' keys, the history, the input as text.
+	require.EqualValues(t, http.StatusOK, b.load(chromedp.Click(`#executions tbody a`)))
+	activities := get(b, chromedp.Text("#activities"))
+	for _, key := range activityKeys {
+		require.Contains(t, activities, key)
+	}
+	require.Contains(t, activities, examples.ActivityCreateDBUser)
+	history := get(b, chromedp.Text("#history"))
+	for _, typ := range []string{"WorkflowStarted", "ActivityScheduled", "ActivityCompleted", "WorkflowCompleted"} {
+		require.Contains(t, history, typ)
+	}
+	require.Contains(t, get(b, chromedp.Text("#input")), hostile, "the input's HTML is shown as text")
+	require.Zero(t, get(b, chromedp.Evaluate[int](`document.scripts.length`)), "no script element came from the input")
+	require.Zero(t, get(b, chromedp.Evaluate[int](`document.querySelectorAll("#bold").length`)), "no element came from the input")
+	require.True(t, strings.HasPrefix(get(b, chromedp.Title()), "Execution "), "the page's own title")
+	b.screenshot("execution")
+
+	// Cancel the waiting one: its page, the confirmation, the form.
+	require.EqualValues(t, http.StatusOK, b.load(chromedp.Navigate(s.URL()+"/ui/executions/"+waiting.ExecutionID)))
+	require.Contains(t, get(b, chromedp.Text("#signals")), "console-signal-1")
+	require.EqualValues(t, http.StatusOK, b.load(chromedp.Click(`a[href$="/cancel"]`)))
+	b.screenshot("confirm")
+	b.do(chromedp.SendKeys(`input[name="reason"]`, "cancelled from the console test"))
+	// The form posts, and the answer redirects to the execution's page.
+	require.EqualValues(t, http.StatusOK, b.load(chromedp.Click(`button[type="submit"].danger`)))
+	require.Contains(t, get(b, chromedp.Text(".done")), "Cancellation requested")
+	cancelled, err := c.WaitResult(cctx, waiting.ExecutionID, nil)
+	var failed *client.ExecutionFailedError
+	require.ErrorAs(t, err, &failed)
+	require.Equal(t, client.StatusCancelled, cancelled.Status)
+
+	// The workflows page: counts by status and the admission gates.
+	require.EqualValues(t, http.StatusOK, b.load(chromedp.Navigate(s.URL()+"/ui/workflows")))
+	workflows := get(b, chromedp.Text("#workflows"))
+	for _, name := range []string{examples.WorkflowOnboarding, examples.WorkflowCollect, examples.WorkflowCharge} {
+		require.Contains(t, workflows, name)
+	}
+	require.Contains(t, workflows, "open")
+	b.screenshot("workflows")
+}

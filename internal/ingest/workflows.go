@@ -1,0 +1,61 @@
+package ingest
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/http"
+	"slices"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/store"
+)
+
+// handleListWorkflows is GET /api/harvest/workflows: each workflow with
+// executions, an input schema or a closed admission gate, with its
+// counts by status, its schema and its gate; a token limited to some
+// workflows sees only those.
+func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DB == nil {
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		return
+	}
+	var only []string
+	if p := principalOf(r.Context()); p != nil {
+		only = p.Workflows()
+	}
+	counts, err := store.CountByWorkflow(r.Context(), s.cfg.DB, only)
+	if err != nil {
+		s.readError(w, "", err)
+		return
+	}
+	names := map[string]bool{}
+	for name := range counts {
+		names[name] = true
+	}
+	for _, name := range s.schemas.keys() {
+		names[name] = true
+	}
+	for _, g := range s.admission.all() {
+		names[g.Workflow] = true
+	}
+	out := client.ListWorkflowsResponse{Workflows: []client.WorkflowSummary{}}
+	for name := range names {
+		if !sees(r.Context(), name) {
+			continue
+		}
+		sum := client.WorkflowSummary{Name: name, Counts: counts[name], InputSchema: json.RawMessage("null"),
+			Admission: client.AdmissionGate{Workflow: name, State: "open"}}
+		if sum.Counts == nil {
+			sum.Counts = map[string]int64{}
+		}
+		if sch, ok := s.schemas.get(name); ok {
+			sum.InputSchema = sch.Raw()
+		}
+		if g, ok := s.admission.get(name); ok {
+			sum.Admission = g
+		}
+		out.Workflows = append(out.Workflows, sum)
+	}
+	slices.SortFunc(out.Workflows, func(a, b client.WorkflowSummary) int { return cmp.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, out)
+}

@@ -131,16 +131,16 @@ func (c *Console) handleExecutions(w http.ResponseWriter, r *http.Request) {
 
 // activity is one activity of an execution, from its history.
 type activity struct {
-	ID         int
-	Name       string
-	Key        string
-	Status     string
-	Attempts   int
-	Error      string
-	Scheduled  time.Time
-	Closed     *time.Time
-	Input      json.RawMessage
-	Result     json.RawMessage
+	ID        int
+	Name      string
+	Key       string
+	Status    string
+	Attempts  int
+	Error     string
+	Scheduled time.Time
+	Closed    *time.Time
+	Input     json.RawMessage
+	Result    json.RawMessage
 }
 
 type signal struct {

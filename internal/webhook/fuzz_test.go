@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -255,11 +256,23 @@ func escapeToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
+// badEscape reports whether a pointer token holds a "~" that is not "~0"
+// or "~1".
+func badEscape(tok string) bool {
+	for i := 0; i < len(tok); i++ {
+		if tok[i] == '~' && (i+1 == len(tok) || (tok[i+1] != '0' && tok[i+1] != '1')) {
+			return true
+		}
+	}
+	return false
+}
+
 // FuzzPointer checks Pointer against the document it reads:
 //   - every value in a document is selected by the pointer built from its
 //     path, keys escaped as RFC 6901 says;
 //   - whatever a pointer selects, its parent pointer selects the container
 //     holding it under the last token;
+//   - a "~" not followed by 0 or 1 is refused;
 //   - re-escaping the decoded tokens selects the same thing;
 //   - failures wrap ErrPointer.
 func FuzzPointer(f *testing.F) {
@@ -296,6 +309,11 @@ func FuzzPointer(f *testing.F) {
 			return
 		}
 		tokens := strings.Split(ptr[1:], "/")
+		if slices.ContainsFunc(tokens, badEscape) {
+			// RFC 6901: "~" is followed by 0 or 1, or the pointer is not one.
+			require.ErrorIs(t, err, webhook.ErrPointer, "%q has a bad escape", ptr)
+			return
+		}
 		for i, tok := range tokens {
 			tokens[i] = escapeToken(strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~"))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -12,6 +13,7 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/console"
+	"github.com/harvest-engine/harvest/internal/openapi"
 	"github.com/harvest-engine/harvest/internal/schema"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -23,7 +25,7 @@ type Server struct {
 	log       *slog.Logger
 	waiters   *outcomeWaiters
 	sub       *nats.Subscription
-	mux       *http.ServeMux
+	mux       *routeMux
 	handler   http.Handler // mux, wrapped (guard.go)
 	metrics   *metrics
 	admission *mirror[client.AdmissionGate]
@@ -44,7 +46,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: http.NewServeMux(), metrics: m,
+	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: &routeMux{ServeMux: http.NewServeMux()}, metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile)}
 	s.hooks, s.hookSchemas = map[string]webhook.Endpoint{}, map[string]*schema.Schema{}
@@ -93,6 +95,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.mux.Handle("/ui/", ui)
+	s.mux.HandleFunc("GET /openapi.json", handleOpenAPI)
 	s.mux.HandleFunc("GET /healthz", handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -130,6 +133,34 @@ func (s *Server) Stop(_ context.Context) error {
 	s.admission.close()
 	s.schemas.close()
 	return nil
+}
+
+// routeMux is the server's ServeMux, keeping the patterns it was given.
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(h))
+}
+
+// Routes are the patterns the server serves ("POST /v1/runs"), in the
+// order they were registered; internal/openapi's tests hold them to the
+// API's description.
+func (s *Server) Routes() []string { return slices.Clone(s.mux.patterns) }
+
+// handleOpenAPI is GET /openapi.json: the API's OpenAPI 3.1 description,
+// needing no token (it holds no data).
+func handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(openapi.JSON)
 }
 
 // Handler is the API's http.Handler.

@@ -1,0 +1,238 @@
+package openapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/harvest-engine/harvest/client"
+)
+
+// Route is one operation of the API.
+type Route struct {
+	Method, Path string
+	// ID is the operation's id, stable for generated clients.
+	ID          string
+	Summary     string
+	Description string
+	Tag         string
+	// Scope is the token scope the route needs when the API has tokens;
+	// empty for routes that need none.
+	Scope   string
+	Query   []Param
+	Headers []Param
+	// Body is a value of the request body's type; nil for none.
+	Body         any
+	BodyRequired bool
+	// Responses are the answers by status.
+	Responses map[int]Answer
+}
+
+// Param is a query or header parameter.
+type Param struct {
+	Name        string
+	Description string
+	// Type is "string" (default), "integer" or "date-time".
+	Type string
+}
+
+// Answer is one response of a route.
+type Answer struct {
+	Description string
+	// Body is a value of the answer's JSON type, a text media type, or nil
+	// for no body.
+	Body any
+}
+
+// text is an answer that is not JSON, by its media type.
+type text string
+
+var errBody = client.ErrorResponse{}
+
+// errs adds the error answers every route of its kind can give.
+func errs(m map[int]Answer, statuses ...int) map[int]Answer {
+	why := map[int]string{
+		http.StatusBadRequest:            "The request is malformed: `error` names what (invalid_json, unknown_field, invalid_idempotency_key, …) and `field` where.",
+		http.StatusUnauthorized:          "No token, or one the API does not know (only when the API has tokens). WWW-Authenticate: Bearer.",
+		http.StatusForbidden:             "The token lacks the route's scope, or is limited to other workflows.",
+		http.StatusNotFound:              "No such execution, command or source (or one the token may not see).",
+		http.StatusConflict:              "The request conflicts with an execution's state (workflow_id_conflict, execution_terminal).",
+		http.StatusRequestEntityTooLarge: "The body is larger than max_body_bytes (payload_too_large, with `limit`).",
+		http.StatusUnsupportedMediaType:  "The body's Content-Type is not JSON.",
+		http.StatusUnprocessableEntity:   "The request is well formed but refused: input_invalid (with `violations`), callback_rejected, idempotency_key_reused, payload_invalid.",
+		http.StatusInternalServerError:   "An unexpected failure; `request_id` names it in the server's log.",
+		http.StatusServiceUnavailable:    "Try again after Retry-After: JetStream or PostgreSQL unavailable, too many requests at once, or the workflow's admission gate closed.",
+	}
+	for _, s := range statuses {
+		m[s] = Answer{Description: why[s], Body: errBody}
+	}
+	return m
+}
+
+// guarded are the errors of a route behind a token.
+var guarded = []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusInternalServerError, http.StatusServiceUnavailable}
+
+func with(base []int, more ...int) []int { return append(append([]int(nil), base...), more...) }
+
+var idempotencyKey = Param{Name: "Idempotency-Key", Description: "Makes the request idempotent: every retry with the same key converges on the same execution (or delivers the signal once)."}
+
+// Routes are the API's routes, as ingest serves them.
+var Routes = []Route{
+	{
+		Method: "POST", Path: "/api/harvest/workflows/{name}/start", ID: "startWorkflow", Tag: "workflows", Scope: "start",
+		Summary:     "Start a workflow execution",
+		Description: "With an Idempotency-Key, every retry converges on one execution: 201 when this request created it, 200 when it found it.",
+		Headers:     []Param{idempotencyKey}, Body: client.StartRequest{},
+		Responses: errs(map[int]Answer{
+			200: {"An execution with this key (or workflow_id, by reuse policy) already exists: its id.", client.StartResponse{}},
+			201: {"The execution was created.", client.StartResponse{}},
+			202: {"The start is durable but its outcome is not known yet: poll GET /api/harvest/commands/{command_id}.", client.AcceptedResponse{}},
+		}, with(guarded, 400, 404, 409, 413, 422)...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/workflows/{name}/signal-with-start", ID: "signalWithStart", Tag: "workflows", Scope: "start",
+		Summary: "Signal the execution of a workflow_id, starting it if none runs",
+		Headers: []Param{idempotencyKey}, Body: client.SignalWithStartRequest{}, BodyRequired: true,
+		Responses: errs(map[int]Answer{
+			200: {"The running execution took the signal.", client.SignalWithStartResponse{}},
+			201: {"The execution was started with the signal.", client.SignalWithStartResponse{}},
+			202: {"Durable, outcome not known yet.", client.SignalResponse{}},
+		}, with(guarded, 400, 404, 409, 413, 422)...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/workflows/{execution_id}/signal/{signal_name}", ID: "signalExecution", Tag: "executions", Scope: "signal",
+		Summary:     "Send a signal to an execution",
+		Description: "The body is the signal's payload, any JSON (empty is null). With an Idempotency-Key the signal is delivered once.",
+		Headers:     []Param{idempotencyKey}, Body: json.RawMessage(nil),
+		Responses: errs(map[int]Answer{
+			202: {"The signal was delivered (signal_delivered), deduplicated (signal_delivered false), or is durable and not applied yet (command_id).", client.SignalResponse{}},
+		}, with(guarded, 400, 404, 409, 413, 422)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/workflows", ID: "listWorkflows", Tag: "workflows", Scope: "read",
+		Summary:   "List workflows with their executions by status, input schemas and admission gates",
+		Responses: errs(map[int]Answer{200: {"The workflows, by name.", client.ListWorkflowsResponse{}}}, guarded...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/executions", ID: "listExecutions", Tag: "executions", Scope: "read",
+		Summary: "List executions, newest first",
+		Query: []Param{
+			{Name: "workflow", Description: "Only this workflow's executions."},
+			{Name: "status", Description: "Running, Completed, Failed, Cancelled, Terminated or TimedOut."},
+			{Name: "key_prefix", Description: "Executions whose start's idempotency key begins with this."},
+			{Name: "workflow_id_prefix", Description: "Executions whose workflow_id begins with this."},
+			{Name: "created_after", Description: "Started at or after this time (RFC 3339).", Type: "date-time"},
+			{Name: "created_before", Description: "Started before this time (RFC 3339).", Type: "date-time"},
+			{Name: "limit", Description: "1 to 500, default 50.", Type: "integer"},
+			{Name: "cursor", Description: "The next_cursor of the previous page."},
+		},
+		Responses: errs(map[int]Answer{200: {"A page of executions; next_cursor when there are more.", client.ListExecutionsResponse{}}}, with(guarded, 400)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/executions/{execution_id}", ID: "describeExecution", Tag: "executions", Scope: "read",
+		Summary:   "Describe an execution",
+		Responses: errs(map[int]Answer{200: {"The execution.", client.Execution{}}}, with(guarded, 404)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/executions/{execution_id}/history", ID: "executionHistory", Tag: "executions", Scope: "read",
+		Summary:   "Read an execution's history, oldest event first",
+		Responses: errs(map[int]Answer{200: {"The events.", client.HistoryResponse{}}}, with(guarded, 404)...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/executions/{execution_id}/cancel", ID: "cancelExecution", Tag: "executions", Scope: "cancel",
+		Summary: "Ask a running execution to cancel", Body: client.CancelRequest{},
+		Responses: errs(map[int]Answer{
+			200: {"The cancellation was applied (or the execution had already closed: its status).", client.CancelResponse{}},
+			202: {"Durable, outcome not known yet.", client.AcceptedResponse{}},
+		}, with(guarded, 400, 404, 409, 413)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/commands/{command_id}", ID: "getCommand", Tag: "commands", Scope: "read",
+		Summary:     "Read what became of a command answered 202",
+		Description: "While the command waits, its status is accepted; once applied (or rejected) the answer its request would have had.",
+		Responses:   errs(map[int]Answer{200: {"The command's state.", client.CommandResponse{}}}, with(guarded, 404)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/commands/dead", ID: "listDeadCommands", Tag: "commands", Scope: "read",
+		Summary: "List commands the scheduler set aside as unappliable, newest first",
+		Query: []Param{
+			{Name: "shard", Description: "Only this shard's.", Type: "integer"},
+			{Name: "before", Description: "Older than this id: the next page.", Type: "integer"},
+			{Name: "limit", Description: "1 to 500, default 50.", Type: "integer"},
+		},
+		Responses: errs(map[int]Answer{200: {"The dead commands.", client.ListDeadCommandsResponse{}}}, with(guarded, 400)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/commands/dead/{id}", ID: "getDeadCommand", Tag: "commands", Scope: "read",
+		Summary:   "Read a dead command with its payload",
+		Responses: errs(map[int]Answer{200: {"The dead command.", client.DeadCommand{}}}, with(guarded, 400, 404)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/admission", ID: "listAdmission", Tag: "admission", Scope: "read",
+		Summary:   "List the closed admission gates",
+		Responses: errs(map[int]Answer{200: {"The closed gates.", client.ListAdmissionResponse{}}}, guarded...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/admission/{workflow}/close", ID: "closeAdmission", Tag: "admission", Scope: "admin",
+		Summary: "Close a workflow's admission gate: its starts are refused with 503 admission_blocked",
+		Body:    client.CloseAdmissionRequest{}, BodyRequired: true,
+		Responses: errs(map[int]Answer{200: {"The gate, closed.", client.AdmissionGate{}}}, with(guarded, 400, 413)...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/admission/{workflow}/open", ID: "openAdmission", Tag: "admission", Scope: "admin",
+		Summary:   "Open a workflow's admission gate",
+		Responses: errs(map[int]Answer{200: {"The gate, open.", client.AdmissionGate{}}}, with(guarded, 400)...),
+	},
+	{
+		Method: "POST", Path: "/hooks/{source}", ID: "deliverWebhook", Tag: "webhooks",
+		Summary:     "Deliver a webhook event from a configured source",
+		Description: "Authenticated by the source's signature (Stripe, GitHub or HMAC), never by a token. The body is the provider's event.",
+		Body:        json.RawMessage(nil), BodyRequired: true,
+		Responses: errs(map[int]Answer{
+			200: {"A duplicate of an event already accepted.", client.HookResponse{}},
+			202: {"Accepted (command_id), or ignored: no routing rule names it.", client.HookResponse{}},
+		}, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusRequestEntityTooLarge,
+			http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusInternalServerError, http.StatusServiceUnavailable),
+	},
+	{
+		Method: "POST", Path: "/v1/runs", ID: "createRun", Tag: "arcflow", Scope: "start",
+		Summary: "ArcFlow: create a run (a start keyed by Idempotency-Key)",
+		Headers: []Param{idempotencyKey}, Body: client.RunRequest{}, BodyRequired: true,
+		Responses: errs(map[int]Answer{
+			200: {"The run this key already started.", client.RunResponse{}},
+			201: {"The run was started.", client.RunResponse{}},
+			202: {"Durable, outcome not known yet.", client.AcceptedResponse{}},
+		}, with(guarded, 400, 404, 409, 413, 422)...),
+	},
+	{
+		Method: "POST", Path: "/v1/runs/{run_id}/external/{binding_id}", ID: "runExternalCallback", Tag: "arcflow", Scope: "signal",
+		Summary:     "ArcFlow: deliver an external callback to a run",
+		Description: "Authenticated by its HMAC when ArcFlow secrets are configured, else by a token with the signal scope. X-Idempotency-Key delivers it once.",
+		Headers:     []Param{{Name: "X-Idempotency-Key", Description: "Delivers the callback once."}}, Body: json.RawMessage(nil),
+		Responses: errs(map[int]Answer{
+			202: {"Delivered (accepted), a repeated key (already_processed), or durable and not applied yet (accepted with command_id).", client.ExternalResponse{}},
+		}, with(guarded, 400, 404, 409, 413, 422)...),
+	},
+	{
+		Method: "GET", Path: "/healthz", ID: "health", Tag: "operations",
+		Summary:   "The process serves",
+		Responses: map[int]Answer{200: {"Alive.", client.HealthResponse{}}},
+	},
+	{
+		Method: "GET", Path: "/readyz", ID: "ready", Tag: "operations",
+		Summary: "The process can take requests",
+		Responses: map[int]Answer{
+			200: {"Ready.", client.ReadinessResponse{}},
+			503: {"Not ready, and why.", client.ReadinessResponse{}},
+		},
+	},
+	{
+		Method: "GET", Path: "/metrics", ID: "metrics", Tag: "operations", Scope: "read",
+		Summary:   "Prometheus metrics",
+		Responses: errs(map[int]Answer{200: {"The metrics, in Prometheus' text format.", text("text/plain")}}, guarded...),
+	},
+	{
+		Method: "GET", Path: "/openapi.json", ID: "openapi", Tag: "operations",
+		Summary:   "This description of the API",
+		Responses: map[int]Answer{200: {"The OpenAPI 3.1 document.", text("application/json")}},
+	},
+}

@@ -41,6 +41,7 @@ var wireTypes = []any{
 	client.Event{}, client.HistoryResponse{}, client.DeadCommand{}, client.ListDeadCommandsResponse{},
 	// Admission, webhooks, ArcFlow runs, health.
 	client.AdmissionGate{}, client.CloseAdmissionRequest{}, client.ListAdmissionResponse{},
+	client.WorkflowSummary{}, client.ListWorkflowsResponse{},
 	client.HookResponse{}, client.RunRequest{}, client.RunResponse{}, client.ExternalResponse{},
 	client.HealthResponse{}, client.ReadinessResponse{}, client.FailingShard{},
 }

@@ -33,7 +33,7 @@ type Server struct {
 	// workflows the configuration names (workers.go).
 	workers  *registry.Index
 	declared map[string]bool
-	hooks     map[string]webhook.Endpoint
+	hooks    map[string]webhook.Endpoint
 	// hookSchemas are the compiled payload schemas of the sources that
 	// declare one.
 	hookSchemas map[string]*schema.Schema

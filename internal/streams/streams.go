@@ -151,13 +151,13 @@ func (c Config) Validate() error {
 // Topology is the declared set of streams and buckets, with the
 // configuration they were declared with.
 type Topology struct {
-	JS         jetstream.JetStream
-	Accepted   jetstream.KeyValue
-	Admission  jetstream.KeyValue
-	Schemas    jetstream.KeyValue
-	Ledger     jetstream.KeyValue
-	Cancelled  jetstream.KeyValue
-	Handbacks  jetstream.KeyValue
+	JS        jetstream.JetStream
+	Accepted  jetstream.KeyValue
+	Admission jetstream.KeyValue
+	Schemas   jetstream.KeyValue
+	Ledger    jetstream.KeyValue
+	Cancelled jetstream.KeyValue
+	Handbacks jetstream.KeyValue
 	// Workers holds the live workers' registrations; nil on a topology a
 	// worker bound before any declare created the bucket.
 	Workers    jetstream.KeyValue

@@ -107,6 +107,9 @@ type Runtime struct {
 	// registrar keeps the worker's names in the workers bucket; set by
 	// Bind, started by Start.
 	registrar *registry.Registrar
+	// unknown holds the workflows and activities ("kind/name") whose
+	// tasks this worker has handed back for lack of them (logUnknown).
+	unknown sync.Map
 }
 
 // Registration is what a worker tells the deployment as it starts: the

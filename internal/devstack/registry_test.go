@@ -2,6 +2,8 @@ package devstack_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -43,6 +45,18 @@ func echoWorker(t *testing.T, s *devstack.Stack, names ...string) (*harvest.Work
 	return w, nc
 }
 
+// consolePage is the web console's page of an execution.
+func consolePage(t *testing.T, s *devstack.Stack, id string) string {
+	t.Helper()
+	resp, err := http.Get(s.URL() + "/ui/executions/" + id)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	return string(body)
+}
+
 func describe(t *testing.T, s *devstack.Stack, id string) answer {
 	t.Helper()
 	a := call(t, "GET", s.URL()+"/api/harvest/executions/"+id, nil, "")
@@ -82,10 +96,12 @@ func TestAStartOfAWorkflowNoWorkerServesIsRefused(t *testing.T) {
 	require.Equal(t, 201, d.status, d.body)
 	declaredID := d.body["execution_id"].(string)
 	require.Equal(t, true, describe(t, s, declaredID).body["waiting_for_worker"])
+	require.Contains(t, consolePage(t, s, declaredID), `id="waiting-for-worker"`, "the console says so")
 	onboarding := start(t, s, "onboarding", "", `{"input": {"user_id": 1}}`)
 	require.Equal(t, 201, onboarding.status, onboarding.body)
 	require.NotContains(t, describe(t, s, onboarding.body["execution_id"].(string)).body, "waiting_for_worker",
 		"the stack's worker serves the examples")
+	require.NotContains(t, consolePage(t, s, onboarding.body["execution_id"].(string)), `id="waiting-for-worker"`)
 
 	// A worker registers; a start right after it is accepted.
 	w, _ := echoWorker(t, s, "reg_declared", "reg_late")

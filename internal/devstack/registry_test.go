@@ -147,6 +147,8 @@ func TestAStartOfAWorkflowNoWorkerServesIsRefused(t *testing.T) {
 func TestAVanishedWorkersRegistrationLapses(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, devstack.Config{Streams: streams.Config{WorkerTTL: 1500 * time.Millisecond}})
+	// The test's own worker runs the tasks.
+	require.NoError(t, s.Worker().Stop(natstest.Context(t)))
 	_, nc := echoWorker(t, s, "reg_vanish")
 	a := start(t, s, "reg_vanish", "", `{"input": {}}`)
 	require.Equal(t, 201, a.status, a.body)

@@ -273,11 +273,17 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := errors.Join(w.regErrs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrRegistration, err)
 	}
-	schemas := make(map[string][]byte, len(w.schemas))
+	reg := workerrt.Registration{Schemas: make(map[string][]byte, len(w.schemas))}
 	for name, sch := range w.schemas {
-		schemas[name] = sch.Raw()
+		reg.Schemas[name] = sch.Raw()
 	}
-	if err := w.rt.Bind(ctx, schemas); err != nil {
+	for name := range w.workflows {
+		reg.Workflows = append(reg.Workflows, name)
+	}
+	for name := range w.activities {
+		reg.Activities = append(reg.Activities, name)
+	}
+	if err := w.rt.Bind(ctx, reg); err != nil {
 		return err
 	}
 	// A runtime that fails to start undoes what it started (the

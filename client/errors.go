@@ -61,6 +61,10 @@ const (
 	CodeCommandNotFound     = "command_not_found"
 	CodeDeadCommandNotFound = "dead_command_not_found"
 	CodeUnknownSource       = "unknown_source"
+	// CodeUnknownWorkflow refuses a start of a workflow that no live
+	// worker serves and the configuration does not declare
+	// (workflows.<name>); nothing was published.
+	CodeUnknownWorkflow = "unknown_workflow"
 	// CodeNotFound answers a request no route serves.
 	CodeNotFound = "not_found"
 
@@ -112,7 +116,7 @@ const (
 var (
 	// ErrNotFound matches every 404 answer: execution_not_found,
 	// command_not_found, dead_command_not_found, unknown_source,
-	// not_found.
+	// unknown_workflow, not_found.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict matches every 409 answer: execution_terminal,
 	// workflow_id_conflict.
@@ -130,6 +134,10 @@ var (
 	// ErrCommandNotFound matches 404 command_not_found: no command has
 	// the id, or its outcome has expired (Command).
 	ErrCommandNotFound error = sentinel(http.StatusNotFound, CodeCommandNotFound, "no such command")
+	// ErrUnknownWorkflow matches 404 unknown_workflow: no live worker
+	// serves the workflow a start names, and the configuration does not
+	// declare it (a typo, or a workflow whose workers are all gone).
+	ErrUnknownWorkflow error = sentinel(http.StatusNotFound, CodeUnknownWorkflow, "no worker serves the workflow and the configuration does not declare it")
 	// ErrDeadCommandNotFound matches 404 dead_command_not_found
 	// (DeadCommand).
 	ErrDeadCommandNotFound error = sentinel(http.StatusNotFound, CodeDeadCommandNotFound, "no such dead command")

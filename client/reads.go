@@ -31,6 +31,10 @@ type Execution struct {
 	StartedBy string `json:"started_by,omitempty"`
 	// IdempotencyKey is the key the execution was started with, if any.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// WaitingForWorker says that the execution is Running and no live
+	// worker serves its workflow on its task queue: it makes no progress
+	// until one starts.
+	WaitingForWorker bool `json:"waiting_for_worker,omitempty"`
 	// Raw is the server's JSON for the execution.
 	Raw json.RawMessage `json:"-"`
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
@@ -131,7 +132,9 @@ func startCluster(t *testing.T, extraEnv ...string) *cluster {
 	c.db, err = pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(c.db.Close)
-	api, err := ingest.New(ingest.Config{Topology: top, NC: nc, DB: c.db, OutcomeWait: 2 * time.Second})
+	// The example workflows are declared, as a deployment's configuration
+	// does: their starts are accepted while the worker restarts.
+	api, err := ingest.New(ingest.Config{Topology: top, NC: nc, DB: c.db, OutcomeWait: 2 * time.Second, DeclaredWorkflows: examples.Workflows()})
 	require.NoError(t, err)
 	require.NoError(t, api.Start(ctx))
 	t.Cleanup(func() { _ = api.Stop(context.Background()) })

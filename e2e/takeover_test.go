@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
@@ -93,7 +94,7 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // poll interval
 	}
 	phase("the schedulers declared the streams")
-	api, err := ingest.New(ingest.Config{Topology: top, NC: nc, DB: db, OutcomeWait: 5 * time.Second})
+	api, err := ingest.New(ingest.Config{Topology: top, NC: nc, DB: db, OutcomeWait: 5 * time.Second, DeclaredWorkflows: examples.Workflows()})
 	require.NoError(t, err)
 	require.NoError(t, api.Start(ctx))
 	t.Cleanup(func() { _ = api.Stop(context.Background()) })

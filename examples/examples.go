@@ -112,6 +112,12 @@ type ChargeResult struct {
 	ChargeID string `json:"charge_id"`
 }
 
+// Workflows are the example workflows Register registers, for a
+// deployment's configuration to declare (workflows.<name>).
+func Workflows() []string {
+	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep}
+}
+
 // Register registers the example workflows and activities on w.
 func Register(w *harvest.Worker, svc *Services) {
 	harvest.RegisterWorkflow(w, WorkflowOnboarding, Onboarding)

@@ -171,6 +171,18 @@ func ValidateAll(bs []Binding) error {
 	return nil
 }
 
+// Workflows are the workflows the bindings' rules start: the
+// configuration declares them.
+func Workflows(bs []Binding) []string {
+	var out []string
+	for _, b := range bs {
+		for _, r := range b.Rules {
+			out = append(out, r.Workflow)
+		}
+	}
+	return out
+}
+
 // validStreamName follows the server's rules for stream names.
 func validStreamName(name string) bool {
 	if len(name) > 255 {

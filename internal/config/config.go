@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +96,12 @@ type Config struct {
 	// 24h, at least 2m. Outcomes are PostgreSQL rows, deleted by the
 	// scheduler's sweep once expired.
 	OutcomeTTL Duration `yaml:"outcome_ttl"`
+	// WorkerTTL is how long a worker's registration of the workflows and
+	// activities it serves lasts unrenewed (HARVEST_WORKER_TTL), default
+	// 30s, at least 1s: the max age of the HARVEST_WORKERS bucket, which
+	// the schedulers and ingest declare. Workers renew theirs every third
+	// of it; a killed worker's lapse within it.
+	WorkerTTL Duration `yaml:"worker_ttl"`
 	// StartIdempotencyWindow is how long a start's idempotency claim lasts
 	// (HARVEST_START_IDEMPOTENCY_WINDOW), default 24h.
 	StartIdempotencyWindow Duration `yaml:"start_idempotency_window"`
@@ -150,7 +157,13 @@ type Config struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 	// Auth configures the API's bearer tokens (docs/security.md).
 	Auth AuthConfig `yaml:"auth"`
-	// Workflows holds per-workflow settings.
+	// Workflows holds per-workflow settings. A workflow named here is
+	// declared: ingest accepts its starts while no worker serves it (the
+	// execution waits for one), where a start of a workflow that no live
+	// worker has registered and the configuration does not name is
+	// answered 404 unknown_workflow. `workflows: {onboarding: {}}`
+	// declares one with no settings. Webhook and binding rules' target
+	// workflows are declared too.
 	Workflows map[string]WorkflowConfig `yaml:"workflows"`
 	// FakepayURL is where the example workflows' payment provider is
 	// served (`harvest fakepay`), for cmd/worker (HARVEST_FAKEPAY_URL);
@@ -293,6 +306,18 @@ type WorkflowConfig struct {
 	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
 }
 
+// DeclaredWorkflows are the workflows the configuration declares: those
+// under workflows, and the targets of the bindings' rules (ingest adds
+// the webhooks' own).
+func (c Config) DeclaredWorkflows() []string {
+	out := make([]string, 0, len(c.Workflows))
+	for name := range c.Workflows {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return append(out, binding.Workflows(c.Bindings)...)
+}
+
 // FingerprintByWorkflow returns the per-workflow fingerprint modes.
 func (c Config) FingerprintByWorkflow() map[string]string {
 	out := map[string]string{}
@@ -430,6 +455,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 		num64(&c.MaxBodyBytes, "HARVEST_MAX_BODY_BYTES"),
 		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
 		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
+		dur(&c.WorkerTTL, "HARVEST_WORKER_TTL"),
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
 		dur(&c.TaskAckWait, "HARVEST_TASK_ACK_WAIT"),
 		dur(&c.ShutdownGrace, "HARVEST_SHUTDOWN_GRACE"),
@@ -447,6 +473,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: outcome_wait %s: want a positive duration", time.Duration(c.OutcomeWait))
 	case c.OutcomeTTL < 0:
 		return fmt.Errorf("config: outcome_ttl %s: want a positive duration", time.Duration(c.OutcomeTTL))
+	case c.WorkerTTL != 0 && c.WorkerTTL < Duration(time.Second):
+		return fmt.Errorf("config: worker_ttl %s: want at least 1s", time.Duration(c.WorkerTTL))
 	case c.StartIdempotencyWindow < 0:
 		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
 	case c.WorkflowTaskTimeout < 0 || (c.WorkflowTaskTimeout > 0 && c.WorkflowTaskTimeout < Duration(100*time.Millisecond)):
@@ -481,6 +509,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.Auth.validate(); err != nil {
 		return err
+	}
+	for name := range c.Workflows {
+		if err := dedup.ValidateName(name); err != nil {
+			return fmt.Errorf("config: workflows: %w", err)
+		}
 	}
 	if err := binding.ValidateAll(c.Bindings); err != nil {
 		return fmt.Errorf("config: %w", err)

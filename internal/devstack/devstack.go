@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -186,6 +187,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	icfg := cfg.Ingest
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger = s.Topology, s.nc, s.DB, s.log.With("service", "ingest")
+	// What the bindings start is declared, as the configuration has it.
+	icfg.DeclaredWorkflows = append(slices.Clip(icfg.DeclaredWorkflows), binding.Workflows(cfg.Bindings)...)
 	if s.api, err = ingest.New(icfg); err != nil {
 		return nil, err
 	}

@@ -97,7 +97,8 @@ func TestDedupeIgnoresWorkflowIDAndRoutesMintedIDs(t *testing.T) {
 
 func TestReusePolicies(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, devstack.Config{})
+	// unserved is declared, and no worker serves it.
+	s := startStack(t, devstack.Config{Ingest: ingest.Config{DeclaredWorkflows: []string{"unserved"}}})
 
 	// reject_duplicate: 409, and the key's claim is rolled back.
 	first := start(t, s, "charge", "", `{`+chargeInput+`, "workflow_id": "r1"}`)

@@ -68,6 +68,12 @@ type Config struct {
 	IdempotencyFingerprint string
 	// FingerprintByWorkflow overrides IdempotencyFingerprint per workflow.
 	FingerprintByWorkflow map[string]string
+	// DeclaredWorkflows are the workflows the configuration declares
+	// (workflows.<name>, and the targets of NATS bindings' rules): their
+	// starts are accepted while no worker serves them. A start of a
+	// workflow neither declared, nor the target of a webhook rule, nor
+	// registered by a live worker is answered 404 unknown_workflow.
+	DeclaredWorkflows []string
 	// Webhooks are the sources POST /hooks/{source} accepts.
 	Webhooks []webhook.Endpoint
 	// ArcFlowSecrets, when set, make POST /v1/runs/{run_id}/external/{binding_id}

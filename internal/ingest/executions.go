@@ -32,7 +32,9 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewOf(e))
+	view := viewOf(e)
+	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
+	writeJSON(w, http.StatusOK, view)
 }
 
 // handleListExecutions is GET /api/harvest/executions, newest first

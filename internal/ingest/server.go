@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/console"
 	"github.com/harvest-engine/harvest/internal/openapi"
+	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/schema"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -30,7 +31,11 @@ type Server struct {
 	metrics   *metrics
 	admission *mirror[client.AdmissionGate]
 	schemas   *mirror[*schema.Schema]
-	hooks     map[string]webhook.Endpoint
+	// workers indexes the workflows live workers serve; declared are the
+	// workflows the configuration names (workers.go).
+	workers  *registry.Index
+	declared map[string]bool
+	hooks    map[string]webhook.Endpoint
 	// hookSchemas are the compiled payload schemas of the sources that
 	// declare one.
 	hookSchemas map[string]*schema.Schema
@@ -48,7 +53,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: &routeMux{ServeMux: http.NewServeMux()}, metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
-		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile)}
+		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile),
+		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg)}
 	s.hooks, s.hookSchemas = map[string]webhook.Endpoint{}, map[string]*schema.Schema{}
 	for _, e := range cfg.Webhooks {
 		s.hooks[e.Name] = e
@@ -114,6 +120,11 @@ func (s *Server) Start(ctx context.Context) error {
 		s.admission.close()
 		return err
 	}
+	if err := s.workers.Start(ctx); err != nil {
+		s.admission.close()
+		s.schemas.close()
+		return err
+	}
 	sub, err := s.cfg.NC.Subscribe(streams.OutcomeSubjects, s.waiters.deliver)
 	if err != nil {
 		return fmt.Errorf("subscribe to outcomes: %w", err)
@@ -132,6 +143,7 @@ func (s *Server) Stop(_ context.Context) error {
 	}
 	s.admission.close()
 	s.schemas.close()
+	s.workers.Close()
 	return nil
 }
 

@@ -158,6 +158,9 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, key, rej := s.parseSignalWithStart(w, r)
+	if rej == nil {
+		rej = s.checkKnown(r.Context(), name)
+	}
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
 		return

@@ -14,11 +14,13 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/schema"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -40,13 +42,37 @@ func (fuzzResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, 
 }
 
 // fuzzServer is a Server that can parse and check requests, and nothing
-// else: no NATS, no PostgreSQL, no schemas, every admission gate open.
+// else: no NATS, no PostgreSQL, no schemas, every admission gate open,
+// no worker; onboarding is declared, and every other workflow unknown.
 func fuzzServer() *Server {
-	cfg := Config{MaxBodyBytes: fuzzMaxBody, MaxStartDelay: time.Hour, CallbackPolicy: callback.Policy{Resolver: fuzzResolver{}}}.withDefaults()
+	cfg := Config{MaxBodyBytes: fuzzMaxBody, MaxStartDelay: time.Hour, CallbackPolicy: callback.Policy{Resolver: fuzzResolver{}},
+		DeclaredWorkflows: []string{"onboarding"}}.withDefaults()
 	return &Server{cfg: cfg, log: cfg.Logger,
 		admission: newMirror[client.AdmissionGate](nil, cfg.Logger, nil),
-		schemas:   newMirror[*schema.Schema](nil, cfg.Logger, nil)}
+		schemas:   newMirror[*schema.Schema](nil, cfg.Logger, nil),
+		workers:   registry.NewIndex(noWorkers{}, cfg.Logger), declared: declaredWorkflows(cfg)}
 }
+
+// noWorkers is a workers bucket that holds no registration.
+type noWorkers struct{ jetstream.KeyValue }
+
+func (noWorkers) Bucket() string { return "HARVEST_WORKERS" }
+
+func (noWorkers) Watch(context.Context, string, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	return emptyWatch(), nil
+}
+
+// emptyWatch is a watch that has delivered every current value: none.
+func emptyWatch() jetstream.KeyWatcher {
+	w := emptyWatcher(make(chan jetstream.KeyValueEntry, 1))
+	w <- nil
+	return w
+}
+
+type emptyWatcher chan jetstream.KeyValueEntry
+
+func (w emptyWatcher) Updates() <-chan jetstream.KeyValueEntry { return w }
+func (w emptyWatcher) Stop() error                             { return nil }
 
 // fuzzRequest is a POST of body, with an Idempotency-Key header when
 // withKey is set.
@@ -63,7 +89,11 @@ func fuzzRequest(target string, body []byte, withKey bool, key string) *http.Req
 // without raw control characters, fit for a log line.
 func requireRejection(t *testing.T, rej *rejection, codes ...string) {
 	t.Helper()
-	require.Contains(t, []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}, rej.status, "%+v", rej.body)
+	if rej.status == http.StatusNotFound {
+		require.Equal(t, client.CodeUnknownWorkflow, rej.body.Error, "%+v", rej.body)
+	} else {
+		require.Contains(t, []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}, rej.status, "%+v", rej.body)
+	}
 	if len(codes) > 0 {
 		require.Contains(t, codes, rej.body.Error, "%+v", rej.body)
 	}

@@ -44,6 +44,8 @@ func newEdge(t *testing.T) *edge {
 	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 	s, err := New(Config{Topology: top, NC: nc, OutcomeWait: 50 * time.Millisecond, ArcFlowSecrets: []string{testArcFlowSecret},
+		// No worker runs: the workflows started are declared.
+		DeclaredWorkflows: []string{"w"},
 		Webhooks: []webhook.Endpoint{{
 			Source: webhook.Source{Name: "shop", Kind: webhook.KindHMAC, Secrets: []string{testHookSecret}, Header: "X-Signature", Prefix: "sha256="},
 			Rules: []webhook.Rule{

@@ -93,9 +93,13 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 	return p, nil, s.checkStart(r.Context(), &p)
 }
 
-// checkStart checks a decoded start request's fields, the workflow's input
-// schema and its admission gate.
+// checkStart checks that a worker serves the workflow or the
+// configuration declares it, then a decoded start request's fields, the
+// workflow's input schema and its admission gate.
 func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection) {
+	if rej := s.checkKnown(ctx, p.name); rej != nil {
+		return rej
+	}
 	if p.req.WorkflowID != nil {
 		p.workflowID = *p.req.WorkflowID
 		if strings.TrimSpace(p.workflowID) == "" || len(p.workflowID) > maxWorkflowIDBytes {

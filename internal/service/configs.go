@@ -20,7 +20,8 @@ import (
 
 // StreamsConfig is the topology the configuration declares.
 func StreamsConfig(cfg config.Config) streams.Config {
-	return streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL), Replicas: cfg.NATSReplicas}
+	return streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL), WorkerTTL: time.Duration(cfg.WorkerTTL),
+		Replicas: cfg.NATSReplicas}
 }
 
 // PoolOptions are the PostgreSQL pool's settings beyond database_url.
@@ -44,6 +45,7 @@ func IngestConfig(cfg config.Config) ingest.Config {
 		OutcomeWait:            time.Duration(cfg.OutcomeWait),
 		IdempotencyFingerprint: cfg.IdempotencyFingerprint,
 		FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
+		DeclaredWorkflows:      cfg.DeclaredWorkflows(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 		Webhooks:               cfg.Webhooks,
 		ArcFlowSecrets:         cfg.ArcFlow.Secrets,

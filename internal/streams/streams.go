@@ -44,6 +44,11 @@ const (
 	// activity), so that the next delivery of the task knows that no
 	// earlier one ran it.
 	HandbackBucket = "HARVEST_HANDBACKS"
+	// WorkersBucket holds the workflows and activities live workers
+	// serve, one key per kind, name, task queue and worker
+	// (internal/registry), each refreshed while its worker lives. Its
+	// values expire after the registration TTL (the bucket's max age).
+	WorkersBucket = "HARVEST_WORKERS"
 
 	commandSubjects = "harvest.cmd.>"
 	taskSubjects    = "harvest.task.>"
@@ -58,6 +63,9 @@ const (
 	DefaultShards     = 16
 	DefaultDuplicates = 2 * time.Minute
 	DefaultOutcomeTTL = 24 * time.Hour
+	// DefaultWorkerTTL is how long a worker's registration lasts unrenewed;
+	// workers renew theirs every third of it.
+	DefaultWorkerTTL = 30 * time.Second
 )
 
 // DeployedShards returns the shard count recorded on the command stream,
@@ -100,6 +108,11 @@ type Config struct {
 	// (store.GetOutcome), deleted once expired; the accepted and cancelled
 	// buckets keep their keys this long too.
 	OutcomeTTL time.Duration
+	// WorkerTTL is how long a worker's registration of the workflows and
+	// activities it serves lasts unless renewed, default 30 s, at least
+	// 1 s: the max age of the workers bucket. Workers read it from the
+	// bucket and renew every third of it.
+	WorkerTTL time.Duration
 	// Replicas of each stream and bucket, default 1. A stream or bucket
 	// declared with another count is changed in place; the consumers that
 	// do not set their own follow their stream.
@@ -112,6 +125,7 @@ func (c Config) withDefaults() Config {
 	c.Shards = cmp.Or(c.Shards, DefaultShards)
 	c.Duplicates = cmp.Or(c.Duplicates, DefaultDuplicates)
 	c.OutcomeTTL = cmp.Or(c.OutcomeTTL, DefaultOutcomeTTL)
+	c.WorkerTTL = cmp.Or(c.WorkerTTL, DefaultWorkerTTL)
 	c.Replicas = cmp.Or(c.Replicas, 1)
 	return c
 }
@@ -126,6 +140,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("streams config: Duplicates %s: want at least 1s", c.Duplicates)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("streams config: Replicas %d: want 1..5", c.Replicas)
+	case c.WorkerTTL < time.Second:
+		return fmt.Errorf("streams config: WorkerTTL %s: want at least 1s", c.WorkerTTL)
 	case c.OutcomeTTL < c.Duplicates:
 		return fmt.Errorf("streams config: OutcomeTTL %s: want at least the duplicate window (%s)", c.OutcomeTTL, c.Duplicates)
 	}
@@ -135,13 +151,16 @@ func (c Config) Validate() error {
 // Topology is the declared set of streams and buckets, with the
 // configuration they were declared with.
 type Topology struct {
-	JS         jetstream.JetStream
-	Accepted   jetstream.KeyValue
-	Admission  jetstream.KeyValue
-	Schemas    jetstream.KeyValue
-	Ledger     jetstream.KeyValue
-	Cancelled  jetstream.KeyValue
-	Handbacks  jetstream.KeyValue
+	JS        jetstream.JetStream
+	Accepted  jetstream.KeyValue
+	Admission jetstream.KeyValue
+	Schemas   jetstream.KeyValue
+	Ledger    jetstream.KeyValue
+	Cancelled jetstream.KeyValue
+	Handbacks jetstream.KeyValue
+	// Workers holds the live workers' registrations; nil on a topology a
+	// worker bound before any declare created the bucket.
+	Workers    jetstream.KeyValue
 	shards     int
 	outcomeTTL time.Duration
 	commands   jetstream.Stream
@@ -204,7 +223,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err := js.DeleteKeyValue(ctx, retiredOutcomeBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("delete retired bucket %s: %w", retiredOutcomeBucket, err)
 	}
-	buckets := make([]jetstream.KeyValue, 6)
+	buckets := make([]jetstream.KeyValue, 7)
 	for i, b := range []jetstream.KeyValueConfig{
 		{Bucket: AcceptedBucket, Description: "Harvest commands answered 202 whose outcome was not known yet", TTL: cfg.OutcomeTTL},
 		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why"},
@@ -212,6 +231,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		{Bucket: LedgerBucket, Description: "Harvest effect ledger: results of effects run once per key"},
 		{Bucket: CancelledBucket, Description: "Harvest cancelled executions, for workers to stop their activities", TTL: cfg.OutcomeTTL},
 		{Bucket: HandbackBucket, Description: "Harvest task deliveries handed back unstarted by workers", TTL: cfg.OutcomeTTL},
+		{Bucket: WorkersBucket, Description: "Harvest workflows and activities served by live workers", TTL: cfg.WorkerTTL},
 	} {
 		b.History, b.Storage, b.Replicas = 1, storage, cfg.Replicas
 		if buckets[i], err = ensureBucket(ctx, js, b); err != nil {
@@ -219,7 +239,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		}
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
-		Handbacks: buckets[5], shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
+		Handbacks: buckets[5], Workers: buckets[6], shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
 }
 
 // ensureStream creates the stream, or updates it when it exists with
@@ -271,7 +291,7 @@ func DeclaredStreams() []string {
 
 // bucketNames are the buckets Declare creates, in Topology's order.
 func bucketNames() []string {
-	return []string{AcceptedBucket, AdmissionBucket, SchemaBucket, LedgerBucket, CancelledBucket, HandbackBucket}
+	return []string{AcceptedBucket, AdmissionBucket, SchemaBucket, LedgerBucket, CancelledBucket, HandbackBucket, WorkersBucket}
 }
 
 // ErrNotDeclared is returned by Bind when the deployment's streams and
@@ -306,6 +326,11 @@ func Bind(ctx context.Context, js jetstream.JetStream) (*Topology, error) {
 	buckets := make([]jetstream.KeyValue, len(names))
 	for i, name := range names {
 		if buckets[i], err = js.KeyValue(ctx, name); err != nil {
+			if name == WorkersBucket && errors.Is(err, jetstream.ErrBucketNotFound) {
+				// Declared by schedulers and ingest older than this
+				// worker: it registers once they are upgraded.
+				continue
+			}
 			if errors.Is(err, jetstream.ErrBucketNotFound) {
 				err = ErrNotDeclared
 			}
@@ -317,7 +342,7 @@ func Bind(ctx context.Context, js jetstream.JetStream) (*Topology, error) {
 		return nil, fmt.Errorf("bind bucket %s: %w", AcceptedBucket, err)
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
-		Handbacks: buckets[5], shards: shards, outcomeTTL: status.TTL(), commands: commands}, nil
+		Handbacks: buckets[5], Workers: buckets[6], shards: shards, outcomeTTL: status.TTL(), commands: commands}, nil
 }
 
 // Shards is the number of logical shards.

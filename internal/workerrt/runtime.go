@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sourcegraph/conc"
 
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -21,6 +23,10 @@ import (
 // unknownTaskDelay is how long a task for a workflow or activity this
 // worker does not know waits before it is offered again.
 const unknownTaskDelay = 5 * time.Second
+
+// registrationRemoveTimeout bounds the removal of a stopping worker's
+// registrations; what is not removed lapses within the registration TTL.
+const registrationRemoveTimeout = 5 * time.Second
 
 // Config is a worker's configuration, with the SDK's defaults applied and
 // checked.
@@ -98,6 +104,22 @@ type Runtime struct {
 	// handed back, and workflow tasks run nothing eagerly.
 	stopping chan struct{}
 	metrics  *metrics
+	// registrar keeps the worker's names in the workers bucket; set by
+	// Bind, started by Start.
+	registrar *registry.Registrar
+	// unknown holds the workflows and activities ("kind/name") whose
+	// tasks this worker has handed back for lack of them (logUnknown).
+	unknown sync.Map
+}
+
+// Registration is what a worker tells the deployment as it starts: the
+// input schemas of its workflows (raw JSON Schemas, by workflow name),
+// and the names of the workflows and activities it serves, which it
+// keeps registered in the workers bucket while it runs.
+type Registration struct {
+	Schemas    map[string][]byte
+	Workflows  []string
+	Activities []string
 }
 
 // New returns a Runtime for cfg that runs tasks with h. It fails only
@@ -114,9 +136,9 @@ func New(cfg Config, h Handlers) (*Runtime, error) {
 }
 
 // Bind binds the streams and buckets the deployment declared, publishes
-// schemas (raw JSON Schemas, by workflow name) and starts following the
-// cancelled executions.
-func (rt *Runtime) Bind(ctx context.Context, schemas map[string][]byte) error {
+// reg's schemas and starts following the cancelled executions. Start
+// registers reg's workflows and activities.
+func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 	js, err := jetstream.New(rt.cfg.NATS)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -126,7 +148,11 @@ func (rt *Runtime) Bind(ctx context.Context, schemas map[string][]byte) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	rt.js, rt.top = js, top
-	for name, raw := range schemas {
+	rt.registrar = registry.NewRegistrar(registry.RegistrarConfig{
+		JS: js, KV: top.Workers, Worker: dedup.NewID(), TaskQueue: rt.cfg.TaskQueue,
+		Workflows: reg.Workflows, Activities: reg.Activities, Log: rt.log,
+	})
+	for name, raw := range reg.Schemas {
 		if _, err := rt.top.Schemas.Put(ctx, name, raw); err != nil {
 			return fmt.Errorf("publish input schema of %q: %w", name, err)
 		}
@@ -221,10 +247,21 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 			})
 		})
 	}
+	// Registered once its consumers are in place; a registration that
+	// fails is logged and retried, and never fails the worker.
+	rt.registrar.Start(runCtx)
 	var once sync.Once
 	return func(ctx context.Context) error {
 		var err error
 		once.Do(func() {
+			// Starts of what only this worker serves are refused from now
+			// on (or wait for another worker, when declared).
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), registrationRemoveTimeout)
+			rerr := rt.registrar.Stop(rctx)
+			rcancel()
+			if rerr != nil {
+				rt.log.Warn("remove worker registration; it lapses within its TTL", "err", rerr)
+			}
 			gate.Lock()
 			stopped = true
 			gate.Unlock()

@@ -41,7 +41,7 @@ func runRuntime(t *testing.T, nc *nats.Conn, h Handlers) *Runtime {
 		TaskAckWait: 5 * time.Second, ShutdownGrace: 5 * time.Second, Metrics: prometheus.NewRegistry(), Log: slog.New(slog.DiscardHandler),
 	}, h)
 	require.NoError(t, err)
-	require.NoError(t, rt.Bind(ctx, nil))
+	require.NoError(t, rt.Bind(ctx, Registration{}))
 	stop, err := rt.Start(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, stop(context.Background())) })

@@ -5,12 +5,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
+
+// logUnknown logs a task of a workflow or activity this worker does not
+// register, handed back for a worker of the task queue that does: a
+// warning the first time for each name, then at debug level, since the
+// task comes back every unknownTaskDelay until such a worker takes it
+// (ingest refuses starts of workflows no live worker serves unless the
+// configuration declares them, so a task here is one a worker is
+// expected for).
+func (rt *Runtime) logUnknown(log *slog.Logger, kind, name string) {
+	msg := kind + " not registered on this worker; handing its task back for a worker of the task queue that registers it"
+	if _, seen := rt.unknown.LoadOrStore(kind+"/"+name, true); seen {
+		log.Debug(msg)
+		return
+	}
+	log.Warn(msg)
+}
 
 // handleWorkflowTask replays a workflow task and reports its decisions,
 // then acknowledges it; it says how the task was settled.
@@ -24,7 +41,7 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) outcome 
 	log := rt.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName)
 	run, ok := rt.h.Workflow(task.WorkflowName)
 	if !ok {
-		log.Warn("workflow not registered on this worker")
+		rt.logUnknown(log, "workflow", task.WorkflowName)
 		rt.handBack(t, unknownTaskDelay)
 		return outcomeHandedBack
 	}
@@ -102,7 +119,7 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) outcome 
 		return rt.settleActivity(ctx, t, &task, lost)
 	}
 	if !rt.h.HasActivity(task.ActivityName) {
-		log.Warn("activity not registered on this worker")
+		rt.logUnknown(log, "activity", task.ActivityName)
 		rt.handBack(t, unknownTaskDelay)
 		return outcomeHandedBack
 	}

@@ -1,0 +1,127 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Index mirrors the workers bucket in memory, by kind, name and task
+// queue, and follows its changes. Start it, then ask Serves.
+type Index struct {
+	kv  jetstream.KeyValue
+	log *slog.Logger
+
+	mu sync.RWMutex
+	// m maps a served prefix (kind.name.queue) to its workers' expiries.
+	m    map[string]map[string]time.Time
+	stop func()
+}
+
+// NewIndex returns an Index of kv.
+func NewIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
+	return &Index{kv: kv, log: log, m: map[string]map[string]time.Time{}}
+}
+
+// Start loads the bucket, then follows it until Close.
+func (x *Index) Start(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w, err := x.kv.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("watch bucket %s: %w", x.kv.Bucket(), err)
+	}
+	loaded := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		markLoaded := sync.OnceFunc(func() { close(loaded) })
+		defer markLoaded()
+		for e := range w.Updates() {
+			if e == nil { // the bucket's current values are all in
+				markLoaded()
+				continue
+			}
+			x.apply(e)
+		}
+	}()
+	x.stop = func() {
+		_ = w.Stop()
+		cancel()
+		<-done
+	}
+	select {
+	case <-loaded:
+		return nil
+	case <-ctx.Done():
+		x.Close()
+		return fmt.Errorf("load bucket %s: %w", x.kv.Bucket(), ctx.Err())
+	}
+}
+
+// Close stops following the bucket. Safe to call twice.
+func (x *Index) Close() {
+	if x.stop != nil {
+		x.stop()
+		x.stop = nil
+	}
+}
+
+func (x *Index) apply(e jetstream.KeyValueEntry) {
+	prefix, worker, ok := splitKey(e.Key())
+	if !ok {
+		return
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		x.set(prefix, worker, time.Time{})
+		return
+	}
+	ent, err := decodeEntry(e.Value())
+	if err != nil {
+		x.log.Warn("ignoring undecodable worker registration", "bucket", x.kv.Bucket(), "key", e.Key(), "err", err)
+	}
+	x.set(prefix, worker, ent.ExpiresAt)
+}
+
+// set records worker's expiry under prefix; a zero expiry removes it.
+func (x *Index) set(prefix, worker string, expires time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if expires.IsZero() {
+		delete(x.m[prefix], worker)
+		if len(x.m[prefix]) == 0 {
+			delete(x.m, prefix)
+		}
+		return
+	}
+	if x.m[prefix] == nil {
+		x.m[prefix] = map[string]time.Time{}
+	}
+	x.m[prefix][worker] = expires
+}
+
+// cached says whether the mirror holds a live registration.
+func (x *Index) cached(kind, name, taskQueue string, now time.Time) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, exp := range x.m[served(kind, name, taskQueue)] {
+		if now.Before(exp) {
+			return true
+		}
+	}
+	return false
+}
+
+// Serves says whether a live worker has registered name of kind on
+// taskQueue at now: from the mirror, and on a miss from the bucket
+// itself (Lookup).
+func (x *Index) Serves(ctx context.Context, kind, name, taskQueue string, now time.Time) (bool, error) {
+	if x.cached(kind, name, taskQueue, now) {
+		return true, nil
+	}
+	return Lookup(ctx, x.kv, kind, name, taskQueue, now)
+}

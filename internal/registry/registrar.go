@@ -1,0 +1,195 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/internal/streams"
+)
+
+// RegistrarConfig configures a Registrar.
+type RegistrarConfig struct {
+	// JS finds the workers bucket when KV is nil (a deployment declared
+	// by services older than the worker); the Registrar keeps looking.
+	JS jetstream.JetStream
+	// KV is the workers bucket, when bound.
+	KV jetstream.KeyValue
+	// Worker identifies this worker; letters, digits, '_' and '-'.
+	Worker    string
+	TaskQueue string
+	// Workflows and Activities are the names the worker serves.
+	Workflows  []string
+	Activities []string
+	Log        *slog.Logger
+}
+
+// Registrar keeps one worker's registrations in the workers bucket: put
+// at Start and every third of the registration TTL after, removed at
+// Stop. Failures are logged and retried; they never stop the worker.
+type Registrar struct {
+	cfg  RegistrarConfig
+	keys []string
+	host string
+
+	mu   sync.Mutex
+	kv   jetstream.KeyValue
+	ttl  time.Duration
+	stop func()
+}
+
+// NewRegistrar returns a Registrar for cfg.
+func NewRegistrar(cfg RegistrarConfig) *Registrar {
+	cfg.Log = cmp.Or(cfg.Log, slog.New(slog.DiscardHandler))
+	r := &Registrar{cfg: cfg, kv: cfg.KV}
+	r.host, _ = os.Hostname()
+	for _, name := range cfg.Workflows {
+		r.keys = append(r.keys, Key(KindWorkflow, name, cfg.TaskQueue, cfg.Worker))
+	}
+	for _, name := range cfg.Activities {
+		r.keys = append(r.keys, Key(KindActivity, name, cfg.TaskQueue, cfg.Worker))
+	}
+	return r
+}
+
+// firstPutTimeout bounds Start's registration; a slower one is left to
+// the loop.
+const firstPutTimeout = 5 * time.Second
+
+// Start registers the worker's names once, then keeps them registered
+// until Stop. A failure to register is logged, and tried again.
+func (r *Registrar) Start(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, firstPutTimeout)
+	err := r.put(pctx)
+	cancel()
+	if err != nil {
+		r.cfg.Log.Warn("register workflows and activities; retrying", "err", err)
+	}
+	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.loop(loopCtx, err != nil)
+	}()
+	r.mu.Lock()
+	r.stop = func() {
+		stopLoop()
+		<-done
+	}
+	r.mu.Unlock()
+}
+
+// retryInterval is how soon a failed registration is tried again.
+const retryInterval = time.Second
+
+func (r *Registrar) loop(ctx context.Context, failed bool) {
+	for {
+		wait := r.interval()
+		if failed {
+			wait = min(wait, retryInterval)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, max(r.interval(), time.Second))
+		err := r.put(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			r.cfg.Log.Warn("renew worker registration; retrying", "err", err)
+		}
+		failed = err != nil
+	}
+}
+
+// interval is a third of the registration TTL.
+func (r *Registrar) interval() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(cmp.Or(r.ttl, streams.DefaultWorkerTTL)/3, 100*time.Millisecond)
+}
+
+// bucket returns the workers bucket and the registration TTL, looking
+// them up the first time.
+func (r *Registrar) bucket(ctx context.Context) (jetstream.KeyValue, time.Duration, error) {
+	r.mu.Lock()
+	kv, ttl := r.kv, r.ttl
+	r.mu.Unlock()
+	if kv != nil && ttl > 0 {
+		return kv, ttl, nil
+	}
+	if kv == nil {
+		if r.cfg.JS == nil {
+			return nil, 0, fmt.Errorf("bind bucket %s: %w", streams.WorkersBucket, streams.ErrNotDeclared)
+		}
+		var err error
+		if kv, err = r.cfg.JS.KeyValue(ctx, streams.WorkersBucket); err != nil {
+			if errors.Is(err, jetstream.ErrBucketNotFound) {
+				err = streams.ErrNotDeclared
+			}
+			return nil, 0, fmt.Errorf("bind bucket %s: %w", streams.WorkersBucket, err)
+		}
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read bucket %s: %w", streams.WorkersBucket, err)
+	}
+	ttl = cmp.Or(st.TTL(), streams.DefaultWorkerTTL)
+	r.mu.Lock()
+	r.kv, r.ttl = kv, ttl
+	r.mu.Unlock()
+	return kv, ttl, nil
+}
+
+// put writes every registration with a new expiry.
+func (r *Registrar) put(ctx context.Context) error {
+	kv, ttl, err := r.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	value, err := json.Marshal(Entry{Worker: r.cfg.Worker, Host: r.host, ExpiresAt: time.Now().Add(ttl).UTC()})
+	if err != nil {
+		return fmt.Errorf("encode registration: %w", err)
+	}
+	for _, key := range r.keys {
+		if _, err := kv.Put(ctx, key, value); err != nil {
+			return fmt.Errorf("put registration %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// Stop stops renewing and removes the worker's registrations; what it
+// cannot remove ages out within the TTL. Safe to call twice.
+func (r *Registrar) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	stop := r.stop
+	r.stop = nil
+	kv := r.kv
+	r.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	stop()
+	if kv == nil {
+		return nil
+	}
+	var errs []error
+	for _, key := range r.keys {
+		if err := kv.Delete(ctx, key); err != nil {
+			errs = append(errs, fmt.Errorf("remove registration %s: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
+}

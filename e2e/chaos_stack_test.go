@@ -170,7 +170,12 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	}
 	s.payments = httptest.NewServer(fakepay.NewHandler(s.provider))
 	dbURL := s.pg.srvURL()
+	declared, err := writeDeclaredConfig(dir)
+	if err != nil {
+		return nil, err
+	}
 	env := devEnv(
+		"HARVEST_CONFIG="+declared,
 		"HARVEST_NATS_URL="+natsURL,
 		"HARVEST_DATABASE_URL="+dbURL,
 		"HARVEST_LEASE_TTL="+cfg.leaseTTL.String(),

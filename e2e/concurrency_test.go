@@ -35,7 +35,9 @@ func TestSameKeyStartsThroughTwoIngestsAndTwoSchedulers(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	dbURL := pgtest.NewDatabase(t)
 	ctx := natstest.Context(t)
-	env := []string{"HARVEST_NATS_URL=" + ns.ClientURL(), "HARVEST_DATABASE_URL=" + dbURL, "HARVEST_LEASE_TTL=2s"}
+	declared, err := writeDeclaredConfig(t.TempDir())
+	require.NoError(t, err)
+	env := []string{"HARVEST_CONFIG=" + declared, "HARVEST_NATS_URL=" + ns.ClientURL(), "HARVEST_DATABASE_URL=" + dbURL, "HARVEST_LEASE_TTL=2s"}
 	logs := t.TempDir()
 	var ingests []string
 	for i := range 2 {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/examples"
 )
 
 func buildHarvest(t *testing.T) string {
@@ -37,6 +39,23 @@ func freeAddr(t *testing.T) string {
 
 // devEnv is the environment without the variables that would point
 // harvest dev at servers of our own.
+// writeDeclaredConfig writes, in dir, a configuration that declares the
+// example workflows, so that an ingest process accepts their starts
+// while no worker serves them (one killed, or not up yet), as a
+// deployment's configuration would.
+func writeDeclaredConfig(dir string) (string, error) {
+	var b strings.Builder
+	b.WriteString("workflows:\n")
+	for _, name := range examples.Workflows() {
+		fmt.Fprintf(&b, "  %s: {}\n", name)
+	}
+	path := filepath.Join(dir, "declared.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("declared config: %w", err)
+	}
+	return path, nil
+}
+
 func devEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {

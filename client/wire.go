@@ -272,7 +272,9 @@ type ErrorResponse struct {
 	// Error is the machine-readable code, one of the Code constants.
 	Error   string `json:"error"`
 	Message string `json:"message"`
-	// Field names the request field at fault, when there is one.
+	// Field names the request field at fault, when there is one: a
+	// body member, a query parameter (unknown_parameter, invalid_limit)
+	// or a path segment.
 	Field string `json:"field,omitempty"`
 	// Limit is the limit a too-large request broke, in bytes.
 	Limit int64 `json:"limit,omitempty"`

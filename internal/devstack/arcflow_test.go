@@ -79,6 +79,12 @@ func TestArcFlowRunsAreCreatedOncePerKey(t *testing.T) {
 	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT count(*) FROM executions WHERE workflow_name = 'charge'`).Scan(&count))
 	require.Equal(t, 4, count)
 
+	// A keyed retry of a committed run is answered before the body's
+	// own faults; without a claim, an unknown member is refused.
+	retried := createRun(t, s, "550e8400-e29b-41d4-a716-446655440000", `{"workflow": "charge", "workflow_name": "charge"}`)
+	require.Equal(t, 200, retried.status, retried.body)
+	require.Equal(t, runID, retried.body["run_id"])
+
 	// Bad requests change nothing.
 	for _, c := range []struct {
 		key, body string
@@ -91,6 +97,8 @@ func TestArcFlowRunsAreCreatedOncePerKey(t *testing.T) {
 		{"", `[1, 2]`, 400, "invalid_json"},
 		{"conn:forged", body, 400, "invalid_idempotency_key"},
 		{"", `{"workflow": "collect", "input": {"count": "three"}}`, 422, "input_invalid"},
+		{"", `{"workflow": "charge", "workflow_name": "charge"}`, 400, "unknown_field"},
+		{"never-used", `{"workflow": "charge", "workflow_name": "charge"}`, 400, "unknown_field"},
 	} {
 		r := createRun(t, s, c.key, c.body)
 		require.Equal(t, c.status, r.status, "%s: %v", c.body, r.body)

@@ -47,7 +47,7 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
-	req, rej := parseRunRequest(body)
+	req, unknown, rej := parseRunRequest(body)
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
 		return
@@ -58,7 +58,12 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	p.name, p.req = req.Workflow, client.StartRequest{Input: req.Input}
 	var status int
 	var answer any
-	rej = unstorableBody(body, runMembers)
+	// As for a start, a keyed retry of a committed run is answered before
+	// the body's own faults.
+	rej = unknown
+	if rej == nil {
+		rej = unstorableBody(body, runMembers)
+	}
 	if rej == nil {
 		rej = s.checkStart(r.Context(), &p)
 	}
@@ -77,23 +82,19 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseRunRequest reads the body of POST /v1/runs: one JSON object naming
-// the workflow to run.
-func parseRunRequest(body []byte) (client.RunRequest, *rejection) {
-	var req client.RunRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		return req, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
-	}
-	if !atEnd(dec) {
-		return req, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "request body holds more than one JSON value")
+// the workflow to run. unknown refuses a member the body should not have;
+// it is answered after a keyed replay, as a start's is.
+func parseRunRequest(body []byte) (req client.RunRequest, unknown, rej *rejection) {
+	if unknown, rej = decodeObject(body, &req, "a run's body"); rej != nil {
+		return req, nil, rej
 	}
 	if req.Workflow == "" {
-		return req, reject(http.StatusBadRequest, client.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
+		return req, nil, reject(http.StatusBadRequest, client.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
 	}
 	if err := dedup.ValidateName(req.Workflow); err != nil {
-		return req, reject(http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
+		return req, nil, reject(http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
 	}
-	return req, nil
+	return req, unknown, nil
 }
 
 // arcFlowSource is how an external callback's X-ArcFlow-Signature is

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -31,11 +30,14 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	var req client.CancelRequest
 	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
-			return
+		unknown, rej := decodeObject(body, &req, "a cancellation's body")
+		if rej == nil {
+			rej = unknown
 		}
-		if rej := unstorableBody(body, cancelMembers); rej != nil {
+		if rej == nil {
+			rej = unstorableBody(body, cancelMembers)
+		}
+		if rej != nil {
 			writeJSON(w, rej.status, rej.body)
 			return
 		}

@@ -8,7 +8,8 @@
 //
 // It owns the routes, the checks a request passes before anything is
 // published (names, keys, schedules, input schemas, admission gates,
-// values PostgreSQL cannot store), the message ids that make retries
+// values PostgreSQL cannot store, members a body Harvest defines does not
+// have, query parameters a route does not read), the message ids that make retries
 // collapse, and the waiting for outcomes: announced by the scheduler on
 // core NATS, read from PostgreSQL when the announcement is late.
 //
@@ -27,8 +28,8 @@
 //     buckets and publishing are internal/streams'.
 //
 // Files, by job: config.go (Config, defaults, Validate), server.go
-// (Server and its routes), validate.go and storable.go (a request's own
-// checks), start.go (starts and their replays), submit.go and outcomes.go
+// (Server and its routes), body.go, query.go, validate.go and storable.go
+// (a request's own checks), start.go (starts and their replays), submit.go and outcomes.go
 // (publishing a command and waiting for its outcome), signal.go,
 // cancel.go, hooks.go, arcflow.go and admission.go (the other writing
 // routes), reads.go, executions.go, workflows.go, history.go,

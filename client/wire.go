@@ -111,6 +111,23 @@ type CancelResponse struct {
 	WorkflowName string `json:"workflow_name"`
 }
 
+// TerminateRequest is the optional body of POST
+// /api/harvest/executions/{execution_id}/terminate.
+type TerminateRequest struct {
+	Reason string `json:"reason"`
+}
+
+// TerminateResponse answers a termination (200): the execution, and its
+// status (Terminated, or how it had closed before); a late one is
+// answered 202 with an AcceptedResponse. Its members are in the order of
+// a CancelResponse's.
+type TerminateResponse struct {
+	ExecutionID  string `json:"execution_id"`
+	Status       string `json:"status"`
+	WorkflowID   string `json:"workflow_id"`
+	WorkflowName string `json:"workflow_name"`
+}
+
 // Command states: CommandResponse.Status.
 const (
 	CommandAccepted = "accepted"

@@ -84,6 +84,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/harvest/executions", s.guard(auth.ScopeRead, params(s.handleListExecutions,
 		"workflow", "status", "key_prefix", "workflow_id_prefix", "created_after", "created_before", "limit", "cursor")))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.guard(auth.ScopeCancel, params(s.handleCancel)))
+	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/terminate", s.guard(auth.ScopeCancel, params(s.handleTerminate)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.guard(auth.ScopeRead, params(s.handleGetExecution)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.guard(auth.ScopeRead, params(s.handleGetHistory)))
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, params(s.handleGetCommand)))

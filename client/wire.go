@@ -222,8 +222,10 @@ type RunRequest struct {
 	Input    json.RawMessage `json:"input"`
 }
 
-// RunResponse answers POST /v1/runs. RunID is the execution id; TraceID
-// is stable for the run.
+// RunResponse answers POST /v1/runs and GET /v1/runs/{run_id}. RunID is
+// the execution id; TraceID is stable for the run; Status is the
+// execution's (Running, Completed, Failed, Cancelled, Terminated,
+// TimedOut).
 type RunResponse struct {
 	RunID   string `json:"run_id"`
 	TraceID string `json:"trace_id"`

@@ -42,9 +42,33 @@ func TestArcFlowRunsAreCreatedOncePerKey(t *testing.T) {
 	require.Equal(t, runID, again.body["run_id"])
 	require.Equal(t, first.body["trace_id"], again.body["trace_id"])
 
+	// It can be polled, with the same trace.
+	polled := call(t, "GET", s.URL()+"/v1/runs/"+runID, nil, "")
+	require.Equal(t, 200, polled.status, polled.body)
+	require.Equal(t, runID, polled.body["run_id"])
+	require.Equal(t, first.body["trace_id"], polled.body["trace_id"])
+	require.Contains(t, []any{"Running", "Completed"}, polled.body["status"])
+	require.Len(t, polled.body, 3, "run_id, trace_id and status")
+
 	// The run is a Harvest execution.
 	exec := waitCompleted(t, s, runID)
 	require.Equal(t, "charge", exec["workflow_name"])
+	polled = call(t, "GET", s.URL()+"/v1/runs/"+runID, nil, "")
+	require.Equal(t, 200, polled.status, polled.body)
+	require.Equal(t, "Completed", polled.body["status"])
+	for _, c := range []struct {
+		target string
+		status int
+		code   string
+	}{
+		{"/v1/runs/01a23712-0000-7000-8000-000000000000", 404, "execution_not_found"},
+		{"/v1/runs/not-a-run", 404, "execution_not_found"},
+		{"/v1/runs/" + runID + "?verbose=1", 400, "unknown_parameter"},
+	} {
+		r := call(t, "GET", s.URL()+c.target, nil, "")
+		require.Equal(t, c.status, r.status, "%s: %v", c.target, r.body)
+		require.Equal(t, c.code, r.body["error"], "%s: %v", c.target, r.body)
+	}
 	done := createRun(t, s, "550e8400-e29b-41d4-a716-446655440000", body)
 	require.Equal(t, 200, done.status, done.body)
 	require.Equal(t, "Completed", done.body["status"], "a retry reports the run's current status")

@@ -102,9 +102,18 @@ func TestTheAPIRequiresATokenWithTheRouteScope(t *testing.T) {
 	_, err = ops.WaitResult(ctx, onboarding.ExecutionID, nil)
 	require.NoError(t, err)
 
-	// billing-service sees charge, and onboarding not at all.
+	// billing-service sees charge, and onboarding not at all, as an
+	// execution or as an ArcFlow run.
 	_, err = billing.Describe(ctx, onboarding.ExecutionID)
 	require.ErrorIs(t, err, client.ErrExecutionNotFound)
+	status, _, body = send(http.MethodGet, "/v1/runs/"+onboarding.ExecutionID, "Bearer t-billing", "")
+	require.Equal(t, http.StatusNotFound, status, body)
+	require.Contains(t, body, `"error":"execution_not_found"`)
+	status, _, body = send(http.MethodGet, "/v1/runs/"+charge.ExecutionID, "Bearer t-billing", "")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"status":"Completed"`)
+	status, _, body = send(http.MethodGet, "/v1/runs/"+onboarding.ExecutionID, "Bearer t-reader", "")
+	require.Equal(t, http.StatusOK, status, body)
 	_, err = billing.History(ctx, onboarding.ExecutionID)
 	require.ErrorIs(t, err, client.ErrExecutionNotFound)
 	err = billing.SendSignal(ctx, onboarding.ExecutionID, "item", map[string]any{"n": 1})

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,12 +13,13 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-// ArcFlow-compatible runs: the two routes callers written against
-// ArcFlow's API use, served by Harvest's own start and signal paths. A run
+// ArcFlow-compatible runs: the routes callers written against ArcFlow's
+// API use, served by Harvest's own start, signal and read paths. A run
 // is an execution; its run_id is the execution id.
 
 // HeaderArcFlowSignature carries the HMAC of an external callback's body.
@@ -79,6 +81,34 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 		answer = client.RunResponse{RunID: sr.ExecutionID, TraceID: traceID(sr.ExecutionID), Status: sr.Status}
 	}
 	writeJSON(w, status, answer)
+}
+
+// handleGetRun is GET /v1/runs/{run_id}: the run's status, as a create
+// answers it (its run_id, trace_id and the execution's status), so an
+// ArcFlow client can poll the run. A run of a workflow the token is not
+// limited to is unknown, as an execution is.
+func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
+	runID := r.PathValue("run_id")
+	if s.cfg.DB == nil {
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		return
+	}
+	if _, err := uuid.Parse(runID); err != nil {
+		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
+		return
+	}
+	e, err := store.GetExecution(r.Context(), s.cfg.DB, runID)
+	if err == nil && !sees(r.Context(), e.WorkflowName) {
+		err = store.ErrExecutionNotFound
+	}
+	switch {
+	case errors.Is(err, store.ErrExecutionNotFound):
+		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
+	case err != nil:
+		s.readError(w, runID, err)
+	default:
+		writeJSON(w, http.StatusOK, client.RunResponse{RunID: e.ExecutionID, TraceID: traceID(e.ExecutionID), Status: e.Status})
+	}
 }
 
 // parseRunRequest reads the body of POST /v1/runs: one JSON object naming

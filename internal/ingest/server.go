@@ -73,6 +73,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.guard(auth.ScopeSignal, params(s.handleSignal, "idempotency_key")))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.guard(auth.ScopeStart, params(s.handleSignalWithStart)))
 	s.mux.HandleFunc("POST /v1/runs", s.guard(auth.ScopeStart, params(s.handleCreateRun)))
+	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.guard(auth.ScopeRead, params(s.handleGetRun)))
 	// An external callback is authenticated by its HMAC when ArcFlow
 	// secrets are configured, else by a token with the signal scope.
 	external := params(s.handleRunExternal)

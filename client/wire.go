@@ -263,13 +263,15 @@ type ReadinessResponse struct {
 	Status  string `json:"status"`
 	Error   string `json:"error,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Reasons are a scheduler's or a worker's reasons not to be ready,
-	// one each (Message joins them).
+	// Reasons are the process's reasons not to be ready, one each
+	// (Message joins them): on ingest "JetStream unreachable",
+	// "PostgreSQL unreachable" and the failing shards.
 	Reasons []string `json:"reasons,omitempty"`
 	// JetStream is "ok" or why it is not (ingest only).
 	JetStream string `json:"jetstream,omitempty"`
-	// Database is "ok", "none" (no database configured) or why it cannot
-	// be read (ingest only).
+	// Database is "ok", "none" (no database configured: ingest reads none
+	// and is ready without it) or "unavailable" (it cannot be read, and
+	// ingest is not ready) (ingest only).
 	Database string `json:"database,omitempty"`
 	// FailingShards are the shards whose applies have kept failing.
 	FailingShards []FailingShard `json:"failing_shards,omitempty"`

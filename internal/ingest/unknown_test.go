@@ -88,7 +88,7 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	for _, tc := range []struct {
 		method, target, field, hint string
 	}{
-		{"GET", "/api/harvest/executions?workflow_name=charge", "workflow_name", `(did you mean "workflow"?): GET /api/harvest/executions reads workflow, status and limit`},
+		{"GET", "/api/harvest/executions?workflow_name=charge", "workflow_name", `(did you mean "workflow"?): GET /api/harvest/executions reads workflow, status, key_prefix, workflow_id_prefix, created_after, created_before, limit and cursor`},
 		{"GET", "/api/harvest/executions?workflow=charge&Status=Running", "Status", `(did you mean "status"?)`},
 		{"GET", "/api/harvest/executions?limit=5&page=2", "page", ""},
 		{"GET", "/api/harvest/commands/dead?shards=1", "shards", `(did you mean "shard"?): GET /api/harvest/commands/dead reads shard, before and limit`},
@@ -97,6 +97,9 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 		{"GET", "/api/harvest/commands/" + testExecutionID + "?x=1", "x", ""},
 		{"GET", "/api/harvest/commands/dead/1?x=1", "x", ""},
 		{"GET", "/api/harvest/admission?workflow=w", "workflow", ""},
+		{"GET", "/api/harvest/workflows?name=w", "name", ""},
+		{"GET", "/v1/runs/" + testExecutionID + "?verbose", "verbose", "GET /v1/runs/{run_id} reads no query parameters"},
+		{"POST", exec + "/terminate?reason=no", "reason", ""},
 		{"POST", "/api/harvest/admission/w/close?reason=deploy", "reason", ""},
 		{"POST", "/api/harvest/admission/w/open?now", "now", ""},
 		{"POST", "/api/harvest/workflows/w/start?idempotency_key=k", "idempotency_key", "POST /api/harvest/workflows/{name}/start reads no query parameters"},
@@ -124,12 +127,13 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	// parameters.
 	for _, target := range []string{
 		"/api/harvest/executions?workflow=charge&status=Running&limit=5", "/api/harvest/executions?&limit=5&",
+		"/api/harvest/executions?key_prefix=evt&workflow_id_prefix=o&created_after=2026-01-01T00:00:00Z&created_before=2027-01-01T00:00:00Z",
 		"/api/harvest/commands/dead?shard=1&before=9&limit=5",
 	} {
 		status, a := e.do("GET", target, nil, "")
 		require.Equal(t, http.StatusServiceUnavailable, status, "%s: %+v", target, a)
 	}
-	for _, target := range []string{"/healthz?probe=1", "/metrics?name[]=x"} {
+	for _, target := range []string{"/healthz?probe=1", "/metrics?name[]=x", "/openapi.json?v=1"} {
 		status, a := e.do("GET", target, nil, "")
 		require.Equal(t, http.StatusOK, status, "%s: %+v", target, a)
 	}

@@ -221,6 +221,44 @@ func TestSignalWithStart(t *testing.T) {
 	require.Error(t, err, "workflow_id is required")
 }
 
+func TestCancelAndTerminate(t *testing.T) {
+	f, c := newFake(t)
+	ctx := context.Background()
+	f.handle("POST /api/harvest/executions/e1/terminate",
+		reply(200, `{"execution_id":"e1","status":"Terminated","workflow_id":"w1","workflow_name":"collect"}`),
+		reply(202, `{"command_id":"c1","status":"accepted"}`),
+		reply(404, `{"error":"execution_not_found","message":"no execution e1"}`))
+	f.handle("GET /api/harvest/commands/c1",
+		reply(200, `{"command_id":"c1","status":"applied","http_status":200,"outcome":{"execution_id":"e1","workflow_name":"collect","workflow_id":"w1","status":"Completed"}}`))
+	r, err := c.Terminate(ctx, "e1", "stuck")
+	require.NoError(t, err)
+	require.Equal(t, CloseResult{ExecutionID: "e1", WorkflowName: "collect", WorkflowID: "w1", Status: StatusTerminated,
+		Raw: json.RawMessage(`{"execution_id":"e1","status":"Terminated","workflow_id":"w1","workflow_name":"collect"}`)}, *r)
+	req := f.last()
+	require.Equal(t, "POST", req.method)
+	require.JSONEq(t, `{"reason":"stuck"}`, req.body)
+	r, err = c.Terminate(ctx, "e1", "")
+	require.NoError(t, err)
+	require.Equal(t, StatusCompleted, r.Status, "from the polled command: it had closed before")
+	require.Empty(t, f.last().body, "no reason sends no body")
+	f.last() // the poll
+	_, err = c.Terminate(ctx, "e1", "")
+	require.ErrorIs(t, err, ErrExecutionNotFound)
+	f.last()
+	_, err = c.Terminate(ctx, "", "")
+	require.Error(t, err, "an execution id is required")
+
+	f.handle("POST /api/harvest/executions/e2/cancel",
+		reply(200, `{"execution_id":"e2","status":"Cancelled","workflow_id":"w2","workflow_name":"long"}`))
+	r, err = c.Cancel(ctx, "e2", "customer left")
+	require.NoError(t, err)
+	require.Equal(t, StatusCancelled, r.Status)
+	require.Equal(t, "w2", r.WorkflowID)
+	require.JSONEq(t, `{"reason":"customer left"}`, f.last().body)
+	_, err = c.Cancel(ctx, "", "")
+	require.Error(t, err, "an execution id is required")
+}
+
 func TestReadsAndWaitResult(t *testing.T) {
 	f, c := newFake(t)
 	running := `{"execution_id":"e1","workflow_name":"charge","workflow_id":"w","status":"Running","input":{},"result":null,"error":null,"created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z","closed_at":null}`

@@ -1,6 +1,7 @@
 // Package client is a Go client for Harvest's HTTP API: start workflows
 // (keyed starts are idempotent), send signals (keyed signals land once),
-// signal-with-start, and read executions and their history.
+// signal-with-start, cancel and terminate executions, and read executions
+// and their history.
 //
 //	c, err := client.New(client.Config{BaseURL: "http://127.0.0.1:8080"})
 //	run, err := c.Start(ctx, "charge", in, client.StartOptions{IdempotencyKey: "evt-123"})
@@ -9,8 +10,9 @@
 //
 // Every method takes a context, which bounds the call and any polling it
 // does. When the server answers 202 (the command is durable but its
-// outcome is not known yet), Start, SendSignal, SendSignalIdempotent and
-// SignalWithStart poll the command until it is applied; if ctx ends first
+// outcome is not known yet), Start, SendSignal, SendSignalIdempotent,
+// SignalWithStart, Cancel and Terminate poll the command until it is
+// applied; if ctx ends first
 // they return a *PendingError naming the command.
 //
 // Errors the API answers are *APIError values carrying the HTTP status,

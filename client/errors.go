@@ -44,6 +44,14 @@ const (
 	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
 	// (such as a string holding U+0000); APIError.Pointer locates it.
 	CodePayloadUnstorable = "payload_unstorable"
+	// CodeUnknownField refuses a request body holding a member its route
+	// does not read (a misspelling, such as "id_reuse_policy" for
+	// "reuse_policy"); APIError.Field names it as sent.
+	CodeUnknownField = "unknown_field"
+	// CodeUnknownParameter refuses a query parameter its route does not
+	// read (such as ?workflow_name= where the route reads ?workflow=);
+	// APIError.Field names it as sent.
+	CodeUnknownParameter = "unknown_parameter"
 
 	// 401 Unauthorized.
 	CodeInvalidSignature = "invalid_signature"
@@ -166,6 +174,13 @@ var (
 	// of the request holds what Harvest cannot store;
 	// APIError.Pointer locates it.
 	ErrPayloadUnstorable error = sentinel(http.StatusBadRequest, CodePayloadUnstorable, "the request holds a value Harvest cannot store")
+	// ErrUnknownField matches 400 unknown_field: the request body holds
+	// a member the route does not read; APIError.Field names it.
+	ErrUnknownField error = sentinel(http.StatusBadRequest, CodeUnknownField, "the request body holds a member the route does not read")
+	// ErrUnknownParameter matches 400 unknown_parameter: the request
+	// carries a query parameter the route does not read; APIError.Field
+	// names it.
+	ErrUnknownParameter error = sentinel(http.StatusBadRequest, CodeUnknownParameter, "the request carries a query parameter the route does not read")
 	// ErrPayloadTooLarge matches 413 payload_too_large: the request body
 	// is larger than the server takes; APIError.Limit is the limit.
 	ErrPayloadTooLarge error = sentinel(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the request body is too large")
@@ -199,7 +214,9 @@ type APIError struct {
 	Code string
 	// Message is the API's explanation.
 	Message string
-	// Field names the request field at fault, when there is one.
+	// Field names the request field at fault, when there is one: a
+	// body member (unknown_field: as sent), a query parameter
+	// (unknown_parameter, invalid_limit) or a path segment.
 	Field string
 	// Pointer is the JSON Pointer, within the request body, of a value
 	// Harvest cannot store (400 payload_unstorable and the invalid_*

@@ -26,6 +26,8 @@ var sentinels = []struct {
 	{ErrCallbackRejected, http.StatusUnprocessableEntity, "callback_rejected"},
 	{ErrCommandRejected, http.StatusUnprocessableEntity, "command_rejected"},
 	{ErrPayloadUnstorable, http.StatusBadRequest, "payload_unstorable"},
+	{ErrUnknownField, http.StatusBadRequest, "unknown_field"},
+	{ErrUnknownParameter, http.StatusBadRequest, "unknown_parameter"},
 	{ErrPayloadTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
 	{ErrCommandTooLarge, http.StatusRequestEntityTooLarge, "command_too_large"},
 	{ErrAdmissionBlocked, http.StatusServiceUnavailable, "admission_blocked"},

@@ -111,6 +111,23 @@ type CancelResponse struct {
 	WorkflowName string `json:"workflow_name"`
 }
 
+// TerminateRequest is the optional body of POST
+// /api/harvest/executions/{execution_id}/terminate.
+type TerminateRequest struct {
+	Reason string `json:"reason"`
+}
+
+// TerminateResponse answers a termination (200): the execution, and its
+// status (Terminated, or how it had closed before); a late one is
+// answered 202 with an AcceptedResponse. Its members are in the order of
+// a CancelResponse's.
+type TerminateResponse struct {
+	ExecutionID  string `json:"execution_id"`
+	Status       string `json:"status"`
+	WorkflowID   string `json:"workflow_id"`
+	WorkflowName string `json:"workflow_name"`
+}
+
 // Command states: CommandResponse.Status.
 const (
 	CommandAccepted = "accepted"
@@ -205,8 +222,10 @@ type RunRequest struct {
 	Input    json.RawMessage `json:"input"`
 }
 
-// RunResponse answers POST /v1/runs. RunID is the execution id; TraceID
-// is stable for the run.
+// RunResponse answers POST /v1/runs and GET /v1/runs/{run_id}. RunID is
+// the execution id; TraceID is stable for the run; Status is the
+// execution's (Running, Completed, Failed, Cancelled, Terminated,
+// TimedOut).
 type RunResponse struct {
 	RunID   string `json:"run_id"`
 	TraceID string `json:"trace_id"`
@@ -244,13 +263,15 @@ type ReadinessResponse struct {
 	Status  string `json:"status"`
 	Error   string `json:"error,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Reasons are a scheduler's or a worker's reasons not to be ready,
-	// one each (Message joins them).
+	// Reasons are the process's reasons not to be ready, one each
+	// (Message joins them): on ingest "JetStream unreachable",
+	// "PostgreSQL unreachable" and the failing shards.
 	Reasons []string `json:"reasons,omitempty"`
 	// JetStream is "ok" or why it is not (ingest only).
 	JetStream string `json:"jetstream,omitempty"`
-	// Database is "ok", "none" (no database configured) or why it cannot
-	// be read (ingest only).
+	// Database is "ok", "none" (no database configured: ingest reads none
+	// and is ready without it) or "unavailable" (it cannot be read, and
+	// ingest is not ready) (ingest only).
 	Database string `json:"database,omitempty"`
 	// FailingShards are the shards whose applies have kept failing.
 	FailingShards []FailingShard `json:"failing_shards,omitempty"`
@@ -272,7 +293,9 @@ type ErrorResponse struct {
 	// Error is the machine-readable code, one of the Code constants.
 	Error   string `json:"error"`
 	Message string `json:"message"`
-	// Field names the request field at fault, when there is one.
+	// Field names the request field at fault, when there is one: a
+	// body member, a query parameter (unknown_parameter, invalid_limit)
+	// or a path segment.
 	Field string `json:"field,omitempty"`
 	// Limit is the limit a too-large request broke, in bytes.
 	Limit int64 `json:"limit,omitempty"`

@@ -65,15 +65,17 @@ func parseInput(flag, s string) (json.RawMessage, error) {
 func newWorkflow() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workflow",
-		Short: "Start, signal and inspect workflow executions through the HTTP API",
+		Short: "Start, signal, cancel and inspect workflow executions through the HTTP API",
 		Long: `Talk to a running Harvest (harvest dev, or ingest) through its HTTP API.
 Starts and signals given --idempotency-key are idempotent: repeating one
-answers with the first one's execution or delivery.`,
+answers with the first one's execution or delivery. Cancelling or
+terminating an execution that has closed changes nothing.`,
 	}
 	addAPIFlags(cmd)
 	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
 	cmd.PersistentFlags().Duration("timeout", time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
-	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowList())
+	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowList(),
+		newWorkflowCancel(), newWorkflowTerminate())
 	return cmd
 }
 
@@ -259,6 +261,64 @@ func newWorkflowList() *cobra.Command {
 	cmd.Flags().StringVar(&opts.Status, "status", "", "only executions in this status: Running, Completed, Failed, Cancelled, Terminated or TimedOut")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many, 1 to 500 (default 50)")
 	return cmd
+}
+
+func newWorkflowCancel() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:     "cancel <execution-id>",
+		Short:   "Cancel a running execution: it closes as Cancelled and its running activities are cancelled",
+		Example: `  harvest workflow cancel 01a2… --reason "customer left"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			r, err := c.Cancel(ctx, args[0], reason)
+			if err != nil {
+				return err
+			}
+			return printClosed(cmd, r, "cancelled", client.StatusCancelled)
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", `why, recorded in the WorkflowCancelled event (default "cancelled")`)
+	return cmd
+}
+
+func newWorkflowTerminate() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "terminate <execution-id>",
+		Short: "Terminate a running execution: it closes as Terminated at once, without its workflow code running again",
+		Long: `Terminate a running execution: it closes as Terminated at once, its workflow
+code is not run again, its pending activities and timers are abandoned and
+its running activities' contexts are cancelled. Use cancel for the ordinary
+stop; terminate is for an execution that cannot be let run.`,
+		Example: `  harvest workflow terminate 01a2… --reason "stuck on a bad deploy"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			r, err := c.Terminate(ctx, args[0], reason)
+			if err != nil {
+				return err
+			}
+			return printClosed(cmd, r, "terminated", client.StatusTerminated)
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", `why, recorded in the WorkflowTerminated event (default "terminated")`)
+	return cmd
+}
+
+// printClosed prints the answer to a cancellation or termination: done
+// names what was done, want the status it leads to; an execution that had
+// closed otherwise is said to have.
+func printClosed(cmd *cobra.Command, r *client.CloseResult, done, want string) error {
+	if jsonOutput(cmd) {
+		return printJSON(cmd.OutOrStdout(), r.Raw)
+	}
+	var err error
+	if r.Status == want {
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s execution %s (workflow %s, workflow_id %s): %s\n", done, r.ExecutionID, r.WorkflowName, r.WorkflowID, r.Status)
+	} else {
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "execution %s (workflow %s, workflow_id %s) had already closed: %s\n", r.ExecutionID, r.WorkflowName, r.WorkflowID, r.Status)
+	}
+	return err
 }
 
 func formatTime(t time.Time) string {

@@ -134,6 +134,19 @@ func SignalWithStartCommandID(workflowName, workflowID, key string) string {
 	return derive("signal-with-start", workflowName, workflowID, key)
 }
 
+// CancelCommandID is the command id of a cancellation: a pure function of
+// the execution, so a retried cancellation carries the same Nats-Msg-Id
+// and the broker drops it, and its answer is the first one's outcome.
+func CancelCommandID(executionID string) string {
+	return derive("cancel", executionID)
+}
+
+// TerminateCommandID is the command id of a termination, as
+// CancelCommandID is of a cancellation.
+func TerminateCommandID(executionID string) string {
+	return derive("terminate", executionID)
+}
+
 // WorkflowTaskCommandID identifies the completion of one workflow task: a
 // worker that runs the same task twice sends the same id.
 func WorkflowTaskCommandID(executionID string, taskID int) string {

@@ -42,9 +42,33 @@ func TestArcFlowRunsAreCreatedOncePerKey(t *testing.T) {
 	require.Equal(t, runID, again.body["run_id"])
 	require.Equal(t, first.body["trace_id"], again.body["trace_id"])
 
+	// It can be polled, with the same trace.
+	polled := call(t, "GET", s.URL()+"/v1/runs/"+runID, nil, "")
+	require.Equal(t, 200, polled.status, polled.body)
+	require.Equal(t, runID, polled.body["run_id"])
+	require.Equal(t, first.body["trace_id"], polled.body["trace_id"])
+	require.Contains(t, []any{"Running", "Completed"}, polled.body["status"])
+	require.Len(t, polled.body, 3, "run_id, trace_id and status")
+
 	// The run is a Harvest execution.
 	exec := waitCompleted(t, s, runID)
 	require.Equal(t, "charge", exec["workflow_name"])
+	polled = call(t, "GET", s.URL()+"/v1/runs/"+runID, nil, "")
+	require.Equal(t, 200, polled.status, polled.body)
+	require.Equal(t, "Completed", polled.body["status"])
+	for _, c := range []struct {
+		target string
+		status int
+		code   string
+	}{
+		{"/v1/runs/01a23712-0000-7000-8000-000000000000", 404, "execution_not_found"},
+		{"/v1/runs/not-a-run", 404, "execution_not_found"},
+		{"/v1/runs/" + runID + "?verbose=1", 400, "unknown_parameter"},
+	} {
+		r := call(t, "GET", s.URL()+c.target, nil, "")
+		require.Equal(t, c.status, r.status, "%s: %v", c.target, r.body)
+		require.Equal(t, c.code, r.body["error"], "%s: %v", c.target, r.body)
+	}
 	done := createRun(t, s, "550e8400-e29b-41d4-a716-446655440000", body)
 	require.Equal(t, 200, done.status, done.body)
 	require.Equal(t, "Completed", done.body["status"], "a retry reports the run's current status")
@@ -79,6 +103,12 @@ func TestArcFlowRunsAreCreatedOncePerKey(t *testing.T) {
 	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT count(*) FROM executions WHERE workflow_name = 'charge'`).Scan(&count))
 	require.Equal(t, 4, count)
 
+	// A keyed retry of a committed run is answered before the body's
+	// own faults; without a claim, an unknown member is refused.
+	retried := createRun(t, s, "550e8400-e29b-41d4-a716-446655440000", `{"workflow": "charge", "workflow_name": "charge"}`)
+	require.Equal(t, 200, retried.status, retried.body)
+	require.Equal(t, runID, retried.body["run_id"])
+
 	// Bad requests change nothing.
 	for _, c := range []struct {
 		key, body string
@@ -91,6 +121,8 @@ func TestArcFlowRunsAreCreatedOncePerKey(t *testing.T) {
 		{"", `[1, 2]`, 400, "invalid_json"},
 		{"conn:forged", body, 400, "invalid_idempotency_key"},
 		{"", `{"workflow": "collect", "input": {"count": "three"}}`, 422, "input_invalid"},
+		{"", `{"workflow": "charge", "workflow_name": "charge"}`, 400, "unknown_field"},
+		{"never-used", `{"workflow": "charge", "workflow_name": "charge"}`, 400, "unknown_field"},
 	} {
 		r := createRun(t, s, c.key, c.body)
 		require.Equal(t, c.status, r.status, "%s: %v", c.body, r.body)

@@ -28,6 +28,7 @@ func TestTheAPIRequiresATokenWithTheRouteScope(t *testing.T) {
 		{Name: "billing-service", SHA256: auth.Hash("t-billing"), Scopes: []auth.Scope{auth.ScopeStart, auth.ScopeSignal, auth.ScopeRead}, Workflows: []string{"charge", "refund"}},
 		{Name: "reader", SHA256: auth.Hash("t-reader"), Scopes: []auth.Scope{auth.ScopeRead}},
 		{Name: "ops", SHA256: auth.Hash("t-ops"), Scopes: []auth.Scope{auth.ScopeAdmin}},
+		{Name: "charge-ops", SHA256: auth.Hash("t-charge-ops"), Scopes: []auth.Scope{auth.ScopeCancel, auth.ScopeRead}, Workflows: []string{"charge"}},
 	})
 	require.NoError(t, err)
 	s := startStack(t, devstack.Config{Ingest: ingest.Config{Auth: a}})
@@ -101,9 +102,18 @@ func TestTheAPIRequiresATokenWithTheRouteScope(t *testing.T) {
 	_, err = ops.WaitResult(ctx, onboarding.ExecutionID, nil)
 	require.NoError(t, err)
 
-	// billing-service sees charge, and onboarding not at all.
+	// billing-service sees charge, and onboarding not at all, as an
+	// execution or as an ArcFlow run.
 	_, err = billing.Describe(ctx, onboarding.ExecutionID)
 	require.ErrorIs(t, err, client.ErrExecutionNotFound)
+	status, _, body = send(http.MethodGet, "/v1/runs/"+onboarding.ExecutionID, "Bearer t-billing", "")
+	require.Equal(t, http.StatusNotFound, status, body)
+	require.Contains(t, body, `"error":"execution_not_found"`)
+	status, _, body = send(http.MethodGet, "/v1/runs/"+charge.ExecutionID, "Bearer t-billing", "")
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"status":"Completed"`)
+	status, _, body = send(http.MethodGet, "/v1/runs/"+onboarding.ExecutionID, "Bearer t-reader", "")
+	require.Equal(t, http.StatusOK, status, body)
 	_, err = billing.History(ctx, onboarding.ExecutionID)
 	require.ErrorIs(t, err, client.ErrExecutionNotFound)
 	err = billing.SendSignal(ctx, onboarding.ExecutionID, "item", map[string]any{"n": 1})
@@ -129,6 +139,23 @@ func TestTheAPIRequiresATokenWithTheRouteScope(t *testing.T) {
 	status, body = cancel("Bearer t-billing", charge.ExecutionID)
 	require.Equal(t, http.StatusForbidden, status, body)
 	require.Contains(t, body, `lacks scope cancel`)
+	// Terminating takes the cancel scope too, and a token limited to some
+	// workflows does not see the others' executions.
+	terminate := func(token, id string) (int, string) {
+		status, _, body := send(http.MethodPost, "/api/harvest/executions/"+id+"/terminate", token, `{"reason": "no"}`)
+		return status, body
+	}
+	status, body = terminate("Bearer t-billing", charge.ExecutionID)
+	require.Equal(t, http.StatusForbidden, status, body)
+	require.Contains(t, body, `lacks scope cancel`)
+	chargeOps := tokenClient("t-charge-ops")
+	_, err = chargeOps.Terminate(ctx, onboarding.ExecutionID, "no")
+	require.ErrorIs(t, err, client.ErrExecutionNotFound)
+	_, err = chargeOps.Cancel(ctx, onboarding.ExecutionID, "no")
+	require.ErrorIs(t, err, client.ErrExecutionNotFound)
+	closed, err := chargeOps.Terminate(ctx, charge.ExecutionID, "no")
+	require.NoError(t, err)
+	require.Equal(t, client.StatusCompleted, closed.Status, "closed already: nothing changes")
 
 	// reader reads everything and changes nothing; ops does everything.
 	listed, err = reader.List(ctx, client.ListOptions{})
@@ -149,7 +176,7 @@ func TestTheAPIRequiresATokenWithTheRouteScope(t *testing.T) {
 	}
 	status, _, body = send(http.MethodGet, "/metrics", "Bearer t-reader", "")
 	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, body, `harvest_ingest_requests_refused_total{reason="forbidden"} 4`)
+	require.Contains(t, body, `harvest_ingest_requests_refused_total{reason="forbidden"} 5`)
 	require.Contains(t, body, `harvest_ingest_requests_refused_total{reason="unauthenticated"} 6`)
 	status, _, body = send(http.MethodPost, "/hooks/nowhere", "", "{}")
 	require.Equal(t, http.StatusNotFound, status, "webhooks are authenticated by their signatures: %s", body)

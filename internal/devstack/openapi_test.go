@@ -123,6 +123,19 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	status, _ = call("POST", cancel, "/api/harvest/executions/not-an-id/cancel", "")
 	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("POST", cancel, "/api/harvest/executions/"+waiting+"/cancel", `{"reason": "x", "why": "y"}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	terminate := "/api/harvest/executions/{execution_id}/terminate"
+	status, data = call("POST", start, "/api/harvest/workflows/collect/start", `{"input": {"count": 2}}`)
+	require.Equal(t, http.StatusCreated, status)
+	status, _ = call("POST", terminate, "/api/harvest/executions/"+field(data, "execution_id")+"/terminate", `{"reason": "openapi test"}`)
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("POST", terminate, "/api/harvest/executions/"+done+"/terminate", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("POST", terminate, "/api/harvest/executions/00000000-0000-0000-0000-000000000000/terminate", "")
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("GET", list, list+"?workflow_name=collect", "")
+	require.Equal(t, http.StatusBadRequest, status)
 
 	command := "/api/harvest/commands/{command_id}"
 	status, _ = call("GET", command, "/api/harvest/commands/"+dedup.StartCommandID(examples.WorkflowOnboarding, "oa-1"), "")
@@ -154,6 +167,10 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	run := field(data, "run_id")
 	status, _ = call("POST", runs, runs, `{"workflow": "collect", "input": {"count": 1}}`, "Idempotency-Key", "oa-run-1")
 	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", "/v1/runs/{run_id}", "/v1/runs/"+run, "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", "/v1/runs/{run_id}", "/v1/runs/00000000-0000-0000-0000-000000000000", "")
+	require.Equal(t, http.StatusNotFound, status)
 	external := "/v1/runs/{run_id}/external/{binding_id}"
 	status, _ = call("POST", external, "/v1/runs/"+run+"/external/item", `{"sku": "B"}`, "X-Idempotency-Key", "oa-ext-1")
 	require.Equal(t, http.StatusAccepted, status)

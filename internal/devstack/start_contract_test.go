@@ -197,7 +197,8 @@ func TestMalformedBodyReplaysACommittedKey(t *testing.T) {
 	a := start(t, s, "charge", "k-mal", `{`+chargeInput+`}`)
 	require.Equal(t, 201, a.status)
 
-	for _, body := range []string{`{"input":`, `not json`, `{"reuse_policy": "bogus"}`, `{"workflow_id": ""}`, `{"input": "` + strings.Repeat("x", 5000) + `"}`} {
+	for _, body := range []string{`{"input":`, `not json`, `{"reuse_policy": "bogus"}`, `{"workflow_id": ""}`, `{"input": "` + strings.Repeat("x", 5000) + `"}`,
+		`{` + chargeInput + `, "id_reuse_policy": "reject_duplicate"}`} {
 		r := start(t, s, "charge", "k-mal", body)
 		require.Equal(t, 200, r.status, "body %.40q: %v", body, r.body)
 		require.Equal(t, a.body["execution_id"], r.body["execution_id"])
@@ -205,8 +206,13 @@ func TestMalformedBodyReplaysACommittedKey(t *testing.T) {
 		require.NotEmpty(t, r.body["first_seen_at"])
 		require.NotEmpty(t, r.body["expires_at"])
 	}
+	// A body that parses gives its key even when a member is unknown.
+	b := start(t, s, "charge", "", `{`+chargeInput+`, "idempotency_key": "k-mal", "id_reuse_policy": "reject_duplicate"}`)
+	require.Equal(t, 200, b.status, b.body)
+	require.Equal(t, a.body["execution_id"], b.body["execution_id"])
 	// Without a claim the answer is the rejection the body gets without a key.
-	for _, tc := range []struct{ body, code string }{{`{"input":`, "invalid_json"}, {`{"reuse_policy": "bogus"}`, "invalid_reuse_policy"}} {
+	for _, tc := range []struct{ body, code string }{{`{"input":`, "invalid_json"}, {`{"reuse_policy": "bogus"}`, "invalid_reuse_policy"},
+		{`{` + chargeInput + `, "id_reuse_policy": "reject_duplicate"}`, "unknown_field"}} {
 		withKey := start(t, s, "charge", "k-unknown", tc.body)
 		without := start(t, s, "charge", "", tc.body)
 		require.Equal(t, without.status, withKey.status)

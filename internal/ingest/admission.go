@@ -1,9 +1,9 @@
 package ingest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -36,8 +36,12 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req client.CloseAdmissionRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
+	unknown, rej := decodeObject(bytes.TrimSpace(body), &req, "a gate's body")
+	if rej == nil {
+		rej = unknown
+	}
+	if rej != nil {
+		writeJSON(w, rej.status, rej.body)
 		return
 	}
 	req.Reason = strings.TrimSpace(req.Reason)

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,12 +13,13 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-// ArcFlow-compatible runs: the two routes callers written against
-// ArcFlow's API use, served by Harvest's own start and signal paths. A run
+// ArcFlow-compatible runs: the routes callers written against ArcFlow's
+// API use, served by Harvest's own start, signal and read paths. A run
 // is an execution; its run_id is the execution id.
 
 // HeaderArcFlowSignature carries the HMAC of an external callback's body.
@@ -47,7 +49,7 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
-	req, rej := parseRunRequest(body)
+	req, unknown, rej := parseRunRequest(body)
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
 		return
@@ -58,7 +60,12 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	p.name, p.req = req.Workflow, client.StartRequest{Input: req.Input}
 	var status int
 	var answer any
-	rej = unstorableBody(body, runMembers)
+	// As for a start, a keyed retry of a committed run is answered before
+	// the body's own faults.
+	rej = unknown
+	if rej == nil {
+		rej = unstorableBody(body, runMembers)
+	}
 	if rej == nil {
 		rej = s.checkStart(r.Context(), &p)
 	}
@@ -76,24 +83,48 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, answer)
 }
 
-// parseRunRequest reads the body of POST /v1/runs: one JSON object naming
-// the workflow to run.
-func parseRunRequest(body []byte) (client.RunRequest, *rejection) {
-	var req client.RunRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		return req, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
+// handleGetRun is GET /v1/runs/{run_id}: the run's status, as a create
+// answers it (its run_id, trace_id and the execution's status), so an
+// ArcFlow client can poll the run. A run of a workflow the token is not
+// limited to is unknown, as an execution is.
+func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
+	runID := r.PathValue("run_id")
+	if s.cfg.DB == nil {
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		return
 	}
-	if !atEnd(dec) {
-		return req, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "request body holds more than one JSON value")
+	if _, err := uuid.Parse(runID); err != nil {
+		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
+		return
+	}
+	e, err := store.GetExecution(r.Context(), s.cfg.DB, runID)
+	if err == nil && !sees(r.Context(), e.WorkflowName) {
+		err = store.ErrExecutionNotFound
+	}
+	switch {
+	case errors.Is(err, store.ErrExecutionNotFound):
+		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
+	case err != nil:
+		s.readError(w, runID, err)
+	default:
+		writeJSON(w, http.StatusOK, client.RunResponse{RunID: e.ExecutionID, TraceID: traceID(e.ExecutionID), Status: e.Status})
+	}
+}
+
+// parseRunRequest reads the body of POST /v1/runs: one JSON object naming
+// the workflow to run. unknown refuses a member the body should not have;
+// it is answered after a keyed replay, as a start's is.
+func parseRunRequest(body []byte) (req client.RunRequest, unknown, rej *rejection) {
+	if unknown, rej = decodeObject(body, &req, "a run's body"); rej != nil {
+		return req, nil, rej
 	}
 	if req.Workflow == "" {
-		return req, reject(http.StatusBadRequest, client.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
+		return req, nil, reject(http.StatusBadRequest, client.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
 	}
 	if err := dedup.ValidateName(req.Workflow); err != nil {
-		return req, reject(http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
+		return req, nil, reject(http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
 	}
-	return req, nil
+	return req, unknown, nil
 }
 
 // arcFlowSource is how an external callback's X-ArcFlow-Signature is

@@ -21,8 +21,8 @@ import (
 
 // FuzzParseRunRequest parses fuzzed ArcFlow run bodies, POST /v1/runs, as
 // handleCreateRun does before it checks the start and publishes it:
-//   - a body is refused as invalid_json, missing_workflow or
-//     invalid_workflow_name, always with 400; in particular a body that is
+//   - a body is refused as invalid_json, missing_workflow,
+//     invalid_workflow_name or unknown_field, always with 400; in particular a body that is
 //     not one JSON value is refused as invalid_json, once the storable
 //     check that follows has seen it;
 //   - an accepted body names a valid workflow, and, if the storable check
@@ -42,7 +42,10 @@ func FuzzParseRunRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, rej := parseRunRequest(body)
+		req, unknown, rej := parseRunRequest(body)
+		if rej == nil {
+			rej = unknown
+		}
 		if rej == nil {
 			rej = unstorableBody(body, runMembers)
 		}
@@ -62,8 +65,9 @@ func FuzzParseRunRequest(f *testing.F) {
 
 		raw, err := json.Marshal(req)
 		require.NoError(t, err)
-		again, rej := parseRunRequest(raw)
+		again, unknown, rej := parseRunRequest(raw)
 		require.Nil(t, rej, "%s is refused: %+v", raw, rej)
+		require.Nil(t, unknown, "%s is refused: %+v", raw, unknown)
 		require.Nil(t, unstorableBody(raw, runMembers), "%s", raw)
 		require.Equal(t, req.Workflow, again.Workflow)
 		sameJSON(t, req.Input, again.Input, "input")

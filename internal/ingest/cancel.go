@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +15,26 @@ import (
 // handleCancel is POST /api/harvest/executions/{execution_id}/cancel: it
 // publishes a cancellation and answers from its outcome.
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	var req client.CancelRequest
+	s.closeExecution(w, r, wire.KindCancel, &req.Reason, &req, "cancellation")
+}
+
+// handleTerminate is POST
+// /api/harvest/executions/{execution_id}/terminate: as a cancellation,
+// but the execution closes as Terminated.
+func (s *Server) handleTerminate(w http.ResponseWriter, r *http.Request) {
+	var req client.TerminateRequest
+	s.closeExecution(w, r, wire.KindTerminate, &req.Reason, &req, "termination")
+}
+
+// closeExecution publishes a command of kind (cancel or terminate) for
+// the execution of the path, its reason read from the optional body into
+// req (whose Reason is reason), and answers from its outcome: 200 with
+// the execution's status (also when it had closed already, which changes
+// nothing), 404 for an unknown execution, 202 when the outcome is late.
+// The command id is derived from the execution, so a retry is dropped by
+// the broker and answered from the first one's outcome.
+func (s *Server) closeExecution(w http.ResponseWriter, r *http.Request, kind string, reason *string, req any, what string) {
 	executionID := r.PathValue("execution_id")
 	if _, err := uuid.Parse(executionID); err != nil {
 		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %q", executionID))
@@ -29,23 +48,33 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
-	var req client.CancelRequest
 	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("request body is not a JSON object: %v", err))
-			return
+		unknown, rej := decodeObject(body, req, "a "+what+"'s body")
+		if rej == nil {
+			rej = unknown
 		}
-		if rej := unstorableBody(body, cancelMembers); rej != nil {
+		if rej == nil {
+			rej = unstorableBody(body, closeMembers)
+		}
+		if rej != nil {
 			writeJSON(w, rej.status, rej.body)
 			return
 		}
 	}
-	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: executionID, Reason: req.Reason}}
+	cmd := &wire.Command{Kind: kind}
+	switch kind {
+	case wire.KindCancel:
+		cmd.CommandID = dedup.CancelCommandID(executionID)
+		cmd.Cancel = &wire.CancelCommand{ExecutionID: executionID, Reason: *reason}
+	case wire.KindTerminate:
+		cmd.CommandID = dedup.TerminateCommandID(executionID)
+		cmd.Terminate = &wire.TerminateCommand{ExecutionID: executionID, Reason: *reason}
+	}
 	shard := dedup.ExecutionShard(s.cfg.Topology.Shards(), executionID)
 	out, _, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	switch {
 	case errors.Is(err, errNotAccepted):
-		status, body := notAccepted(err, "cancellation")
+		status, body := notAccepted(err, what)
 		if status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "1")
 		}
@@ -54,6 +83,10 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, client.AcceptedResponse{CommandID: cmd.CommandID, Status: "accepted"})
 	case out.Error != "":
 		writeJSON(w, out.HTTPStatus, client.ErrorResponse{Error: out.Error, Message: out.Message})
+	case kind == wire.KindTerminate:
+		writeJSON(w, http.StatusOK, client.TerminateResponse{
+			ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
+		})
 	default:
 		writeJSON(w, http.StatusOK, client.CancelResponse{
 			ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,

@@ -1,16 +1,19 @@
 // Package ingest is Harvest's front door: the HTTP API that turns start,
-// signal, signal-with-start and cancel requests (and webhook deliveries
-// and ArcFlow-compatible runs) into commands on the command stream, waits
-// a bounded time for their outcome, and serves executions, their history,
-// commands and dead commands, workflows, admission gates, /healthz,
-// /readyz and /metrics. It mounts the web console (internal/console) at
-// /ui/, which calls these routes in the process with its user's token.
+// signal, signal-with-start, cancel and terminate requests (and webhook
+// deliveries and ArcFlow-compatible runs) into commands on the command
+// stream, waits a bounded time for their outcome, and serves executions
+// (and ArcFlow runs), their history, commands and dead commands,
+// workflows, admission gates, /healthz, /readyz and /metrics. It mounts
+// the web console (internal/console) at /ui/, which calls these routes in
+// the process with its user's token.
 //
 // It owns the routes, the checks a request passes before anything is
 // published (names, keys, schedules, input schemas, admission gates,
-// values PostgreSQL cannot store), the message ids that make retries
-// collapse, and the waiting for outcomes: announced by the scheduler on
-// core NATS, read from PostgreSQL when the announcement is late.
+// values PostgreSQL cannot store, members a body Harvest defines does not
+// have, query parameters a route does not read), the message ids that
+// make retries collapse, and the waiting for outcomes: announced by the
+// scheduler on core NATS, read from PostgreSQL when the announcement is
+// late.
 //
 // What it must not do:
 //
@@ -27,11 +30,12 @@
 //     buckets and publishing are internal/streams'.
 //
 // Files, by job: config.go (Config, defaults, Validate), server.go
-// (Server and its routes), validate.go and storable.go (a request's own
-// checks), start.go (starts and their replays), submit.go and outcomes.go
-// (publishing a command and waiting for its outcome), signal.go,
-// cancel.go, hooks.go, arcflow.go and admission.go (the other writing
-// routes), reads.go, executions.go, workflows.go, history.go,
-// commands.go and dead.go (the read routes), health.go (/healthz, /readyz), errors.go (the JSON
+// (Server and its routes), body.go, query.go, validate.go and storable.go
+// (a request's own checks), start.go (starts and their replays),
+// submit.go and outcomes.go (publishing a command and waiting for its
+// outcome), signal.go, cancel.go (cancel and terminate), hooks.go,
+// arcflow.go and admission.go (the other writing routes), reads.go,
+// executions.go, workflows.go, history.go, commands.go and dead.go (the
+// read routes), health.go (/healthz, /readyz), errors.go (the JSON
 // writer).
 package ingest

@@ -146,7 +146,7 @@ var allSentinels = []error{
 	client.ErrExecutionNotFound, client.ErrCommandNotFound, client.ErrDeadCommandNotFound,
 	client.ErrExecutionTerminal, client.ErrWorkflowIDConflict,
 	client.ErrIdempotencyKeyReused, client.ErrInputInvalid, client.ErrCallbackRejected, client.ErrCommandRejected,
-	client.ErrPayloadUnstorable, client.ErrPayloadTooLarge, client.ErrCommandTooLarge,
+	client.ErrPayloadUnstorable, client.ErrUnknownField, client.ErrUnknownParameter, client.ErrPayloadTooLarge, client.ErrCommandTooLarge,
 	client.ErrAdmissionBlocked, client.ErrUnavailable,
 }
 

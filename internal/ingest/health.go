@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
@@ -15,24 +16,28 @@ func handleHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, client.HealthResponse{Status: "ok"})
 }
 
-// handleReady answers 200 when ingest can accept commands and every shard
-// applies them: 503 when JetStream is unreachable, or when a shard's
-// applies have kept failing for longer than ShardFailingAfter.
+// handleReady answers 200 when ingest can accept commands, answer from
+// PostgreSQL and every shard applies commands: 503 when JetStream is
+// unreachable, when PostgreSQL cannot be read (with a database
+// configured: the read routes, keyed replays and late outcomes need it),
+// or when a shard's applies have kept failing for longer than
+// ShardFailingAfter. The reasons name what fails; NATS's and PostgreSQL's
+// own errors go to the log.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	body := client.ReadinessResponse{Status: "ready", JetStream: "ok", Database: "none"}
-	// NATS's and PostgreSQL's own errors stay in the log.
 	if _, err := s.cfg.Topology.JS.AccountInfo(ctx); err != nil {
 		s.log.Warn("readiness: JetStream unreachable", "err", err)
 		body.JetStream = "unreachable"
-		body.Status, body.Error, body.Message = "not_ready", client.CodeNotReady, "JetStream unreachable"
+		body.Reasons = append(body.Reasons, "JetStream unreachable")
 	}
 	if s.cfg.DB != nil {
 		failing, err := store.FailingShards(ctx, s.cfg.DB, s.cfg.ShardFailingAfter)
 		if err != nil {
-			s.log.Warn("readiness: PostgreSQL unavailable", "err", err)
+			s.log.Warn("readiness: PostgreSQL unreachable", "err", err)
 			body.Database = "unavailable"
+			body.Reasons = append(body.Reasons, "PostgreSQL unreachable")
 		} else {
 			body.Database = "ok"
 		}
@@ -42,15 +47,16 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		for _, f := range failing {
 			body.FailingShards = append(body.FailingShards, client.FailingShard{Shard: f.Shard, FailingSince: f.FailingSince})
 		}
-		if len(failing) > 0 && body.Error == "" {
+		if len(failing) > 0 {
 			f := failing[0]
-			body.Status, body.Error = "not_ready", client.CodeNotReady
-			body.Message = fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s (the scheduler's log says why)", len(failing), f.Shard, f.FailingSince.Format(time.RFC3339))
+			body.Reasons = append(body.Reasons, fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s (the scheduler's log says why)",
+				len(failing), f.Shard, f.FailingSince.Format(time.RFC3339)))
 		}
 	}
 	status := http.StatusOK
-	if body.Error != "" {
+	if len(body.Reasons) > 0 {
 		status = http.StatusServiceUnavailable
+		body.Status, body.Error, body.Message = "not_ready", client.CodeNotReady, strings.Join(body.Reasons, "; ")
 	}
 	writeJSON(w, status, body)
 }

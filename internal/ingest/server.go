@@ -71,29 +71,32 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Webhooks are authenticated by their providers' signatures only.
 	s.mux.HandleFunc("POST /hooks/{source}", s.handleHook)
-	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/close", s.guard(auth.ScopeAdmin, s.handleAdmissionClose))
-	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/open", s.guard(auth.ScopeAdmin, s.handleAdmissionOpen))
-	s.mux.HandleFunc("GET /api/harvest/admission", s.guard(auth.ScopeRead, s.handleAdmissionList))
+	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/close", s.guard(auth.ScopeAdmin, params(s.handleAdmissionClose)))
+	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/open", s.guard(auth.ScopeAdmin, params(s.handleAdmissionOpen)))
+	s.mux.HandleFunc("GET /api/harvest/admission", s.guard(auth.ScopeRead, params(s.handleAdmissionList)))
 	s.mux.Handle("GET /metrics", s.guard(auth.ScopeRead, promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP))
-	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.guard(auth.ScopeStart, s.handleStart))
-	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.guard(auth.ScopeSignal, s.handleSignal))
-	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.guard(auth.ScopeStart, s.handleSignalWithStart))
-	s.mux.HandleFunc("POST /v1/runs", s.guard(auth.ScopeStart, s.handleCreateRun))
+	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.guard(auth.ScopeStart, params(s.handleStart)))
+	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.guard(auth.ScopeSignal, params(s.handleSignal, "idempotency_key")))
+	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.guard(auth.ScopeStart, params(s.handleSignalWithStart)))
+	s.mux.HandleFunc("POST /v1/runs", s.guard(auth.ScopeStart, params(s.handleCreateRun)))
+	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.guard(auth.ScopeRead, params(s.handleGetRun)))
 	// An external callback is authenticated by its HMAC when ArcFlow
 	// secrets are configured, else by a token with the signal scope.
-	external := s.handleRunExternal
+	external := params(s.handleRunExternal)
 	if len(cfg.ArcFlowSecrets) == 0 {
 		external = s.guard(auth.ScopeSignal, external)
 	}
 	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", external)
-	s.mux.HandleFunc("GET /api/harvest/workflows", s.guard(auth.ScopeRead, s.handleListWorkflows))
-	s.mux.HandleFunc("GET /api/harvest/executions", s.guard(auth.ScopeRead, s.handleListExecutions))
-	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.guard(auth.ScopeCancel, s.handleCancel))
-	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.guard(auth.ScopeRead, s.handleGetExecution))
-	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.guard(auth.ScopeRead, s.handleGetHistory))
-	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, s.handleGetCommand))
-	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, s.handleListDead))
-	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, s.handleGetDead))
+	s.mux.HandleFunc("GET /api/harvest/workflows", s.guard(auth.ScopeRead, params(s.handleListWorkflows)))
+	s.mux.HandleFunc("GET /api/harvest/executions", s.guard(auth.ScopeRead, params(s.handleListExecutions,
+		"workflow", "status", "key_prefix", "workflow_id_prefix", "created_after", "created_before", "limit", "cursor")))
+	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.guard(auth.ScopeCancel, params(s.handleCancel)))
+	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/terminate", s.guard(auth.ScopeCancel, params(s.handleTerminate)))
+	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.guard(auth.ScopeRead, params(s.handleGetExecution)))
+	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.guard(auth.ScopeRead, params(s.handleGetHistory)))
+	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, params(s.handleGetCommand)))
+	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, params(s.handleListDead, "shard", "before", "limit")))
+	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, params(s.handleGetDead)))
 	// The web console: one more client of the routes above, called in
 	// the process with its user's token.
 	ui, err := console.New(console.Config{API: s.recoverPanics(s.mux), Tokens: cfg.Auth != nil, Logger: cfg.Logger})

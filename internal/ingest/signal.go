@@ -104,9 +104,10 @@ func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (r
 	if rej != nil {
 		return req, "", rej
 	}
+	var unknown *rejection
 	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &req); err != nil {
-			return req, "", reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
+		if unknown, rej = decodeObject(raw, &req, "a signal-with-start's body"); rej != nil {
+			return req, "", rej
 		}
 	}
 	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
@@ -117,6 +118,9 @@ func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (r
 		if key, err = dedup.ValidateKey(*req.IdempotencyKey); err != nil {
 			return req, "", reject(http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 		}
+	}
+	if unknown != nil {
+		return req, "", unknown
 	}
 	if raw != nil {
 		if rej := unstorableBody(raw, signalWithStartMembers); rej != nil {

@@ -28,8 +28,8 @@ var (
 		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,
 		"signal_name": client.CodeInvalidSignalName,
 	}
-	runMembers    = map[string]string{"workflow": client.CodeInvalidWorkflowName}
-	cancelMembers = map[string]string{"reason": client.CodeInvalidReason}
+	runMembers   = map[string]string{"workflow": client.CodeInvalidWorkflowName}
+	closeMembers = map[string]string{"reason": client.CodeInvalidReason}
 )
 
 // unstorableBody checks a request body, a JSON object, and refuses it if

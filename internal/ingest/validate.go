@@ -1,9 +1,7 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -65,17 +63,13 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 	if rej != nil {
 		return p, nil, rej
 	}
+	// A member the body should not have is refused like a bad value:
+	// after the key is found, so that a keyed replay is answered first.
+	var unknown, unstorable *rejection
 	if len(body) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		if err := dec.Decode(&p.req); err != nil {
-			return p, nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
+		if unknown, rej = decodeObject(body, &p.req, "a start's body"); rej != nil {
+			return p, nil, rej
 		}
-		if !atEnd(dec) {
-			return p, nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "request body holds more than one JSON value")
-		}
-	}
-	var unstorable *rejection
-	if len(body) > 0 {
 		if unstorable = unstorableBody(body, startMembers); unstorable != nil && p.key == "" {
 			if keyErr = unstorableKey(body); keyErr != nil {
 				return p, keyErr, nil
@@ -86,6 +80,9 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 		if p.key, keyErr = dedup.ValidateKey(*p.req.IdempotencyKey); keyErr != nil {
 			return p, keyErr, nil
 		}
+	}
+	if unknown != nil {
+		return p, nil, unknown
 	}
 	if unstorable != nil {
 		return p, nil, unstorable

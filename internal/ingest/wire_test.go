@@ -35,7 +35,7 @@ var wireTypes = []any{
 	// Starts, signals, cancellations.
 	client.StartRequest{}, client.StartResponse{}, client.AcceptedResponse{},
 	client.SignalResponse{}, client.SignalWithStartRequest{}, client.SignalWithStartResponse{},
-	client.CancelRequest{}, client.CancelResponse{},
+	client.CancelRequest{}, client.CancelResponse{}, client.TerminateRequest{}, client.TerminateResponse{},
 	// Reads.
 	client.CommandResponse{}, client.Execution{}, client.ListExecutionsResponse{},
 	client.Event{}, client.HistoryResponse{}, client.DeadCommand{}, client.ListDeadCommandsResponse{},
@@ -48,7 +48,7 @@ var wireTypes = []any{
 
 // notWire are the client's structs that are no HTTP body.
 var notWire = []string{
-	"Config", "Client", "StartOptions", "StartResult", "CommandStatus", "SignalWithStartOptions", "SignalWithStartResult",
+	"Config", "Client", "StartOptions", "StartResult", "CommandStatus", "SignalWithStartOptions", "SignalWithStartResult", "CloseResult",
 	"ListOptions", "DeadCommandsOptions", "APIError", "PendingError", "ExecutionFailedError",
 }
 
@@ -179,6 +179,20 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		var a client.SignalWithStartResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "sws")
 		r, err := serve(t, http.StatusOK, a).SignalWithStart(ctx, "w", client.SignalWithStartOptions{WorkflowID: "o", SignalName: "s"})
+		require.NoError(t, err)
+		requireCarries(t, a, *r, nil)
+	})
+	t.Run("cancel", func(t *testing.T) {
+		var a client.CancelResponse
+		fill(t, reflect.ValueOf(&a).Elem(), "cancel")
+		r, err := serve(t, http.StatusOK, a).Cancel(ctx, "e", "why")
+		require.NoError(t, err)
+		requireCarries(t, a, *r, nil)
+	})
+	t.Run("terminate", func(t *testing.T) {
+		var a client.TerminateResponse
+		fill(t, reflect.ValueOf(&a).Elem(), "terminate")
+		r, err := serve(t, http.StatusOK, a).Terminate(ctx, "e", "")
 		require.NoError(t, err)
 		requireCarries(t, a, *r, nil)
 	})

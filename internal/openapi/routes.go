@@ -51,7 +51,7 @@ var errBody = client.ErrorResponse{}
 // errs adds the error answers every route of its kind can give.
 func errs(m map[int]Answer, statuses ...int) map[int]Answer {
 	why := map[int]string{
-		http.StatusBadRequest:            "The request is malformed: `error` names what (invalid_json, unknown_field, invalid_idempotency_key, …) and `field` where.",
+		http.StatusBadRequest:            "The request is malformed: `error` names what (invalid_json, unknown_field, unknown_parameter, invalid_idempotency_key, …) and `field` where (a body member, or a query parameter).",
 		http.StatusUnauthorized:          "No token, or one the API does not know (only when the API has tokens). WWW-Authenticate: Bearer.",
 		http.StatusForbidden:             "The token lacks the route's scope, or is limited to other workflows.",
 		http.StatusNotFound:              "No such execution, command or source (or one the token may not see).",
@@ -103,6 +103,7 @@ var Routes = []Route{
 		Summary:     "Send a signal to an execution",
 		Description: "The body is the signal's payload, any JSON (empty is null). With an Idempotency-Key the signal is delivered once.",
 		Headers:     []Param{idempotencyKey}, Body: json.RawMessage(nil),
+		Query: []Param{{Name: "idempotency_key", Description: "The key, for senders that cannot set headers; the Idempotency-Key header wins."}},
 		Responses: errs(map[int]Answer{
 			202: {"The signal was delivered (signal_delivered), deduplicated (signal_delivered false), or is durable and not applied yet (command_id).", client.SignalResponse{}},
 		}, with(guarded, 400, 404, 409, 413, 422)...),
@@ -142,6 +143,16 @@ var Routes = []Route{
 		Summary: "Ask a running execution to cancel", Body: client.CancelRequest{},
 		Responses: errs(map[int]Answer{
 			200: {"The cancellation was applied (or the execution had already closed: its status).", client.CancelResponse{}},
+			202: {"Durable, outcome not known yet.", client.AcceptedResponse{}},
+		}, with(guarded, 400, 404, 409, 413)...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/executions/{execution_id}/terminate", ID: "terminateExecution", Tag: "executions", Scope: "cancel",
+		Summary:     "Terminate a running execution",
+		Description: "It closes as Terminated at once: its workflow code runs no more, its pending activities and timers are abandoned, its running activities' contexts cancelled.",
+		Body:        client.TerminateRequest{},
+		Responses: errs(map[int]Answer{
+			200: {"The termination was applied (or the execution had already closed: its status).", client.TerminateResponse{}},
 			202: {"Durable, outcome not known yet.", client.AcceptedResponse{}},
 		}, with(guarded, 400, 404, 409, 413)...),
 	},
@@ -202,6 +213,11 @@ var Routes = []Route{
 			201: {"The run was started.", client.RunResponse{}},
 			202: {"Durable, outcome not known yet.", client.AcceptedResponse{}},
 		}, with(guarded, 400, 404, 409, 413, 422)...),
+	},
+	{
+		Method: "GET", Path: "/v1/runs/{run_id}", ID: "getRun", Tag: "arcflow", Scope: "read",
+		Summary:   "ArcFlow: read a run's status",
+		Responses: errs(map[int]Answer{200: {"The run, as its create answered it, with its current status.", client.RunResponse{}}}, with(guarded, 400, 404)...),
 	},
 	{
 		Method: "POST", Path: "/v1/runs/{run_id}/external/{binding_id}", ID: "runExternalCallback", Tag: "arcflow", Scope: "signal",

@@ -206,6 +206,8 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			}
 		case wire.KindCancel:
 			addExec(c.cmd.Cancel.ExecutionID)
+		case wire.KindTerminate:
+			addExec(c.cmd.Terminate.ExecutionID)
 		case wire.KindActivityHeartbeat:
 			addExec(c.cmd.Heartbeat.ExecutionID)
 			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Heartbeat.ExecutionID, ActivityID: c.cmd.Heartbeat.ActivityID})
@@ -343,6 +345,8 @@ func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand)
 			b.heartbeat(c.cmd.Heartbeat)
 		case wire.KindCancel:
 			b.cancel(c)
+		case wire.KindTerminate:
+			b.terminateCommand(c)
 		}
 	}
 	b.settleClaims()

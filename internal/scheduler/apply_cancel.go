@@ -6,8 +6,6 @@ import (
 	"net/http"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -29,10 +27,7 @@ func (b *batch) cancel(c seqCommand) {
 		e.Error, _ = json.Marshal(wire.Failure{Type: "Cancelled", Message: reason})
 		b.close(e, wire.StatusCancelled, wire.EventWorkflowCancelled, wire.WorkflowClosedAttrs{Reason: reason})
 		e.WFTOutstanding, e.WFTDirty = false, false
-		data, _ := json.Marshal(map[string]string{"execution_id": e.ExecutionID, "reason": reason})
-		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-			Shard: b.shard, Subject: streams.CancelledSubject(e.ExecutionID), MsgID: "cancel:" + e.ExecutionID, Payload: data,
-		})
+		b.stopActivities(e, "cancel:", reason)
 	}
 	// Cancelling a closed execution changes nothing: the answer says how it
 	// ended.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -34,7 +35,23 @@ type CallbackPayload struct {
 	ClosedAt     time.Time       `json:"closed_at"`
 }
 
+// terminate closes a running execution as Terminated, for reason: at
+// once, without a workflow task. Workers are told, so that its running
+// activities' contexts are cancelled.
 func (b *batch) terminate(e *store.Execution, reason string) {
+	e.Error, _ = json.Marshal(wire.Failure{Type: "Terminated", Message: reason})
 	b.close(e, wire.StatusTerminated, wire.EventWorkflowTerminated, wire.WorkflowClosedAttrs{Reason: reason})
 	e.WFTOutstanding, e.WFTDirty = false, false
+	b.stopActivities(e, "terminate:", reason)
+}
+
+// stopActivities tells workers, after the commit, that the execution e
+// closed, so that they cancel the contexts of its running activities
+// (the bucket of cancelled executions, which workers watch). msgPrefix
+// makes the message id, one per execution.
+func (b *batch) stopActivities(e *store.Execution, msgPrefix, reason string) {
+	data, _ := json.Marshal(map[string]string{"execution_id": e.ExecutionID, "reason": reason})
+	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
+		Shard: b.shard, Subject: streams.CancelledSubject(e.ExecutionID), MsgID: msgPrefix + e.ExecutionID, Payload: data,
+	})
 }

@@ -32,7 +32,7 @@ package scheduler
 //     is the transaction), acknowledged and announced.
 //   - apply.go: the apply itself, its reads and dispatch by command kind;
 //     apply_<kind>.go: each kind of command (start, signal, workflowtask,
-//     activity, cancel), apply_close.go: closing an execution.
+//     activity, cancel, terminate), apply_close.go: closing an execution.
 //   - alarm.go, apply_timer.go: durable timers: firing them (and dropping
 //     one that cannot fire), and what each kind does.
 //   - validate.go: command validation. dead.go: dead letters, and isolating

@@ -16,6 +16,8 @@ func validCommand(c *wire.Command) bool {
 		return c.Heartbeat != nil && validUUID(c.Heartbeat.ExecutionID)
 	case wire.KindCancel:
 		return c.Cancel != nil && validUUID(c.Cancel.ExecutionID)
+	case wire.KindTerminate:
+		return c.Terminate != nil && validUUID(c.Terminate.ExecutionID)
 	case wire.KindSignalWithStart:
 		return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
 	}

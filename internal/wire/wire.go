@@ -16,6 +16,7 @@ const (
 	KindSignalWithStart       = "signal_with_start"
 	KindActivityHeartbeat     = "activity_heartbeat"
 	KindCancel                = "cancel"
+	KindTerminate             = "terminate"
 )
 
 // Task kinds: the last token of a task subject.
@@ -93,6 +94,7 @@ type Command struct {
 	Signal       *SignalCommand      `json:"signal,omitempty"`
 	Heartbeat    *ActivityHeartbeat  `json:"heartbeat,omitempty"`
 	Cancel       *CancelCommand      `json:"cancel,omitempty"`
+	Terminate    *TerminateCommand   `json:"terminate,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
@@ -101,6 +103,13 @@ type Command struct {
 
 // CancelCommand asks to cancel a running execution.
 type CancelCommand struct {
+	ExecutionID string `json:"execution_id"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// TerminateCommand asks to terminate a running execution: it closes as
+// Terminated at once, without its workflow code running again.
+type TerminateCommand struct {
 	ExecutionID string `json:"execution_id"`
 	Reason      string `json:"reason,omitempty"`
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/devstack"
+)
+
+// TestWorkflowCancelAndTerminate: `harvest workflow cancel` and
+// `harvest workflow terminate` close a running execution (collect waits
+// for signals) with --reason, print what they did or, for a closed
+// execution, how it had closed; --json prints the server's answer; an
+// unknown execution is an error naming execution_not_found.
+func TestWorkflowCancelAndTerminate(t *testing.T) {
+	s := startStack(t, devstack.Config{})
+	startCollect := func() string {
+		t.Helper()
+		out, _, err := runCLI(t, "workflow", "start", "collect", "--input", `{"count": 5}`, "--addr", s.URL(), "--json")
+		require.NoError(t, err)
+		var a struct {
+			ExecutionID string `json:"execution_id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &a), out)
+		return a.ExecutionID
+	}
+
+	id := startCollect()
+	out, _, err := runCLI(t, "workflow", "terminate", id, "--reason", "stuck on a bad deploy", "--addr", s.URL())
+	require.NoError(t, err)
+	require.Equal(t, "terminated execution "+id+" (workflow collect, workflow_id ", out[:len("terminated execution "+id+" (workflow collect, workflow_id ")])
+	require.True(t, strings.HasSuffix(out, "): Terminated\n"), out)
+	history, _, err := runCLI(t, "workflow", "history", id, "--addr", s.URL(), "--json")
+	require.NoError(t, err)
+	require.Contains(t, history, `"type": "WorkflowTerminated"`)
+	require.Contains(t, history, `"reason": "stuck on a bad deploy"`)
+
+	// Again, and cancelling it: nothing changes, and the answer says so.
+	out, _, err = runCLI(t, "workflow", "terminate", id, "--addr", s.URL(), "--json")
+	require.NoError(t, err)
+	var a map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out)
+	require.Equal(t, "Terminated", a["status"])
+	require.Equal(t, id, a["execution_id"])
+	out, _, err = runCLI(t, "workflow", "cancel", id, "--addr", s.URL())
+	require.NoError(t, err)
+	require.Contains(t, out, "had already closed: Terminated")
+
+	other := startCollect()
+	out, _, err = runCLI(t, "workflow", "cancel", other, "--reason", "customer left", "--addr", s.URL())
+	require.NoError(t, err)
+	require.Contains(t, out, "cancelled execution "+other)
+	require.True(t, strings.HasSuffix(out, "): Cancelled\n"), out)
+	out, _, err = runCLI(t, "workflow", "describe", other, "--addr", s.URL())
+	require.NoError(t, err)
+	require.Contains(t, out, `customer left`)
+	out, _, err = runCLI(t, "workflow", "terminate", other, "--addr", s.URL())
+	require.NoError(t, err)
+	require.Contains(t, out, "had already closed: Cancelled")
+
+	_, _, err = runCLI(t, "workflow", "terminate", "01a23712-0000-7000-8000-000000000000", "--addr", s.URL())
+	require.ErrorContains(t, err, "execution_not_found")
+	_, _, err = runCLI(t, "workflow", "cancel", "--addr", s.URL())
+	require.Error(t, err, "an execution id is required")
+}

@@ -271,8 +271,8 @@ func attrsOf(e client.Event) string {
 
 // actions are what the execution page offers, by the route's name.
 var actions = map[string]struct{ Verb, Explain string }{
-	"cancel":    {"Cancel", "The workflow is asked to stop: it sees the cancellation and may clean up before it closes as Cancelled."},
-	"terminate": {"Terminate", "The execution closes as Terminated at once: the workflow runs no further code, and activities in flight are abandoned."},
+	"cancel":    {"Cancel", "The execution closes as Cancelled: the workflow runs no further code, and workers are told to stop its activities in flight."},
+	"terminate": {"Terminate", "The execution closes as Terminated, its error saying why: the workflow runs no further code, and workers are told to stop its activities in flight."},
 }
 
 type confirmData struct {

@@ -29,6 +29,10 @@ func NewIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
 
 // Start loads the bucket, then follows it until Close.
 func (x *Index) Start(ctx context.Context) error {
+	if x.kv == nil {
+		x.log.Warn("no HARVEST_WORKERS bucket (declared by a scheduler of this version): every workflow counts as served until this process restarts")
+		return nil
+	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w, err := x.kv.WatchAll(wctx)
 	if err != nil {
@@ -119,7 +123,14 @@ func (x *Index) cached(kind, name, taskQueue string, now time.Time) bool {
 // Serves says whether a live worker has registered name of kind on
 // taskQueue at now: from the mirror, and on a miss from the bucket
 // itself (Lookup).
+//
+// Without the bucket (a topology bound before any scheduler of this
+// version declared it) everything is served: starts go on, as they did
+// before workers registered.
 func (x *Index) Serves(ctx context.Context, kind, name, taskQueue string, now time.Time) (bool, error) {
+	if x.kv == nil {
+		return true, nil
+	}
 	if x.cached(kind, name, taskQueue, now) {
 		return true, nil
 	}

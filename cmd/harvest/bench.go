@@ -149,7 +149,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 
 // startBenchStack starts the stack `harvest dev` would, from the same
 // configuration, on a free port and in a fresh temporary state dir; the
-// cleanup stops it and removes the dir.
+// cleanup stops it and removes the dir, PostgreSQL's data with it.
 func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*bench.Local, func(context.Context) error, error) {
 	path := o.cfgPath
 	if !o.cfgChanged {
@@ -170,12 +170,6 @@ func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*be
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	stateDir, err := os.MkdirTemp("", "harvest-bench-")
 	if err != nil {
-		return nil, nil, fmt.Errorf("state dir: %w", err)
-	}
-	// As root, PostgreSQL runs as another user, who must reach its data
-	// dir inside.
-	if err := os.Chmod(stateDir, 0o755); err != nil {
-		_ = os.RemoveAll(stateDir)
 		return nil, nil, fmt.Errorf("state dir: %w", err)
 	}
 	if !o.json {

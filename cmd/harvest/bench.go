@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -163,11 +162,10 @@ func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*be
 	}
 	// The stack's logs would run over the progress bar and the table:
 	// errors only, unless HARVEST_LOG_LEVEL asks for more.
-	level := slog.LevelError
-	if os.Getenv("HARVEST_LOG_LEVEL") != "" {
-		level, _ = cfg.Level()
+	if os.Getenv("HARVEST_LOG_LEVEL") == "" {
+		cfg.LogLevel = "error"
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := cfg.Logger(stderr)
 	stateDir, err := os.MkdirTemp("", "harvest-bench-")
 	if err != nil {
 		return nil, nil, fmt.Errorf("state dir: %w", err)

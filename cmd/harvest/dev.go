@@ -38,7 +38,7 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			if err != nil {
 				return err
 			}
-			log := cfg.Logger()
+			log := cfg.Logger(cmd.ErrOrStderr())
 			ctx, stop := service.SignalContext()
 			defer stop()
 			dc, err := service.DevConfig(cfg, log)

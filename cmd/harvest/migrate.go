@@ -26,7 +26,7 @@ func newMigrate() *cobra.Command {
 			}
 			ctx, stop := service.SignalContext()
 			defer stop()
-			db, err := service.ConnectDB(ctx, cfg, cfg.Logger())
+			db, err := service.ConnectDB(ctx, cfg, cfg.Logger(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}

@@ -39,7 +39,7 @@ func Command(name, short string, run RunFunc) *cobra.Command {
 				<-ctx.Done()
 				stop() // the default again: a second signal kills the process
 			}()
-			return run(ctx, cfg, cfg.Logger().With("service", name))
+			return run(ctx, cfg, cfg.Logger(cmd.ErrOrStderr()).With("service", name))
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", os.Getenv("HARVEST_CONFIG"), "YAML configuration file (HARVEST_CONFIG)")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -29,8 +30,6 @@ type benchOptions struct {
 	addr        string
 	token       string
 	json        bool
-	cfgPath     string
-	cfgChanged  bool
 	cpuProfile  string
 	memProfile  string
 }
@@ -57,10 +56,16 @@ it runs against that stack, and those figures are not measured.
 It exits non-zero when a check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.cfgChanged = cmd.Flags().Changed("config")
+			var cfg config.Config
+			if o.addr == "" {
+				var err error
+				if cfg, _, _, err = service.LoadConfig(cmd, devConfigFile); err != nil {
+					return err
+				}
+			}
 			ctx, stop := service.SignalContext()
 			defer stop()
-			return runBench(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runBench(ctx, o, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -72,26 +77,28 @@ It exits non-zero when a check fails.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the in-process stack and the client) to this file")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
-	f.StringVar(&o.cfgPath, "config", envOr("HARVEST_CONFIG", "configs/harvest.dev.yaml"), "YAML configuration of the in-process stack (HARVEST_CONFIG)")
+	service.AddConfigFlag(f, devConfigFile)
+	f.Lookup("config").Usage = "YAML configuration of the in-process stack " + strings.TrimPrefix(f.Lookup("config").Usage, "YAML configuration file ")
 	_ = cmd.MarkFlagRequired("workload")
 	return cmd
 }
 
 // runBench runs one workload and prints its result to stdout; progress
-// and notes go to stderr.
-func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (err error) {
-	cfg := bench.Config{
+// and notes go to stderr. cfg configures the in-process stack, without
+// --addr.
+func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, stderr io.Writer) (err error) {
+	bcfg := bench.Config{
 		Workload:    bench.Workload(o.workload),
 		N:           o.n,
 		Concurrency: o.concurrency,
 		BaseURL:     o.addr,
 		Token:       cmp.Or(o.token, os.Getenv("HARVEST_TOKEN")),
 	}
-	if cfg.Workload != bench.W1 && cfg.Workload != bench.W2 && cfg.Workload != bench.W3 {
+	if bcfg.Workload != bench.W1 && bcfg.Workload != bench.W2 && bcfg.Workload != bench.W3 {
 		return fmt.Errorf("--workload %q: want W1, W2 or W3", o.workload)
 	}
 	if o.addr == "" {
-		local, cleanup, err := startBenchStack(ctx, o, stderr)
+		local, cleanup, err := startBenchStack(ctx, o, cfg, stderr)
 		if err != nil {
 			return err
 		}
@@ -100,7 +107,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 			defer cancel()
 			err = errors.Join(err, cleanup(stopCtx))
 		}()
-		cfg.Local = local
+		bcfg.Local = local
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -115,9 +122,9 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 	}
 	bar := newBenchBar(o, stderr)
 	if bar != nil {
-		cfg.Progress = bar.update
+		bcfg.Progress = bar.update
 	}
-	res, err := bench.Run(ctx, cfg)
+	res, err := bench.Run(ctx, bcfg)
 	if bar != nil {
 		bar.finish()
 	}
@@ -149,17 +156,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 // startBenchStack starts the stack `harvest dev` would, from the same
 // configuration, on a free port and in a fresh temporary state dir; the
 // cleanup stops it and removes the dir, PostgreSQL's data with it.
-func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*bench.Local, func(context.Context) error, error) {
-	path := o.cfgPath
-	if !o.cfgChanged {
-		if _, err := os.Stat(path); err != nil {
-			path = "" // run from elsewhere than the repository: defaults
-		}
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, nil, err
-	}
+func startBenchStack(ctx context.Context, o benchOptions, cfg config.Config, stderr io.Writer) (*bench.Local, func(context.Context) error, error) {
 	// The stack's logs would run over the progress bar and the table:
 	// errors only, unless HARVEST_LOG_LEVEL asks for more.
 	if os.Getenv("HARVEST_LOG_LEVEL") == "" {

@@ -3,6 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,7 +58,7 @@ shard count it was created with.`,
 			}
 			stack, err := devstack.Start(ctx, dc)
 			if err != nil {
-				return err
+				return devStartError(err)
 			}
 			log.Info("harvest dev ready", "url", stack.URL(), "nats", stack.NATSURL(), "state_dir", stateDir)
 			<-ctx.Done()
@@ -78,4 +81,38 @@ shard count it was created with.`,
 	service.AddConfigFlag(f, devConfigFile)
 	service.AddFlags(f, service.FlagNATSURL, service.FlagDatabaseURL, service.FlagLogLevel, service.FlagLogFormat)
 	return cmd
+}
+
+// devStartError says in harvest dev's flags what to do about a stack that
+// cannot start.
+func devStartError(err error) error {
+	var (
+		listen *devstack.ListenError
+		shards *devstack.ShardsError
+	)
+	switch {
+	case errors.As(err, &listen):
+		flag := "--addr"
+		if listen.Service == devstack.ServiceNATS {
+			flag = "--nats-port"
+		}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w; another process (another harvest dev?) listens there: stop it, or pass another %s", err, flag)
+		}
+		return fmt.Errorf("%w; pass another %s", err, flag)
+	case errors.Is(err, devstack.ErrStateDirInUse):
+		return fmt.Errorf("%w: stop that harvest dev first, or pass another --state-dir", err)
+	case errors.As(err, &shards) && shards.StateDir != "":
+		return fmt.Errorf("%w: run harvest dev with --shards %d, or without --shards (and HARVEST_SHARDS, and the config file's shards); "+
+			"or pass a fresh --state-dir for %s", err, shards.Have, plural(shards.Want, "shard"))
+	}
+	return err
+}
+
+// plural is "1 shard", "2 shards".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

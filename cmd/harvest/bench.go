@@ -97,6 +97,11 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 	if bcfg.Workload != bench.W1 && bcfg.Workload != bench.W2 && bcfg.Workload != bench.W3 {
 		return fmt.Errorf("--workload %q: want W1, W2 or W3", o.workload)
 	}
+	if o.addr != "" {
+		if err := checkReachable(ctx, strings.TrimRight(o.addr, "/"), "start one with `harvest dev`, point --addr at yours, or leave --addr out to run a stack in this process"); err != nil {
+			return err
+		}
+	}
 	if o.addr == "" {
 		local, cleanup, err := startBenchStack(ctx, o, cfg, stderr)
 		if err != nil {

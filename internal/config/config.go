@@ -80,8 +80,8 @@ type Config struct {
 	// GET /readyz and GET /metrics (HARVEST_ADMIN_ADDR); empty serves
 	// nothing. Ingest serves them on http_addr.
 	AdminAddr string `yaml:"admin_addr"`
-	// HTTPAddr is ingest's listen address (HARVEST_HTTP_ADDR), default
-	// 127.0.0.1:8080.
+	// HTTPAddr is ingest's and harvest dev's listen address
+	// (HARVEST_HTTP_ADDR), default 127.0.0.1:8080.
 	HTTPAddr string `yaml:"http_addr"`
 	// Shards is the number of logical shards (HARVEST_SHARDS), default 16
 	// (harvest dev: the count its state dir has, else 1); fixed for a

@@ -31,7 +31,7 @@ type ConfigFile struct {
 	Missing string
 }
 
-// AddConfigFlag adds --config to fs. def is the file read when neither
+// AddConfigFlag adds --config to flags. def is the file read when neither
 // --config nor HARVEST_CONFIG names one, if it exists (relative to the
 // working directory); empty for none.
 func AddConfigFlag(flags *pflag.FlagSet, def string) {

@@ -73,7 +73,7 @@ func (f Flag) Usage() string {
 // Env is the environment variable the flag stands in for.
 func (f Flag) Env() string { return f.spec().env }
 
-// AddFlags adds configuration flags to fs. A flag not given leaves its
+// AddFlags adds configuration flags to fs. One not given leaves its
 // key to the variable and the file.
 func AddFlags(fs *pflag.FlagSet, add ...Flag) {
 	for _, f := range add {

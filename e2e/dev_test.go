@@ -143,7 +143,10 @@ func TestHarvestDev(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("harvest dev did not stop within 30s of SIGTERM")
 	}
-	// PostgreSQL stopped with it: its data dir has no live postmaster.pid.
+	// PostgreSQL keeps its data in the state dir (as root too, under this
+	// test's 0700 temp dir), and stopped with it: no live postmaster.pid.
+	_, err = os.Stat(filepath.Join(stateDir, "postgres", "PG_VERSION"))
+	require.NoError(t, err, "PostgreSQL's data is in the state dir")
 	_, err = os.Stat(filepath.Join(stateDir, "postgres", "postmaster.pid"))
 	require.True(t, os.IsNotExist(err), "postmaster.pid left behind")
 }

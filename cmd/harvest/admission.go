@@ -63,7 +63,7 @@ func callAPI(cmd *cobra.Command, method, path string, body any) error {
 	client := &http.Client{Timeout: 30 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return unreachable(apiAddr(cmd), apiHint, fmt.Errorf("%s %s: %w", method, path, err))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)

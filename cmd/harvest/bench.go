@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -30,8 +30,6 @@ type benchOptions struct {
 	addr        string
 	token       string
 	json        bool
-	cfgPath     string
-	cfgChanged  bool
 	cpuProfile  string
 	memProfile  string
 }
@@ -58,10 +56,16 @@ it runs against that stack, and those figures are not measured.
 It exits non-zero when a check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.cfgChanged = cmd.Flags().Changed("config")
+			var cfg config.Config
+			if o.addr == "" {
+				var err error
+				if cfg, _, _, err = service.LoadConfig(cmd, devConfigFile); err != nil {
+					return err
+				}
+			}
 			ctx, stop := service.SignalContext()
 			defer stop()
-			return runBench(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runBench(ctx, o, cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -73,26 +77,33 @@ It exits non-zero when a check fails.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the in-process stack and the client) to this file")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
-	f.StringVar(&o.cfgPath, "config", envOr("HARVEST_CONFIG", "configs/harvest.dev.yaml"), "YAML configuration of the in-process stack (HARVEST_CONFIG)")
+	service.AddConfigFlag(f, devConfigFile)
+	f.Lookup("config").Usage = "YAML configuration of the in-process stack " + strings.TrimPrefix(f.Lookup("config").Usage, "YAML configuration file ")
 	_ = cmd.MarkFlagRequired("workload")
 	return cmd
 }
 
 // runBench runs one workload and prints its result to stdout; progress
-// and notes go to stderr.
-func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (err error) {
-	cfg := bench.Config{
+// and notes go to stderr. cfg configures the in-process stack, without
+// --addr.
+func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, stderr io.Writer) (err error) {
+	bcfg := bench.Config{
 		Workload:    bench.Workload(o.workload),
 		N:           o.n,
 		Concurrency: o.concurrency,
 		BaseURL:     o.addr,
 		Token:       cmp.Or(o.token, os.Getenv("HARVEST_TOKEN")),
 	}
-	if cfg.Workload != bench.W1 && cfg.Workload != bench.W2 && cfg.Workload != bench.W3 {
+	if bcfg.Workload != bench.W1 && bcfg.Workload != bench.W2 && bcfg.Workload != bench.W3 {
 		return fmt.Errorf("--workload %q: want W1, W2 or W3", o.workload)
 	}
+	if o.addr != "" {
+		if err := checkReachable(ctx, strings.TrimRight(o.addr, "/"), "start one with `harvest dev`, point --addr at yours, or leave --addr out to run a stack in this process"); err != nil {
+			return err
+		}
+	}
 	if o.addr == "" {
-		local, cleanup, err := startBenchStack(ctx, o, stderr)
+		local, cleanup, err := startBenchStack(ctx, o, cfg, stderr)
 		if err != nil {
 			return err
 		}
@@ -101,7 +112,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 			defer cancel()
 			err = errors.Join(err, cleanup(stopCtx))
 		}()
-		cfg.Local = local
+		bcfg.Local = local
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -116,9 +127,9 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 	}
 	bar := newBenchBar(o, stderr)
 	if bar != nil {
-		cfg.Progress = bar.update
+		bcfg.Progress = bar.update
 	}
-	res, err := bench.Run(ctx, cfg)
+	res, err := bench.Run(ctx, bcfg)
 	if bar != nil {
 		bar.finish()
 	}
@@ -149,33 +160,16 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) (er
 
 // startBenchStack starts the stack `harvest dev` would, from the same
 // configuration, on a free port and in a fresh temporary state dir; the
-// cleanup stops it and removes the dir.
-func startBenchStack(ctx context.Context, o benchOptions, stderr io.Writer) (*bench.Local, func(context.Context) error, error) {
-	path := o.cfgPath
-	if !o.cfgChanged {
-		if _, err := os.Stat(path); err != nil {
-			path = "" // run from elsewhere than the repository: defaults
-		}
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, nil, err
-	}
+// cleanup stops it and removes the dir, PostgreSQL's data with it.
+func startBenchStack(ctx context.Context, o benchOptions, cfg config.Config, stderr io.Writer) (*bench.Local, func(context.Context) error, error) {
 	// The stack's logs would run over the progress bar and the table:
 	// errors only, unless HARVEST_LOG_LEVEL asks for more.
-	level := slog.LevelError
-	if os.Getenv("HARVEST_LOG_LEVEL") != "" {
-		level, _ = cfg.Level()
+	if os.Getenv("HARVEST_LOG_LEVEL") == "" {
+		cfg.LogLevel = "error"
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := cfg.Logger(stderr)
 	stateDir, err := os.MkdirTemp("", "harvest-bench-")
 	if err != nil {
-		return nil, nil, fmt.Errorf("state dir: %w", err)
-	}
-	// As root, PostgreSQL runs as another user, who must reach its data
-	// dir inside.
-	if err := os.Chmod(stateDir, 0o755); err != nil {
-		_ = os.RemoveAll(stateDir)
 		return nil, nil, fmt.Errorf("state dir: %w", err)
 	}
 	if !o.json {

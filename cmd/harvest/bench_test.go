@@ -121,3 +121,22 @@ func TestBenchFlags(t *testing.T) {
 	_, _, err = runCLI(t, "bench", "--workload", "W9", "--addr", "http://127.0.0.1:1")
 	require.ErrorContains(t, err, "W9")
 }
+
+// TestBenchLeavesNothingBehind: the in-process stack of harvest bench,
+// with its private PostgreSQL and embedded NATS, leaves nothing in the
+// temp dir once the bench is done, PostgreSQL's data included.
+func TestBenchLeavesNothingBehind(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("HARVEST_NATS_URL", "")
+	t.Setenv("HARVEST_DATABASE_URL", "")
+	t.Setenv("HARVEST_CONFIG", "")
+	t.Setenv("HARVEST_OUTCOME_WAIT", "30s")
+
+	out, stderr, err := runCLI(t, "bench", "--workload", "W1", "--n", "5", "--concurrency", "2", "--json")
+	require.NoError(t, err, stderr)
+	requireBenchJSON(t, out, "W1", 5)
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, left, "harvest bench left %v in the temp dir", left)
+}

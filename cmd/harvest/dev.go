@@ -3,56 +3,62 @@ package main
 import (
 	"cmp"
 	"context"
-	"os"
+	"errors"
+	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/service"
 )
 
+// devConfigFile is the configuration harvest dev reads from the
+// repository's root: the examples' webhooks and bindings.
+const devConfigFile = "configs/harvest.dev.yaml"
+
+// devWithoutConfig says what harvest dev without a configuration file
+// lacks.
+const devWithoutConfig = "no webhooks are configured (POST /hooks/{source} knows no source) and no bindings; " +
+	"for the examples' (" + devConfigFile + "), run harvest dev from the repository's root or pass --config"
+
 func newDev() *cobra.Command {
 	var (
-		addr     string
 		stateDir string
-		shards   int
 		natsPort int
-		cfgPath  string
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run ingest, scheduler and a worker with the examples in one process",
 		Long: `Run the whole stack in one process: an embedded NATS server with JetStream
-(store under --state-dir) and a private PostgreSQL started from the local
-binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
+and a private PostgreSQL started from the local binaries, both keeping
+their data under --state-dir, or the servers named by --nats-url and
+--database-url (HARVEST_NATS_URL, HARVEST_DATABASE_URL).
+
+One harvest dev at a time uses a state dir, and the state dir keeps the
+shard count it was created with.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("config") {
-				if _, err := os.Stat(cfgPath); err != nil {
-					cfgPath = "" // run from elsewhere than the repository: defaults
-				}
-			}
-			cfg, err := config.Load(cfgPath)
+			cfg, log, file, err := service.LoadConfig(cmd, devConfigFile)
 			if err != nil {
 				return err
 			}
-			log := cfg.Logger()
+			file.Log(log, devWithoutConfig)
 			ctx, stop := service.SignalContext()
 			defer stop()
 			dc, err := service.DevConfig(cfg, log)
 			if err != nil {
 				return err
 			}
-			dc.StateDir, dc.Addr, dc.NATSPort = stateDir, addr, natsPort
-			if dc.Ingest.Auth, err = service.APIAuth(cfg, addr, log); err != nil {
+			dc.StateDir, dc.Addr, dc.NATSPort = stateDir, cfg.HTTPAddr, natsPort
+			if dc.Ingest.Auth, err = service.APIAuth(cfg, cfg.HTTPAddr, log); err != nil {
 				return err
 			}
-			dc.Streams.Shards = cmp.Or(shards, dc.Streams.Shards)
 			stack, err := devstack.Start(ctx, dc)
 			if err != nil {
-				return err
+				return devStartError(err)
 			}
 			log.Info("harvest dev ready", "url", stack.URL(), "nats", stack.NATSURL(), "state_dir", stateDir)
 			<-ctx.Done()
@@ -65,10 +71,48 @@ binaries, or the servers named by HARVEST_NATS_URL and HARVEST_DATABASE_URL.`,
 			return stack.Stop(stopCtx)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "HTTP listen address")
-	cmd.Flags().StringVar(&stateDir, "state-dir", ".harvest", "where the embedded NATS store and the private PostgreSQL live")
-	cmd.Flags().IntVar(&shards, "shards", 0, "logical shards, fixed for a state dir's life (default: the config's, else the state dir's, else 1)")
-	cmd.Flags().IntVar(&natsPort, "nats-port", 0, "embedded NATS client port (0 picks a free one)")
-	cmd.Flags().StringVar(&cfgPath, "config", envOr("HARVEST_CONFIG", "configs/harvest.dev.yaml"), "YAML configuration file (HARVEST_CONFIG)")
+	f := cmd.Flags()
+	f.SortFlags = false
+	service.AddFlags(f, service.FlagAddr)
+	f.StringVar(&stateDir, "state-dir", ".harvest", "where the embedded NATS store and the private PostgreSQL keep their data")
+	service.AddFlags(f, service.FlagShards)
+	f.Lookup(string(service.FlagShards)).Usage = "logical shards, fixed for a state dir's life (default $HARVEST_SHARDS, else the config file's shards, else the state dir's, else 1)"
+	f.IntVar(&natsPort, "nats-port", 0, "the embedded NATS server's client port (0 picks a free one)")
+	service.AddConfigFlag(f, devConfigFile)
+	service.AddFlags(f, service.FlagNATSURL, service.FlagDatabaseURL, service.FlagLogLevel, service.FlagLogFormat)
 	return cmd
+}
+
+// devStartError says in harvest dev's flags what to do about a stack that
+// cannot start.
+func devStartError(err error) error {
+	var (
+		listen *devstack.ListenError
+		shards *devstack.ShardsError
+	)
+	switch {
+	case errors.As(err, &listen):
+		flag := "--addr"
+		if listen.Service == devstack.ServiceNATS {
+			flag = "--nats-port"
+		}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w; another process (another harvest dev?) listens there: stop it, or pass another %s", err, flag)
+		}
+		return fmt.Errorf("%w; pass another %s", err, flag)
+	case errors.Is(err, devstack.ErrStateDirInUse):
+		return fmt.Errorf("%w: stop that harvest dev first, or pass another --state-dir", err)
+	case errors.As(err, &shards) && shards.StateDir != "":
+		return fmt.Errorf("%w: run harvest dev with --shards %d, or without --shards (and HARVEST_SHARDS, and the config file's shards); "+
+			"or pass a fresh --state-dir for %s", err, shards.Have, plural(shards.Want, "shard"))
+	}
+	return err
+}
+
+// plural is "1 shard", "2 shards".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -23,7 +23,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newBench(), newFakepay(), newToken())
+	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newBench(), newFakepay(), newToken(), newVersion())
 	return root
 }
 

@@ -1,32 +1,35 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/service"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
+// errNoDatabase is harvest migrate's answer when nothing names a database.
+var errNoDatabase = errors.New("no database to migrate: pass --database-url postgres://…, " +
+	"or set HARVEST_DATABASE_URL, or database_url in the --config file")
+
 func newMigrate() *cobra.Command {
-	var databaseURL string
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply the PostgreSQL schema migrations",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(os.Getenv("HARVEST_CONFIG"))
+			cfg, log, _, err := service.LoadConfig(cmd, "")
 			if err != nil {
 				return err
 			}
-			if databaseURL != "" {
-				cfg.DatabaseURL = databaseURL
+			if cfg.DatabaseURL == "" {
+				return errNoDatabase
 			}
 			ctx, stop := service.SignalContext()
 			defer stop()
-			db, err := service.ConnectDB(ctx, cfg, cfg.Logger())
+			db, err := service.ConnectDB(ctx, cfg, log)
 			if err != nil {
 				return err
 			}
@@ -43,6 +46,8 @@ func newMigrate() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL URL (default HARVEST_DATABASE_URL)")
+	cmd.Flags().SortFlags = false
+	service.AddFlags(cmd.Flags(), service.FlagDatabaseURL)
+	service.AddConfigFlag(cmd.Flags(), "")
 	return cmd
 }

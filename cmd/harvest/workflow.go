@@ -371,6 +371,6 @@ func withClient(run func(ctx context.Context, c *client.Client, cmd *cobra.Comma
 			return err
 		}
 		defer cancel()
-		return run(ctx, c, cmd, args)
+		return unreachable(apiAddr(cmd), apiHint, run(ctx, c, cmd, args))
 	}
 }

@@ -12,6 +12,6 @@ import (
 )
 
 func main() {
-	cmd := service.Command("ingest", "Serve Harvest's HTTP API and run the NATS subject bindings", service.RunIngest)
+	cmd := service.Command("ingest", "Serve Harvest's HTTP API and run the NATS subject bindings", service.RunIngest, service.FlagAddr, service.FlagDatabaseURL, service.FlagShards)
 	os.Exit(service.Exit(cmd, os.Args[1:], os.Stderr))
 }

@@ -9,6 +9,6 @@ import (
 )
 
 func main() {
-	cmd := service.Command("scheduler", "Apply Harvest's commands to PostgreSQL for the shards this process leases", service.RunScheduler)
+	cmd := service.Command("scheduler", "Apply Harvest's commands to PostgreSQL for the shards this process leases", service.RunScheduler, service.FlagAdminAddr, service.FlagDatabaseURL, service.FlagShards)
 	os.Exit(service.Exit(cmd, os.Args[1:], os.Stderr))
 }

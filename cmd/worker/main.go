@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	cmd := service.Command("worker", "Run Harvest's example workflows from a task queue", run)
+	cmd := service.Command("worker", "Run Harvest's example workflows from a task queue", run, service.FlagAdminAddr, service.FlagTaskQueue)
 	os.Exit(service.Exit(cmd, os.Args[1:], os.Stderr))
 }
 

@@ -81,8 +81,8 @@ type Config struct {
 	// GET /readyz and GET /metrics (HARVEST_ADMIN_ADDR); empty serves
 	// nothing. Ingest serves them on http_addr.
 	AdminAddr string `yaml:"admin_addr"`
-	// HTTPAddr is ingest's listen address (HARVEST_HTTP_ADDR), default
-	// 127.0.0.1:8080.
+	// HTTPAddr is ingest's and harvest dev's listen address
+	// (HARVEST_HTTP_ADDR), default 127.0.0.1:8080.
 	HTTPAddr string `yaml:"http_addr"`
 	// Shards is the number of logical shards (HARVEST_SHARDS), default 16
 	// (harvest dev: the count its state dir has, else 1); fixed for a
@@ -172,6 +172,9 @@ type Config struct {
 	// LogLevel is debug, info, warn or error (HARVEST_LOG_LEVEL), default
 	// info.
 	LogLevel string `yaml:"log_level"`
+	// LogFormat is text (logfmt, the default) or json, one object a line
+	// (HARVEST_LOG_FORMAT).
+	LogFormat string `yaml:"log_format"`
 }
 
 // ArcFlowConfig is the ArcFlow-compatible part of Config.
@@ -330,7 +333,12 @@ func (c Config) FingerprintByWorkflow() map[string]string {
 }
 
 // Load reads path (if not empty) and applies the environment over it.
-func Load(path string) (Config, error) {
+func Load(path string) (Config, error) { return LoadEnv(path, os.Getenv) }
+
+// LoadEnv is Load with the environment read through getenv: a command
+// line's flags stand in for the variables they override that way, so that
+// a flag, its variable and its key are read and checked alike.
+func LoadEnv(path string, getenv func(string) string) (Config, error) {
 	var c Config
 	if path != "" {
 		data, err := os.ReadFile(path)
@@ -343,7 +351,7 @@ func Load(path string) (Config, error) {
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
-	if err := c.applyEnv(os.Getenv); err != nil {
+	if err := c.applyEnv(getenv); err != nil {
 		return c, err
 	}
 	if c.HTTPAddr == "" {
@@ -416,6 +424,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 	str(&c.HTTPAddr, "HARVEST_HTTP_ADDR")
 	str(&c.TaskQueue, "HARVEST_TASK_QUEUE")
 	str(&c.LogLevel, "HARVEST_LOG_LEVEL")
+	str(&c.LogFormat, "HARVEST_LOG_FORMAT")
 	str(&c.IdempotencyFingerprint, "HARVEST_IDEMPOTENCY_FINGERPRINT")
 	if v := get("HARVEST_ARCFLOW_SECRET"); v != "" {
 		c.ArcFlow.Secrets = []string{v}
@@ -521,8 +530,19 @@ func (c Config) Validate() error {
 	if _, err := c.Level(); err != nil {
 		return err
 	}
+	switch c.LogFormat {
+	case "", LogFormatText, LogFormatJSON:
+	default:
+		return fmt.Errorf("config: log_format %q: want %s or %s", c.LogFormat, LogFormatText, LogFormatJSON)
+	}
 	return nil
 }
+
+// The values of log_format.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
 
 // Level is the configured log level.
 func (c Config) Level() (slog.Level, error) {
@@ -536,9 +556,13 @@ func (c Config) Level() (slog.Level, error) {
 	return l, nil
 }
 
-// Logger builds the service's logger: text on stderr at the configured
-// level.
-func (c Config) Logger() *slog.Logger {
+// Logger builds a process's logger: text (logfmt) or JSON lines, as
+// log_format says, on w (a process's stderr) at the configured level.
+func (c Config) Logger(w io.Writer) *slog.Logger {
 	l, _ := c.Level()
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	if c.LogFormat == LogFormatJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

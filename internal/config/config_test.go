@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -92,4 +94,54 @@ func TestTheWorkerConfigLoads(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Second, time.Duration(c.TaskAckWait))
 	require.Equal(t, 30*time.Second, time.Duration(c.ShutdownGrace))
+}
+
+// TestLogFormat: log_format text (the default) writes logfmt, json one
+// JSON object a line; anything else is an error naming the key, from the
+// file and from HARVEST_LOG_FORMAT alike.
+func TestLogFormat(t *testing.T) {
+	var buf bytes.Buffer
+	c, err := config.Load("")
+	require.NoError(t, err)
+	c.Logger(&buf).Info("hello", "shard", 3)
+	require.Regexp(t, `^time=\S+ level=INFO msg=hello shard=3\n$`, buf.String())
+
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("log_format: json\nlog_level: debug\n"), 0o600))
+	c, err = config.Load(path)
+	require.NoError(t, err)
+	buf.Reset()
+	c.Logger(&buf).Debug("hello", "shard", 3)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line), buf.String())
+	require.Equal(t, "DEBUG", line["level"])
+	require.Equal(t, "hello", line["msg"])
+	require.InDelta(t, 3, line["shard"], 0)
+
+	t.Setenv("HARVEST_LOG_FORMAT", "text")
+	c, err = config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, config.LogFormatText, c.LogFormat, "the variable overrides the file")
+
+	require.NoError(t, os.WriteFile(path, []byte("log_format: logfmt\n"), 0o600))
+	t.Setenv("HARVEST_LOG_FORMAT", "")
+	_, err = config.Load(path)
+	require.EqualError(t, err, `config: log_format "logfmt": want text or json`)
+	t.Setenv("HARVEST_LOG_FORMAT", "JSON")
+	_, err = config.Load("")
+	require.EqualError(t, err, `config: log_format "JSON": want text or json`)
+}
+
+// TestLoadEnvReadsThroughGetenv: LoadEnv takes the variables from its
+// getenv, as the commands' flags hand them in.
+func TestLoadEnvReadsThroughGetenv(t *testing.T) {
+	t.Setenv("HARVEST_SHARDS", "4")
+	c, err := config.LoadEnv("", func(name string) string {
+		if name == "HARVEST_SHARDS" {
+			return "2"
+		}
+		return os.Getenv(name)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, c.Shards)
 }

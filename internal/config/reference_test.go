@@ -46,7 +46,7 @@ func yamlKeys() map[string]int {
 func envNames(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
-	for _, file := range []string{"config.go", "../service/command.go"} {
+	for _, file := range []string{"config.go", "../service/configfile.go", "../service/flags.go"} {
 		src, err := os.ReadFile(file)
 		require.NoError(t, err)
 		for _, n := range regexp.MustCompile(`"(HARVEST_[A-Z_]+)"`).FindAllStringSubmatch(string(src), -1) {
@@ -88,7 +88,7 @@ func TestEachVariableSetsItsKey(t *testing.T) {
 	// Values that pass validation, by key; a key set alone that needs a
 	// companion gets it from companions.
 	values := map[string]string{
-		"log_level": "warn", "idempotency_fingerprint": "reject", "nats_replicas": "3",
+		"log_level": "warn", "log_format": "json", "idempotency_fingerprint": "reject", "nats_replicas": "3",
 		"nats_password_file": file, "nats_token_file": file, "database_url_file": file,
 	}
 	companions := map[string]map[string]string{

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,7 @@ import (
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/dirlock"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/pglocal"
 	"github.com/harvest-engine/harvest/internal/scheduler"
@@ -42,8 +44,9 @@ const DefaultShards = 1
 
 // Config configures a Stack. Zero values mean the documented defaults.
 type Config struct {
-	// StateDir holds the embedded NATS store and the private PostgreSQL
-	// cluster, default ./.harvest.
+	// StateDir holds the embedded NATS store (nats/) and the private
+	// PostgreSQL cluster (postgres/), default ./.harvest. One stack at a
+	// time runs on it: it holds the lock file harvest.lock there.
 	StateDir string
 	// Addr is the HTTP listen address, default 127.0.0.1:8080; port 0
 	// picks a free one.
@@ -84,10 +87,72 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
+// ErrStateDirInUse is wrapped by Start's error when another stack, in
+// this process or another, runs on the state dir.
+var ErrStateDirInUse = errors.New("in use by another harvest dev")
+
+// What a ListenError's address is for.
+const (
+	ServiceAPI  = "the HTTP API"
+	ServiceNATS = "the embedded NATS server"
+)
+
+// ListenError is Start's error when an address the stack would listen on
+// cannot be had (another process holds it); Start returns it before it
+// starts NATS or PostgreSQL.
+type ListenError struct {
+	// Service is ServiceAPI or ServiceNATS.
+	Service string
+	Addr    string
+	Err     error
+}
+
+func (e *ListenError) Error() string {
+	why := e.Err.Error()
+	if op := (*net.OpError)(nil); errors.As(e.Err, &op) && op.Err != nil {
+		why = op.Err.Error() // without the address again
+	}
+	return fmt.Sprintf("%s cannot listen on %s: %s", e.Service, e.Addr, why)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
+
+// ShardsError is Start's error when Streams.Shards differs from the count
+// the stack's streams were created with, which is theirs for life.
+type ShardsError struct {
+	// StateDir holds the streams; empty when NATS is not embedded.
+	StateDir string
+	// Have is the streams' count, Want the configured one.
+	Have, Want int
+}
+
+func (e *ShardsError) Error() string {
+	if e.StateDir != "" {
+		return fmt.Sprintf("state dir %s was created with %s, which it keeps for life; the stack is configured with %s",
+			e.StateDir, shardCount(e.Have), shardCount(e.Want))
+	}
+	return fmt.Sprintf("the NATS server's streams were created with %s, which they keep for life; the stack is configured with %s",
+		shardCount(e.Have), shardCount(e.Want))
+}
+
+// Unwrap makes errors.Is(err, streams.ErrShardMismatch) hold.
+func (e *ShardsError) Unwrap() error { return streams.ErrShardMismatch }
+
+func shardCount(n int) string {
+	if n == 1 {
+		return "1 shard"
+	}
+	return fmt.Sprintf("%d shards", n)
+}
+
+// lockFile is the file in the state dir that a running stack holds.
+const lockFile = "harvest.lock"
+
 // Stack is a running Harvest.
 type Stack struct {
 	cfg      Config
 	log      *slog.Logger
+	lock     *dirlock.Lock
 	nats     *server.Server
 	pg       *pglocal.Server
 	nc       *nats.Conn
@@ -105,6 +170,9 @@ type Stack struct {
 }
 
 // Start brings the stack up; on error everything started is stopped.
+// Before it starts anything it takes the state dir (ErrStateDirInUse when
+// another stack runs on it) and the addresses it listens on (*ListenError);
+// a Streams.Shards other than the streams' is a *ShardsError.
 func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = ".harvest"
@@ -124,6 +192,21 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
+	// First what another stack may hold, before anything starts: the
+	// state dir, then the addresses.
+	if s.lock, err = dirlock.Acquire(cfg.StateDir, lockFile); err != nil {
+		var locked *dirlock.LockedError
+		if errors.As(err, &locked) && locked.PID != 0 {
+			return nil, fmt.Errorf("state dir %s is %w (pid %d)", cfg.StateDir, ErrStateDirInUse, locked.PID)
+		}
+		if errors.Is(err, dirlock.ErrLocked) {
+			return nil, fmt.Errorf("state dir %s is %w", cfg.StateDir, ErrStateDirInUse)
+		}
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
 	if err := s.startNATS(ctx); err != nil {
 		return nil, err
 	}
@@ -137,14 +220,23 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if cfg.Streams.Shards == 0 {
-		// A state dir keeps the count it was created with.
-		if cfg.Streams.Shards, err = streams.DeployedShards(ctx, js); err != nil {
-			return nil, err
+	// A state dir (or a NATS server) keeps the count its streams were
+	// created with.
+	deployed, err := streams.DeployedShards(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.Streams.Shards == 0 && deployed != 0:
+		cfg.Streams.Shards = deployed
+	case cfg.Streams.Shards == 0:
+		cfg.Streams.Shards = DefaultShards
+	case deployed != 0 && deployed != cfg.Streams.Shards:
+		e := &ShardsError{Have: deployed, Want: cfg.Streams.Shards}
+		if s.nats != nil {
+			e.StateDir = cfg.StateDir
 		}
-		if cfg.Streams.Shards == 0 {
-			cfg.Streams.Shards = DefaultShards
-		}
+		return nil, e
 	}
 	if s.Topology, err = streams.DeclareRetrying(ctx, js, cfg.Streams, func(err error) { s.log.Warn("waiting to declare the streams", "err", err) }); err != nil {
 		return nil, err
@@ -205,9 +297,6 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.stops = append(s.stops, s.bindings.Stop)
-	if s.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
 	s.http = s.api.HTTPServer(cfg.Addr)
 	go func() {
 		if err := s.http.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -218,6 +307,31 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	return s, nil
 }
 
+// listen takes the HTTP API's address, which the stack serves once it
+// is up, and makes sure the embedded NATS server's port is free.
+func (s *Stack) listen() error {
+	l, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return &ListenError{Service: ServiceAPI, Addr: s.cfg.Addr, Err: err}
+	}
+	s.listener = l
+	if s.cfg.NATSURL == "" && s.cfg.NATSPort != 0 {
+		addr := net.JoinHostPort(natsHost, strconv.Itoa(s.cfg.NATSPort))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return &ListenError{Service: ServiceNATS, Addr: addr, Err: err}
+		}
+		// Closed again for the server, which binds it in a moment.
+		if err := l.Close(); err != nil {
+			return fmt.Errorf("free %s: %w", addr, err)
+		}
+	}
+	return nil
+}
+
+// natsHost is where the embedded NATS server listens.
+const natsHost = "127.0.0.1"
+
 func (s *Stack) startNATS(ctx context.Context) error {
 	if s.cfg.NATSURL == "" {
 		port := s.cfg.NATSPort
@@ -226,7 +340,7 @@ func (s *Stack) startNATS(ctx context.Context) error {
 		}
 		ns, err := server.NewServer(&server.Options{
 			ServerName: "harvest-dev",
-			Host:       "127.0.0.1",
+			Host:       natsHost,
 			Port:       port,
 			JetStream:  true,
 			StoreDir:   filepath.Join(s.cfg.StateDir, "nats"),
@@ -259,20 +373,17 @@ func (s *Stack) startPostgres(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("postgres data dir: %w", err)
 		}
-		pgcfg := pglocal.Config{DataDir: dataDir, Durable: true, Logger: s.log.With("service", "postgres")}
-		pg, err := pglocal.Start(ctx, pgcfg)
-		if errors.Is(err, pglocal.ErrDataDirUnreachable) {
-			// As root, PostgreSQL runs as an unprivileged user that cannot
-			// reach a state dir under, say, /root: keep its cluster in a
-			// folder of the temp dir named after the state dir instead.
-			sum := sha256.Sum256([]byte(dataDir))
-			pgcfg.DataDir = filepath.Join(os.TempDir(), "harvest-dev-"+hex.EncodeToString(sum[:6]), "postgres")
-			s.log.Warn("state dir unreachable for the PostgreSQL user; keeping its data in the temp dir", "data_dir", pgcfg.DataDir, "err", err)
-			if err = os.MkdirAll(filepath.Dir(pgcfg.DataDir), 0o755); err == nil {
-				pg, err = pglocal.Start(ctx, pgcfg)
-			}
+		if err := s.adoptTempDirPostgres(dataDir); err != nil {
+			return err
 		}
+		// As root, PostgreSQL runs as an unprivileged user and reaches
+		// its data dir by descriptor (internal/pglocal), so the data stays
+		// in the state dir even under /root.
+		pg, err := pglocal.Start(ctx, pglocal.Config{DataDir: dataDir, Durable: true, Logger: s.log.With("service", "postgres")})
 		if err != nil {
+			if errors.Is(err, pglocal.ErrDataDirUnreachable) {
+				return fmt.Errorf("start private postgres: %w; or set HARVEST_DATABASE_URL to a server of your own", err)
+			}
 			return fmt.Errorf("start private postgres: %w", err)
 		}
 		s.pg = pg
@@ -295,6 +406,33 @@ func (s *Stack) startPostgres(ctx context.Context) error {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
 	s.DB = db
+	return nil
+}
+
+// adoptTempDirPostgres moves into the state dir the PostgreSQL data that
+// harvest dev kept, as root, in the temp dir when the PostgreSQL user could
+// not reach the state dir (os.TempDir()/harvest-dev-<hash of dataDir>, up to
+// issue 19), so that a stack made then keeps its executions.
+func (s *Stack) adoptTempDirPostgres(dataDir string) error {
+	sum := sha256.Sum256([]byte(dataDir))
+	old := filepath.Join(os.TempDir(), "harvest-dev-"+hex.EncodeToString(sum[:6]))
+	if _, err := os.Stat(filepath.Join(old, "postgres", "PG_VERSION")); err != nil {
+		return nil
+	}
+	if _, err := os.Lstat(dataDir); err == nil {
+		s.log.Warn("the state dir has PostgreSQL data of its own; the data an older harvest dev kept for it in the temp dir is left alone",
+			"data_dir", dataDir, "old_data_dir", filepath.Join(old, "postgres"))
+		return nil
+	}
+	if err := os.Rename(filepath.Join(old, "postgres"), dataDir); err != nil {
+		return fmt.Errorf("move this state dir's PostgreSQL data from %s, where an older harvest dev kept it, to %s: %w; "+
+			"move it yourself, or remove it to start afresh", filepath.Join(old, "postgres"), dataDir, err)
+	}
+	s.log.Info("moved the PostgreSQL data an older harvest dev kept in the temp dir into the state dir",
+		"data_dir", dataDir, "old_data_dir", filepath.Join(old, "postgres"))
+	if err := os.RemoveAll(old); err != nil {
+		s.log.Warn("remove the old PostgreSQL folder", "dir", old, "err", err)
+	}
 	return nil
 }
 
@@ -357,5 +495,16 @@ func (s *Stack) Stop(ctx context.Context) error {
 		}
 		s.pg = nil
 	}
+	if s.http == nil && s.listener != nil {
+		// Taken, never served: a Start that failed.
+		if err := s.listener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	// Last: the state dir is free once nothing of the stack runs on it.
+	if err := s.lock.Release(); err != nil {
+		errs = append(errs, err)
+	}
+	s.lock = nil
 	return errors.Join(errs...)
 }

@@ -9,9 +9,13 @@
 // us. [Server.Stop] performs a fast shutdown.
 //
 // PostgreSQL refuses to run as root. When we are root, initdb and postgres
-// run as the `postgres` system user (or `nobody` if there is none), the data
-// directory is handed to that user, and every parent directory of DataDir
-// must let that user through.
+// run as the `postgres` system user (or `nobody` if there is none) and the
+// data directory is handed to that user. On Linux they reach it through a
+// descriptor we open (/proc/self/fd/3), so DataDir may lie under
+// directories that user cannot search (a state dir under /root, a test's
+// 0700 temp dir) and no directory's mode is changed; elsewhere every parent
+// directory of DataDir must let that user through, or Start fails with
+// [ErrDataDirUnreachable].
 //
 // It knows nothing of Harvest's schema (internal/store migrates) and
 // production services must not import it.

@@ -35,8 +35,10 @@ func (l *launcher) prepareDataDir(ctx context.Context) error {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("pglocal: create parent of data dir: %w", err)
 	}
-	if err := l.who.checkTraversable(l.dataDir); err != nil {
-		return err
+	if !l.byDescriptor() {
+		if err := l.who.checkTraversable(l.dataDir); err != nil {
+			return err
+		}
 	}
 	_, err := os.Stat(filepath.Join(l.dataDir, "PG_VERSION"))
 	switch {
@@ -116,12 +118,17 @@ func (l *launcher) makeOwnedDir(dir string) error {
 }
 
 func (l *launcher) initdb(ctx context.Context, dir string, start time.Time) error {
-	args := []string{"-D", dir, "-U", l.cfg.User, "--auth=trust", "-E", "UTF8", "--locale=C"}
+	cd, err := l.openForChild(dir)
+	if err != nil {
+		return err
+	}
+	defer cd.close()
+	args := []string{"-D", cd.path, "-U", l.cfg.User, "--auth=trust", "-E", "UTF8", "--locale=C"}
 	if !l.cfg.Durable {
 		args = append(args, "--no-sync")
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(l.binDir, exe("initdb")), args...)
-	cmd.Dir = dir
+	cd.apply(cmd)
 	cmd.SysProcAttr = sysProcAttr(l.who.credential(), syscall.SIGKILL)
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = outputGrace
@@ -131,7 +138,7 @@ func (l *launcher) initdb(ctx context.Context, dir string, start time.Time) erro
 	if err := startLocked(cmd, func(err error) { exited <- err }); err != nil {
 		return fmt.Errorf("pglocal: run initdb: %w", err)
 	}
-	err := <-exited
+	err = <-exited
 	l.log.Debug("pglocal: initdb output", "output", out.String())
 	if err != nil {
 		return fmt.Errorf("pglocal: initdb: %w%s", err, quote("initdb", lastLines(out.String(), tailLines)))
@@ -156,8 +163,13 @@ func (e *launchError) Unwrap() error { return e.err }
 
 // launch starts postgres on port and waits until it accepts connections.
 func (l *launcher) launch(ctx context.Context, port int) (*Server, error) {
+	cd, err := l.openForChild(l.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer cd.close()
 	args := []string{
-		"-D", l.dataDir,
+		"-D", cd.path,
 		"-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=",
@@ -167,7 +179,7 @@ func (l *launcher) launch(ctx context.Context, port int) (*Server, error) {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
 	cmd := exec.Command(filepath.Join(l.binDir, exe("postgres")), args...)
-	cmd.Dir = l.dataDir
+	cd.apply(cmd)
 	cmd.SysProcAttr = sysProcAttr(l.who.credential(), deathSignal)
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -267,7 +279,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 }
 
 // probe connects once and checks that the server answering is ours, not
-// another one that holds the port.
+// another one that holds the port: the postmaster.pid of the answering
+// server's data directory names our postmaster.
 func (s *Server) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -276,19 +289,12 @@ func (s *Server) probe(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	var dir string
-	if err := conn.QueryRow(ctx, "SHOW data_directory").Scan(&dir); err != nil {
-		return fmt.Errorf("read data_directory: %w", err)
+	var pid string
+	if err := conn.QueryRow(ctx, `SELECT split_part(pg_read_file('postmaster.pid'), E'\n', 1)`).Scan(&pid); err != nil {
+		return fmt.Errorf("read postmaster.pid: %w", err)
 	}
-	if filepath.Clean(dir) != s.dataDir && !sameFile(dir, s.dataDir) {
-		return fmt.Errorf("port %d is served by another PostgreSQL (data_directory %s)", s.port, dir)
+	if pid != strconv.Itoa(s.proc.Pid) {
+		return fmt.Errorf("port %d is served by another PostgreSQL (postmaster pid %s, ours %d)", s.port, pid, s.proc.Pid)
 	}
 	return nil
-}
-
-// sameFile reports whether paths a and b name the same existing file.
-func sameFile(a, b string) bool {
-	fa, err1 := os.Stat(a)
-	fb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }

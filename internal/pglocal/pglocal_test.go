@@ -49,13 +49,14 @@ func helperMain(dataDir string) {
 	os.Exit(2)
 }
 
-// dataDir returns a fresh data directory path inside t.TempDir(), making the
-// temp dirs' parents traversable for the postgres user when we are root
-// (testing creates them 0700).
+// dataDir returns a fresh data directory path inside t.TempDir(). As
+// root on Linux PostgreSQL reaches it by descriptor, whatever the modes
+// of its parents; elsewhere the temp dirs (testing creates them 0700) are
+// made traversable for the postgres user.
 func dataDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if os.Geteuid() == 0 {
+	if os.Geteuid() == 0 && runtime.GOOS != "linux" {
 		tmp := filepath.Clean(os.TempDir())
 		for d := dir; d != tmp && strings.HasPrefix(d, tmp+string(filepath.Separator)); d = filepath.Dir(d) {
 			require.NoError(t, os.Chmod(d, 0o755))
@@ -306,17 +307,49 @@ func TestNonEmptyDataDirWithoutCluster(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-func TestParentNotTraversable(t *testing.T) {
+// TestDataDirUnderAParentTheUserCannotSearch: as root, PostgreSQL runs as
+// the postgres user, which cannot search a 0700 directory of root's. On
+// Linux it reaches its data dir by descriptor: it starts, keeps its data
+// there (no copy elsewhere), restarts on it, and no directory's mode
+// changes. Elsewhere Start says which directory is in the way.
+func TestDataDirUnderAParentTheUserCannotSearch(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only root runs PostgreSQL as another user")
 	}
-	base := dataDir(t)
-	locked := filepath.Join(filepath.Dir(base), "locked")
+	t.Parallel()
+	locked := filepath.Join(t.TempDir(), "locked")
 	require.NoError(t, os.Mkdir(locked, 0o700))
-	_, err := Start(context.Background(), Config{DataDir: filepath.Join(locked, "data")})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), locked+" ")
-	assert.Contains(t, err.Error(), "not traversable")
+	dir := filepath.Join(locked, "data")
+	if runtime.GOOS != "linux" {
+		_, err := Start(context.Background(), Config{DataDir: dir})
+		require.ErrorIs(t, err, ErrDataDirUnreachable)
+		assert.Contains(t, err.Error(), locked+" ")
+		assert.Contains(t, err.Error(), "not traversable")
+		return
+	}
+	ctx := context.Background()
+	s := start(t, Config{DataDir: dir})
+	conn := connect(t, s)
+	var shown string
+	require.NoError(t, conn.QueryRow(ctx, `SHOW data_directory`).Scan(&shown))
+	assert.Equal(t, "/proc/self/fd/3", shown)
+	_, err := conn.Exec(ctx, `CREATE DATABASE other`)
+	require.NoError(t, err, "copying a database works through the descriptor")
+	_, err = conn.Exec(ctx, `CREATE TABLE kept (v text); INSERT INTO kept VALUES ('hello')`)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	stop(t, s)
+	_, err = os.Stat(filepath.Join(dir, "PG_VERSION"))
+	require.NoError(t, err, "the cluster lives in DataDir")
+	fi, err := os.Stat(locked)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "the parent's mode is left alone")
+
+	s2 := start(t, Config{DataDir: dir})
+	var v string
+	require.NoError(t, connect(t, s2).QueryRow(ctx, `SELECT v FROM kept`).Scan(&v))
+	assert.Equal(t, "hello", v)
+	stop(t, s2)
 }
 
 // TestPostmasterDiesWithParent checks the parent-death signal: when the

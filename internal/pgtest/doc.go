@@ -11,6 +11,9 @@
 // [pglocal] in a temporary directory (or, when HARVEST_TEST_DATABASE_URL is
 // set, uses that server instead) and migrates a template database once;
 // every test database is a copy of that template, which takes milliseconds.
+// Main stops the server and removes its directory, PostgreSQL's data
+// included, when the tests end; a process killed before (a test timeout)
+// leaves its directory to the next test process, which removes it.
 //
 // When PostgreSQL is not installed and HARVEST_TEST_DATABASE_URL is unset,
 // tests that ask for a database fail with [pglocal.ErrNotInstalled]'s

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"github.com/harvest-engine/harvest/internal/dirlock"
 	"github.com/harvest-engine/harvest/internal/pglocal"
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -55,6 +56,7 @@ var (
 type harness struct {
 	srv      *pglocal.Server // nil when EnvDatabaseURL is used
 	tmpDir   string          // holds srv's data dir
+	lock     *dirlock.Lock   // on tmpDir, while srv runs
 	external *url.URL        // EnvDatabaseURL, parsed
 	admin    *pgxpool.Pool   // for CREATE/DROP DATABASE
 	template string          // migrated template database
@@ -169,12 +171,13 @@ func (h *harness) init(ctx context.Context) error {
 		}
 		h.external, adminURL = u, raw
 	} else {
-		if h.tmpDir, err = os.MkdirTemp("", "harvest-pgtest-"); err != nil {
+		removeStale()
+		if h.tmpDir, err = os.MkdirTemp("", tmpPrefix+"*"); err != nil {
 			return fmt.Errorf("pgtest: %w", err)
 		}
-		// When we are root, PostgreSQL runs as another user, who must be able
-		// to reach the data dir inside.
-		if err := os.Chmod(h.tmpDir, 0o755); err != nil {
+		// Held until close: a process that dies without closing leaves the
+		// directory to the next one's removeStale.
+		if h.lock, err = dirlock.Acquire(h.tmpDir, lockFile); err != nil {
 			return fmt.Errorf("pgtest: %w", err)
 		}
 		h.srv, err = pglocal.Start(ctx, pglocal.Config{
@@ -248,7 +251,33 @@ func (h *harness) close() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := h.lock.Release(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// The temporary directory of a private server: os.TempDir()/harvest-pgtest-*,
+// holding the lock file while its process runs.
+const (
+	tmpPrefix = "harvest-pgtest-"
+	lockFile  = "lock"
+	// staleAfter keeps removeStale off a directory whose process has just
+	// created its lock file and not locked it yet.
+	staleAfter = time.Minute
+)
+
+// removeStale removes the directories of private servers whose test
+// process ended without removing its own (killed, or timed out): their
+// lock file is held by no one. A directory without a lock file is left
+// alone: it may belong to an older pgtest that is still running.
+func removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tmpPrefix+"*"))
+	for _, dir := range dirs {
+		if dirlock.Stale(dir, lockFile, staleAfter) {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // url returns the URL of dbname on the harness's server.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -144,4 +145,42 @@ func TestExternalServer(t *testing.T) {
 	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Empty(t, left, "child's databases should be dropped")
+}
+
+// TestLeavesNothingBehind re-runs TestURL in a child process whose temp
+// dir is empty: once it has passed, the temp dir holds nothing, the
+// private server's data included. A directory a killed process left (its
+// lock file held by no one) is removed by the child; one without a lock
+// file, which may be an older pgtest's at work, is left alone.
+func TestLeavesNothingBehind(t *testing.T) {
+	if os.Getenv(pgtest.EnvDatabaseURL) != "" {
+		t.Skip("uses an external server")
+	}
+	tmp := t.TempDir()
+	stale := filepath.Join(tmp, "harvest-pgtest-killed")
+	require.NoError(t, os.MkdirAll(filepath.Join(stale, "data"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(stale, "lock"), []byte("1\n"), 0o644))
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(stale, "lock"), old, old))
+	unlocked := filepath.Join(tmp, "harvest-pgtest-older")
+	require.NoError(t, os.MkdirAll(filepath.Join(unlocked, "data"), 0o700))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestURL$", "-test.v")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TMPDIR=") && !strings.HasPrefix(kv, pgtest.EnvDatabaseURL+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child:\n%s", out)
+	require.Contains(t, string(out), "--- PASS: TestURL")
+
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, []string{"harvest-pgtest-older"}, names, "the child's own directory and the stale one are gone")
 }

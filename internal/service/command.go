@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -16,12 +15,14 @@ import (
 // it.
 type RunFunc func(ctx context.Context, cfg config.Config, log *slog.Logger) error
 
-// Command is the command line of a service binary, with the flags every
-// service shares: --config (HARVEST_CONFIG). Its run loads the
-// configuration, builds the logger, and calls run with a context that ends
-// on the first SIGINT or SIGTERM (a second one kills the process).
-func Command(name, short string, run RunFunc) *cobra.Command {
-	var configPath string
+// Command is the command line of a service binary. It takes the flags
+// every service shares — --config (else HARVEST_CONFIG), --nats-url,
+// --log-level and --log-format — and the configuration flags given (see
+// Flag). Its run loads the configuration, builds the logger, logs which
+// configuration file it read (or that it read none), and calls run with a
+// context that ends on the first SIGINT or SIGTERM (a second one kills the
+// process).
+func Command(name, short string, run RunFunc, flags ...Flag) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           name,
 		Short:         short,
@@ -29,20 +30,24 @@ func Command(name, short string, run RunFunc) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(configPath)
+			cfg, log, file, err := LoadConfig(cmd, "")
 			if err != nil {
 				return err
 			}
+			log = log.With("service", name)
+			file.Log(log, "")
 			ctx, stop := SignalContext()
 			defer stop()
 			go func() {
 				<-ctx.Done()
 				stop() // the default again: a second signal kills the process
 			}()
-			return run(ctx, cfg, cfg.Logger().With("service", name))
+			return run(ctx, cfg, log)
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", os.Getenv("HARVEST_CONFIG"), "YAML configuration file (HARVEST_CONFIG)")
+	AddConfigFlag(cmd.Flags(), "")
+	AddFlags(cmd.Flags(), append(flags, FlagNATSURL, FlagLogLevel, FlagLogFormat)...)
+	cmd.Flags().SortFlags = false
 	return cmd
 }
 

@@ -143,7 +143,8 @@ func (s *Scheduler) inTx(ctx context.Context, purpose string, fn func(*pipeTx) e
 }
 
 // runPipeTx is inPipeTx; it also returns the statements the transaction
-// sent, -1 when it could not begin (no connection).
+// sent, -1 when it sent nothing (no connection, or fn sent nothing: a
+// batch all applied before).
 func runPipeTx(ctx context.Context, db *pgxpool.Pool, fn func(*pipeTx) error) (int, error) {
 	c, err := db.Acquire(ctx)
 	if err != nil {
@@ -153,14 +154,20 @@ func runPipeTx(ctx context.Context, db *pgxpool.Pool, fn func(*pipeTx) error) (i
 	// not reused.
 	defer c.Release()
 	t := &pipeTx{conn: c.Conn()}
+	sent := func() int {
+		if !t.begun {
+			return -1
+		}
+		return t.statements
+	}
 	if err := fn(t); err != nil {
 		if rerr := t.rollback(context.WithoutCancel(ctx)); rerr != nil {
-			return t.statements, errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+			return sent(), errors.Join(err, fmt.Errorf("rollback: %w", rerr))
 		}
-		return t.statements, err
+		return sent(), err
 	}
 	if err := t.commit(ctx); err != nil {
-		return t.statements, fmt.Errorf("commit: %w", err)
+		return sent(), fmt.Errorf("commit: %w", err)
 	}
-	return t.statements, nil
+	return sent(), nil
 }

@@ -25,6 +25,16 @@ type ActivityContext struct {
 	heartbeat func(details json.RawMessage)
 	// ledger is the effect ledger Once uses; nil outside a worker.
 	ledger jetstream.KeyValue
+	// ledgerUsed counts Once's calls by result in the worker's metrics;
+	// nil outside a worker.
+	ledgerUsed func(result string)
+}
+
+// usedLedger counts a call of Once that ended as result.
+func (c *ActivityContext) usedLedger(result string) {
+	if c.ledgerUsed != nil {
+		c.ledgerUsed(result)
+	}
 }
 
 // ActivityInfo describes one activity attempt.

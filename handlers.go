@@ -45,7 +45,7 @@ func (w *Worker) runAttempt(ctx context.Context, a *workerrt.Attempt) (any, erro
 	fn := w.activities[task.ActivityName]
 	reconcile := w.reconcilers[task.ActivityName]
 	w.mu.Unlock()
-	ac := &ActivityContext{Context: ctx, details: task.HeartbeatDetails, heartbeat: a.Heartbeat, ledger: a.Ledger, info: ActivityInfo{
+	ac := &ActivityContext{Context: ctx, details: task.HeartbeatDetails, heartbeat: a.Heartbeat, ledger: a.Ledger, ledgerUsed: a.LedgerUsed, info: ActivityInfo{
 		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, ActivityName: task.ActivityName,
 		ActivityID: task.ActivityID, Attempt: task.Attempt, IdempotencyKey: ActivityKey(task.IdempotencyKey),
 		ScheduledAt: task.ScheduledAt, Deadline: task.Deadline, PreviousOutcomeUnknown: task.PreviousOutcomeUnknown,

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
 // ErrNoLedger is returned by Once outside an activity run by a Worker.
@@ -59,6 +60,7 @@ func Once[T any](ctx *ActivityContext, key ActivityKey, fn func(context.Context)
 			if err != nil {
 				return zero, fmt.Errorf("once %s: take the key: %w", key, err)
 			}
+			ctx.usedLedger(workerrt.LedgerRun)
 			return runOnce(ctx, kv, k, rev, fn)
 		case err != nil:
 			return zero, fmt.Errorf("once %s: read the ledger: %w", key, err)
@@ -72,12 +74,14 @@ func Once[T any](ctx *ActivityContext, key ActivityKey, fn func(context.Context)
 			if err := json.Unmarshal(le.Result, &out); err != nil {
 				return zero, fmt.Errorf("once %s: decode the recorded result: %w", key, err)
 			}
+			ctx.usedLedger(workerrt.LedgerHit)
 			return out, nil
 		}
 		if time.Now().After(le.Until) {
 			// The runner's lease lapsed: take the key over.
 			rev, err := kv.Update(ctx, k, leaseEntry(ctx, owner), e.Revision())
 			if err == nil {
+				ctx.usedLedger(workerrt.LedgerTakeover)
 				return runOnce(ctx, kv, k, rev, fn)
 			}
 			continue

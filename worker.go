@@ -76,10 +76,14 @@ type WorkerConfig struct {
 	// results, and reports all of it in one command.
 	DisableEagerActivities bool
 	// Metrics, when set, is the Prometheus registry the worker's metrics
-	// go to, labelled with its task queue: the tasks it received,
-	// completed, failed and handed back by kind (workflow, activity), how
-	// long it held them, and the activity attempts running. Workers of one
-	// process may share a registry.
+	// go to (harvest_worker_*, docs/metrics.md), labelled with its task
+	// queue: the tasks it received, completed, failed and handed back by
+	// kind (workflow, activity), how long it held them and how many it
+	// holds; its workflow tasks, replays and activity attempts by workflow
+	// or activity and outcome, with their durations; retries, heartbeats
+	// and calls of Once. Workflow and activity labels take the names
+	// registered on the worker, and "other" for any other name a task
+	// carries. Workers of one process may share a registry.
 	Metrics prometheus.Registerer
 	Logger  *slog.Logger
 }

@@ -31,6 +31,9 @@ type Config struct {
 	Addr string
 	// Registry is served on GET /metrics; default an empty one.
 	Registry *prometheus.Registry
+	// MetricsOnly serves GET /metrics alone (a process's metrics_addr):
+	// /healthz and /readyz answer 404.
+	MetricsOnly bool
 	// Ready says why the process is not ready, one reason each; none (nil
 	// or empty) means ready. It is called for each GET /readyz, with a
 	// context that ends after ReadyTimeout. Default: always ready.
@@ -63,8 +66,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
-	s.mux.HandleFunc("GET /healthz", handleHealth)
-	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	if !cfg.MetricsOnly {
+		s.mux.HandleFunc("GET /healthz", handleHealth)
+		s.mux.HandleFunc("GET /readyz", s.handleReady)
+	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, client.ErrorResponse{Error: client.CodeNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})

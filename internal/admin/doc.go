@@ -4,6 +4,9 @@
 // not ready) and GET /metrics (the process's registry, in Prometheus's
 // exposition format).
 //
+// With Config.MetricsOnly it serves GET /metrics alone: a process's
+// metrics_addr.
+//
 // It owns the routes and their answers, which are the client package's
 // HealthResponse and ReadinessResponse, as ingest's are; what makes a
 // process ready is the caller's, given as Config.Ready. It serves nothing

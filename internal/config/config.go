@@ -81,6 +81,12 @@ type Config struct {
 	// GET /readyz and GET /metrics (HARVEST_ADMIN_ADDR); empty serves
 	// nothing. Ingest serves them on http_addr.
 	AdminAddr string `yaml:"admin_addr"`
+	// MetricsAddr is where a scheduler, a worker or ingest also serves
+	// GET /metrics alone (HARVEST_METRICS_ADDR): for a scheduler or a
+	// worker without admin_addr, or to keep Prometheus off the admin or
+	// API address (ingest's /metrics there needs a token when the API has
+	// tokens; this one does not). Empty serves nothing more.
+	MetricsAddr string `yaml:"metrics_addr"`
 	// HTTPAddr is ingest's and harvest dev's listen address
 	// (HARVEST_HTTP_ADDR), default 127.0.0.1:8080.
 	HTTPAddr string `yaml:"http_addr"`
@@ -420,6 +426,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 	str(&c.DatabaseURL, "HARVEST_DATABASE_URL")
 	str(&c.DatabaseURLFile, "HARVEST_DATABASE_URL_FILE")
 	str(&c.AdminAddr, "HARVEST_ADMIN_ADDR")
+	str(&c.MetricsAddr, "HARVEST_METRICS_ADDR")
 	str(&c.FakepayURL, "HARVEST_FAKEPAY_URL")
 	str(&c.HTTPAddr, "HARVEST_HTTP_ADDR")
 	str(&c.TaskQueue, "HARVEST_TASK_QUEUE")
@@ -506,6 +513,8 @@ func (c Config) Validate() error {
 		return errors.New("config: nats_token and nats_token_file: set one")
 	case c.DatabaseURL != "" && c.DatabaseURLFile != "":
 		return errors.New("config: database_url and database_url_file: set one")
+	case c.MetricsAddr != "" && c.MetricsAddr == c.AdminAddr:
+		return fmt.Errorf("config: metrics_addr %s is admin_addr, which serves /metrics already: leave metrics_addr empty or give it an address of its own", c.MetricsAddr)
 	case (c.NATSTLSCertFile == "") != (c.NATSTLSKeyFile == ""):
 		return errors.New("config: nats_tls_cert_file and nats_tls_key_file: set both or neither")
 	case c.NATSUser == "" && (c.NATSPassword != "" || c.NATSPasswordFile != ""):

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/examples"
@@ -244,8 +245,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	if cfg.Ingest.Metrics == nil {
 		// Shared by ingest, the scheduler, the worker and the bindings,
-		// so /metrics shows every counter of the stack.
+		// so /metrics shows every metric of the stack, and the process's.
 		cfg.Ingest.Metrics = prometheus.NewRegistry()
+		cfg.Ingest.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	scfg := cfg.Scheduler
 	scfg.DB, scfg.Topology, scfg.Logger = s.DB, s.Topology, s.log.With("service", "scheduler")

@@ -270,6 +270,9 @@ func TestDedupeMetrics(t *testing.T) {
 	// The scheduler's and the worker's metrics are on the same registry.
 	require.Contains(t, text, "harvest_scheduler_shards_owned ")
 	require.Contains(t, text, `harvest_worker_tasks_received_total{kind="workflow",task_queue="default"} `)
+	// And the process's own.
+	require.Contains(t, text, "go_goroutines ")
+	require.Contains(t, text, "process_cpu_seconds_total ")
 }
 
 func TestInputSchemaValidation(t *testing.T) {

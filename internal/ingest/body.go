@@ -34,7 +34,7 @@ func readRaw(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *reje
 		w.Header().Set("Connection", "close")
 		return nil, tooLarge()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := io.ReadAll(http.MaxBytesReader(unwrapWriter(w), r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -24,9 +24,17 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("source")
 	ep, ok := s.hooks[name]
 	if !ok {
+		s.metrics.webhooks.WithLabelValues(otherSource, hookRejected).Inc()
 		writeError(w, http.StatusNotFound, client.CodeUnknownSource, fmt.Sprintf("no webhook source %q is configured", name))
 		return
 	}
+	s.metrics.webhooks.WithLabelValues(name, s.hook(w, r, ep)).Inc()
+}
+
+// hook answers a delivery to the configured source ep, and returns the
+// result label of its metrics.
+func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoint) string {
+	name := ep.Name
 	limit := ep.MaxBodyBytes
 	if limit == 0 {
 		limit = DefaultMaxBodyBytes
@@ -35,30 +43,30 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	body, rej := readRaw(w, r, limit)
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
-		return
+		return hookRejected
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		writeError(w, http.StatusUnsupportedMediaType, client.CodeUnsupportedMediaType, "webhook bodies must be application/json")
-		return
+		return hookRejected
 	}
 	delivery, err := webhook.Verify(ep.Source, r.Header, body, time.Now())
 	if err != nil {
 		s.log.Warn("webhook refused", "source", name, "err", err)
 		writeError(w, http.StatusUnauthorized, client.CodeInvalidSignature, err.Error())
-		return
+		return hookUnverified
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var event any
 	if err := dec.Decode(&event); err != nil {
 		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("the payload is not JSON: %v", err))
-		return
+		return hookRejected
 	}
 	if sch, ok := s.hookSchemas[name]; ok {
 		if violations := sch.Validate(body); len(violations) > 0 {
 			writeJSON(w, http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodePayloadInvalid, Field: violations[0].Field, Violations: violationsOf(violations),
 				Message: fmt.Sprintf("the payload does not match the schema of source %s: %s at %q", name, violations[0].Message, violations[0].Field)})
-			return
+			return hookRejected
 		}
 	}
 	if delivery.ID == "" || delivery.EventType == "" {
@@ -72,14 +80,14 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	}
 	if delivery.ID == "" {
 		writeError(w, http.StatusBadRequest, client.CodeMissingEventID, "the event carries no id to deduplicate it by")
-		return
+		return hookRejected
 	}
 	rule, ok := ep.Rule(delivery.EventType)
 	if !ok {
 		s.log.Info("webhook event ignored: no rule", "source", name, "event", delivery.EventType)
 		s.metrics.hooksIgnored.Inc()
 		writeJSON(w, http.StatusAccepted, client.HookResponse{Accepted: true, Ignored: true})
-		return
+		return hookIgnored
 	}
 	// What would be stored must be storable: the body (the input or the
 	// signal's payload is part of it), the event id (part of the key)
@@ -87,21 +95,21 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	if rej := unstorablePayload(body, "payload"); rej != nil {
 		s.log.Warn("webhook refused: the payload cannot be stored", "source", name, "event", delivery.EventType, "err", rej.body.Message)
 		writeJSON(w, rej.status, rej.body)
-		return
+		return hookRejected
 	}
 	if err := storable.CheckIdentifier(delivery.ID); err != nil {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidEventID, "event_id", "the event id "+err.Error())
-		return
+		return hookRejected
 	}
 	cmd, shard, err := rule.Command(s.cfg.Topology.Shards(), dedup.HookKey(name, delivery.ID), event, time.Now())
 	var unstorableID *storable.Error
 	switch {
 	case errors.As(err, &unstorableID), errors.Is(err, webhook.ErrWorkflowID):
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", err.Error())
-		return
+		return hookRejected
 	case err != nil:
 		writeError(w, http.StatusBadRequest, client.CodeUnroutableEvent, err.Error())
-		return
+		return hookRejected
 	}
 	// The checks every fresh start gets: the workflow's input schema and
 	// its admission gate. (A redelivery of a committed start is dropped by
@@ -110,13 +118,13 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		if violations := sch.Validate(cmd.Start.Input); len(violations) > 0 {
 			writeJSON(w, http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodeInputInvalid, Field: "input", Violations: violationsOf(violations),
 				Message: fmt.Sprintf("the event does not match the input schema of %s: %s at %q", rule.Workflow, violations[0].Message, violations[0].Field)})
-			return
+			return hookRejected
 		}
 	}
 	if g, closed := s.admission.get(rule.Workflow); closed {
 		w.Header().Set("Retry-After", admissionRetryAfter)
 		writeError(w, http.StatusServiceUnavailable, client.CodeAdmissionBlocked, fmt.Sprintf("starts of %s are paused: %s", rule.Workflow, g.Reason))
-		return
+		return hookUnavailable
 	}
 	pctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
 	ack, err := s.publishCommand(pctx, shard, cmd, cmd.CommandID)
@@ -125,11 +133,11 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("webhook not accepted", "source", name, "err", err)
 		if status, body := notAccepted(err, "event"); status != http.StatusServiceUnavailable {
 			writeJSON(w, status, body)
-			return
+			return hookRejected
 		}
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "the command stream is unavailable; deliver again later")
-		return
+		return hookUnavailable
 	}
 	duplicate := ack.Duplicate
 	if !duplicate {
@@ -144,7 +152,8 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	if duplicate {
 		s.metrics.duplicates.WithLabelValues("broker").Inc()
 		writeJSON(w, http.StatusOK, client.HookResponse{Accepted: true, Duplicate: true})
-		return
+		return hookDuplicate
 	}
 	writeJSON(w, http.StatusAccepted, client.HookResponse{Accepted: true, CommandID: cmd.CommandID})
+	return hookAccepted
 }

@@ -47,7 +47,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Metrics)
+	sources := make([]string, 0, len(cfg.Webhooks))
+	for _, e := range cfg.Webhooks {
+		sources = append(sources, e.Name)
+	}
+	m, err := newMetrics(cfg.Metrics, sources)
 	if err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
@@ -110,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	s.handler = withRequestID(s.limitInFlight(cfg.MaxInFlight, s.recoverPanics(s.mux)))
+	s.handler = withRequestID(s.instrument(s.limitInFlight(cfg.MaxInFlight, s.recoverPanics(s.mux))))
 	return s, nil
 }
 

@@ -82,6 +82,7 @@ func (s *Server) readSignalPayload(w http.ResponseWriter, r *http.Request) (json
 func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 	shard := dedup.ExecutionShard(s.cfg.Topology.Shards(), cmd.Signal.ExecutionID)
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
+	s.metrics.signals.WithLabelValues(signalResult(out, duplicate, err)).Inc()
 	switch {
 	case errors.Is(err, errNotAccepted):
 		return notAccepted(err, "signal")
@@ -93,6 +94,22 @@ func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 	// A broker duplicate is a retry of a delivery that already landed.
 	delivered := out.SignalDelivered && !duplicate
 	return http.StatusAccepted, client.SignalResponse{OK: true, SignalDelivered: &delivered}
+}
+
+// signalResult is the result label of a signal submitted.
+func signalResult(out wire.Outcome, duplicate bool, err error) string {
+	switch {
+	case errors.Is(err, errNotAccepted):
+		return signalUnavailable
+	case errors.Is(err, errOutcomeLate):
+		return signalAccepted
+	case out.Error != "":
+		return signalRefused
+	case out.SignalDelivered && !duplicate:
+		return signalDelivered
+	default:
+		return signalDeduplicated
+	}
 }
 
 // parseSignalWithStart reads and checks a signal-with-start's body and its
@@ -187,6 +204,7 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	}
 	shard := dedup.StartShard(s.cfg.Topology.Shards(), name, workflowID, "")
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
+	s.metrics.signals.WithLabelValues(signalResult(out, duplicate, err)).Inc()
 	switch {
 	case errors.Is(err, errNotAccepted):
 		status, body := notAccepted(err, "signal")

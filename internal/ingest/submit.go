@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,7 +75,7 @@ func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID
 // into one message and the broker's duplicate window does not swallow the
 // key's retries. The claims in PostgreSQL keep it to one execution.
 func (s *Server) publishCommand(ctx context.Context, shard int, cmd *wire.Command, msgID string) (*jetstream.PubAck, error) {
-	ack, err := s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, msgID)
+	ack, err := s.publishAs(ctx, shard, cmd, msgID)
 	if err != nil || !ack.Duplicate || s.cfg.DB == nil {
 		return ack, err
 	}
@@ -89,7 +90,15 @@ func (s *Server) publishCommand(ctx context.Context, shard int, cmd *wire.Comman
 	s.log.Warn("a command accepted earlier left the command stream unapplied: accepting it again",
 		"command_id", cmd.CommandID, "kind", cmd.Kind, "stream_seq", ack.Sequence)
 	s.metrics.lost.Inc()
-	return s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, fmt.Sprintf("%s/lost/%d", msgID, ack.Sequence))
+	return s.publishAs(ctx, shard, cmd, fmt.Sprintf("%s/lost/%d", msgID, ack.Sequence))
+}
+
+// publishAs publishes cmd under msgID, timed and counted in the metrics.
+func (s *Server) publishAs(ctx context.Context, shard int, cmd *wire.Command, msgID string) (*jetstream.PubAck, error) {
+	began := time.Now()
+	ack, err := s.cfg.Topology.PublishCommandAs(ctx, shard, cmd, msgID)
+	s.metrics.published(cmd.Kind, time.Since(began), err)
+	return ack, err
 }
 
 // lost says whether the command whose message was at seq left the stream

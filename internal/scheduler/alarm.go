@@ -81,18 +81,19 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 // given) in one transaction and publishes what they produced; it returns
 // how many it fired.
 func (r *runner) fireTimersTx(ctx context.Context, limit int, ids []int64) (int, error) {
-	var writes *store.Writes
-	var fired int
-	err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
+	var (
+		writes *store.Writes
+		due    []store.Timer
+	)
+	err := r.s.inTx(ctx, txTimers, func(tx *pipeTx) error {
 		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
 		if err != nil {
 			return err
 		}
-		due, err := store.DueTimers(ctx, tx, r.lease.Shard, time.Now(), limit, ids...)
+		due, err = store.DueTimers(ctx, tx, r.lease.Shard, time.Now(), limit, ids...)
 		if err != nil || len(due) == 0 {
 			return err
 		}
-		fired = len(due)
 		if writes, err = fireTimers(ctx, tx, r.env(), applied, due); err != nil {
 			return err
 		}
@@ -103,6 +104,7 @@ func (r *runner) fireTimersTx(ctx context.Context, limit int, ids []int64) (int,
 	if err != nil {
 		return 0, err
 	}
+	r.s.metrics.fired(due)
 	if writes != nil {
 		r.published = nil
 		r.known.remember(writes)
@@ -112,7 +114,7 @@ func (r *runner) fireTimersTx(ctx context.Context, limit int, ids []int64) (int,
 			return 0, err
 		}
 	}
-	return fired, nil
+	return len(due), nil
 }
 
 // isolateTimers fires the due timers one per transaction after their

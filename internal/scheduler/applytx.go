@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -40,6 +41,7 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 	if err := r.reap(ctx, false); err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	writes, err := r.applyCommands(ctx, cmds, true)
 	if err != nil && poisonous(err) {
 		writes, err = r.isolate(ctx, cmds, err)
@@ -47,6 +49,8 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 	if err != nil {
 		return nil, err
 	}
+	r.s.metrics.applied(len(cmds), time.Since(began))
+	r.s.metrics.handled(cmds)
 	r.s.metrics.dead(writes.DeadCommands)
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
@@ -97,7 +101,7 @@ func (r *runner) applyTx(ctx context.Context, cmds []seqCommand, readFree bool) 
 		freeUsed bool
 	)
 	// BEGIN goes with the reads and COMMIT with the writes (pipeTx).
-	err := inPipeTx(ctx, r.s.cfg.DB, func(tx *pipeTx) error {
+	err := r.s.inTx(ctx, txApply, func(tx *pipeTx) error {
 		env, applied := r.env(), r.applied
 		var err error
 		if applied >= 0 {

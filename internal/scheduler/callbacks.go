@@ -50,6 +50,7 @@ func (s *Scheduler) deliver(ctx context.Context, client *callback.Client, d stor
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err == nil {
+		s.metrics.callbacks.WithLabelValues(callbackDelivered).Inc()
 		if err := store.CallbackDelivered(rctx, s.cfg.DB, d.ExecutionID); err != nil {
 			log.Warn("record callback delivery", "err", err)
 		}
@@ -67,8 +68,10 @@ func (s *Scheduler) deliver(ctx context.Context, client *callback.Client, d stor
 		at := time.Now().Add(delay)
 		next = &at
 		log.Info("callback delivery failed; will retry", "err", err, "retry_in", delay)
+		s.metrics.callbacks.WithLabelValues(callbackRetrying).Inc()
 	} else {
 		log.Warn("callback delivery failed for good", "err", err)
+		s.metrics.callbacks.WithLabelValues(callbackFailed).Inc()
 	}
 	if err := store.CallbackFailed(rctx, s.cfg.DB, d.ExecutionID, err.Error(), next); err != nil {
 		log.Warn("record callback failure", "err", err)

@@ -58,6 +58,9 @@ func (s *Scheduler) leaseRound(ctx context.Context, wg *conc.WaitGroup) error {
 	s.mu.Lock()
 	for sh, r := range s.runners {
 		if l, ok := heldBy[sh]; !ok || l.Epoch != r.lease.Epoch || r.finished() {
+			if !ok || l.Epoch != r.lease.Epoch {
+				s.metrics.leaseLost.Inc()
+			}
 			r.cancel()
 			delete(s.runners, sh)
 			delete(heldBy, sh)
@@ -84,6 +87,7 @@ func (s *Scheduler) leaseRound(ctx context.Context, wg *conc.WaitGroup) error {
 		if err != nil {
 			return err
 		}
+		s.metrics.leaseAcquired.Add(float64(len(got)))
 		start = append(start, got...)
 	} else if n > target {
 		// Give up the surplus so newcomers get their share.

@@ -1,30 +1,75 @@
 package scheduler
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // metrics are the scheduler's counters, on the registry given in Config.
+// Every label takes values from a fixed set (command kinds, timer kinds,
+// results), never ids: a value the scheduler does not know is counted
+// under "other".
 type metrics struct {
-	applied      prometheus.Counter
+	commands     map[string]prometheus.Counter
 	deadCommands *prometheus.CounterVec
 	deadTimers   prometheus.Counter
 	failures     prometheus.Counter
 	gaps         prometheus.Counter
 	failing      prometheus.Gauge
 	owned        prometheus.GaugeFunc
+	info         prometheus.Gauge
+
+	batchSize     prometheus.Histogram
+	applySeconds  prometheus.Histogram
+	transactions  *prometheus.CounterVec
+	statements    *prometheus.HistogramVec
+	leaseAcquired prometheus.Counter
+	leaseLost     prometheus.Counter
+	timersFired   map[string]prometheus.Counter
+	callbacks     *prometheus.CounterVec
 }
 
+// other is the label value of what is not one of a label's known values.
+const other = "other"
+
+// commandKinds are the values of the kind label of commands.
+var commandKinds = []string{wire.KindStart, wire.KindWorkflowTaskCompleted, wire.KindActivityResult, wire.KindSignal,
+	wire.KindSignalWithStart, wire.KindActivityHeartbeat, wire.KindCancel, other}
+
+// timerKinds are the values of the kind label of timers.
+var timerKinds = []string{store.TimerStart, store.TimerWorkflow, store.TimerActivityTimeout, store.TimerActivityRetry,
+	store.TimerActivityHeartbeat, store.TimerWorkflowTask, other}
+
+// What a transaction is for, the purpose label of the transaction metrics.
+const (
+	txApply  = "apply"
+	txTimers = "timers"
+)
+
+// Results of a completion callback delivery attempt.
+const (
+	callbackDelivered = "delivered"
+	callbackRetrying  = "retrying"
+	callbackFailed    = "failed"
+)
+
 // newMetrics registers the scheduler's metrics on reg; owned counts the
-// shards it holds.
-func newMetrics(reg prometheus.Registerer, owned func() int) (*metrics, error) {
+// shards it holds, and shards reports its shards' pending commands and
+// timers at scrape time.
+func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shards prometheus.Collector) (*metrics, error) {
+	commands := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "harvest_scheduler_commands_total",
+		Help: "Command deliveries the scheduler's shards handled, by kind (start, signal, wft_completed, ...; other for a message that is not a command): applied, set aside as dead, or skipped as applied before.",
+	}, []string{"kind"})
+	fired := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "harvest_scheduler_timers_fired_total",
+		Help: "Durable timers fired, by kind (start, workflow, activity_timeout, activity_retry, activity_heartbeat, workflow_task).",
+	}, []string{"kind"})
 	m := &metrics{
-		applied: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "harvest_scheduler_commands_total",
-			Help: "Command deliveries the scheduler's shards handled: applied, set aside as dead, or skipped as applied before.",
-		}),
 		deadCommands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "harvest_scheduler_dead_commands_total",
 			Help: "Commands set aside unapplied (dead-lettered), by error: malformed (not a command) or unappliable (PostgreSQL refuses what it carries).",
@@ -49,14 +94,70 @@ func newMetrics(reg prometheus.Registerer, owned func() int) (*metrics, error) {
 			Name: "harvest_scheduler_shards_owned",
 			Help: "Shards this scheduler holds the lease of and applies.",
 		}, func() float64 { return float64(owned()) }),
+		info: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "harvest_scheduler_info",
+			Help:        "Always 1; its owner label is the name this scheduler holds shard leases under (shard_leases.owner, and the owner of its log lines).",
+			ConstLabels: prometheus.Labels{"owner": owner},
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "harvest_scheduler_apply_batch_commands",
+			Help:    "Commands per apply batch: the deliveries a shard applied in one transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1 to 512
+		}),
+		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "harvest_scheduler_apply_duration_seconds",
+			Help:    "How long a batch of commands took to apply: its transaction, from the first statement to the commit (and the transactions of a batch applied again command by command).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms to 4 s
+		}),
+		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_scheduler_transactions_total",
+			Help: "PostgreSQL transactions of the shards, by purpose (apply: a batch of commands; timers: a batch of due timers) and result (committed, rolled_back).",
+		}, []string{"purpose", "result"}),
+		statements: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "harvest_scheduler_transaction_statements",
+			Help:    "SQL statements per shard transaction, by purpose, BEGIN and COMMIT not counted: _sum is the statements sent, _count the transactions.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}, []string{"purpose"}),
+		leaseAcquired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "harvest_scheduler_lease_acquisitions_total",
+			Help: "Shard leases this scheduler took (free, expired, or released by another scheduler).",
+		}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "harvest_scheduler_lease_losses_total",
+			Help: "Shard leases this scheduler lost while applying the shard: not renewed in time, and taken by another scheduler (or fenced by a newer epoch).",
+		}),
+		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_scheduler_callbacks_total",
+			Help: "Completion callback delivery attempts, by result: delivered, retrying (failed, another attempt is scheduled), failed (failed for good).",
+		}, []string{"result"}),
+		commands:    map[string]prometheus.Counter{},
+		timersFired: map[string]prometheus.Counter{},
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failing, m.owned} {
+	for _, c := range []prometheus.Collector{commands, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failing, m.owned, m.info,
+		m.batchSize, m.applySeconds, m.transactions, m.statements, m.leaseAcquired, m.leaseLost, fired, m.callbacks, shards} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
+	m.info.Set(1)
+	// Every series from the start, so that rates and dashboards see zeros
+	// rather than nothing.
+	for _, k := range commandKinds {
+		m.commands[k] = commands.WithLabelValues(k)
+	}
+	for _, k := range timerKinds {
+		m.timersFired[k] = fired.WithLabelValues(k)
+	}
 	m.deadCommands.WithLabelValues(deadMalformed)
 	m.deadCommands.WithLabelValues(deadUnappliable)
+	for _, p := range []string{txApply, txTimers} {
+		m.transactions.WithLabelValues(p, "committed")
+		m.transactions.WithLabelValues(p, "rolled_back")
+		m.statements.WithLabelValues(p)
+	}
+	for _, r := range []string{callbackDelivered, callbackRetrying, callbackFailed} {
+		m.callbacks.WithLabelValues(r)
+	}
 	return m, nil
 }
 
@@ -64,4 +165,43 @@ func (m *metrics) dead(ds []store.DeadCommand) {
 	for _, d := range ds {
 		m.deadCommands.WithLabelValues(d.Error).Inc()
 	}
+}
+
+// handled counts a batch of command deliveries, by kind.
+func (m *metrics) handled(cmds []seqCommand) {
+	for _, c := range cmds {
+		counter, ok := m.commands[c.cmd.Kind]
+		if !ok {
+			counter = m.commands[other]
+		}
+		counter.Inc()
+	}
+}
+
+// applied records a batch of n deliveries applied in d.
+func (m *metrics) applied(n int, d time.Duration) {
+	m.batchSize.Observe(float64(n))
+	m.applySeconds.Observe(d.Seconds())
+}
+
+// fired counts timers fired.
+func (m *metrics) fired(timers []store.Timer) {
+	for _, tm := range timers {
+		counter, ok := m.timersFired[tm.Kind]
+		if !ok {
+			counter = m.timersFired[other]
+		}
+		counter.Inc()
+	}
+}
+
+// transaction records a shard transaction for purpose that sent
+// statements and committed, or not.
+func (m *metrics) transaction(purpose string, statements int, committed bool) {
+	result := "committed"
+	if !committed {
+		result = "rolled_back"
+	}
+	m.transactions.WithLabelValues(purpose, result).Inc()
+	m.statements.WithLabelValues(purpose).Observe(float64(statements))
 }

@@ -27,6 +27,9 @@ type pipeTx struct {
 	// begun: BEGIN was sent; committing: the next batch ends with COMMIT;
 	// done: COMMIT or ROLLBACK was sent.
 	begun, committing, done bool
+	// statements counts the statements sent, BEGIN, COMMIT and ROLLBACK
+	// not counted (for the metrics).
+	statements int
 }
 
 var errPipeTxDone = errors.New("transaction already committed or rolled back")
@@ -53,6 +56,7 @@ func (t *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.done {
 		return pgx.FailedBatchResults(b, errPipeTxDone)
 	}
+	t.statements += len(b.QueuedQueries)
 	if !t.begun {
 		t.begun = true
 		b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: "begin"}}, b.QueuedQueries...)
@@ -94,6 +98,7 @@ func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if err := t.begin(ctx); err != nil {
 		return pgconn.CommandTag{}, err
 	}
+	t.statements++
 	return t.conn.Exec(ctx, sql, args...)
 }
 
@@ -101,6 +106,7 @@ func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}
+	t.statements++
 	return t.conn.Query(ctx, sql, args...)
 }
 
@@ -108,6 +114,7 @@ func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	if err := t.begin(ctx); err != nil {
 		return errRow{err}
 	}
+	t.statements++
 	return t.conn.QueryRow(ctx, sql, args...)
 }
 
@@ -121,22 +128,46 @@ func (r errRow) Scan(...any) error { return r.err }
 // commitWithNext before its last batch to commit with it; a transaction fn
 // leaves open is committed after it. An error from fn rolls back.
 func inPipeTx(ctx context.Context, db *pgxpool.Pool, fn func(*pipeTx) error) error {
+	_, err := runPipeTx(ctx, db, fn)
+	return err
+}
+
+// inTx is inPipeTx, counted in the scheduler's metrics under purpose:
+// the transaction, whether it committed, and its statements.
+func (s *Scheduler) inTx(ctx context.Context, purpose string, fn func(*pipeTx) error) error {
+	statements, err := runPipeTx(ctx, s.cfg.DB, fn)
+	if statements >= 0 {
+		s.metrics.transaction(purpose, statements, err == nil)
+	}
+	return err
+}
+
+// runPipeTx is inPipeTx; it also returns the statements the transaction
+// sent, -1 when it sent nothing (no connection, or fn sent nothing: a
+// batch all applied before).
+func runPipeTx(ctx context.Context, db *pgxpool.Pool, fn func(*pipeTx) error) (int, error) {
 	c, err := db.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquire connection: %w", err)
+		return -1, fmt.Errorf("acquire connection: %w", err)
 	}
 	// A connection released inside a transaction is closed by the pool,
 	// not reused.
 	defer c.Release()
 	t := &pipeTx{conn: c.Conn()}
+	sent := func() int {
+		if !t.begun {
+			return -1
+		}
+		return t.statements
+	}
 	if err := fn(t); err != nil {
 		if rerr := t.rollback(context.WithoutCancel(ctx)); rerr != nil {
-			return errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+			return sent(), errors.Join(err, fmt.Errorf("rollback: %w", rerr))
 		}
-		return err
+		return sent(), err
 	}
 	if err := t.commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return sent(), fmt.Errorf("commit: %w", err)
 	}
-	return nil
+	return sent(), nil
 }

@@ -163,3 +163,27 @@ func TestPipeTxAfterItsCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rowsIn(t, db))
 }
+
+// TestPipeTxCountsItsStatements: a transaction counts the statements it
+// sends, in batches or alone, BEGIN and COMMIT not counted; one that sent
+// nothing reports -1.
+func TestPipeTxCountsItsStatements(t *testing.T) {
+	ctx := context.Background()
+	db := pipeDB(t)
+	n, err := runPipeTx(ctx, db, func(tx *pipeTx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO t (id) VALUES (1)`); err != nil {
+			return err
+		}
+		tx.commitWithNext()
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t (id) VALUES (2)`)
+		b.Queue(`INSERT INTO t (id) VALUES (3)`)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Equal(t, 3, rowsIn(t, db))
+	n, err = runPipeTx(ctx, db, func(*pipeTx) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, -1, n)
+}

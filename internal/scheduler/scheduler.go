@@ -68,8 +68,9 @@ type Config struct {
 	// CallbackRetryDelay is the delay before attempt n, default
 	// callback.RetryDelay.
 	CallbackRetryDelay func(attempt int) time.Duration
-	// Metrics is the registry the scheduler's counters go to; default a
-	// fresh one.
+	// Metrics is the registry the scheduler's metrics go to; default a
+	// fresh one. Its shards' backlog (pending commands and timers) is read
+	// when the registry is gathered (shardstats.go).
 	Metrics prometheus.Registerer
 	Logger  *slog.Logger
 }
@@ -121,6 +122,9 @@ type Scheduler struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
+	// shardStats reports the held shards' backlog when the metrics are
+	// gathered.
+	shardStats *shardStats
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -135,7 +139,8 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("owner", cfg.Owner), runners: map[int]*runner{}}
-	m, err := newMetrics(cfg.Metrics, func() int { return len(s.OwnedShards()) })
+	s.shardStats = newShardStats(s)
+	m, err := newMetrics(cfg.Metrics, cfg.Owner, func() int { return len(s.OwnedShards()) }, s.shardStats)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler metrics: %w", err)
 	}

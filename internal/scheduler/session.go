@@ -23,7 +23,10 @@ const reconnectCheck = 500 * time.Millisecond
 // shard that failed counts as healthy although it had nothing to apply.
 const healthyAfter = 10 * time.Second
 
-func (r *runner) consumerName() string { return fmt.Sprintf("harvest_sched_%d", r.lease.Shard) }
+// consumerName is the command consumer of shard's sessions.
+func consumerName(shard int) string { return fmt.Sprintf("harvest_sched_%d", shard) }
+
+func (r *runner) consumerName() string { return consumerName(r.lease.Shard) }
 
 // session (re)creates the shard's consumer, so delivery restarts in stream
 // order from the oldest unacknowledged command, publishes what an earlier
@@ -194,7 +197,6 @@ drain:
 	if err != nil {
 		return err
 	}
-	r.s.metrics.applied.Add(float64(len(batch)))
 	if r.failing() || r.recorded {
 		r.markHealthy(ctx)
 	}

@@ -17,7 +17,8 @@ import (
 )
 
 // RunIngest serves the HTTP API and runs the NATS subject bindings until
-// ctx ends.
+// ctx ends. Its metrics are on the API's /metrics, and, with
+// metrics_addr, on that address's /metrics too.
 func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// Before anything connects: an API that would be open to the network
 	// refuses to start.
@@ -38,7 +39,14 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		defer db.Close()
 	}
-	metrics := prometheus.NewRegistry() // ingest's and the bindings' counters, on /metrics
+	// Ingest's and the bindings' metrics, and the process's, on /metrics
+	// (and on metrics_addr, if set).
+	metrics := prometheus.NewRegistry()
+	ms, err := startMetrics(ctx, cfg, metrics, log)
+	if err != nil {
+		return err
+	}
+	defer ms.stop()
 	icfg := IngestConfig(cfg)
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger, icfg.Metrics = top, nc, db, log, metrics
 	icfg.Auth = authn

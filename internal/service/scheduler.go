@@ -15,7 +15,8 @@ import (
 // applies their commands until ctx ends.
 //
 // With admin_addr it serves /healthz, /readyz (Scheduler.Ready) and
-// /metrics there, from before it connects until it has stopped.
+// /metrics there, from before it connects until it has stopped; with
+// metrics_addr, /metrics alone there too.
 func RunScheduler(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	metrics := prometheus.NewRegistry()
 	adm, err := startAdmin(ctx, cfg, metrics, log)

@@ -21,7 +21,7 @@ import (
 //
 // With admin_addr it serves /healthz, /readyz (connected to NATS, the task
 // queue's consumers bound) and /metrics there, from before it connects
-// until it has stopped.
+// until it has stopped; with metrics_addr, /metrics alone there too.
 func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, register func(*harvest.Worker)) error {
 	metrics := prometheus.NewRegistry()
 	adm, err := startAdmin(ctx, cfg, metrics, log)

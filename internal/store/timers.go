@@ -131,3 +131,31 @@ func queueDeleteTimers(b *pgx.Batch, done []ActivityRef, closed []string, tasks 
 					AND t.execution_id::text || '/' || (t.attrs->>'task_id') = ANY($4::text[])))`,
 		ids, closed, activities, wfts)
 }
+
+// TimerCounts are a shard's timers: all of them, and those due.
+type TimerCounts struct {
+	Pending, Due int64
+}
+
+// CountTimers counts the timers of shards, and those due at now, by shard
+// (a shard without timers is left out); for the scheduler's metrics.
+func CountTimers(ctx context.Context, db DBTX, shards []int, now time.Time) (map[int]TimerCounts, error) {
+	rows, err := db.Query(ctx, `
+		SELECT shard, count(*), count(*) FILTER (WHERE fire_at <= $2) FROM timers
+		WHERE shard = ANY($1::int[]) GROUP BY shard`, shards, now)
+	if err != nil {
+		return nil, fmt.Errorf("count timers of shards %v: %w", shards, err)
+	}
+	out := make(map[int]TimerCounts, len(shards))
+	var (
+		shard int
+		c     TimerCounts
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&shard, &c.Pending, &c.Due}, func() error {
+		out[shard] = c
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("count timers of shards %v: %w", shards, err)
+	}
+	return out, nil
+}

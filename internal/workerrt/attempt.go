@@ -31,6 +31,10 @@ func (rt *Runtime) runAttempt(ctx context.Context, task *wire.ActivityTask) *wir
 	}
 	rt.metrics.running.Inc()
 	defer rt.metrics.running.Dec()
+	name := rt.activityLabel(task.ActivityName)
+	if task.Attempt > 1 {
+		rt.metrics.retries.WithLabelValues(name).Inc()
+	}
 	if !task.Deadline.IsZero() {
 		var c context.CancelFunc
 		actx, c = context.WithDeadline(actx, task.Deadline)
@@ -54,7 +58,10 @@ func (rt *Runtime) runAttempt(ctx context.Context, task *wire.ActivityTask) *wir
 			send(details)
 		}
 	}
-	res, err := rt.h.Activity(actx, &Attempt{Task: task, Heartbeat: beat, Ledger: rt.top.Ledger, Log: log})
+	began := time.Now()
+	res, err := rt.h.Activity(actx, &Attempt{Task: task, Heartbeat: beat, Ledger: rt.top.Ledger, Log: log,
+		LedgerUsed: func(result string) { rt.metrics.ledger.WithLabelValues(name, result).Inc() }})
+	rt.metrics.attemptSeconds.WithLabelValues(name).Observe(time.Since(began).Seconds())
 	stopBeats() // no heartbeat after the result
 	result := &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt}
 	switch {
@@ -79,6 +86,7 @@ func (rt *Runtime) runAttempt(ctx context.Context, task *wire.ActivityTask) *wir
 			result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
 		}
 	}
+	rt.metrics.attempts.WithLabelValues(name, attemptOutcome(result)).Inc()
 	return result
 }
 
@@ -132,7 +140,12 @@ func (rt *Runtime) heartbeater(ctx context.Context, task *wire.ActivityTask) (be
 				Kind:      wire.KindActivityHeartbeat,
 				Heartbeat: &wire.ActivityHeartbeat{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Details: d},
 			}
-			if _, err := rt.top.PublishCommand(ctx, task.Shard, cmd); err != nil && ctx.Err() == nil {
+			_, err := rt.top.PublishCommand(ctx, task.Shard, cmd)
+			switch {
+			case err == nil:
+				rt.metrics.heartbeats.WithLabelValues(rt.activityLabel(task.ActivityName), "sent").Inc()
+			case ctx.Err() == nil:
+				rt.metrics.heartbeats.WithLabelValues(rt.activityLabel(task.ActivityName), "failed").Inc()
 				rt.log.Warn("publish heartbeat", "execution_id", task.ExecutionID, "activity", task.ActivityName, "err", err)
 			}
 		}

@@ -31,7 +31,7 @@ import (
 // speculative next task only if nothing else happened to the execution in
 // the meantime.
 func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run WorkflowFunc, task *wire.WorkflowTask) (*wire.WorkflowTaskResult, error) {
-	decisions, err := run(task)
+	decisions, err := rt.replay(run, task, replayTask)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	next := *task
 	next.TaskID++
 	next.History = eagerHistory(task, decisions, res.Eager)
-	nd, err := run(&next)
+	nd, err := rt.replay(run, &next, replaySpeculative)
 	if err != nil {
 		// The scheduler dispatches the next task as usual, and its worker
 		// meets the same error there.
@@ -74,6 +74,17 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	}
 	res.Next = &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: next.TaskID, Decisions: nd, BaseSeq: lastSeq(next.History)}
 	return res, nil
+}
+
+// replay runs task with run, counted in the metrics as a replay of kind.
+func (rt *Runtime) replay(run WorkflowFunc, task *wire.WorkflowTask, kind string) ([]wire.Decision, error) {
+	name := rt.workflowLabel(task.WorkflowName)
+	began := time.Now()
+	decisions, err := run(task)
+	rt.metrics.replaySeconds.WithLabelValues(name).Observe(time.Since(began).Seconds())
+	rt.metrics.replays.WithLabelValues(name, kind).Inc()
+	rt.metrics.replayEvents.WithLabelValues(name).Add(float64(len(task.History)))
+	return decisions, err
 }
 
 // eagerShape says whether a worker may run decisions' activities eagerly:

@@ -28,6 +28,61 @@ const (
 	outcomeHandedBack
 )
 
+// String is the outcome label's value.
+func (o outcome) String() string {
+	switch o {
+	case outcomeCompleted:
+		return "completed"
+	case outcomeFailed:
+		return "failed"
+	case outcomeHandedBack:
+		return "handed_back"
+	default:
+		return "dropped"
+	}
+}
+
+var outcomes = []outcome{outcomeCompleted, outcomeFailed, outcomeHandedBack, outcomeDropped}
+
+// Outcomes of an activity attempt, the outcome label of
+// harvest_worker_activity_attempts_total.
+const (
+	attemptCompleted = "completed"
+	attemptFailed    = "failed"
+	attemptTimedOut  = "timed_out"
+	attemptShutdown  = "shutdown"
+)
+
+var attemptOutcomes = []string{attemptCompleted, attemptFailed, attemptTimedOut, attemptShutdown}
+
+// Results of a call of harvest.Once, the result label of
+// harvest_worker_ledger_calls_total.
+const (
+	// LedgerHit: the key's result was recorded; the effect did not run.
+	LedgerHit = "hit"
+	// LedgerRun: the key was free; the effect ran.
+	LedgerRun = "run"
+	// LedgerTakeover: the run that held the key let its lease lapse; the
+	// effect ran again.
+	LedgerTakeover = "takeover"
+)
+
+var ledgerResults = []string{LedgerHit, LedgerRun, LedgerTakeover}
+
+// Kinds of replay, the kind label of harvest_worker_workflow_replays_total.
+const (
+	// replayTask: a workflow task delivered to the worker.
+	replayTask = "task"
+	// replaySpeculative: the next workflow task after eager attempts,
+	// replayed at once by the worker that ran them (eager.go).
+	replaySpeculative = "speculative"
+)
+
+// otherName is the workflow or activity label of a name this worker has
+// not registered: tasks name what workflow code asked for, which the
+// worker does not control, so a label takes only the names it knows.
+const otherName = "other"
+
 // metrics are a worker's, labelled with its task queue, on the registry
 // given in Config; with none they are counted and not registered. Workers
 // of one process may share a registry: each one's series are its task
@@ -35,22 +90,44 @@ const (
 type metrics struct {
 	received, completed, failed, handedBack *prometheus.CounterVec
 	running                                 prometheus.Gauge
+	inFlight                                *prometheus.GaugeVec
 	duration                                prometheus.ObserverVec
+
+	workflowTasks  *prometheus.CounterVec // workflow, outcome
+	replays        *prometheus.CounterVec // workflow, kind
+	replayEvents   *prometheus.CounterVec // workflow
+	replaySeconds  prometheus.ObserverVec // workflow
+	attempts       *prometheus.CounterVec // activity, outcome
+	attemptSeconds prometheus.ObserverVec // activity
+	retries        *prometheus.CounterVec // activity
+	heartbeats     *prometheus.CounterVec // activity, result
+	ledger         *prometheus.CounterVec // activity, result
 }
 
 func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 	q := prometheus.Labels{"task_queue": taskQueue}
 	byKind, kinds := []string{"task_queue", "kind"}, []string{wire.TaskWorkflow, wire.TaskActivity}
 	var errs []error
-	counter := func(name, help string) *prometheus.CounterVec {
-		vec, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, byKind))
+	counterBy := func(name, help string, labels ...string) *prometheus.CounterVec {
+		vec, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append([]string{"task_queue"}, labels...)))
 		errs = append(errs, err)
-		vec = vec.MustCurryWith(q)
+		return vec.MustCurryWith(q)
+	}
+	histogramBy := func(name, help string, buckets []float64, labels ...string) prometheus.ObserverVec {
+		vec, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets},
+			append([]string{"task_queue"}, labels...)))
+		errs = append(errs, err)
+		return vec.MustCurryWith(q)
+	}
+	counter := func(name, help string) *prometheus.CounterVec {
+		vec := counterBy(name, help, "kind")
 		for _, kind := range kinds {
 			vec.WithLabelValues(kind) // every series from the start
 		}
 		return vec
 	}
+	// 1 ms to 4.4 min.
+	seconds := prometheus.ExponentialBuckets(0.001, 4, 10)
 	m := &metrics{
 		received: counter("harvest_worker_tasks_received_total", "Tasks the worker received, by kind (workflow, activity)."),
 		completed: counter("harvest_worker_tasks_completed_total",
@@ -59,6 +136,33 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 			"Tasks whose replay or attempt failed (a failed attempt's failure is reported), or whose result could not be published, by kind."),
 		handedBack: counter("harvest_worker_tasks_handed_back_total",
 			"Tasks handed back unstarted, by kind: for a workflow or an activity not registered on this worker, or because the worker was stopping."),
+		workflowTasks: counterBy("harvest_worker_workflow_tasks_total",
+			"Workflow tasks the worker settled, by workflow (other: one not registered here) and outcome: completed, failed, handed_back, dropped.",
+			"workflow", "outcome"),
+		replays: counterBy("harvest_worker_workflow_replays_total",
+			"Replays of workflow code over a history, by workflow and kind: task (a workflow task delivered) or speculative (the next task after eager attempts). There is no workflow cache: every replay starts from the history's first event.",
+			"workflow", "kind"),
+		replayEvents: counterBy("harvest_worker_workflow_replay_events_total",
+			"History events replayed, by workflow: each workflow task carries its execution's whole history, and is replayed from its first event.",
+			"workflow"),
+		replaySeconds: histogramBy("harvest_worker_workflow_replay_duration_seconds",
+			"How long one replay of workflow code over its history took to decide, by workflow (eager attempts not included).",
+			seconds, "workflow"),
+		attempts: counterBy("harvest_worker_activity_attempts_total",
+			"Activity attempts the worker ran, eager ones included, by activity and outcome: completed, failed, timed_out (past its deadline or its heartbeat timeout), shutdown (cancelled by a stopping worker).",
+			"activity", "outcome"),
+		attemptSeconds: histogramBy("harvest_worker_activity_attempt_duration_seconds",
+			"How long the activity code of one attempt ran (its reconcile function included), by activity.",
+			seconds, "activity"),
+		retries: counterBy("harvest_worker_activity_retries_total",
+			"Activity attempts run that were retries (attempt 2 or later), by activity.",
+			"activity"),
+		heartbeats: counterBy("harvest_worker_activity_heartbeats_total",
+			"Activity heartbeats the worker published, by activity and result: sent, failed.",
+			"activity", "result"),
+		ledger: counterBy("harvest_worker_ledger_calls_total",
+			"Calls of harvest.Once, by activity and result: hit (the effect's recorded result was reused, the effect did not run), run (the effect ran), takeover (a lapsed run's key was taken over and the effect ran).",
+			"activity", "result"),
 	}
 	running, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "harvest_worker_activity_attempts_running",
@@ -66,15 +170,18 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 	}, []string{"task_queue"}))
 	errs = append(errs, err)
 	m.running = running.With(q)
-	duration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "harvest_worker_task_duration_seconds",
-		Help:    "How long the worker held a task, from its arrival to its settling (published and acknowledged, or handed back), by kind.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms to 4.4 min
+	inFlight, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "harvest_worker_tasks_in_flight",
+		Help: "Tasks the worker holds now, from their arrival to their settling, by kind.",
 	}, byKind))
 	errs = append(errs, err)
-	m.duration = duration.MustCurryWith(q)
+	m.inFlight = inFlight.MustCurryWith(q)
+	m.duration = histogramBy("harvest_worker_task_duration_seconds",
+		"How long the worker held a task, from its arrival to its settling (published and acknowledged, or handed back), by kind.",
+		seconds, "kind")
 	for _, kind := range kinds {
 		m.duration.WithLabelValues(kind)
+		m.inFlight.WithLabelValues(kind)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("worker metrics: %w", err)
@@ -98,6 +205,36 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, err
 }
 
+// known creates the series of the registered workflows and activities,
+// so that they read zero rather than nothing until something happens.
+func (m *metrics) known(workflows, activities []string) {
+	for _, w := range append(workflows, otherName) {
+		for _, o := range outcomes {
+			m.workflowTasks.WithLabelValues(w, o.String())
+		}
+		m.replays.WithLabelValues(w, replayTask)
+		m.replays.WithLabelValues(w, replaySpeculative)
+		m.replayEvents.WithLabelValues(w)
+	}
+	for _, a := range activities {
+		for _, o := range attemptOutcomes {
+			m.attempts.WithLabelValues(a, o)
+		}
+		m.retries.WithLabelValues(a)
+		m.heartbeats.WithLabelValues(a, "sent")
+		m.heartbeats.WithLabelValues(a, "failed")
+		for _, r := range ledgerResults {
+			m.ledger.WithLabelValues(a, r)
+		}
+	}
+}
+
+// arrived counts a task of kind received, and held until settled.
+func (m *metrics) arrived(kind string) {
+	m.received.WithLabelValues(kind).Inc()
+	m.inFlight.WithLabelValues(kind).Inc()
+}
+
 // settled counts a task of kind held for d and settled as o.
 func (m *metrics) settled(kind string, o outcome, d time.Duration) {
 	switch o {
@@ -108,5 +245,21 @@ func (m *metrics) settled(kind string, o outcome, d time.Duration) {
 	case outcomeHandedBack:
 		m.handedBack.WithLabelValues(kind).Inc()
 	}
+	m.inFlight.WithLabelValues(kind).Dec()
 	m.duration.WithLabelValues(kind).Observe(d.Seconds())
+}
+
+// attemptOutcome is the outcome label of an attempt that ended with
+// result.
+func attemptOutcome(result *wire.ActivityResult) string {
+	switch {
+	case result.Failure == nil:
+		return attemptCompleted
+	case result.Failure.Type == "StartToCloseTimeout" || result.Failure.Type == "HeartbeatTimeout":
+		return attemptTimedOut
+	case result.Failure.Type == "WorkerShutdown":
+		return attemptShutdown
+	default:
+		return attemptFailed
+	}
 }

@@ -34,15 +34,16 @@ func TestRuntimeCountsTasks(t *testing.T) {
 		HasActivity: func(name string) bool { return name == "double" },
 		Activity:    double(errors.New("negative")),
 		Failure:     func(err error) *wire.Failure { return &wire.Failure{Message: err.Error()} },
-	})
+	}, func(rt *Runtime) { rt.named([]string{"hello", "broken"}, []string{"double"}) })
 	task := wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double", Input: json.RawMessage(`21`),
 		Attempt: 1, Deadline: time.Now().Add(time.Minute)}
 	publishTask(t, nc, wire.TaskActivity, task)
-	task.ExecutionID, task.Input = "e2", json.RawMessage(`-1`)
+	task.ExecutionID, task.Input, task.Attempt = "e2", json.RawMessage(`-1`), 2
 	publishTask(t, nc, wire.TaskActivity, task)
 	task.ExecutionID, task.ActivityName = "e3", "elsewhere"
 	publishTask(t, nc, wire.TaskActivity, task)
-	publishTask(t, nc, wire.TaskWorkflow, wire.WorkflowTask{ExecutionID: "e4", WorkflowName: "hello", TaskID: 1})
+	publishTask(t, nc, wire.TaskWorkflow, wire.WorkflowTask{ExecutionID: "e4", WorkflowName: "hello", TaskID: 1,
+		History: []wire.Event{{Seq: 1, Type: wire.EventWorkflowStarted, Attrs: json.RawMessage(`{}`)}}})
 	publishTask(t, nc, wire.TaskWorkflow, wire.WorkflowTask{ExecutionID: "e5", WorkflowName: "broken", TaskID: 1})
 	for range 3 { // e1's result, e2's failure, e4's decisions
 		nextCommand(t, commands)
@@ -60,6 +61,22 @@ func TestRuntimeCountsTasks(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Zero(t, testutil.ToFloat64(m.running))
 
+	// By workflow and activity: each registered name, other for the rest.
+	require.Equal(t, 1.0, testutil.ToFloat64(m.workflowTasks.WithLabelValues("hello", "completed")))
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.workflowTasks.WithLabelValues("broken", "failed")), 1.0)
+	require.Equal(t, 1.0, testutil.ToFloat64(m.replays.WithLabelValues("hello", replayTask)))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.replayEvents.WithLabelValues("hello")), "hello's task carried one event")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.attempts.WithLabelValues("double", attemptCompleted)))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.attempts.WithLabelValues("double", attemptFailed)))
+	require.Zero(t, testutil.ToFloat64(m.attempts.WithLabelValues("double", attemptTimedOut)))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.retries.WithLabelValues("double")), "e2's attempt 2 was a retry")
+	require.Zero(t, testutil.ToFloat64(m.ledger.WithLabelValues("double", LedgerHit)))
+	// Every task received is settled or still held.
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(m.inFlight.WithLabelValues(wire.TaskActivity)) == value(m.received, wire.TaskActivity)-
+			value(m.completed, wire.TaskActivity)-value(m.failed, wire.TaskActivity)-value(m.handedBack, wire.TaskActivity)
+	}, 10*time.Second, 20*time.Millisecond)
+
 	reg := rt.cfg.Metrics.(*prometheus.Registry)
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -67,8 +84,16 @@ func TestRuntimeCountsTasks(t *testing.T) {
 	for _, f := range families {
 		names[f.GetName()] = true
 		for _, s := range f.GetMetric() {
-			require.Equal(t, "task_queue", s.GetLabel()[len(s.GetLabel())-1].GetName()) // sorted: kind, task_queue
-			require.Equal(t, wire.DefaultTaskQueue, s.GetLabel()[len(s.GetLabel())-1].GetValue())
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			require.Equal(t, wire.DefaultTaskQueue, labels["task_queue"], f.GetName())
+			for _, name := range []string{"workflow", "activity"} {
+				if v, ok := labels[name]; ok {
+					require.Contains(t, []string{"hello", "broken", "double", "other"}, v, "%s: only registered names, or other", f.GetName())
+				}
+			}
 		}
 		if f.GetName() == "harvest_worker_task_duration_seconds" {
 			var n uint64
@@ -80,7 +105,11 @@ func TestRuntimeCountsTasks(t *testing.T) {
 	}
 	for _, name := range []string{"harvest_worker_tasks_received_total", "harvest_worker_tasks_completed_total",
 		"harvest_worker_tasks_failed_total", "harvest_worker_tasks_handed_back_total",
-		"harvest_worker_activity_attempts_running", "harvest_worker_task_duration_seconds"} {
+		"harvest_worker_activity_attempts_running", "harvest_worker_task_duration_seconds", "harvest_worker_tasks_in_flight",
+		"harvest_worker_workflow_tasks_total", "harvest_worker_workflow_replays_total", "harvest_worker_workflow_replay_events_total",
+		"harvest_worker_workflow_replay_duration_seconds", "harvest_worker_activity_attempts_total",
+		"harvest_worker_activity_attempt_duration_seconds", "harvest_worker_activity_retries_total",
+		"harvest_worker_activity_heartbeats_total", "harvest_worker_ledger_calls_total"} {
 		require.True(t, names[name], name)
 	}
 }

@@ -60,6 +60,9 @@ type Attempt struct {
 	Heartbeat func(details json.RawMessage)
 	// Ledger is the effect ledger's bucket.
 	Ledger jetstream.KeyValue
+	// LedgerUsed counts a call of harvest.Once by its result (LedgerHit,
+	// LedgerRun, LedgerTakeover) in the worker's metrics.
+	LedgerUsed func(result string)
 	// Log is tagged with the attempt's execution_id, activity and attempt.
 	Log *slog.Logger
 }
@@ -110,6 +113,9 @@ type Runtime struct {
 	// unknown holds the workflows and activities ("kind/name") whose
 	// tasks this worker has handed back for lack of them (logUnknown).
 	unknown sync.Map
+	// workflows and activities are the names registered (Bind): the
+	// values the metrics' workflow and activity labels take.
+	workflows, activities map[string]bool
 }
 
 // Registration is what a worker tells the deployment as it starts: the
@@ -148,6 +154,7 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	rt.js, rt.top = js, top
+	rt.named(reg.Workflows, reg.Activities)
 	rt.registrar = registry.NewRegistrar(registry.RegistrarConfig{
 		JS: js, KV: top.Workers, Worker: dedup.NewID(), TaskQueue: rt.cfg.TaskQueue,
 		Workflows: reg.Workflows, Activities: reg.Activities, Log: rt.log,
@@ -158,6 +165,20 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 		}
 	}
 	return rt.cancels.watch(ctx, rt.top.Cancelled)
+}
+
+// named records the workflows and activities the worker has: the metrics
+// label by these names only, and count any other a task names as
+// "other".
+func (rt *Runtime) named(workflows, activities []string) {
+	rt.workflows, rt.activities = map[string]bool{}, map[string]bool{}
+	for _, w := range workflows {
+		rt.workflows[w] = true
+	}
+	for _, a := range activities {
+		rt.activities[a] = true
+	}
+	rt.metrics.known(workflows, activities)
 }
 
 // Start binds the task queue's consumers and starts pulling tasks. It
@@ -214,7 +235,7 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 		pulling.Go(func() {
 			streams.PullWindow(pullCtx, rt.js.Conn(), cons, win, func(m jetstream.Msg) {
 				arrived := time.Now()
-				rt.metrics.received.WithLabelValues(kind).Inc()
+				rt.metrics.arrived(kind)
 				t := rt.keeper.hold(m)
 				gate.RLock()
 				defer gate.RUnlock()
@@ -303,6 +324,24 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 // for its tasks of kind (wire.TaskWorkflow, wire.TaskActivity).
 func ConsumerName(taskQueue, kind string) string {
 	return fmt.Sprintf("harvest_worker_%s_%s", taskQueue, kind)
+}
+
+// workflowLabel is the workflow label of name: name if it is registered
+// here, else "other".
+func (rt *Runtime) workflowLabel(name string) string {
+	if rt.workflows[name] {
+		return name
+	}
+	return otherName
+}
+
+// activityLabel is the activity label of name: name if it is registered
+// here, else "other".
+func (rt *Runtime) activityLabel(name string) string {
+	if rt.activities[name] {
+		return name
+	}
+	return otherName
 }
 
 // isStopping says whether Stop has begun.

@@ -20,7 +20,7 @@ import (
 // startRuntime declares a deployment of one shard, starts a runtime with
 // h on the default task queue, and subscribes to the commands it
 // publishes.
-func startRuntime(t *testing.T, h Handlers) (nc *nats.Conn, commands *nats.Subscription, rt *Runtime) {
+func startRuntime(t *testing.T, h Handlers, before ...func(*Runtime)) (nc *nats.Conn, commands *nats.Subscription, rt *Runtime) {
 	t.Helper()
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
@@ -28,12 +28,12 @@ func startRuntime(t *testing.T, h Handlers) (nc *nats.Conn, commands *nats.Subsc
 	require.NoError(t, err)
 	commands, err = nc.SubscribeSync(streams.CommandFilter(0))
 	require.NoError(t, err)
-	return nc, commands, runRuntime(t, nc, h)
+	return nc, commands, runRuntime(t, nc, h, before...)
 }
 
 // runRuntime starts a runtime with h on the default task queue, its
 // metrics on a registry of its own, and stops it at cleanup.
-func runRuntime(t *testing.T, nc *nats.Conn, h Handlers) *Runtime {
+func runRuntime(t *testing.T, nc *nats.Conn, h Handlers, before ...func(*Runtime)) *Runtime {
 	t.Helper()
 	ctx := natstest.Context(t)
 	rt, err := New(Config{
@@ -42,6 +42,9 @@ func runRuntime(t *testing.T, nc *nats.Conn, h Handlers) *Runtime {
 	}, h)
 	require.NoError(t, err)
 	require.NoError(t, rt.Bind(ctx, Registration{}))
+	for _, f := range before {
+		f(rt)
+	}
 	stop, err := rt.Start(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, stop(context.Background())) })

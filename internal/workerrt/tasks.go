@@ -31,8 +31,11 @@ func (rt *Runtime) logUnknown(log *slog.Logger, kind, name string) {
 
 // handleWorkflowTask replays a workflow task and reports its decisions,
 // then acknowledges it; it says how the task was settled.
-func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) outcome {
+func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outcome) {
 	var task wire.WorkflowTask
+	defer func() {
+		rt.metrics.workflowTasks.WithLabelValues(rt.workflowLabel(task.WorkflowName), o.String()).Inc()
+	}()
 	if err := json.Unmarshal(t.m.Data(), &task); err != nil {
 		rt.log.Error("dropping malformed workflow task", "err", err)
 		_ = t.m.Term()

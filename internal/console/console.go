@@ -70,12 +70,12 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/login", c.handleLoginForm)
 	c.mux.HandleFunc("POST /ui/login", c.handleLogin)
 	c.mux.HandleFunc("POST /ui/logout", c.handleLogout)
-	c.mux.HandleFunc("GET /ui/executions", c.handleExecutions)
-	c.mux.HandleFunc("GET /ui/executions/{id}", c.handleExecution)
-	c.mux.HandleFunc("GET /ui/executions/{id}/{action}", c.handleConfirm)
-	c.mux.HandleFunc("POST /ui/executions/{id}/{action}", c.handleAction)
-	c.mux.HandleFunc("GET /ui/workflows", c.handleWorkflows)
-	c.mux.HandleFunc("POST /ui/workflows/{name}/admission", c.handleAdmission)
+	c.mux.HandleFunc("GET /ui/executions", c.signedIn(c.handleExecutions))
+	c.mux.HandleFunc("GET /ui/executions/{id}", c.signedIn(c.handleExecution))
+	c.mux.HandleFunc("GET /ui/executions/{id}/{action}", c.signedIn(c.handleConfirm))
+	c.mux.HandleFunc("POST /ui/executions/{id}/{action}", c.signedIn(c.handleAction))
+	c.mux.HandleFunc("GET /ui/workflows", c.signedIn(c.handleWorkflows))
+	c.mux.HandleFunc("POST /ui/workflows/{name}/admission", c.signedIn(c.handleAdmission))
 	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, r, http.StatusNotFound, "Not found", "The console has no page at "+r.URL.Path+".")
 	})
@@ -232,7 +232,16 @@ func localPath(p string) string {
 	return p
 }
 
-// withTimeout bounds the API calls of one page.
-func withTimeout(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), 30*time.Second)
+// signedIn serves a page that calls the API: it leads to the sign-in
+// form first when the API needs a token and the user has none, and
+// bounds the page's API calls.
+func (c *Console) signedIn(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c.needsLogin(w, r) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		h(w, r.WithContext(ctx))
+	}
 }

@@ -87,11 +87,7 @@ type executionsData struct {
 const pageSize = 50
 
 func (c *Console) handleExecutions(w http.ResponseWriter, r *http.Request) {
-	if c.needsLogin(w, r) {
-		return
-	}
-	ctx, cancel := withTimeout(r)
-	defer cancel()
+	ctx := r.Context()
 	f := filterOf(r.URL.Query())
 	data := executionsData{Filter: f, Statuses: statuses, First: "/ui/executions", Paged: r.URL.Query().Get("cursor") != ""}
 	if q := f.query(); len(q) > 0 {
@@ -175,11 +171,7 @@ type executionData struct {
 }
 
 func (c *Console) handleExecution(w http.ResponseWriter, r *http.Request) {
-	if c.needsLogin(w, r) {
-		return
-	}
-	ctx, cancel := withTimeout(r)
-	defer cancel()
+	ctx := r.Context()
 	id := r.PathValue("id")
 	a := c.apiFor(r)
 	var data executionData
@@ -285,16 +277,12 @@ type confirmData struct {
 // handleConfirm is the confirmation page of an action: nothing changes
 // until its form is posted.
 func (c *Console) handleConfirm(w http.ResponseWriter, r *http.Request) {
-	if c.needsLogin(w, r) {
-		return
-	}
 	act, ok := actions[r.PathValue("action")]
 	if !ok {
 		c.problem(w, r, http.StatusNotFound, "Not found", "The console has no page at "+r.URL.Path+".")
 		return
 	}
-	ctx, cancel := withTimeout(r)
-	defer cancel()
+	ctx := r.Context()
 	data := confirmData{Action: r.PathValue("action"), Verb: act.Verb, Explain: act.Explain}
 	if err := c.apiFor(r).call(ctx, http.MethodGet, "/api/harvest/executions/"+url.PathEscape(r.PathValue("id")), nil, nil, &data.E); err != nil {
 		c.apiProblem(w, r, err)
@@ -306,9 +294,6 @@ func (c *Console) handleConfirm(w http.ResponseWriter, r *http.Request) {
 // handleAction posts the action to the API, as the CLI does, and goes
 // back to the execution.
 func (c *Console) handleAction(w http.ResponseWriter, r *http.Request) {
-	if c.needsLogin(w, r) {
-		return
-	}
 	action := r.PathValue("action")
 	if _, ok := actions[action]; !ok {
 		c.problem(w, r, http.StatusNotFound, "Not found", "The console has no page at "+r.URL.Path+".")
@@ -318,8 +303,7 @@ func (c *Console) handleAction(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, r, http.StatusBadRequest, "Bad form", "The form could not be read.")
 		return
 	}
-	ctx, cancel := withTimeout(r)
-	defer cancel()
+	ctx := r.Context()
 	id := r.PathValue("id")
 	body := map[string]string{}
 	if reason := strings.TrimSpace(r.PostForm.Get("reason")); reason != "" {

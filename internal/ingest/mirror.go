@@ -2,11 +2,12 @@ package ingest
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // mirror keeps an in-memory copy of a key-value bucket, decoded, and
@@ -28,38 +29,12 @@ func newMirror[T any](kv jetstream.KeyValue, log *slog.Logger, decode func(strin
 
 // start loads the bucket, then follows it until close.
 func (b *mirror[T]) start(ctx context.Context) error {
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := b.kv.WatchAll(wctx)
+	stop, err := streams.Follow(ctx, b.kv, b.apply)
 	if err != nil {
-		cancel()
-		return fmt.Errorf("watch bucket %s: %w", b.kv.Bucket(), err)
+		return err
 	}
-	loaded := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		markLoaded := sync.OnceFunc(func() { close(loaded) })
-		defer markLoaded()
-		for e := range w.Updates() {
-			if e == nil { // the bucket's current values are all in
-				markLoaded()
-				continue
-			}
-			b.apply(e)
-		}
-	}()
-	b.stop = func() {
-		_ = w.Stop()
-		cancel()
-		<-done
-	}
-	select {
-	case <-loaded:
-		return nil
-	case <-ctx.Done():
-		b.close()
-		return ctx.Err()
-	}
+	b.stop = stop
+	return nil
 }
 
 func (b *mirror[T]) close() {

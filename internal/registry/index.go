@@ -2,12 +2,13 @@ package registry
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // Index mirrors the workers bucket in memory, by kind, name and task
@@ -33,38 +34,12 @@ func (x *Index) Start(ctx context.Context) error {
 		x.log.Warn("no HARVEST_WORKERS bucket (declared by a scheduler of this version): every workflow counts as served until this process restarts")
 		return nil
 	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := x.kv.WatchAll(wctx)
+	stop, err := streams.Follow(ctx, x.kv, x.apply)
 	if err != nil {
-		cancel()
-		return fmt.Errorf("watch bucket %s: %w", x.kv.Bucket(), err)
+		return err
 	}
-	loaded := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		markLoaded := sync.OnceFunc(func() { close(loaded) })
-		defer markLoaded()
-		for e := range w.Updates() {
-			if e == nil { // the bucket's current values are all in
-				markLoaded()
-				continue
-			}
-			x.apply(e)
-		}
-	}()
-	x.stop = func() {
-		_ = w.Stop()
-		cancel()
-		<-done
-	}
-	select {
-	case <-loaded:
-		return nil
-	case <-ctx.Done():
-		x.Close()
-		return fmt.Errorf("load bucket %s: %w", x.kv.Bucket(), ctx.Err())
-	}
+	x.stop = stop
+	return nil
 }
 
 // Close stops following the bucket. Safe to call twice.

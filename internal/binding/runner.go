@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sourcegraph/conc"
 
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/streams"
 )
@@ -363,6 +364,9 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 		r.deadLetter(ctx, d, ReasonUnroutable, err)
 		return
 	}
+	// From here on the message's lines name its command, and the
+	// workflow it starts; the execution is the scheduler's to make.
+	d.log = logattr.Command(d.log, cmd)
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	ack, err := r.cfg.Topology.PublishCommand(pctx, shard, cmd)
 	cancel()
@@ -380,6 +384,5 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 	if err := m.Ack(); err != nil {
 		d.log.Warn("ack binding message", "err", err)
 	}
-	d.log.Debug("binding message published", "workflow", rule.Workflow, "idempotency_key", key, "shard", shard,
-		"command_id", cmd.CommandID, "duplicate", ack.Duplicate)
+	d.log.Debug("binding message published", "idempotency_key", key, "shard", shard, "duplicate", ack.Duplicate)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -309,10 +310,14 @@ func (c *Console) handleAction(w http.ResponseWriter, r *http.Request) {
 	if reason := strings.TrimSpace(r.PostForm.Get("reason")); reason != "" {
 		body["reason"] = reason
 	}
-	if err := c.apiFor(r).call(ctx, http.MethodPost, "/api/harvest/executions/"+url.PathEscape(id)+"/"+action, nil, body, nil); err != nil {
+	// The answer names the workflow, for the log (a 202 does not).
+	var done struct {
+		WorkflowName string `json:"workflow_name"`
+	}
+	if err := c.apiFor(r).call(ctx, http.MethodPost, "/api/harvest/executions/"+url.PathEscape(id)+"/"+action, nil, body, &done); err != nil {
 		c.apiProblem(w, r, err)
 		return
 	}
-	c.cfg.Logger.Info("console: execution "+action, "execution_id", id)
+	logattr.With(c.cfg.Logger, id, done.WorkflowName, "").Info("console: execution " + action)
 	http.Redirect(w, r, "/ui/executions/"+url.PathEscape(id)+"?done="+action, http.StatusSeeOther)
 }

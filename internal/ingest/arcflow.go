@@ -13,6 +13,7 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -166,7 +167,9 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(s.cfg.ArcFlowSecrets) > 0 {
 		if _, err := webhook.Verify(arcFlowSource(s.cfg.ArcFlowSecrets), r.Header, raw, time.Now()); err != nil {
-			s.log.Warn("external callback refused", "run_id", runID, "binding_id", bindingID, "err", err)
+			// A run is an execution (its run_id the execution id), whose
+			// workflow is not read for a refused request.
+			logattr.With(s.log, runID, "", "").Warn("external callback refused", "binding_id", bindingID, "err", err)
 			writeError(w, http.StatusUnauthorized, client.CodeInvalidSignature, err.Error())
 			return
 		}

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -130,7 +132,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 	ack, err := s.publishCommand(pctx, shard, cmd, cmd.CommandID)
 	cancel()
 	if err != nil {
-		s.log.Warn("webhook not accepted", "source", name, "err", err)
+		logattr.Command(s.log, cmd).Warn("webhook not accepted", "source", name, "event", delivery.EventType, "err", err)
 		if status, body := notAccepted(err, "event"); status != http.StatusServiceUnavailable {
 			writeJSON(w, status, body)
 			return hookRejected
@@ -148,6 +150,9 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 				duplicate = true
 			}
 		}
+	}
+	if s.log.Enabled(r.Context(), slog.LevelDebug) {
+		logattr.Command(s.log, cmd).DebugContext(r.Context(), "webhook event published", "source", name, "event", delivery.EventType, "duplicate", duplicate)
 	}
 	if duplicate {
 		s.metrics.duplicates.WithLabelValues("broker").Inc()

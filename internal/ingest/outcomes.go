@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -123,10 +124,10 @@ const lateOutcome = 250 * time.Millisecond
 
 // markPending records that a command was accepted, so polling it answers
 // "accepted" until the scheduler stores its outcome.
-func (s *Server) markPending(commandID string) {
+func (s *Server) markPending(cmd *wire.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.cfg.Topology.MarkAccepted(ctx, commandID); err != nil {
-		s.log.Debug("mark command pending", "command_id", commandID, "err", err)
+	if err := s.cfg.Topology.MarkAccepted(ctx, cmd.CommandID); err != nil {
+		logattr.Command(s.log, cmd).Debug("mark command pending", "err", err)
 	}
 }

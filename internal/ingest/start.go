@@ -9,6 +9,7 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -119,7 +120,7 @@ func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire
 	}
 	claim, e, err := s.liveClaim(ctx, st)
 	if err != nil {
-		s.log.Warn("read claim", "workflow", st.WorkflowName, "idempotency_key", st.IdempotencyKey, "err", err)
+		logattr.With(s.log, out.ExecutionID, st.WorkflowName, out.CommandID).Warn("read claim", "idempotency_key", st.IdempotencyKey, "err", err)
 		return nil
 	}
 	if claim != nil {

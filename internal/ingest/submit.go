@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -50,7 +53,7 @@ func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID
 	ack, err := s.publishCommand(pctx, shard, cmd, msgID)
 	cancel()
 	if err != nil {
-		s.log.Warn("command not accepted", "kind", cmd.Kind, "err", err)
+		logattr.Command(s.log, cmd).Warn("command not accepted", "kind", cmd.Kind, "err", err)
 		return out, false, fmt.Errorf("%w: %w", errNotAccepted, err)
 	}
 	if ack.Duplicate {
@@ -60,8 +63,16 @@ func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID
 	defer cancel()
 	out, ok := s.awaitOutcome(wctx, cmd.CommandID, ack.Sequence, ack.Duplicate, outcomes)
 	if !ok {
-		s.markPending(cmd.CommandID)
+		s.markPending(cmd)
 		return out, ack.Duplicate, errOutcomeLate
+	}
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		executionID, workflow := logattr.Of(cmd)
+		args := []any{"kind", cmd.Kind, "status", out.Status, "duplicate", ack.Duplicate, "deduplicated", out.Deduplicated}
+		if out.Error != "" {
+			args = append(args, "error", out.Error)
+		}
+		logattr.With(s.log, cmp.Or(out.ExecutionID, executionID), cmp.Or(out.WorkflowName, workflow), cmd.CommandID).DebugContext(ctx, "command applied", args...)
 	}
 	return out, ack.Duplicate, nil
 }
@@ -81,14 +92,14 @@ func (s *Server) publishCommand(ctx context.Context, shard int, cmd *wire.Comman
 	}
 	lost, err := s.lost(ctx, cmd.CommandID, ack.Sequence)
 	if err != nil {
-		s.log.Debug("tell a lost command from a pending one", "command_id", cmd.CommandID, "err", err)
+		logattr.Command(s.log, cmd).Debug("tell a lost command from a pending one", "err", err)
 		return ack, nil
 	}
 	if !lost {
 		return ack, nil
 	}
-	s.log.Warn("a command accepted earlier left the command stream unapplied: accepting it again",
-		"command_id", cmd.CommandID, "kind", cmd.Kind, "stream_seq", ack.Sequence)
+	logattr.Command(s.log, cmd).Warn("a command accepted earlier left the command stream unapplied: accepting it again",
+		"kind", cmd.Kind, "stream_seq", ack.Sequence)
 	s.metrics.lost.Inc()
 	return s.publishAs(ctx, shard, cmd, fmt.Sprintf("%s/lost/%d", msgID, ack.Sequence))
 }

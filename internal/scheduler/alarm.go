@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -130,7 +131,10 @@ func (r *runner) isolateTimers(ctx context.Context, limit int, cause error) (int
 	for _, tm := range due {
 		_, err := r.fireTimersTx(ctx, 1, []int64{tm.ID})
 		if err != nil && poisonous(err) {
-			r.log.Error("dropping a timer that cannot fire", "execution_id", tm.ExecutionID, "kind", tm.Kind, "timer_id", tm.ID, "err", err)
+			// The timer's row names no workflow: the line has it if the
+			// runner's cache has the execution, and goes without it
+			// rather than read the execution for it.
+			logattr.With(r.log, tm.ExecutionID, r.known[tm.ExecutionID].WorkflowName, "").Error("dropping a timer that cannot fire", "kind", tm.Kind, "timer_id", tm.ID, "err", err)
 			r.s.metrics.deadTimers.Inc()
 			err = pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
 				if _, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -43,6 +44,11 @@ type batch struct {
 	// maxTask is the largest task NATS carries; 0 means no limit.
 	maxTask int
 	log     *slog.Logger
+	// debug says whether log takes debug lines, which tell each applied
+	// command and history event; cmd is the command being applied, for
+	// the log (logFor).
+	debug bool
+	cmd   *wire.Command
 
 	execs       map[string]*store.Execution
 	newExecs    map[string]bool
@@ -83,7 +89,7 @@ type applyEnv struct {
 	// taskQueued says whether the task stream still holds the execution's
 	// workflow task taskID (a worker has it, or will get it). Nil, or
 	// false, lets a workflow task past its deadline be dispatched again.
-	taskQueued func(ctx context.Context, executionID string, taskID int) bool
+	taskQueued func(ctx context.Context, e *store.Execution, taskID int) bool
 	// maxTask is the largest task payload NATS carries (its max payload,
 	// less room for headers); 0 means no limit. A larger workflow task
 	// fails its execution, a larger activity task its activity.
@@ -135,7 +141,7 @@ func (noReads) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
 func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
 	shard := env.shard
 	b := &batch{
-		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log,
+		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
 		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
@@ -330,6 +336,7 @@ func (b *batch) assume(env applyEnv, applied int64, execIDs []string, claims []s
 // applyAll applies the batch's commands to what was read (or assumed).
 func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand) (*store.Writes, error) {
 	for _, c := range pending {
+		b.cmd = &c.cmd
 		switch c.cmd.Kind {
 		case wire.KindStart:
 			b.start(c)
@@ -349,6 +356,7 @@ func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand)
 			b.terminateCommand(c)
 		}
 	}
+	b.cmd = nil
 	b.settleClaims()
 	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
 		return nil, err
@@ -372,6 +380,9 @@ func (b *batch) appendEvent(e *store.Execution, typ string, attrs any) {
 	b.newEvents[e.ExecutionID] = append(b.newEvents[e.ExecutionID], ev)
 	b.writes.Events = append(b.writes.Events, store.EventRow{ExecutionID: e.ExecutionID, Event: ev})
 	b.changed[e.ExecutionID] = true
+	if b.debug {
+		b.logFor(e.ExecutionID).Debug("history event", eventLogAttrs(typ, ev.Seq, attrs)...)
+	}
 }
 
 func (b *batch) refuse(out wire.Outcome, status int, code, message string) {
@@ -388,6 +399,23 @@ func (b *batch) outcome(out wire.Outcome, e *store.Execution, fresh, dedup bool)
 // addOutcome stores a command's outcome with the batch; the runner
 // announces it once the batch commits.
 func (b *batch) addOutcome(out wire.Outcome) {
+	if b.debug {
+		executionID, workflow := out.ExecutionID, out.WorkflowName
+		if b.cmd != nil {
+			// A refused command's outcome names no execution or workflow
+			// but what its command does.
+			id, wf := logattr.Of(b.cmd)
+			executionID, workflow = cmp.Or(executionID, id), cmp.Or(workflow, wf)
+		}
+		args := []any{"kind", out.Kind, "status", out.Status, "started_fresh", out.StartedFresh, "deduplicated", out.Deduplicated}
+		if out.Kind == wire.KindSignal || out.Kind == wire.KindSignalWithStart {
+			args = append(args, "signal_delivered", out.SignalDelivered)
+		}
+		if out.Error != "" {
+			args = append(args, "error", out.Error)
+		}
+		logattr.With(b.log, executionID, workflow, out.CommandID).Debug("command applied", args...)
+	}
 	data, _ := json.Marshal(out)
 	b.writes.Outcomes = append(b.writes.Outcomes, store.OutcomeRow{
 		CommandID: out.CommandID, StreamSeq: out.StreamSeq, Payload: data, ExpiresAt: b.now.Add(b.outcomeTTL),

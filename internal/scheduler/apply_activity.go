@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -14,7 +15,13 @@ func (b *batch) activityResult(r *wire.ActivityResult) {
 	ref := store.ActivityRef{ExecutionID: r.ExecutionID, ActivityID: r.ActivityID}
 	a, e := b.activities[ref], b.execs[r.ExecutionID]
 	if a == nil || e == nil || a.Status != store.ActivityScheduled || a.Attempt != r.Attempt || e.Status != wire.StatusRunning {
-		b.log.Debug("dropping stale activity result", "execution_id", r.ExecutionID, "activity", r.ActivityID, "attempt", r.Attempt)
+		if b.debug {
+			name := ""
+			if a != nil {
+				name = a.ActivityName
+			}
+			b.logFor(r.ExecutionID, logattr.ActivityAttempt(name, r.ActivityID, r.Attempt)...).Debug("dropping stale activity result")
+		}
 		return
 	}
 	if r.Failure != nil {
@@ -85,7 +92,10 @@ func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Fai
 		b.activityChanged(ref, a)
 		attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
 		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: a.ExecutionID, Kind: store.TimerActivityRetry, FireAt: b.now.Add(delay), Attrs: attrs})
-		b.log.Debug("activity attempt failed; retrying", "execution_id", a.ExecutionID, "activity", a.ActivityName, "attempt", a.Attempt-1, "retry_in", delay, "err", f.Message)
+		if b.debug {
+			b.logFor(a.ExecutionID, logattr.ActivityAttempt(a.ActivityName, a.ActivityID, a.Attempt-1)...).Debug("activity attempt failed; retrying",
+				"failure", f.Type, "retry_in", delay, "err", f.Message)
+		}
 		return
 	}
 	a.Status = store.ActivityFailed
@@ -130,7 +140,7 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 	if b.maxTask > 0 && len(data) > b.maxTask {
 		// Every attempt's task would be as large (its input): the
 		// activity fails, and the workflow sees it.
-		b.log.Error("failing an activity whose task is too large for NATS", "execution_id", e.ExecutionID, "activity", a.ActivityName,
+		b.logFor(e.ExecutionID, logattr.ActivityAttempt(a.ActivityName, a.ActivityID, a.Attempt)...).Error("failing an activity whose task is too large for NATS",
 			"bytes", len(data), "limit", b.maxTask)
 		b.attemptFailed(e, a, &wire.Failure{Type: "ActivityTaskTooLarge", NonRetryable: true,
 			Message: fmt.Sprintf("the activity's task (its input) is %d bytes: more than the %d NATS carries", len(data), b.maxTask)})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -22,7 +23,7 @@ func (b *batch) start(c seqCommand) {
 		if holder == nil && claim.ExecutionID != "" && claim.ExecutionID != b.tentative[ref] {
 			// Claimed before this batch: a replay.
 			if holder = b.execs[claim.ExecutionID]; holder == nil {
-				b.log.Error("start claim points to a missing execution", "workflow", s.WorkflowName, "idempotency_key", s.IdempotencyKey, "execution_id", claim.ExecutionID)
+				logattr.With(b.log, claim.ExecutionID, s.WorkflowName, c.cmd.CommandID).Error("start claim points to a missing execution", "idempotency_key", s.IdempotencyKey)
 				b.refuse(out, http.StatusInternalServerError, client.CodeClaimDangling, fmt.Sprintf("idempotency key %q is claimed by execution %s, which does not exist", s.IdempotencyKey, claim.ExecutionID))
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/store"
@@ -15,9 +16,9 @@ import (
 // fireTimers applies due timers in tx: each start timer asks for its
 // execution's first workflow task.
 func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, timers []store.Timer) (*store.Writes, error) {
-	shard, log := env.shard, env.log
+	shard := env.shard
 	b := &batch{
-		shard: shard, shards: env.shards, now: time.Now().UTC(), log: log, wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
+		shard: shard, shards: env.shards, now: time.Now().UTC(), log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
 		newExecs: map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 		newActs: map[store.ActivityRef]bool{},
 	}
@@ -55,7 +56,7 @@ func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, t
 		case store.TimerWorkflow:
 			var a wire.TimerAttrs
 			if err := json.Unmarshal(tm.Attrs, &a); err != nil {
-				log.Warn("dropping undecodable timer", "execution_id", tm.ExecutionID, "err", err)
+				b.logFor(tm.ExecutionID).Warn("dropping undecodable timer", "timer_id", tm.ID, "err", err)
 				continue
 			}
 			b.appendEvent(e, wire.EventTimerFired, wire.TimerAttrs{TimerID: a.TimerID})
@@ -65,7 +66,7 @@ func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, t
 		case store.TimerWorkflowTask:
 			b.workflowTaskTimer(ctx, e, tm, env.taskQueued, again)
 		default:
-			log.Warn("dropping timer of unknown kind", "execution_id", tm.ExecutionID, "kind", tm.Kind)
+			b.logFor(tm.ExecutionID).Warn("dropping timer of unknown kind", "kind", tm.Kind, "timer_id", tm.ID)
 		}
 	}
 	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
@@ -85,7 +86,7 @@ func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, t
 func (b *batch) activityTimer(e *store.Execution, tm store.Timer) {
 	var at activityTimerAttrs
 	if err := json.Unmarshal(tm.Attrs, &at); err != nil {
-		b.log.Warn("dropping undecodable activity timer", "execution_id", tm.ExecutionID, "err", err)
+		b.logFor(tm.ExecutionID).Warn("dropping undecodable activity timer", "timer_id", tm.ID, "err", err)
 		return
 	}
 	ref := store.ActivityRef{ExecutionID: tm.ExecutionID, ActivityID: at.ActivityID}
@@ -134,24 +135,24 @@ func (b *batch) activityTimer(e *store.Execution, tm store.Timer) {
 // no longer holds, without a completion, was lost with its message or its
 // result: it is dispatched again, under a fresh message id, marked so
 // that its worker runs nothing eagerly.
-func (b *batch) workflowTaskTimer(ctx context.Context, e *store.Execution, tm store.Timer, queued func(context.Context, string, int) bool, again map[string]wftTimerAttrs) {
+func (b *batch) workflowTaskTimer(ctx context.Context, e *store.Execution, tm store.Timer, queued func(context.Context, *store.Execution, int) bool, again map[string]wftTimerAttrs) {
 	var at wftTimerAttrs
 	if err := json.Unmarshal(tm.Attrs, &at); err != nil {
-		b.log.Warn("dropping undecodable workflow task deadline", "execution_id", tm.ExecutionID, "err", err)
+		b.logFor(tm.ExecutionID).Warn("dropping undecodable workflow task deadline", "timer_id", tm.ID, "err", err)
 		return
 	}
 	if !e.WFTOutstanding || e.WFTID != at.TaskID {
 		return
 	}
-	if queued != nil && queued(ctx, e.ExecutionID, at.TaskID) {
+	if queued != nil && queued(ctx, e, at.TaskID) {
 		at.Checks++
 		b.workflowTaskDeadline(e.ExecutionID, at, min(b.wftTimeout<<min(at.Checks, 16), maxWorkflowTaskCheck))
 		return
 	}
 	at.Redispatch++
 	at.Checks = 0
-	b.log.Warn("workflow task not completed by its deadline and no longer in the task stream: dispatching it again",
-		"execution_id", e.ExecutionID, "workflow", e.WorkflowName, "task_id", at.TaskID, "redispatch", at.Redispatch)
+	b.logFor(e.ExecutionID).Warn("workflow task not completed by its deadline and no longer in the task stream: dispatching it again",
+		"task_id", at.TaskID, "redispatch", at.Redispatch)
 	again[e.ExecutionID] = at
 }
 

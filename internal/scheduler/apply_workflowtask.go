@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -17,7 +18,9 @@ import (
 func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	e := b.execs[r.ExecutionID]
 	if e == nil || e.Status != wire.StatusRunning || !e.WFTOutstanding || e.WFTID != r.TaskID {
-		b.log.Debug("dropping stale workflow task result", "execution_id", r.ExecutionID, "task_id", r.TaskID)
+		if b.debug {
+			b.logFor(r.ExecutionID).Debug("dropping stale workflow task result", "task_id", r.TaskID)
+		}
 		return
 	}
 	e.WFTOutstanding = false
@@ -81,7 +84,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			e.Error, _ = json.Marshal(d.Failure)
 			b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: d.Failure})
 		default:
-			b.log.Warn("ignoring unknown decision", "execution_id", e.ExecutionID, "decision", d.Type)
+			b.logFor(e.ExecutionID).Warn("ignoring unknown decision", "decision", d.Type)
 		}
 	}
 	// The eager attempts' results follow the decisions, in the worker's
@@ -106,7 +109,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	if speculate && e.Status == wire.StatusRunning {
 		if n := r.Next; n.ExecutionID != e.ExecutionID || n.TaskID != e.WFTID+1 || n.BaseSeq != e.LastSeq {
 			// Not the task the scheduler would dispatch now: dispatch it.
-			b.log.Warn("dropping speculative workflow task that does not follow its history", "execution_id", e.ExecutionID, "task_id", n.TaskID, "base_seq", n.BaseSeq)
+			b.logFor(e.ExecutionID).Warn("dropping speculative workflow task that does not follow its history", "task_id", n.TaskID, "base_seq", n.BaseSeq)
 			b.needWorkflowTask(e)
 			return
 		}
@@ -139,7 +142,7 @@ func (b *batch) eagerAttempts(r *wire.WorkflowTaskResult) map[int]*wire.Activity
 	for i := range r.Eager {
 		res := &r.Eager[i]
 		if !scheduled[res.ActivityID] || res.Attempt != 1 || out[res.ActivityID] != nil {
-			b.log.Warn("ignoring eager attempt its task did not schedule", "execution_id", r.ExecutionID, "activity", res.ActivityID, "attempt", res.Attempt)
+			b.logFor(r.ExecutionID, logattr.ActivityAttempt("", res.ActivityID, res.Attempt)...).Warn("ignoring eager attempt its task did not schedule")
 			continue
 		}
 		out[res.ActivityID] = res
@@ -213,8 +216,7 @@ func (b *batch) tooLarge(e *store.Execution, data []byte) bool {
 	}
 	f := wire.Failure{Type: "WorkflowTaskTooLarge", NonRetryable: true,
 		Message: fmt.Sprintf("the execution's workflow task (its history) is %d bytes: more than the %d NATS carries", len(data), b.maxTask)}
-	b.log.Error("failing an execution whose workflow task is too large for NATS", "execution_id", e.ExecutionID, "workflow", e.WorkflowName,
-		"bytes", len(data), "limit", b.maxTask)
+	b.logFor(e.ExecutionID).Error("failing an execution whose workflow task is too large for NATS", "bytes", len(data), "limit", b.maxTask)
 	e.WFTOutstanding, e.WFTDirty = false, false
 	e.Error, _ = json.Marshal(f)
 	b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: &f})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -151,7 +152,9 @@ func (r *runner) announce(outcomes []store.OutcomeRow) {
 	nc := r.s.cfg.Topology.JS.Conn()
 	for _, o := range outcomes {
 		if err := nc.Publish(streams.OutcomeSubject(o.CommandID), o.Payload); err != nil {
-			r.log.Debug("announce outcome", "command_id", o.CommandID, "err", err)
+			var out wire.Outcome
+			_ = json.Unmarshal(o.Payload, &out) // for the log only
+			logattr.With(r.log, out.ExecutionID, out.WorkflowName, o.CommandID).Debug("announce outcome", "err", err)
 		}
 	}
 }

@@ -2,12 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -44,7 +46,13 @@ func (s *Scheduler) callbackLoop(ctx context.Context) {
 }
 
 func (s *Scheduler) deliver(ctx context.Context, client *callback.Client, d store.CallbackDelivery) {
-	log := s.log.With("execution_id", d.ExecutionID, "attempt", d.Attempts+1)
+	// The payload is the callback's body (CallbackPayload), which names
+	// the workflow.
+	var p struct {
+		WorkflowName string `json:"workflow_name"`
+	}
+	_ = json.Unmarshal(d.Payload, &p)
+	log := logattr.With(s.log, d.ExecutionID, p.WorkflowName, "", "attempt", d.Attempts+1)
 	err := client.Deliver(ctx, d.URL, d.ExecutionID, d.Payload)
 	// Record the result even if we are stopping: the attempt happened.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -44,7 +45,7 @@ func (b *batch) deadLetter(c seqCommand) {
 		StreamSeq: c.seq, CommandID: c.cmd.CommandID, Kind: kind, Subject: c.subject, Payload: c.raw,
 		Error: c.dead.code, Reason: c.dead.reason,
 	})
-	b.log.Error("command set aside as dead: it cannot be applied", "command_id", c.cmd.CommandID, "kind", kind,
+	logattr.Command(b.log, &c.cmd).Error("command set aside as dead: it cannot be applied", "kind", kind,
 		"stream_seq", c.seq, "error", c.dead.code, "reason", c.dead.reason)
 	if _, err := uuid.Parse(c.cmd.CommandID); err != nil {
 		return // no command id to answer under (the message carried none, or garbage)

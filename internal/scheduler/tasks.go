@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
 )
@@ -57,13 +58,13 @@ func (r *runner) forgetTasks(w *store.Writes) {
 }
 
 // taskQueued says whether the task stream still holds the workflow task
-// taskID of an execution: its message is in the stream until a worker
+// taskID of execution e: its message is in the stream until a worker
 // acknowledges it, after publishing the task's result. Unknown (the task
 // was published by an earlier runner) counts as not held, so a lost task
 // is dispatched again; a stream that cannot be asked counts as held, so
 // nothing is dispatched again while NATS is away.
-func (r *runner) taskQueued(ctx context.Context, executionID string, taskID int) bool {
-	t, ok := r.tasks[executionID]
+func (r *runner) taskQueued(ctx context.Context, e *store.Execution, taskID int) bool {
+	t, ok := r.tasks[e.ExecutionID]
 	if !ok || t.taskID != taskID {
 		return false
 	}
@@ -77,7 +78,7 @@ func (r *runner) taskQueued(ctx context.Context, executionID string, taskID int)
 		return false
 	}
 	if err != nil {
-		r.log.Warn("look up a workflow task in the task stream", "execution_id", executionID, "task_id", taskID, "err", err)
+		logattr.With(r.log, e.ExecutionID, e.WorkflowName, "").Warn("look up a workflow task in the task stream", "task_id", taskID, "err", err)
 	}
 	return true
 }

@@ -4,19 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // runAttempt runs one activity attempt and says how it ended, or returns
 // nil when the attempt is not run: past its deadline, or of a cancelled
-// execution.
-func (rt *Runtime) runAttempt(ctx context.Context, task *wire.ActivityTask) *wire.ActivityResult {
-	log := rt.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
+// execution. log is tagged with the attempt (logattr), and the command its
+// result goes in.
+func (rt *Runtime) runAttempt(ctx context.Context, log *slog.Logger, task *wire.ActivityTask) *wire.ActivityResult {
 	if !task.Deadline.IsZero() && time.Now().After(task.Deadline) {
 		log.Info("dropping activity task past its deadline: the scheduler has moved on")
 		return nil
@@ -86,7 +88,15 @@ func (rt *Runtime) runAttempt(ctx context.Context, task *wire.ActivityTask) *wir
 			result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
 		}
 	}
-	rt.metrics.attempts.WithLabelValues(name, attemptOutcome(result)).Inc()
+	o := attemptOutcome(result)
+	rt.metrics.attempts.WithLabelValues(name, o).Inc()
+	if log.Enabled(ctx, slog.LevelDebug) {
+		args := []any{"outcome", o}
+		if result.Failure != nil {
+			args = append(args, "failure", result.Failure.Type)
+		}
+		log.DebugContext(ctx, "activity attempt ended", args...)
+	}
 	return result
 }
 
@@ -146,7 +156,8 @@ func (rt *Runtime) heartbeater(ctx context.Context, task *wire.ActivityTask) (be
 				rt.metrics.heartbeats.WithLabelValues(rt.activityLabel(task.ActivityName), "sent").Inc()
 			case ctx.Err() == nil:
 				rt.metrics.heartbeats.WithLabelValues(rt.activityLabel(task.ActivityName), "failed").Inc()
-				rt.log.Warn("publish heartbeat", "execution_id", task.ExecutionID, "activity", task.ActivityName, "err", err)
+				logattr.With(rt.log, task.ExecutionID, task.WorkflowName, cmd.CommandID, logattr.ActivityAttempt(task.ActivityName, task.ActivityID, task.Attempt)...).
+					Warn("publish heartbeat", "err", err)
 			}
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -69,7 +70,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	if err != nil {
 		// The scheduler dispatches the next task as usual, and its worker
 		// meets the same error there.
-		rt.log.Warn("speculative workflow task failed", "execution_id", task.ExecutionID, "err", err)
+		rt.taskLog(t).Warn("speculative workflow task failed", "err", err)
 		return res, nil
 	}
 	res.Next = &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: next.TaskID, Decisions: nd, BaseSeq: lastSeq(next.History)}
@@ -156,7 +157,10 @@ func (rt *Runtime) runEager(ctx context.Context, t *heldTask, task *wire.Workflo
 	t.keepUntil(last)
 	var attempts conc.WaitGroup
 	for i, at := range tasks {
-		attempts.Go(func() { results[i] = rt.runAttempt(ctx, at) })
+		// An eager attempt's result goes in the workflow task's, whose
+		// command id t's lines carry.
+		log := rt.taskLog(t).With(logattr.ActivityAttempt(at.ActivityName, at.ActivityID, at.Attempt)...)
+		attempts.Go(func() { results[i] = rt.runAttempt(ctx, log, at) })
 	}
 	attempts.Wait()
 	if time.Now().Before(last) {

@@ -32,6 +32,19 @@ type heldTask struct {
 	// unstarted caches earlierUnstarted; only the task's handler reads
 	// and writes it.
 	unstarted *bool
+	// log, once the handler has decoded the task, is the worker's logger
+	// tagged with the task's execution (logattr); only the handler reads
+	// and writes it.
+	log *slog.Logger
+}
+
+// taskLog is t's logger: tagged with its execution once its handler has
+// decoded it, the worker's before.
+func (rt *Runtime) taskLog(t *heldTask) *slog.Logger {
+	if t.log != nil {
+		return t.log
+	}
+	return rt.log
 }
 
 func newHeldTask(m jetstream.Msg) *heldTask {
@@ -162,7 +175,7 @@ func (rt *Runtime) earlierUnstarted(ctx context.Context, t *heldTask) bool {
 		case err == nil:
 			unstarted = true
 		case !errors.Is(err, jetstream.ErrKeyNotFound):
-			rt.log.Warn("read task hand-back mark; counting the task possibly started", "err", err)
+			rt.taskLog(t).Warn("read task hand-back mark; counting the task possibly started", "err", err)
 		}
 	}
 	t.unstarted = &unstarted
@@ -181,7 +194,7 @@ func (rt *Runtime) handBack(t *heldTask, delay time.Duration) {
 	defer cancel()
 	if rt.earlierUnstarted(ctx, t) {
 		if _, err := rt.top.Handbacks.Put(ctx, handbackKey(t.md, t.delivery()), []byte("unstarted")); err != nil {
-			rt.log.Warn("mark task handed back; its next delivery counts it possibly started", "err", err)
+			rt.taskLog(t).Warn("mark task handed back; its next delivery counts it possibly started", "err", err)
 		}
 	}
 	var err error
@@ -191,6 +204,6 @@ func (rt *Runtime) handBack(t *heldTask, delay time.Duration) {
 		err = t.m.Nak()
 	}
 	if err != nil {
-		rt.log.Warn("hand task back; it is delivered again after the ack wait", "err", err)
+		rt.taskLog(t).Warn("hand task back; it is delivered again after the ack wait", "err", err)
 	}
 }

@@ -63,7 +63,9 @@ type Attempt struct {
 	// LedgerUsed counts a call of harvest.Once by its result (LedgerHit,
 	// LedgerRun, LedgerTakeover) in the worker's metrics.
 	LedgerUsed func(result string)
-	// Log is tagged with the attempt's execution_id, activity and attempt.
+	// Log is tagged with the attempt's execution_id, workflow, activity,
+	// activity_id and attempt, and the command_id its result goes under
+	// (internal/logattr).
 	Log *slog.Logger
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -41,7 +42,11 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 		_ = t.m.Term()
 		return outcomeDropped
 	}
-	log := rt.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName)
+	// The task's result goes under commandID: the lines about the task
+	// carry it, as the scheduler's about applying it do.
+	commandID := dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID)
+	log := logattr.With(rt.log, task.ExecutionID, task.WorkflowName, commandID, "task_id", task.TaskID)
+	t.log = log
 	run, ok := rt.h.Workflow(task.WorkflowName)
 	if !ok {
 		rt.logUnknown(log, "workflow", task.WorkflowName)
@@ -56,7 +61,7 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 		return outcomeFailed
 	}
 	cmd := &wire.Command{
-		CommandID:    dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID),
+		CommandID:    commandID,
 		Kind:         wire.KindWorkflowTaskCompleted,
 		WorkflowTask: result,
 	}
@@ -86,6 +91,10 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	if err := t.m.Ack(); err != nil {
 		log.Warn("ack workflow task", "err", err)
 	}
+	if log.Enabled(ctx, slog.LevelDebug) {
+		log.DebugContext(ctx, "workflow task completed", "decisions", len(result.Decisions), "eager_attempts", len(result.Eager),
+			"speculative", result.Next != nil)
+	}
 	return outcomeCompleted
 }
 
@@ -107,7 +116,10 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) outcome 
 		_ = t.m.Term()
 		return outcomeDropped
 	}
-	log := rt.log.With("execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt)
+	// The attempt's result goes under the command id the lines carry.
+	log := logattr.With(rt.log, task.ExecutionID, task.WorkflowName, dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
+		logattr.ActivityAttempt(task.ActivityName, task.ActivityID, task.Attempt)...)
+	t.log = log
 	if !rt.earlierUnstarted(ctx, t) {
 		// Past its deadline the scheduler's timer has failed the attempt
 		// already: there is nothing to report.
@@ -138,7 +150,7 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) outcome 
 		rt.handBack(t, 0)
 		return outcomeHandedBack
 	}
-	result := rt.runAttempt(ctx, &task)
+	result := rt.runAttempt(ctx, log, &task)
 	<-rt.slots
 	return rt.settleActivity(ctx, t, &task, result)
 }
@@ -173,15 +185,14 @@ func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.A
 		var big *streams.TooLargeError
 		if errors.As(err, &big) {
 			// Every attempt would return as much: the activity fails.
-			rt.log.Error("activity result too large for the command stream; failing the activity", "execution_id", task.ExecutionID,
-				"activity", task.ActivityName, "attempt", task.Attempt, "bytes", big.Size, "limit", big.Limit)
+			rt.taskLog(t).Error("activity result too large for the command stream; failing the activity", "bytes", big.Size, "limit", big.Limit)
 			cmd.Activity = &wire.ActivityResult{ExecutionID: result.ExecutionID, ActivityID: result.ActivityID, Attempt: result.Attempt,
 				Failure: &wire.Failure{Type: "ResultTooLarge", NonRetryable: true,
 					Message: fmt.Sprintf("the attempt's result, as a command, is %d bytes: more than the %d the command stream carries", big.Size, big.Limit)}}
 			_, err = rt.top.PublishCommand(pctx, task.Shard, cmd)
 		}
 		if err != nil {
-			rt.log.Error("publish activity result; handing the task back", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
+			rt.taskLog(t).Error("publish activity result; handing the task back", "err", err)
 			rt.keeper.drop(t)
 			_ = t.m.Nak()
 			return outcomeFailed
@@ -192,7 +203,7 @@ func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.A
 		}
 	}
 	if err := t.m.Ack(); err != nil {
-		rt.log.Warn("ack activity task", "execution_id", task.ExecutionID, "activity", task.ActivityName, "attempt", task.Attempt, "err", err)
+		rt.taskLog(t).Warn("ack activity task", "err", err)
 	}
 	return o
 }

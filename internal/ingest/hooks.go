@@ -150,7 +150,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		}
 	}
 	if duplicate {
-		s.metrics.duplicates.WithLabelValues("broker").Inc()
+		s.duplicate(r.Context(), "broker")
 		writeJSON(w, http.StatusOK, client.HookResponse{Accepted: true, Duplicate: true})
 		return hookDuplicate
 	}

@@ -27,6 +27,9 @@ type seqCommand struct {
 	raw     []byte
 	// dead, when set, sets the command aside instead of applying it.
 	dead *deadReason
+	// trace is the W3C traceparent of the command's apply span, "" when
+	// tracing is off: the tasks the command leads to carry it.
+	trace string
 }
 
 // batch is the in-memory state of one apply transaction: the rows it read,
@@ -63,6 +66,12 @@ type batch struct {
 	tentative map[store.ClaimRef]string
 	// signalClaims holds the keyed signals already delivered.
 	signalClaims map[store.SignalRef]bool
+
+	// curTrace is the trace of the command being applied; traces holds,
+	// by execution, the trace of the last command that changed it, which
+	// the tasks dispatched for it carry (see traceOf).
+	curTrace string
+	traces   map[string]string
 
 	writes store.Writes
 }
@@ -330,6 +339,7 @@ func (b *batch) assume(env applyEnv, applied int64, execIDs []string, claims []s
 // applyAll applies the batch's commands to what was read (or assumed).
 func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand) (*store.Writes, error) {
 	for _, c := range pending {
+		b.curTrace = c.trace
 		switch c.cmd.Kind {
 		case wire.KindStart:
 			b.start(c)
@@ -349,6 +359,7 @@ func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand)
 			b.terminateCommand(c)
 		}
 	}
+	b.curTrace = ""
 	b.settleClaims()
 	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
 		return nil, err
@@ -372,6 +383,22 @@ func (b *batch) appendEvent(e *store.Execution, typ string, attrs any) {
 	b.newEvents[e.ExecutionID] = append(b.newEvents[e.ExecutionID], ev)
 	b.writes.Events = append(b.writes.Events, store.EventRow{ExecutionID: e.ExecutionID, Event: ev})
 	b.changed[e.ExecutionID] = true
+	if b.curTrace != "" {
+		if b.traces == nil {
+			b.traces = map[string]string{}
+		}
+		b.traces[e.ExecutionID] = b.curTrace
+	}
+}
+
+// traceOf is the trace a task dispatched for e carries: that of the
+// batch's last command to change e, else the one e was started under (a
+// timer firing, a task sent again).
+func (b *batch) traceOf(e *store.Execution) string {
+	if t, ok := b.traces[e.ExecutionID]; ok {
+		return t
+	}
+	return e.TraceParent
 }
 
 func (b *batch) refuse(out wire.Outcome, status int, code, message string) {

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -87,6 +90,9 @@ func (rt *Runtime) runAttempt(ctx context.Context, task *wire.ActivityTask) *wir
 		}
 	}
 	rt.metrics.attempts.WithLabelValues(name, attemptOutcome(result)).Inc()
+	if result.Failure != nil && rt.top.Tracing.Enabled() {
+		trace.SpanFromContext(ctx).SetStatus(codes.Error, result.Failure.Type)
+	}
 	return result
 }
 

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/sourcegraph/conc"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -156,7 +158,16 @@ func (rt *Runtime) runEager(ctx context.Context, t *heldTask, task *wire.Workflo
 	t.keepUntil(last)
 	var attempts conc.WaitGroup
 	for i, at := range tasks {
-		attempts.Go(func() { results[i] = rt.runAttempt(ctx, at) })
+		attempts.Go(func() {
+			actx := ctx
+			if tr := rt.top.Tracing; tr.Enabled() {
+				var span trace.Span
+				actx, span = tr.Start(ctx, "activity "+at.ActivityName, trace.WithAttributes(activityAttrs(at)...),
+					trace.WithAttributes(tracing.AttrEager.Bool(true)))
+				defer span.End()
+			}
+			results[i] = rt.runAttempt(actx, at)
+		})
 	}
 	attempts.Wait()
 	if time.Now().Before(last) {

@@ -12,10 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/schema"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 	"github.com/harvest-engine/harvest/internal/workerrt"
 )
@@ -85,7 +87,17 @@ type WorkerConfig struct {
 	// registered on the worker, and "other" for any other name a task
 	// carries. Workers of one process may share a registry.
 	Metrics prometheus.Registerer
-	Logger  *slog.Logger
+	// TracerProvider, when set, traces the worker's workflow tasks and
+	// activity attempts with OpenTelemetry, each span a child of the
+	// trace context its task carries (the scheduler's apply of the
+	// command that led to it; ultimately the request that started the
+	// execution), and carries each span's context in the commands the
+	// worker publishes. An activity's ctx holds its span, so calls the
+	// activity makes with an instrumented client join the trace. Nil
+	// traces nothing (the `harvest worker` command sets it from the
+	// standard OTEL_EXPORTER_OTLP_* environment).
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
@@ -154,7 +166,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	rt, err := workerrt.New(workerrt.Config{
 		NATS: cfg.NATS, TaskQueue: cfg.TaskQueue, ActivityConcurrency: cfg.ActivityConcurrency,
 		WorkflowTaskConcurrency: cfg.WorkflowTaskConcurrency, TaskAckWait: cfg.TaskAckWait, ShutdownGrace: cfg.ShutdownGrace,
-		DisableEagerActivities: cfg.DisableEagerActivities, Metrics: cfg.Metrics, Log: w.log,
+		DisableEagerActivities: cfg.DisableEagerActivities, Metrics: cfg.Metrics, Log: w.log, Tracing: tracingOf(cfg.TracerProvider),
 	}, workerrt.Handlers{Workflow: w.workflowTask, HasActivity: w.hasActivity, Activity: w.runAttempt, Failure: attemptFailure})
 	if err != nil {
 		return nil, err
@@ -316,4 +328,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return nil
 	}
 	return stop(ctx)
+}
+
+// tracingOf is the runtime's tracing with tp; nil (off) without one.
+func tracingOf(tp trace.TracerProvider) *tracing.Tracing {
+	if tp == nil {
+		return nil
+	}
+	return tracing.New(tp)
 }

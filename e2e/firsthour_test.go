@@ -30,8 +30,14 @@ type devProc struct {
 // startDev runs harvest dev with args in dir and waits until it is ready.
 func startDev(t *testing.T, bin, dir string, args ...string) *devProc {
 	t.Helper()
+	return startDevEnv(t, bin, dir, devEnv(), args...)
+}
+
+// startDevEnv is startDev with the environment env.
+func startDevEnv(t *testing.T, bin, dir string, env []string, args ...string) *devProc {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"dev"}, args...)...)
-	cmd.Dir, cmd.Env = dir, devEnv()
+	cmd.Dir, cmd.Env = dir, env
 	d := &devProc{cmd: cmd, logs: &devLog{ready: make(chan struct{})}, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	require.NoError(t, cmd.Start())

@@ -53,6 +53,12 @@ shard count it was created with.`,
 				return err
 			}
 			dc.StateDir, dc.Addr, dc.NATSPort = stateDir, cfg.HTTPAddr, natsPort
+			tr, stopTracing, err := service.StartTracing(ctx, "harvest-dev", log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
+			dc.Tracing = tr
 			if dc.Ingest.Auth, err = service.APIAuth(cfg, cfg.HTTPAddr, log); err != nil {
 				return err
 			}

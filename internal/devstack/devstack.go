@@ -32,6 +32,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/tracing"
 )
 
 // DefaultShards is the shard count of a new stack whose Config leaves it
@@ -82,6 +83,10 @@ type Config struct {
 	// workflows; they run after the HTTP API is up. A binding whose stream
 	// does not exist waits for it and does not hold up Start.
 	Bindings []binding.Binding
+	// Tracing, when set, traces every service of the stack with
+	// OpenTelemetry: ingest's requests, the scheduler's applies, the
+	// worker's tasks and activities, one trace per event.
+	Tracing *tracing.Tracing
 	// Register, if set, registers workflows and activities of the caller's
 	// on the stack's worker, beside the examples.
 	Register func(w *harvest.Worker)
@@ -242,6 +247,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.Topology, err = streams.DeclareRetrying(ctx, js, cfg.Streams, func(err error) { s.log.Warn("waiting to declare the streams", "err", err) }); err != nil {
 		return nil, err
 	}
+	s.Topology.Tracing = cfg.Tracing
 
 	if cfg.Ingest.Metrics == nil {
 		// Shared by ingest, the scheduler, the worker and the bindings,
@@ -264,6 +270,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	wcfg := cfg.Worker
 	wcfg.NATS, wcfg.Logger = s.nc, s.log.With("service", "worker")
+	if wcfg.TracerProvider == nil {
+		wcfg.TracerProvider = cfg.Tracing.Provider()
+	}
 	if wcfg.Metrics == nil {
 		wcfg.Metrics = cfg.Ingest.Metrics
 	}

@@ -155,7 +155,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		logattr.Command(s.log, cmd).DebugContext(r.Context(), "webhook event published", "source", name, "event", delivery.EventType, "duplicate", duplicate)
 	}
 	if duplicate {
-		s.metrics.duplicates.WithLabelValues("broker").Inc()
+		s.duplicate(r.Context(), "broker")
 		writeJSON(w, http.StatusOK, client.HookResponse{Accepted: true, Duplicate: true})
 		return hookDuplicate
 	}

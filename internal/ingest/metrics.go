@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -8,8 +9,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -169,10 +174,21 @@ func (m *metrics) published(kind string, d time.Duration, err error) {
 // them (the ServeMux sets it on the request it is handed, which next
 // passes on), and times them.
 func (s *Server) instrument(next http.Handler) http.Handler {
+	tr := s.cfg.Topology.Tracing
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
 		s.metrics.inFlight.Inc()
 		rec := &statusRecorder{ResponseWriter: w}
+		var span trace.Span
+		if tr.Enabled() {
+			// The request's span: a child of the caller's trace context
+			// (traceparent), or a new trace. Its context goes on with the
+			// command into the scheduler and the workers.
+			ctx := tr.ExtractHTTP(r.Context(), r.Header)
+			ctx, span = tr.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(tracing.AttrHTTPMethod.String(r.Method)))
+			r = r.WithContext(ctx) // the mux sets the pattern on this request
+		}
 		defer func() {
 			s.metrics.inFlight.Dec()
 			route := r.Pattern
@@ -180,11 +196,50 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 				// Answered before it was routed (too many in flight).
 				_, route = s.mux.Handler(r)
 			}
-			s.metrics.requests.WithLabelValues(route, strconv.Itoa(rec.code())).Inc()
+			code := rec.code()
+			s.metrics.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 			s.metrics.requestSeconds.WithLabelValues(route).Observe(time.Since(began).Seconds())
+			if span != nil {
+				span.SetName(route)
+				span.SetAttributes(tracing.AttrHTTPRoute.String(route), tracing.AttrHTTPStatus.Int(code))
+				if code >= 500 {
+					span.SetStatus(codes.Error, http.StatusText(code))
+				}
+				span.End()
+			}
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// duplicate counts a duplicate short-circuited by layer ("broker",
+// "claim") and says so on the request's span.
+func (s *Server) duplicate(ctx context.Context, layer string) {
+	s.metrics.duplicates.WithLabelValues(layer).Inc()
+	if s.cfg.Topology.Tracing.Enabled() {
+		trace.SpanFromContext(ctx).SetAttributes(tracing.AttrDedupLayer.String(layer))
+	}
+}
+
+// traceAnswer sets what a start or signal came to on the request's span:
+// its workflow, execution and whether it was a duplicate.
+func (s *Server) traceAnswer(ctx context.Context, workflow string, body any) {
+	if !s.cfg.Topology.Tracing.Enabled() {
+		return
+	}
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(tracing.AttrWorkflow.String(workflow))
+	switch b := body.(type) {
+	case client.StartResponse:
+		span.SetAttributes(tracing.AttrExecutionID.String(b.ExecutionID))
+		if b.Deduplicated != nil {
+			span.SetAttributes(tracing.AttrDeduplicated.Bool(*b.Deduplicated))
+		}
+	case client.AcceptedResponse:
+		span.SetAttributes(tracing.AttrCommandID.String(b.CommandID))
+	case client.ErrorResponse:
+		span.SetAttributes(tracing.AttrErrorCode.String(b.Error))
+	}
 }
 
 // statusRecorder notes the status of the answer written through it.

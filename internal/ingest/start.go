@@ -32,6 +32,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	} else {
 		status, body = s.start(r.Context(), p)
 	}
+	s.traceAnswer(r.Context(), p.name, body)
 	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
@@ -80,7 +81,7 @@ func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command,
 	}
 	if !duplicate {
 		if out.Deduplicated {
-			s.metrics.duplicates.WithLabelValues("claim").Inc()
+			s.duplicate(ctx, "claim")
 			s.withClaim(ctx, cmd.Start, &out)
 		}
 		s.metrics.starts.WithLabelValues(startResult(out)).Inc()
@@ -151,7 +152,7 @@ func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsed
 			return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: "could not tell whether this key was used before; retry"}
 		}
 		if claim != nil {
-			s.metrics.duplicates.WithLabelValues("claim").Inc()
+			s.duplicate(r.Context(), "claim")
 			s.metrics.starts.WithLabelValues("deduplicated").Inc()
 			return startAnswer(wire.Outcome{
 				ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,

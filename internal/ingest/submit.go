@@ -57,7 +57,7 @@ func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID
 		return out, false, fmt.Errorf("%w: %w", errNotAccepted, err)
 	}
 	if ack.Duplicate {
-		s.metrics.duplicates.WithLabelValues("broker").Inc()
+		s.duplicate(ctx, "broker")
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeWait)
 	defer cancel()

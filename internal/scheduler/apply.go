@@ -28,6 +28,9 @@ type seqCommand struct {
 	raw     []byte
 	// dead, when set, sets the command aside instead of applying it.
 	dead *deadReason
+	// trace is the W3C traceparent of the command's apply span, "" when
+	// tracing is off: the tasks the command leads to carry it.
+	trace string
 }
 
 // batch is the in-memory state of one apply transaction: the rows it read,
@@ -69,6 +72,12 @@ type batch struct {
 	tentative map[store.ClaimRef]string
 	// signalClaims holds the keyed signals already delivered.
 	signalClaims map[store.SignalRef]bool
+
+	// curTrace is the trace of the command being applied; traces holds,
+	// by execution, the trace of the last command that changed it, which
+	// the tasks dispatched for it carry (see traceOf).
+	curTrace string
+	traces   map[string]string
 
 	writes store.Writes
 }
@@ -337,6 +346,7 @@ func (b *batch) assume(env applyEnv, applied int64, execIDs []string, claims []s
 func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand) (*store.Writes, error) {
 	for _, c := range pending {
 		b.cmd = &c.cmd
+		b.curTrace = c.trace
 		switch c.cmd.Kind {
 		case wire.KindStart:
 			b.start(c)
@@ -357,6 +367,7 @@ func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand)
 		}
 	}
 	b.cmd = nil
+	b.curTrace = ""
 	b.settleClaims()
 	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
 		return nil, err
@@ -383,6 +394,22 @@ func (b *batch) appendEvent(e *store.Execution, typ string, attrs any) {
 	if b.debug {
 		b.logFor(e.ExecutionID).Debug("history event", eventLogAttrs(typ, ev.Seq, attrs)...)
 	}
+	if b.curTrace != "" {
+		if b.traces == nil {
+			b.traces = map[string]string{}
+		}
+		b.traces[e.ExecutionID] = b.curTrace
+	}
+}
+
+// traceOf is the trace a task dispatched for e carries: that of the
+// batch's last command to change e, else the one e was started under (a
+// timer firing, a task sent again).
+func (b *batch) traceOf(e *store.Execution) string {
+	if t, ok := b.traces[e.ExecutionID]; ok {
+		return t
+	}
+	return e.TraceParent
 }
 
 func (b *batch) refuse(out wire.Outcome, status int, code, message string) {

@@ -148,7 +148,7 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 	}
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 		Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskActivity),
-		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data,
+		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data, Trace: b.traceOf(e),
 	})
 	attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
 	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityTimeout, FireAt: deadline, Attrs: attrs})

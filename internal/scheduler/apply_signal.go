@@ -72,6 +72,7 @@ func (b *batch) signalWithStart(c seqCommand) {
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID,
 		TaskQueue: st.TaskQueue, Status: wire.StatusRunning, Input: st.Input, CreatedAt: b.now, UpdatedAt: b.now,
+		TraceParent: b.curTrace,
 	}
 	b.execs[id] = e
 	b.newExecs[id] = true

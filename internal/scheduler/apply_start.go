@@ -74,6 +74,7 @@ func (b *batch) start(c seqCommand) {
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID,
 		TaskQueue: s.TaskQueue, Status: wire.StatusRunning, Input: s.Input, CreatedAt: b.now, UpdatedAt: b.now,
+		TraceParent: b.curTrace,
 	}
 	if out.Keyed {
 		key := s.IdempotencyKey

@@ -186,7 +186,7 @@ func (b *batch) redispatchWorkflowTasks(ctx context.Context, tx store.Tx, again 
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
-			MsgID: workflowTaskMsgID(id, at.TaskID, at.Redispatch), Payload: data,
+			MsgID: workflowTaskMsgID(id, at.TaskID, at.Redispatch), Payload: data, Trace: b.traceOf(e),
 		})
 		b.workflowTaskDeadline(id, at, b.wftTimeout)
 	}

@@ -199,7 +199,7 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx store.Tx) error {
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
-			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data,
+			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data, Trace: b.traceOf(e),
 		})
 		b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)
 	}

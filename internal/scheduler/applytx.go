@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -37,6 +40,7 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		}
 		cmds = append(cmds, c)
 	}
+	spans := r.traceApply(ctx, msgs, cmds)
 	// Rows of earlier batches JetStream has acknowledged since are
 	// deleted by this batch's transaction.
 	if err := r.reap(ctx, false); err != nil {
@@ -48,8 +52,10 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		writes, err = r.isolate(ctx, cmds, err)
 	}
 	if err != nil {
+		endApplySpans(spans, cmds, nil, err)
 		return nil, err
 	}
+	endApplySpans(spans, cmds, writes, nil)
 	r.s.metrics.applied(len(cmds), time.Since(began))
 	r.s.metrics.handled(cmds)
 	r.s.metrics.dead(writes.DeadCommands)
@@ -156,5 +162,90 @@ func (r *runner) announce(outcomes []store.OutcomeRow) {
 			_ = json.Unmarshal(o.Payload, &out) // for the log only
 			logattr.With(r.log, out.ExecutionID, out.WorkflowName, o.CommandID).Debug("announce outcome", "err", err)
 		}
+	}
+}
+
+// traceApply starts a span for the apply of each command, a child of the
+// trace context its message carries (the ingest request's, or the worker
+// task's that published it); nil when tracing is off. Each command's
+// trace is set to its span's, for the tasks it leads to.
+func (r *runner) traceApply(ctx context.Context, msgs []jetstream.Msg, cmds []seqCommand) []trace.Span {
+	tr := r.s.cfg.Topology.Tracing
+	if !tr.Enabled() {
+		return nil
+	}
+	spans := make([]trace.Span, len(cmds))
+	for i, m := range msgs {
+		c := &cmds[i]
+		_, span := tr.Start(tr.Extract(ctx, m.Headers()), "apply "+c.cmd.Kind, trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(tracing.AttrCommandID.String(c.cmd.CommandID), tracing.AttrCommandKind.String(c.cmd.Kind),
+				tracing.AttrShard.Int(r.lease.Shard), tracing.AttrBatchSize.Int(len(cmds))))
+		if id := c.cmd.TargetExecution(); id != "" {
+			span.SetAttributes(tracing.AttrExecutionID.String(id))
+		}
+		c.trace = tr.Traceparent(trace.ContextWithSpan(ctx, span))
+		spans[i] = span
+	}
+	return spans
+}
+
+// endApplySpans ends the apply spans of a batch once it committed (or
+// failed with err), with what each command came to: its execution and
+// workflow, and whether it was a duplicate the claims absorbed.
+func endApplySpans(spans []trace.Span, cmds []seqCommand, writes *store.Writes, err error) {
+	if spans == nil {
+		return
+	}
+	if err != nil {
+		for _, span := range spans {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "batch not applied")
+			span.End()
+		}
+		return
+	}
+	outcomes := make(map[string][]byte, len(writes.Outcomes))
+	for _, o := range writes.Outcomes {
+		outcomes[o.CommandID] = o.Payload
+	}
+	workflows := map[string]string{}
+	for _, es := range [][]*store.Execution{writes.NewExecutions, writes.UpdatedExecutions} {
+		for _, e := range es {
+			workflows[e.ExecutionID] = e.WorkflowName
+		}
+	}
+	dead := make(map[string]bool, len(writes.DeadCommands))
+	for _, d := range writes.DeadCommands {
+		dead[d.CommandID] = true
+	}
+	for i, span := range spans {
+		c := &cmds[i]
+		execID := c.cmd.TargetExecution()
+		if data, ok := outcomes[c.cmd.CommandID]; ok {
+			var out wire.Outcome
+			if json.Unmarshal(data, &out) == nil {
+				if out.ExecutionID != "" {
+					execID = out.ExecutionID
+					span.SetAttributes(tracing.AttrExecutionID.String(out.ExecutionID))
+				}
+				if out.WorkflowName != "" {
+					workflows[execID] = out.WorkflowName
+				}
+				span.SetAttributes(tracing.AttrDeduplicated.Bool(out.Deduplicated))
+				if out.Deduplicated {
+					span.SetAttributes(tracing.AttrDedupLayer.String("claim"))
+				}
+				if out.Error != "" {
+					span.SetAttributes(tracing.AttrErrorCode.String(out.Error))
+				}
+			}
+		}
+		if name := workflows[execID]; name != "" {
+			span.SetAttributes(tracing.AttrWorkflow.String(name))
+		}
+		if dead[c.cmd.CommandID] || c.dead != nil {
+			span.SetStatus(codes.Error, "command set aside as dead")
+		}
+		span.End()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/tracing"
 )
 
 // flushStoredOutbox publishes the rows an earlier owner (or an earlier
@@ -46,6 +47,9 @@ func (r *runner) publish(ctx context.Context, msgs []*store.OutboxMsg) error {
 	for _, m := range msgs {
 		nm := nats.NewMsg(m.Subject)
 		nm.Data = m.Payload
+		if m.Trace != "" {
+			nm.Header.Set(tracing.HeaderTraceparent, m.Trace)
+		}
 		f, err := js.PublishMsgAsync(nm, jetstream.WithMsgID(m.MsgID))
 		if err != nil {
 			return fmt.Errorf("publish outbox row %d to %s: %w", m.ID, m.Subject, err)

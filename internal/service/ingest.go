@@ -31,6 +31,12 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer nc.Close()
+	tr, stopTracing, err := StartTracing(ctx, "harvest-ingest", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	top.Tracing = tr
 	// Reads only, and lazily: ingest accepts starts while PostgreSQL is down.
 	var db *pgxpool.Pool
 	if cfg.DatabaseURL != "" {

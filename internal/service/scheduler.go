@@ -29,6 +29,12 @@ func RunScheduler(ctx context.Context, cfg config.Config, log *slog.Logger) erro
 		return err
 	}
 	defer nc.Close()
+	tr, stopTracing, err := StartTracing(ctx, "harvest-scheduler", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	top.Tracing = tr
 	db, err := ConnectDB(ctx, cfg, log)
 	if err != nil {
 		return err

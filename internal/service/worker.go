@@ -37,8 +37,13 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 		return err
 	}
 	defer nc.Close()
+	tr, stopTracing, err := StartTracing(ctx, "harvest-worker", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	wcfg := WorkerConfig(cfg)
-	wcfg.NATS, wcfg.Metrics, wcfg.Logger = nc, metrics, log
+	wcfg.NATS, wcfg.Metrics, wcfg.Logger, wcfg.TracerProvider = nc, metrics, log, tr.Provider()
 	w, err := harvest.NewWorker(wcfg)
 	if err != nil {
 		return err

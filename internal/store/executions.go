@@ -34,20 +34,29 @@ type Execution struct {
 	CompletionCallback *string
 	// StartedBy names the API token whose request started the execution.
 	StartedBy *string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	ClosedAt  *time.Time
+	// TraceParent is the W3C traceparent of the start's apply, "" when
+	// tracing was off: tasks with no command behind them (a timer, a
+	// task sent again) are traced under it.
+	TraceParent string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	ClosedAt    *time.Time
 }
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
-	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by`
+	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
+	var traceParent *string
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
-		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy)
+		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy,
+		&traceParent)
 	if err != nil {
 		return nil, err
+	}
+	if traceParent != nil {
+		e.TraceParent = *traceParent
 	}
 	return &e, nil
 }
@@ -273,6 +282,7 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		inputs, results, errs               = make([]json.RawMessage, n), make([]json.RawMessage, n), make([]json.RawMessage, n)
 		outstanding, dirty                  = make([]bool, n), make([]bool, n)
 		keys, callbacks, startedBy          = make([]*string, n), make([]*string, n), make([]*string, n)
+		traceParents                        = make([]*string, n)
 		created, updated                    = make([]time.Time, n), make([]time.Time, n)
 		closed                              = make([]*time.Time, n)
 	)
@@ -282,15 +292,19 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		lastSeqs[i], wftIDs[i], outstanding[i], dirty[i] = e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty
 		keys[i], callbacks[i], created[i], updated[i], closed[i] = e.IdempotencyKey, e.CompletionCallback, e.CreatedAt, e.UpdatedAt, e.ClosedAt
 		startedBy[i] = e.StartedBy
+		if e.TraceParent != "" {
+			traceParents[i] = &e.TraceParent
+		}
 	}
 	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
-			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by)
+			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by,
+			trace_parent)
 		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
 			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
 			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
-			unnest($18::timestamptz[]), unnest($19::text[])`,
+			unnest($18::timestamptz[]), unnest($19::text[]), unnest($20::text[])`,
 		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
-		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy)
+		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy, traceParents)
 }
 
 func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {

@@ -14,11 +14,13 @@ type OutboxMsg struct {
 	Subject string
 	MsgID   string
 	Payload []byte
+	// Trace is the W3C traceparent the message carries, "" for none.
+	Trace string
 }
 
 // PendingOutbox returns the shard's unpublished outbox rows, oldest first.
 func PendingOutbox(ctx context.Context, db DBTX, shard int, limit int) ([]*OutboxMsg, error) {
-	rows, err := db.Query(ctx, `SELECT id, shard, subject, msg_id, payload FROM outbox WHERE shard = $1 ORDER BY id LIMIT $2`, shard, limit)
+	rows, err := db.Query(ctx, `SELECT id, shard, subject, msg_id, payload, COALESCE(trace_parent, '') FROM outbox WHERE shard = $1 ORDER BY id LIMIT $2`, shard, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox of shard %d: %w", shard, err)
 	}
@@ -51,16 +53,21 @@ func queueInsertOutbox(b *pgx.Batch, msgs []*OutboxMsg) {
 	}
 	n := len(msgs)
 	shards, subjects, msgIDs, payloads := make([]int, n), make([]string, n), make([]string, n), make([][]byte, n)
+	traces := make([]*string, n)
 	for i, m := range msgs {
 		shards[i], subjects[i], msgIDs[i], payloads[i] = m.Shard, m.Subject, m.MsgID, m.Payload
+		if m.Trace != "" {
+			traces[i] = &m.Trace
+		}
 	}
 	b.Queue(`WITH m AS (
 			SELECT nextval('outbox_id_seq') AS id, generate_subscripts($1::int[], 1) AS ord,
-				unnest($1::int[]) AS shard, unnest($2::text[]) AS subject, unnest($3::text[]) AS msg_id, unnest($4::bytea[]) AS payload
+				unnest($1::int[]) AS shard, unnest($2::text[]) AS subject, unnest($3::text[]) AS msg_id, unnest($4::bytea[]) AS payload,
+				unnest($5::text[]) AS trace_parent
 		), inserted AS (
-			INSERT INTO outbox (id, shard, subject, msg_id, payload) SELECT id, shard, subject, msg_id, payload FROM m
+			INSERT INTO outbox (id, shard, subject, msg_id, payload, trace_parent) SELECT id, shard, subject, msg_id, payload, trace_parent FROM m
 		)
-		SELECT ord, id FROM m`, shards, subjects, msgIDs, payloads).Query(func(rows pgx.Rows) error {
+		SELECT ord, id FROM m`, shards, subjects, msgIDs, payloads, traces).Query(func(rows pgx.Rows) error {
 		filled := 0
 		var ord int
 		var id int64

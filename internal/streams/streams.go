@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -160,7 +161,10 @@ type Topology struct {
 	Handbacks jetstream.KeyValue
 	// Workers holds the live workers' registrations; nil on a topology a
 	// worker bound before any declare created the bucket.
-	Workers    jetstream.KeyValue
+	Workers jetstream.KeyValue
+	// Tracing, when set, carries the trace context of a publish's ctx in
+	// the command's headers.
+	Tracing    *tracing.Tracing
 	shards     int
 	outcomeTTL time.Duration
 	commands   jetstream.Stream
@@ -414,14 +418,21 @@ func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Co
 		return nil, fmt.Errorf("encode command %s: %w", cmd.CommandID, err)
 	}
 	subject := CommandSubject(shard, cmd.Kind)
-	if limit := t.JS.Conn().MaxPayload(); limit > 0 && int64(len(data)+len(msgID)+128) > limit {
+	headroom := 128
+	if t.Tracing.Enabled() {
+		headroom += 128 // traceparent and tracestate
+	}
+	if limit := t.JS.Conn().MaxPayload(); limit > 0 && int64(len(data)+len(msgID)+headroom) > limit {
 		// The server refuses it whatever we do.
 		return nil, fmt.Errorf("publish command %s to %s: %w", cmd.CommandID, subject, &TooLargeError{Size: len(data), Limit: limit})
 	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	t.Tracing.Inject(ctx, msg.Header)
 	backoff := 50 * time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
-		ack, err := t.JS.Publish(actx, subject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(CommandStream))
+		ack, err := t.JS.PublishMsg(actx, msg, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(CommandStream))
 		cancel()
 		if err == nil {
 			return ack, nil

@@ -369,3 +369,23 @@ func OrNull(raw json.RawMessage) json.RawMessage {
 	}
 	return raw
 }
+
+// TargetExecution is the execution the command names, "" for a start
+// (whose execution the apply decides) and for a malformed command.
+func (c *Command) TargetExecution() string {
+	switch {
+	case c.WorkflowTask != nil:
+		return c.WorkflowTask.ExecutionID
+	case c.Activity != nil:
+		return c.Activity.ExecutionID
+	case c.Heartbeat != nil:
+		return c.Heartbeat.ExecutionID
+	case c.Cancel != nil:
+		return c.Cancel.ExecutionID
+	case c.Terminate != nil:
+		return c.Terminate.ExecutionID
+	case c.Signal != nil && c.Kind == KindSignal:
+		return c.Signal.ExecutionID
+	}
+	return ""
+}

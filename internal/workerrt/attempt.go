@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -96,6 +99,9 @@ func (rt *Runtime) runAttempt(ctx context.Context, log *slog.Logger, task *wire.
 			args = append(args, "failure", result.Failure.Type)
 		}
 		log.DebugContext(ctx, "activity attempt ended", args...)
+	}
+	if result.Failure != nil && rt.top.Tracing.Enabled() {
+		trace.SpanFromContext(ctx).SetStatus(codes.Error, result.Failure.Type)
 	}
 	return result
 }

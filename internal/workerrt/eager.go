@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/sourcegraph/conc"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
+	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -160,7 +162,16 @@ func (rt *Runtime) runEager(ctx context.Context, t *heldTask, task *wire.Workflo
 		// An eager attempt's result goes in the workflow task's, whose
 		// command id t's lines carry.
 		log := rt.taskLog(t).With(logattr.ActivityAttempt(at.ActivityName, at.ActivityID, at.Attempt)...)
-		attempts.Go(func() { results[i] = rt.runAttempt(ctx, log, at) })
+		attempts.Go(func() {
+			actx := ctx
+			if tr := rt.top.Tracing; tr.Enabled() {
+				var span trace.Span
+				actx, span = tr.Start(ctx, "activity "+at.ActivityName, trace.WithAttributes(activityAttrs(at)...),
+					trace.WithAttributes(tracing.AttrEager.Bool(true)))
+				defer span.End()
+			}
+			results[i] = rt.runAttempt(actx, log, at)
+		})
 	}
 	attempts.Wait()
 	if time.Now().Before(last) {

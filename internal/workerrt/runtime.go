@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -44,6 +45,8 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Log is the worker's logger, tagged with its task queue.
 	Log *slog.Logger
+	// Tracing traces tasks and attempts (tasks.go); nil is off.
+	Tracing *tracing.Tracing
 }
 
 // WorkflowFunc replays one workflow task of a registered workflow and
@@ -155,6 +158,7 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	top.Tracing = rt.cfg.Tracing
 	rt.js, rt.top = js, top
 	rt.named(reg.Workflows, reg.Activities)
 	rt.registrar = registry.NewRegistrar(registry.RegistrarConfig{

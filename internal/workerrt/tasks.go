@@ -8,9 +8,14 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -47,6 +52,13 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	commandID := dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID)
 	log := logattr.With(rt.log, task.ExecutionID, task.WorkflowName, commandID, "task_id", task.TaskID)
 	t.log = log
+	ctx, span := rt.taskSpan(ctx, t, "workflow task "+task.WorkflowName, func() []attribute.KeyValue {
+		return []attribute.KeyValue{tracing.AttrWorkflow.String(task.WorkflowName),
+			tracing.AttrExecutionID.String(task.ExecutionID), tracing.AttrTaskID.Int(task.TaskID)}
+	})
+	if span != nil {
+		defer func() { endTaskSpan(span, o) }()
+	}
 	run, ok := rt.h.Workflow(task.WorkflowName)
 	if !ok {
 		rt.logUnknown(log, "workflow", task.WorkflowName)
@@ -109,7 +121,7 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 // reporting it needs no slot, nor the activity. A task for an activity
 // this worker does not have is handed back for the others. It says how
 // the task was settled.
-func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) outcome {
+func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) (o outcome) {
 	var task wire.ActivityTask
 	if err := json.Unmarshal(t.m.Data(), &task); err != nil {
 		rt.log.Error("dropping malformed activity task", "err", err)
@@ -120,6 +132,10 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) outcome 
 	log := logattr.With(rt.log, task.ExecutionID, task.WorkflowName, dedup.ActivityResultCommandID(task.ExecutionID, task.ActivityID, task.Attempt),
 		logattr.ActivityAttempt(task.ActivityName, task.ActivityID, task.Attempt)...)
 	t.log = log
+	ctx, span := rt.taskSpan(ctx, t, "activity "+task.ActivityName, func() []attribute.KeyValue { return activityAttrs(&task) })
+	if span != nil {
+		defer func() { endTaskSpan(span, o) }()
+	}
 	if !rt.earlierUnstarted(ctx, t) {
 		// Past its deadline the scheduler's timer has failed the attempt
 		// already: there is nothing to report.
@@ -206,4 +222,32 @@ func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.A
 		rt.taskLog(t).Warn("ack activity task", "err", err)
 	}
 	return o
+}
+
+// taskSpan starts the span of a task a worker handles, a child of the
+// trace context its message carries (the scheduler's apply of the
+// command that dispatched it); span is nil when tracing is off.
+func (rt *Runtime) taskSpan(ctx context.Context, t *heldTask, name string, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
+	tr := rt.top.Tracing
+	if !tr.Enabled() {
+		return ctx, nil
+	}
+	return tr.Start(tr.Extract(ctx, t.m.Headers()), name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs()...))
+}
+
+// activityAttrs are the span attributes of an activity attempt.
+func activityAttrs(task *wire.ActivityTask) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		tracing.AttrExecutionID.String(task.ExecutionID), tracing.AttrWorkflow.String(task.WorkflowName),
+		tracing.AttrActivity.String(task.ActivityName), tracing.AttrAttempt.Int(task.Attempt),
+	}
+}
+
+// endTaskSpan ends a task's span with how the task was settled.
+func endTaskSpan(span trace.Span, o outcome) {
+	span.SetAttributes(tracing.AttrOutcome.String(o.String()))
+	if o == outcomeFailed {
+		span.SetStatus(codes.Error, o.String())
+	}
+	span.End()
 }

@@ -111,6 +111,11 @@ type Config struct {
 	// StartIdempotencyWindow is how long a start's idempotency claim lasts
 	// (HARVEST_START_IDEMPOTENCY_WINDOW), default 24h.
 	StartIdempotencyWindow Duration `yaml:"start_idempotency_window"`
+	// Retention is how long a closed execution stays, counted from its
+	// close, before the scheduler prunes it with everything that names it
+	// (HARVEST_RETENTION), default 168h (7 days); workflows.<name>.retention
+	// overrides it. Neither may be shorter than start_idempotency_window.
+	Retention Duration `yaml:"retention"`
 	// TaskQueue a worker pulls from (HARVEST_TASK_QUEUE), default "default".
 	TaskQueue string `yaml:"task_queue"`
 	// TaskAckWait bounds how long a task held by a worker that vanishes
@@ -313,6 +318,9 @@ func (a AuthConfig) tokens(read func(TokenConfig) (string, error)) ([]auth.Token
 type WorkflowConfig struct {
 	// IdempotencyFingerprint overrides the deployment's setting.
 	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
+	// Retention overrides the deployment's retention for this workflow's
+	// closed executions.
+	Retention Duration `yaml:"retention"`
 }
 
 // DeclaredWorkflows are the workflows the configuration declares: those
@@ -325,6 +333,17 @@ func (c Config) DeclaredWorkflows() []string {
 	}
 	slices.Sort(out)
 	return append(out, binding.Workflows(c.Bindings)...)
+}
+
+// RetentionByWorkflow returns the per-workflow retentions.
+func (c Config) RetentionByWorkflow() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, w := range c.Workflows {
+		if w.Retention > 0 {
+			out[name] = time.Duration(w.Retention)
+		}
+	}
+	return out
 }
 
 // FingerprintByWorkflow returns the per-workflow fingerprint modes.
@@ -473,6 +492,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
 		dur(&c.WorkerTTL, "HARVEST_WORKER_TTL"),
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
+		dur(&c.Retention, "HARVEST_RETENTION"),
 		dur(&c.TaskAckWait, "HARVEST_TASK_ACK_WAIT"),
 		dur(&c.ShutdownGrace, "HARVEST_SHUTDOWN_GRACE"),
 		dur(&c.LeaseTTL, "HARVEST_LEASE_TTL"),
@@ -493,6 +513,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: worker_ttl %s: want at least 1s", time.Duration(c.WorkerTTL))
 	case c.StartIdempotencyWindow < 0:
 		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
+	case c.Retention < 0:
+		return fmt.Errorf("config: retention %s: want a positive duration", time.Duration(c.Retention))
 	case c.WorkflowTaskTimeout < 0 || (c.WorkflowTaskTimeout > 0 && c.WorkflowTaskTimeout < Duration(100*time.Millisecond)):
 		return fmt.Errorf("config: workflow_task_timeout %s: want at least 100ms", time.Duration(c.WorkflowTaskTimeout))
 	case c.TaskAckWait != 0 && c.TaskAckWait < Duration(time.Second):
@@ -528,9 +550,12 @@ func (c Config) Validate() error {
 	if err := c.Auth.validate(); err != nil {
 		return err
 	}
-	for name := range c.Workflows {
+	for name, w := range c.Workflows {
 		if err := dedup.ValidateName(name); err != nil {
 			return fmt.Errorf("config: workflows: %w", err)
+		}
+		if w.Retention < 0 {
+			return fmt.Errorf("config: workflows.%s.retention %s: want a positive duration", name, time.Duration(w.Retention))
 		}
 	}
 	if err := binding.ValidateAll(c.Bindings); err != nil {

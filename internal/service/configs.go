@@ -35,6 +35,8 @@ func SchedulerConfig(cfg config.Config) scheduler.Config {
 		LeaseTTL:               time.Duration(cfg.LeaseTTL),
 		StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
 		WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
+		Retention:              time.Duration(cfg.Retention),
+		RetentionByWorkflow:    cfg.RetentionByWorkflow(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	}
 }

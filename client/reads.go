@@ -35,8 +35,85 @@ type Execution struct {
 	// worker serves its workflow on its task queue: it makes no progress
 	// until one starts.
 	WaitingForWorker bool `json:"waiting_for_worker,omitempty"`
+	// IdempotencyClaim is the claim of the start's idempotency key, while
+	// PostgreSQL keeps it (until the sweep after it expires): its window
+	// and the duplicates it absorbed. Sent by describe only.
+	IdempotencyClaim *KeyClaim `json:"idempotency_claim,omitempty"`
+	// SignalKeys are the keyed signals the execution received, oldest
+	// first, each with the duplicates of it that were dropped. Sent by
+	// describe only.
+	SignalKeys []SignalKey `json:"signal_keys,omitempty"`
+	// CompletionCallback is the start's completion_callback and the
+	// delivery of the outcome to it (which begins when the execution
+	// closes). Sent by describe only.
+	CompletionCallback *CallbackDelivery `json:"completion_callback,omitempty"`
 	// Raw is the server's JSON for the execution.
 	Raw json.RawMessage `json:"-"`
+}
+
+// KeyClaim is the claim of an execution's start idempotency key: while
+// it lasts (first_seen_at to expires_at) every start with the key is
+// answered with this execution.
+type KeyClaim struct {
+	FirstSeenAt time.Time `json:"first_seen_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	// Expired says the window has passed: a start with the key now starts
+	// a new execution.
+	Expired    bool            `json:"expired"`
+	Duplicates DuplicateCounts `json:"duplicates"`
+}
+
+// DuplicateCounts are the duplicates of a key that Harvest absorbed, by
+// the layer that caught each: Replay, ingest answered a keyed start
+// from its claim without publishing it (the start also failed a check,
+// which a keyed replay skips); Broker, JetStream dropped the message as
+// a duplicate of a message id it held (a retry within its duplicate
+// window); Claim, the scheduler found the key claimed, or the signal
+// delivered, before. Signals have no replay layer.
+type DuplicateCounts struct {
+	Replay int64 `json:"replay"`
+	Broker int64 `json:"broker"`
+	Claim  int64 `json:"claim"`
+}
+
+// Total is the duplicates of every layer.
+func (d DuplicateCounts) Total() int64 { return d.Replay + d.Broker + d.Claim }
+
+// SignalKey is a keyed signal an execution received.
+type SignalKey struct {
+	IdempotencyKey string    `json:"idempotency_key"`
+	ReceivedAt     time.Time `json:"received_at"`
+	// Deduplicated says duplicates of it arrived and were dropped;
+	// Duplicates counts them.
+	Deduplicated bool            `json:"deduplicated"`
+	Duplicates   DuplicateCounts `json:"duplicates"`
+}
+
+// Completion callback delivery states: CallbackDelivery.Status.
+const (
+	CallbackWaiting   = "waiting"
+	CallbackPending   = "pending"
+	CallbackDelivered = "delivered"
+	CallbackFailed    = "failed"
+)
+
+// CallbackDelivery is the delivery of an execution's outcome to its
+// completion callback.
+type CallbackDelivery struct {
+	// URL is where the outcome is POSTed, its password (if any) hidden.
+	URL string `json:"url"`
+	// Status is waiting (for the execution to close), pending (an
+	// attempt is due at NextAttemptAt), delivered or failed (given up).
+	Status   string `json:"status"`
+	Attempts int    `json:"attempts"`
+	// LastError is why the last attempt failed.
+	LastError     string     `json:"last_error,omitempty"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	DeliveredAt   *time.Time `json:"delivered_at,omitempty"`
+	FailedAt      *time.Time `json:"failed_at,omitempty"`
+	// CreatedAt is when the delivery was scheduled: when the execution
+	// closed (absent while it waits).
+	CreatedAt *time.Time `json:"created_at,omitempty"`
 }
 
 // Terminal reports whether the execution has closed.

@@ -193,13 +193,108 @@ type WorkflowSummary struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 	// Admission is its gate: state "open", or "closed" with the reason.
 	Admission AdmissionGate `json:"admission"`
+	// Declared says the configuration names it (workflows.<name>, or a
+	// webhook's or binding's rule), so its starts are accepted while no
+	// worker serves it.
+	Declared bool `json:"declared"`
+	// Workers is how many live workers have registered it (on any task
+	// queue).
+	Workers int `json:"workers"`
 }
 
 // ListWorkflowsResponse answers GET /api/harvest/workflows: every
-// workflow that has executions, an input schema or a closed gate, by
+// workflow that has executions, an input schema, a closed gate, a live
+// worker that registered it or a declaration in the configuration, by
 // name.
 type ListWorkflowsResponse struct {
 	Workflows []WorkflowSummary `json:"workflows"`
+}
+
+// ListWebhooksResponse answers GET /api/harvest/webhooks: the webhook
+// sources and NATS subject bindings the answering ingest process is
+// configured with, and what it counted of their deliveries since
+// CountedSince, when it started. Each ingest process counts only what it
+// served (and its share of each binding's messages): for the whole fleet,
+// sum harvest_ingest_webhooks_total, harvest_ingest_webhooks_refused_total
+// and harvest_binding_messages_total over the processes in Prometheus.
+type ListWebhooksResponse struct {
+	CountedSince time.Time       `json:"counted_since"`
+	Sources      []WebhookSource `json:"sources"`
+	// UnknownSource counts deliveries to a source that is not configured
+	// (404): a provider pointed at a wrong URL.
+	UnknownSource int64            `json:"unknown_source"`
+	Bindings      []BindingSummary `json:"bindings"`
+}
+
+// WebhookSource is one configured webhook source, POST /hooks/{name}.
+type WebhookSource struct {
+	Name string `json:"name"`
+	// Kind is how deliveries are verified: stripe, github, hmac or none.
+	Kind         string `json:"kind"`
+	MaxBodyBytes int64  `json:"max_body_bytes"`
+	// PayloadSchema says deliveries must match the source's JSON Schema.
+	PayloadSchema bool            `json:"payload_schema"`
+	Rules         []RoutingRule   `json:"rules"`
+	Counts        WebhookCounts   `json:"counts"`
+	Refused       WebhookRefusals `json:"refused"`
+}
+
+// RoutingRule routes one event type of a webhook source or a binding to
+// a start of Workflow, or to Signal of the execution of WorkflowID (a
+// template over the event), started if none runs.
+type RoutingRule struct {
+	Event      string `json:"event"`
+	Workflow   string `json:"workflow"`
+	Signal     string `json:"signal,omitempty"`
+	WorkflowID string `json:"workflow_id,omitempty"`
+}
+
+// WebhookCounts are a source's deliveries by what became of them:
+// Accepted (published: a start or a signal), Duplicate (an event
+// accepted before), Ignored (verified, but no rule names its type),
+// Refused (see WebhookRefusals), Unavailable (503: the command stream
+// down, or the workflow's admission gate closed; the provider retries).
+type WebhookCounts struct {
+	Accepted    int64 `json:"accepted"`
+	Duplicate   int64 `json:"duplicate"`
+	Ignored     int64 `json:"ignored"`
+	Refused     int64 `json:"refused"`
+	Unavailable int64 `json:"unavailable"`
+}
+
+// WebhookRefusals are a source's refused deliveries by reason:
+// BadSignature (401: a signature that does not verify, or none, or a
+// stale timestamp), Schema (422: the source's payload schema, or the
+// workflow's input schema), TooLarge (413), Malformed (another 4xx: not
+// JSON, not application/json, no event id, no workflow_id to route by).
+type WebhookRefusals struct {
+	BadSignature int64 `json:"bad_signature"`
+	Schema       int64 `json:"schema"`
+	TooLarge     int64 `json:"too_large"`
+	Malformed    int64 `json:"malformed"`
+}
+
+// BindingSummary is one NATS subject binding: the messages of Subject on
+// the user's Stream, routed by Rules.
+type BindingSummary struct {
+	Name    string        `json:"name"`
+	Stream  string        `json:"stream"`
+	Subject string        `json:"subject"`
+	Rules   []RoutingRule `json:"rules"`
+	Counts  BindingCounts `json:"counts"`
+}
+
+// BindingCounts are a binding's messages by what became of them:
+// Published (a command), Duplicate (the broker held the command: a
+// message taken again), Ignored (no rule), Retried (the command stream
+// did not take it; delivered again later), DeadLettered (it can never
+// become a command: sent to the binding's dead-letter subject).
+type BindingCounts struct {
+	Published    int64 `json:"published"`
+	Duplicate    int64 `json:"duplicate"`
+	Ignored      int64 `json:"ignored"`
+	Retried      int64 `json:"retried"`
+	DeadLettered int64 `json:"dead_lettered"`
 }
 
 // CloseAdmissionRequest is the body of POST

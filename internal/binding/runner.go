@@ -6,16 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // Defaults for Config's zero values.
@@ -191,6 +194,29 @@ func New(cfg Config) (*Runner, error) {
 		}
 	}
 	return r, nil
+}
+
+// Bindings are the bindings the runner runs, defaults applied.
+func (r *Runner) Bindings() []Binding { return slices.Clone(r.bindings) }
+
+// Counts are the messages of one binding by what became of them.
+type Counts struct {
+	Published, Duplicate, Ignored, Retried, DeadLettered int64
+}
+
+// Counts are the messages of binding name this runner has taken since
+// it was made (harvest_binding_messages_total): this process's share of
+// the binding's messages, which every runner of it shares.
+func (r *Runner) Counts(name string) Counts {
+	n := func(result string) int64 {
+		var m dto.Metric
+		if err := r.messages.WithLabelValues(name, result).Write(&m); err != nil {
+			return 0
+		}
+		return int64(m.GetCounter().GetValue())
+	}
+	return Counts{Published: n(resultPublished), Duplicate: n(resultDuplicate), Ignored: n(resultIgnored),
+		Retried: n(resultRetried), DeadLettered: n(resultDeadLettered)}
 }
 
 // Start starts consuming each binding in the background and returns. A
@@ -377,6 +403,13 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 	result := resultPublished
 	if ack.Duplicate {
 		result = resultDuplicate
+		// Counted by the scheduler against the key (the claim layer
+		// counts the rest): bindings never write PostgreSQL.
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+		if err := r.cfg.Topology.ReportDuplicate(pctx, shard, wire.DuplicateOf(cmd, wire.DuplicateBroker)); err != nil {
+			d.log.Warn("report a duplicate to the scheduler", "err", err)
+		}
+		cancel()
 	}
 	r.messages.WithLabelValues(b.Name, result).Inc()
 	// Only now: JetStream holds the command. A lost ack redelivers the

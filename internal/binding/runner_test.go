@@ -237,7 +237,7 @@ func TestMessagesBecomeKeyedCommands(t *testing.T) {
 func TestARedeliveredMessageMakesTheSameCommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, reg := e.runner(binding.Config{Bindings: []binding.Binding{ordersBinding()}})
+	r, reg := e.runner(binding.Config{Bindings: []binding.Binding{ordersBinding()}})
 	seq := e.publish("orders.created", `{"type": "order.created", "order": {"id": 1}}`, nil)
 	e.settled("ORDERS", "harvest_bind_orders", seq)
 	require.Len(t, e.commands(), 1)
@@ -251,9 +251,14 @@ func TestARedeliveredMessageMakesTheSameCommand(t *testing.T) {
 	})
 	e.settled("ORDERS", "harvest_bind_orders", seq)
 	cmds := e.commands()
-	require.Len(t, cmds, 1)
+	require.Len(t, cmds, 2, "the command, and the report of its duplicate")
 	require.Equal(t, dedup.ConnKey("orders", "ORDERS", seq), cmds[0].Start.IdempotencyKey)
 	require.Equal(t, 1, count(t, reg, "orders", "published"))
+	// The report is for the scheduler to count the duplicate against the
+	// key (bindings never write PostgreSQL).
+	require.Equal(t, wire.KindDuplicate, cmds[1].Kind)
+	require.Equal(t, &wire.DuplicateCommand{Layer: wire.DuplicateBroker, WorkflowName: "fulfil", IdempotencyKey: cmds[0].Start.IdempotencyKey}, cmds[1].Duplicate)
+	require.Equal(t, binding.Counts{Published: 1, Duplicate: 1}, r.Counts("orders"), "what the webhooks page shows")
 }
 
 func TestUnusableMessagesAreDeadLetteredWithoutBlocking(t *testing.T) {

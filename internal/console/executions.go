@@ -145,6 +145,8 @@ type signal struct {
 	Key     string
 	Payload json.RawMessage
 	At      time.Time
+	// Dup is what describe says of its key: the duplicates dropped.
+	Dup *client.SignalKey
 }
 
 type timer struct {
@@ -187,6 +189,7 @@ func (c *Console) handleExecution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.fromHistory(hist.Events)
+	data.withSignalKeys()
 	switch r.URL.Query().Get("done") {
 	case "cancel":
 		data.Done = "Cancellation requested."
@@ -245,6 +248,20 @@ func (d *executionData) fromHistory(events []client.Event) {
 				fired := e.At
 				timers[at.TimerID].Fired = &fired
 			}
+		}
+	}
+}
+
+// withSignalKeys joins describe's keyed signals, with their duplicates,
+// to the signals of the history.
+func (d *executionData) withSignalKeys() {
+	keys := map[string]*client.SignalKey{}
+	for i := range d.E.SignalKeys {
+		keys[d.E.SignalKeys[i].IdempotencyKey] = &d.E.SignalKeys[i]
+	}
+	for i := range d.Signals {
+		if k := d.Signals[i].Key; k != "" {
+			d.Signals[i].Dup = keys[k]
 		}
 	}
 }

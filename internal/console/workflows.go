@@ -56,3 +56,14 @@ func (c *Console) handleAdmission(w http.ResponseWriter, r *http.Request) {
 	c.cfg.Logger.Info("console: admission "+r.PostForm.Get("state"), "workflow", name)
 	http.Redirect(w, r, "/ui/workflows?done="+url.QueryEscape(name), http.StatusSeeOther)
 }
+
+// handleWebhooks shows the webhook sources and bindings with this ingest
+// process's counts, saying so.
+func (c *Console) handleWebhooks(w http.ResponseWriter, r *http.Request) {
+	var list client.ListWebhooksResponse
+	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/webhooks", nil, nil, &list); err != nil {
+		c.apiProblem(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "webhooks", "Webhooks and bindings", list)
+}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/examples"
-	"github.com/harvest-engine/harvest/internal/devstack"
 )
 
 // tab is a headless Chromium tab driven by a test.
@@ -105,29 +104,57 @@ func (b *tab) screenshot(name string) {
 
 // TestConsoleInABrowser drives the console in headless Chromium against a
 // real stack: the executions page lists a started execution, the filter
-// finds it by its key, its page shows the activities' idempotency keys
-// and the history, an input holding HTML is shown as text, and cancel
-// (behind its confirmation) cancels.
+// finds it by its key, its page shows the activities' idempotency keys,
+// the history, the duplicates its key absorbed and its completion
+// callback, an input holding HTML is shown as text, a signal retried is
+// marked deduplicated, cancel (behind its confirmation) cancels, and the
+// webhooks page counts a source's deliveries.
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	b := browser(t)
-	s := startStack(t, devstack.Config{})
+	s := consoleStack(t)
+	receiver := callbackReceiver(t)
 	c, cctx := newClient(t, s)
 
-	// An onboarding whose input carries HTML, run to completion.
+	// An onboarding whose input carries HTML, run to completion, its
+	// start retried once (the broker drops the retry), its outcome
+	// delivered to a callback at the second attempt.
 	hostile := `<script>document.title=location.host</script><b id=bold>bold</b>`
-	done, err := c.Start(cctx, examples.WorkflowOnboarding, map[string]any{"user_id": 7, "note": hostile},
-		client.StartOptions{IdempotencyKey: "console-evt-1"})
+	opts := client.StartOptions{IdempotencyKey: "console-evt-1", CompletionCallback: receiver.URL + "/flaky"}
+	done, err := c.Start(cctx, examples.WorkflowOnboarding, map[string]any{"user_id": 7, "note": hostile}, opts)
 	require.NoError(t, err)
 	finished, err := c.WaitResult(cctx, done.ExecutionID, nil)
 	require.NoError(t, err)
 	require.Equal(t, client.StatusCompleted, finished.Status)
-	// A collect that waits for signals, with one received: it is the one
-	// to cancel.
+	retried, err := c.Start(cctx, examples.WorkflowOnboarding, map[string]any{"user_id": 7, "note": hostile}, opts)
+	require.NoError(t, err)
+	require.Equal(t, done.ExecutionID, retried.ExecutionID)
+	// A collect that waits for signals, with one received and retried: it
+	// is the one to cancel.
 	waiting, err := c.Start(cctx, examples.WorkflowCollect, examples.CollectInput{Count: 3}, client.StartOptions{IdempotencyKey: "console-evt-2"})
 	require.NoError(t, err)
-	_, err = c.SendSignalIdempotent(cctx, waiting.ExecutionID, "item", map[string]any{"sku": "A-1"}, "console-signal-1")
-	require.NoError(t, err)
+	for range 2 {
+		_, err = c.SendSignalIdempotent(cctx, waiting.ExecutionID, "item", map[string]any{"sku": "A-1"}, "console-signal-1")
+		require.NoError(t, err)
+	}
+	// What the pages will show once the scheduler has counted it.
+	eventually(t, 30*time.Second, "the duplicates to be counted and the callback delivered", func() bool {
+		d, err := c.Describe(cctx, done.ExecutionID)
+		require.NoError(t, err)
+		w, err := c.Describe(cctx, waiting.ExecutionID)
+		require.NoError(t, err)
+		return d.IdempotencyClaim != nil && d.IdempotencyClaim.Duplicates.Broker == 1 &&
+			d.CompletionCallback != nil && d.CompletionCallback.Status == client.CallbackDelivered &&
+			len(w.SignalKeys) == 1 && w.SignalKeys[0].Deduplicated
+	})
+	// Webhook deliveries: one accepted, delivered again, one with a bad
+	// signature, one that breaks the source's schema.
+	ev := paymentEvent("evt_browser", 250)
+	require.Equal(t, 202, deliver(t, s, "stripe", ev, stripeSign(ev, time.Now()), "application/json").status)
+	require.Equal(t, 200, deliver(t, s, "stripe", ev, stripeSign(ev, time.Now()), "application/json").status)
+	require.Equal(t, 401, deliver(t, s, "stripe", ev, "t=1,v1=00", "application/json").status)
+	noData := []byte(`{"id": "evt_nodata", "type": "payment_intent.succeeded"}`)
+	require.Equal(t, 422, deliver(t, s, "stripe", noData, stripeSign(noData, time.Now()), "application/json").status)
 	for range 3 {
 		_, err := c.Start(cctx, examples.WorkflowCharge, examples.ChargeInput{AmountCents: 100, CustomerID: "cus_console"}, client.StartOptions{})
 		require.NoError(t, err)
@@ -173,11 +200,23 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Zero(t, get(b, chromedp.Evaluate[int](`document.scripts.length`)), "no script element came from the input")
 	require.Zero(t, get(b, chromedp.Evaluate[int](`document.querySelectorAll("#bold").length`)), "no element came from the input")
 	require.True(t, strings.HasPrefix(get(b, chromedp.Title()), "Execution "), "the page's own title")
+	// Its key's duplicates, by layer, and its callback's attempts.
+	dups := get(b, chromedp.Text("#key-duplicates"))
+	for _, want := range []string{"1:", "replay 0", "broker 1", "claim 0"} {
+		require.Contains(t, dups, want)
+	}
+	require.Contains(t, get(b, chromedp.Text("#key-claim")), "first seen")
+	require.Contains(t, get(b, chromedp.Text("#callback")), receiver.URL+"/flaky")
+	require.Equal(t, "2", get(b, chromedp.Text("#callback-attempts")))
 	b.screenshot("execution")
 
-	// Cancel the waiting one: its page, the confirmation, the form.
+	// Cancel the waiting one: its page, the confirmation, the form. Its
+	// signal, sent twice, was delivered once.
 	require.EqualValues(t, http.StatusOK, b.load(chromedp.Navigate(s.URL()+"/ui/executions/"+waiting.ExecutionID)))
-	require.Contains(t, get(b, chromedp.Text("#signals")), "console-signal-1")
+	signals := get(b, chromedp.Text("#signals"))
+	require.Contains(t, signals, "console-signal-1")
+	require.Contains(t, signals, "deduplicated")
+	require.Contains(t, signals, "broker 1")
 	require.EqualValues(t, http.StatusOK, b.load(chromedp.Click(`a[href$="/cancel"]`)))
 	b.screenshot("confirm")
 	b.do(chromedp.SendKeys(`input[name="reason"]`, "cancelled from the console test"))
@@ -196,5 +235,16 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.Contains(t, workflows, name)
 	}
 	require.Contains(t, workflows, "open")
+	require.Contains(t, workflows, "declared_only", "a workflow that never ran")
 	b.screenshot("workflows")
+
+	// The webhooks page, from the navigation: the source's deliveries by
+	// what became of them, and whose counts they are.
+	require.EqualValues(t, http.StatusOK, b.load(chromedp.Click(`nav a[href="/ui/webhooks"]`)))
+	require.Contains(t, get(b, chromedp.Text("#counted-since")), "this ingest process")
+	for class, n := range map[string]string{"accepted": "1", "duplicate": "1", "bad-signature": "1", "schema": "1", "too-large": "0"} {
+		require.Equal(t, n, get(b, chromedp.Text("#source-stripe td."+class)), class)
+	}
+	require.Contains(t, get(b, chromedp.Text("#source-stripe")), "payment_intent.succeeded")
+	b.screenshot("webhooks")
 }

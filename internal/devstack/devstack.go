@@ -292,6 +292,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger = s.Topology, s.nc, s.DB, s.log.With("service", "ingest")
 	// What the bindings start is declared, as the configuration has it.
 	icfg.DeclaredWorkflows = append(slices.Clip(icfg.DeclaredWorkflows), binding.Workflows(cfg.Bindings)...)
+	s.bindings, err = binding.New(binding.Config{Topology: s.Topology, Bindings: cfg.Bindings, Metrics: icfg.Metrics,
+		Logger: s.log.With("service", "bindings")})
+	if err != nil {
+		return nil, err
+	}
+	icfg.Bindings = s.bindings
 	if s.api, err = ingest.New(icfg); err != nil {
 		return nil, err
 	}
@@ -299,11 +305,6 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.stops = append(s.stops, s.api.Stop)
-	s.bindings, err = binding.New(binding.Config{Topology: s.Topology, Bindings: cfg.Bindings, Metrics: icfg.Metrics,
-		Logger: s.log.With("service", "bindings")})
-	if err != nil {
-		return nil, err
-	}
 	if err := s.bindings.Start(ctx); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/openapi"
+	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
 // TestAnswersAreTheOnesTheOpenAPIDocumentDescribes calls every route of a
@@ -21,7 +23,11 @@ import (
 // described for the route, and its body matches the schema.
 func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, devstack.Config{})
+	// A webhook source, so that GET /api/harvest/webhooks lists one.
+	s := startStack(t, devstack.Config{Ingest: ingest.Config{Webhooks: []webhook.Endpoint{{
+		Source: webhook.Source{Name: "oa", Kind: webhook.KindNone, AllowUnsigned: true},
+		Rules:  []webhook.Rule{{Event: "go", Workflow: examples.WorkflowCollect, Signal: "item", WorkflowID: "oa-{/id}"}},
+	}}}})
 	ctx := t.Context()
 
 	// The served document is the committed one.
@@ -111,11 +117,16 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	describe := "/api/harvest/executions/{execution_id}"
 	status, _ = call("GET", describe, "/api/harvest/executions/"+done, "")
 	require.Equal(t, http.StatusOK, status)
+	status, data = call("GET", describe, "/api/harvest/executions/"+waiting, "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(data), `"signal_keys"`)
 	status, _ = call("GET", describe, "/api/harvest/executions/00000000-0000-0000-0000-000000000000", "")
 	require.Equal(t, http.StatusNotFound, status)
 	status, _ = call("GET", describe+"/history", "/api/harvest/executions/"+done+"/history", "")
 	require.Equal(t, http.StatusOK, status)
 	status, _ = call("GET", "/api/harvest/workflows", "/api/harvest/workflows", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", "/api/harvest/webhooks", "/api/harvest/webhooks", "")
 	require.Equal(t, http.StatusOK, status)
 
 	cancel := "/api/harvest/executions/{execution_id}/cancel"

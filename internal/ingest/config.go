@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest/internal/auth"
+	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -76,6 +77,9 @@ type Config struct {
 	DeclaredWorkflows []string
 	// Webhooks are the sources POST /hooks/{source} accepts.
 	Webhooks []webhook.Endpoint
+	// Bindings, when set, runs the NATS subject bindings of this
+	// process: GET /api/harvest/webhooks shows them with its counts.
+	Bindings *binding.Runner
 	// ArcFlowSecrets, when set, make POST /v1/runs/{run_id}/external/{binding_id}
 	// require X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body>
 	// under one of them (several, for rotation).

@@ -32,9 +32,61 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
+	details, err := store.GetExecutionDetails(r.Context(), s.cfg.DB, e)
+	if err != nil {
+		s.readError(w, id, err)
+		return
+	}
 	view := viewOf(e)
 	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
+	withDetails(&view, e, details, time.Now())
 	writeJSON(w, http.StatusOK, view)
+}
+
+// withDetails adds to an execution's view what describe shows besides
+// its row: its start key's claim, its keyed signals and its completion
+// callback.
+func withDetails(view *client.Execution, e *store.Execution, d *store.ExecutionDetails, now time.Time) {
+	if c := d.Claim; c != nil {
+		view.IdempotencyClaim = &client.KeyClaim{FirstSeenAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: !now.Before(c.ExpiresAt),
+			Duplicates: duplicatesOf(c.Duplicates)}
+	}
+	for _, k := range d.SignalKeys {
+		dup := duplicatesOf(k.Duplicates)
+		view.SignalKeys = append(view.SignalKeys, client.SignalKey{IdempotencyKey: k.IdempotencyKey, ReceivedAt: k.ReceivedAt,
+			Deduplicated: dup.Total() > 0, Duplicates: dup})
+	}
+	if cb := d.Callback; cb != nil {
+		created := cb.CreatedAt
+		out := &client.CallbackDelivery{URL: redactURL(cb.URL), Status: client.CallbackPending, Attempts: cb.Attempts,
+			LastError: deref(cb.LastError), DeliveredAt: cb.DeliveredAt, FailedAt: cb.FailedAt, CreatedAt: &created}
+		switch {
+		case cb.DeliveredAt != nil:
+			out.Status = client.CallbackDelivered
+		case cb.FailedAt != nil:
+			out.Status = client.CallbackFailed
+		default:
+			next := cb.NextAttemptAt
+			out.NextAttemptAt = &next
+		}
+		view.CompletionCallback = out
+	} else if e.CompletionCallback != nil {
+		view.CompletionCallback = &client.CallbackDelivery{URL: redactURL(*e.CompletionCallback), Status: client.CallbackWaiting}
+	}
+}
+
+func duplicatesOf(d store.Duplicates) client.DuplicateCounts {
+	return client.DuplicateCounts{Replay: d.Replay, Broker: d.Broker, Claim: d.Claim}
+}
+
+// redactURL hides the password a URL may carry; a URL that does not
+// parse is shown as it is (ingest checked it when it took the start).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Redacted()
 }
 
 // handleListExecutions is GET /api/harvest/executions, newest first

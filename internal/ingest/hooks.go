@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/webhook"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // handleHook takes a webhook delivery: verified on the raw body, routed by
@@ -30,7 +31,12 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeUnknownSource, fmt.Sprintf("no webhook source %q is configured", name))
 		return
 	}
-	s.metrics.webhooks.WithLabelValues(name, s.hook(w, r, ep)).Inc()
+	rec := &statusRecorder{ResponseWriter: w}
+	result := s.hook(rec, r, ep)
+	s.metrics.webhooks.WithLabelValues(name, result).Inc()
+	if result == hookUnverified || result == hookRejected {
+		s.metrics.hooksRefused.WithLabelValues(name, refusalReason(rec.code())).Inc()
+	}
 }
 
 // hook answers a delivery to the configured source ep, and returns the
@@ -142,13 +148,14 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		return hookUnavailable
 	}
 	duplicate := ack.Duplicate
-	if !duplicate {
+	if duplicate {
+		s.tally(r.Context(), shard, wire.DuplicateOf(cmd, wire.DuplicateBroker))
+	} else if s.cfg.DB != nil {
 		// A redelivery after the broker's window: the command id's outcome
-		// is there already.
-		if s.cfg.DB != nil {
-			if out, ok, err := store.GetOutcome(r.Context(), s.cfg.DB, cmd.CommandID); err == nil && ok && out.StreamSeq < ack.Sequence && out.Error == "" {
-				duplicate = true
-			}
+		// is there already. (The scheduler counts it as it applies it: the
+		// claim layer.)
+		if out, ok, err := store.GetOutcome(r.Context(), s.cfg.DB, cmd.CommandID); err == nil && ok && out.StreamSeq < ack.Sequence && out.Error == "" {
+			duplicate = true
 		}
 	}
 	if s.log.Enabled(r.Context(), slog.LevelDebug) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -33,6 +34,7 @@ type metrics struct {
 	inFlight        prometheus.Gauge
 	signals         *prometheus.CounterVec // result
 	webhooks        *prometheus.CounterVec // source, result
+	hooksRefused    *prometheus.CounterVec // source, reason
 	publishSeconds  *prometheus.HistogramVec
 	publishFailures *prometheus.CounterVec // kind, reason
 }
@@ -56,6 +58,31 @@ const (
 	hookRejected    = "rejected"
 	hookUnavailable = "unavailable"
 )
+
+// Reasons a webhook delivery is refused, the reason label of
+// harvest_ingest_webhooks_refused_total: told by the answer's status.
+const (
+	refusedSignature = "bad_signature"
+	refusedSchema    = "schema"
+	refusedTooLarge  = "too_large"
+	refusedMalformed = "malformed"
+)
+
+var refusalReasons = []string{refusedSignature, refusedSchema, refusedTooLarge, refusedMalformed}
+
+// refusalReason is the reason of a refused delivery answered status.
+func refusalReason(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return refusedSignature
+	case http.StatusUnprocessableEntity:
+		return refusedSchema
+	case http.StatusRequestEntityTooLarge:
+		return refusedTooLarge
+	default:
+		return refusedMalformed
+	}
+}
 
 // otherSource is the source label of a delivery to a source that is not
 // configured.
@@ -113,6 +140,10 @@ func newMetrics(reg prometheus.Registerer, sources []string) (*metrics, error) {
 			Name: "harvest_ingest_webhooks_total",
 			Help: "Webhook deliveries, by source (other: not configured) and result: accepted, duplicate, ignored (no rule), unverified (bad signature: 401), rejected (another 4xx), unavailable (503: the command stream, or a closed admission gate).",
 		}, []string{"source", "result"}),
+		hooksRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_ingest_webhooks_refused_total",
+			Help: "Webhook deliveries to a configured source that were refused (unverified or rejected in harvest_ingest_webhooks_total), by source and reason: bad_signature (401), schema (422: the source's payload schema or the workflow's input schema), too_large (413), malformed (another 4xx).",
+		}, []string{"source", "reason"}),
 		publishSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "harvest_ingest_publish_duration_seconds",
 			Help:    "How long publishing a command to the command stream took, until JetStream acknowledged it or the publish failed, by command kind (retries within the publish timeout included).",
@@ -124,7 +155,7 @@ func newMetrics(reg prometheus.Registerer, sources []string) (*metrics, error) {
 		}, []string{"kind", "reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.starts, m.duplicates, m.hooksIgnored, m.lost, m.refused,
-		m.requests, m.requestSeconds, m.inFlight, m.signals, m.webhooks, m.publishSeconds, m.publishFailures} {
+		m.requests, m.requestSeconds, m.inFlight, m.signals, m.webhooks, m.hooksRefused, m.publishSeconds, m.publishFailures} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -147,12 +178,26 @@ func newMetrics(reg prometheus.Registerer, sources []string) (*metrics, error) {
 			m.webhooks.WithLabelValues(src, r)
 		}
 	}
+	for _, src := range sources {
+		for _, r := range refusalReasons {
+			m.hooksRefused.WithLabelValues(src, r)
+		}
+	}
 	for _, k := range commandKinds {
 		m.publishSeconds.WithLabelValues(k)
 		m.publishFailures.WithLabelValues(k, publishTooLarge)
 		m.publishFailures.WithLabelValues(k, publishUnavailable)
 	}
 	return m, nil
+}
+
+// counted is the value of a counter of this process.
+func counted(c prometheus.Counter) int64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil || m.GetCounter() == nil {
+		return 0
+	}
+	return int64(m.GetCounter().GetValue())
 }
 
 // published records a publish of a command of kind that took d and

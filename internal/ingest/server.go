@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,6 +40,8 @@ type Server struct {
 	// hookSchemas are the compiled payload schemas of the sources that
 	// declare one.
 	hookSchemas map[string]*schema.Schema
+	// started is when the server was made: its metrics count from then.
+	started time.Time
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -58,7 +61,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: &routeMux{ServeMux: http.NewServeMux()}, metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile),
-		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg)}
+		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg), started: time.Now().UTC()}
 	s.hooks, s.hookSchemas = map[string]webhook.Endpoint{}, map[string]*schema.Schema{}
 	for _, e := range cfg.Webhooks {
 		s.hooks[e.Name] = e
@@ -92,6 +95,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", external)
 	s.mux.HandleFunc("GET /api/harvest/workflows", s.guard(auth.ScopeRead, params(s.handleListWorkflows)))
+	s.mux.HandleFunc("GET /api/harvest/webhooks", s.guard(auth.ScopeRead, params(s.handleListWebhooks)))
 	s.mux.HandleFunc("GET /api/harvest/executions", s.guard(auth.ScopeRead, params(s.handleListExecutions,
 		"workflow", "status", "key_prefix", "workflow_id_prefix", "created_after", "created_before", "limit", "cursor")))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.guard(auth.ScopeCancel, params(s.handleCancel)))

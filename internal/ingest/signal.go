@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +84,7 @@ func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 	shard := dedup.ExecutionShard(s.cfg.Topology.Shards(), cmd.Signal.ExecutionID)
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	s.metrics.signals.WithLabelValues(signalResult(out, duplicate, err)).Inc()
+	s.tallySignal(r.Context(), shard, cmd, out, duplicate, err)
 	switch {
 	case errors.Is(err, errNotAccepted):
 		return notAccepted(err, "signal")
@@ -94,6 +96,14 @@ func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 	// A broker duplicate is a retry of a delivery that already landed.
 	delivered := out.SignalDelivered && !duplicate
 	return http.StatusAccepted, client.SignalResponse{OK: true, SignalDelivered: &delivered}
+}
+
+// tallySignal reports a keyed signal (or signal-with-start) the broker
+// dropped as a duplicate, unless the signal it duplicated was refused.
+func (s *Server) tallySignal(ctx context.Context, shard int, cmd *wire.Command, out wire.Outcome, duplicate bool, err error) {
+	if duplicate && (errors.Is(err, errOutcomeLate) || (err == nil && out.Error == "")) {
+		s.tally(ctx, shard, wire.DuplicateOf(cmd, wire.DuplicateBroker))
+	}
 }
 
 // signalResult is the result label of a signal submitted.
@@ -205,6 +215,7 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	shard := dedup.StartShard(s.cfg.Topology.Shards(), name, workflowID, "")
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	s.metrics.signals.WithLabelValues(signalResult(out, duplicate, err)).Inc()
+	s.tallySignal(r.Context(), shard, cmd, out, duplicate, err)
 	switch {
 	case errors.Is(err, errNotAccepted):
 		status, body := notAccepted(err, "signal")

@@ -76,6 +76,9 @@ func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command,
 		return notAccepted(err, "start")
 	}
 	if errors.Is(err, errOutcomeLate) {
+		if duplicate {
+			s.tally(ctx, shard, wire.DuplicateOf(cmd, wire.DuplicateBroker))
+		}
 		s.metrics.starts.WithLabelValues("accepted").Inc()
 		return http.StatusAccepted, client.AcceptedResponse{CommandID: cmd.CommandID, Status: "accepted"}
 	}
@@ -106,6 +109,7 @@ func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command,
 				Message: fmt.Sprintf("idempotency key %q was first used with a different input", cmd.Start.IdempotencyKey)}
 		}
 		out.StartedFresh, out.Deduplicated = false, true
+		s.tally(ctx, shard, wire.DuplicateOf(cmd, wire.DuplicateBroker))
 	}
 	s.metrics.starts.WithLabelValues(startResult(out)).Inc()
 	return startAnswer(out)
@@ -154,6 +158,8 @@ func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsed
 		if claim != nil {
 			s.duplicate(r.Context(), "claim")
 			s.metrics.starts.WithLabelValues("deduplicated").Inc()
+			s.tally(ctx, dedup.StartShard(s.cfg.Topology.Shards(), p.name, p.workflowID, p.key),
+				&wire.DuplicateCommand{Layer: wire.DuplicateReplay, WorkflowName: p.name, IdempotencyKey: p.key})
 			return startAnswer(wire.Outcome{
 				ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
 				Keyed: true, Deduplicated: true, FirstSeenAt: &claim.CreatedAt, ExpiresAt: &claim.ExpiresAt,

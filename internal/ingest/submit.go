@@ -127,3 +127,22 @@ func (s *Server) lost(ctx context.Context, commandID string, seq uint64) (bool, 
 	}
 	return !ok || out.StreamSeq < seq, nil
 }
+
+// tallyTimeout bounds the publish of a duplicate's report.
+const tallyTimeout = 2 * time.Second
+
+// tally reports d, a duplicate caught here (the broker dropped a
+// message, or a keyed start was answered from its claim), so that the
+// scheduler counts it against the key it names: ingest never writes
+// PostgreSQL. It goes on the duplicated command's shard, after that
+// command, so it is applied once the command has made its claim. Only
+// duplicates pay for it; a report that cannot be published is logged and
+// lost (the metrics still count the duplicate). A nil d (a command
+// without a key) reports nothing.
+func (s *Server) tally(ctx context.Context, shard int, d *wire.DuplicateCommand) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(tallyTimeout, s.cfg.PublishTimeout))
+	defer cancel()
+	if err := s.cfg.Topology.ReportDuplicate(ctx, shard, d); err != nil {
+		s.log.Warn("report a duplicate to the scheduler", "layer", d.Layer, "workflow", d.WorkflowName, "execution_id", d.ExecutionID, "err", err)
+	}
+}

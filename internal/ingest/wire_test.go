@@ -38,11 +38,14 @@ var wireTypes = []any{
 	client.CancelRequest{}, client.CancelResponse{}, client.TerminateRequest{}, client.TerminateResponse{},
 	// Reads.
 	client.CommandResponse{}, client.Execution{}, client.ListExecutionsResponse{},
+	client.KeyClaim{}, client.DuplicateCounts{}, client.SignalKey{}, client.CallbackDelivery{},
 	client.Event{}, client.HistoryResponse{}, client.DeadCommand{}, client.ListDeadCommandsResponse{},
 	// Admission, webhooks, ArcFlow runs, health.
 	client.AdmissionGate{}, client.CloseAdmissionRequest{}, client.ListAdmissionResponse{},
 	client.WorkflowSummary{}, client.ListWorkflowsResponse{},
 	client.HookResponse{}, client.RunRequest{}, client.RunResponse{}, client.ExternalResponse{},
+	client.ListWebhooksResponse{}, client.WebhookSource{}, client.RoutingRule{}, client.WebhookCounts{}, client.WebhookRefusals{},
+	client.BindingSummary{}, client.BindingCounts{},
 	client.HealthResponse{}, client.ReadinessResponse{}, client.FailingShard{},
 }
 

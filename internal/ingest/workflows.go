@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
 // handleListWorkflows is GET /api/harvest/workflows: each workflow with
-// executions, an input schema or a closed admission gate, with its
-// counts by status, its schema and its gate; a token limited to some
-// workflows sees only those.
+// executions, an input schema, a closed admission gate, a live worker
+// that registered it or a declaration in the configuration, with its
+// counts by status, its schema, its gate and who serves it; a token
+// limited to some workflows sees only those.
 func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.DB == nil {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
@@ -38,13 +41,20 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
 	for _, g := range s.admission.all() {
 		names[g.Workflow] = true
 	}
+	for name := range s.declared {
+		names[name] = true
+	}
+	workers := s.workers.Names(registry.KindWorkflow, time.Now())
+	for name := range workers {
+		names[name] = true
+	}
 	out := client.ListWorkflowsResponse{Workflows: []client.WorkflowSummary{}}
 	for name := range names {
 		if !sees(r.Context(), name) {
 			continue
 		}
 		sum := client.WorkflowSummary{Name: name, Counts: counts[name], InputSchema: json.RawMessage("null"),
-			Admission: client.AdmissionGate{Workflow: name, State: "open"}}
+			Admission: client.AdmissionGate{Workflow: name, State: "open"}, Declared: s.declared[name], Workers: workers[name]}
 		if sum.Counts == nil {
 			sum.Counts = map[string]int64{}
 		}

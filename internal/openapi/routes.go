@@ -110,8 +110,16 @@ var Routes = []Route{
 	},
 	{
 		Method: "GET", Path: "/api/harvest/workflows", ID: "listWorkflows", Tag: "workflows", Scope: "read",
-		Summary:   "List workflows with their executions by status, input schemas and admission gates",
+		Summary:   "List workflows with their executions by status, input schemas, admission gates and live workers, including those declared or served that never ran",
 		Responses: errs(map[int]Answer{200: {"The workflows, by name.", client.ListWorkflowsResponse{}}}, guarded...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/webhooks", ID: "listWebhooks", Tag: "webhooks", Scope: "read",
+		Summary: "List the webhook sources and NATS subject bindings, with what this ingest process counted of their deliveries",
+		Description: "The counts are the answering process's, since counted_since (when it started): for a fleet of ingest processes, " +
+			"sum harvest_ingest_webhooks_total, harvest_ingest_webhooks_refused_total and harvest_binding_messages_total in Prometheus. " +
+			"A token limited to some workflows sees the rules that route to them.",
+		Responses: errs(map[int]Answer{200: {"The sources and bindings, as configured.", client.ListWebhooksResponse{}}}, guarded...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions", ID: "listExecutions", Tag: "executions", Scope: "read",
@@ -130,7 +138,9 @@ var Routes = []Route{
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions/{execution_id}", ID: "describeExecution", Tag: "executions", Scope: "read",
-		Summary:   "Describe an execution",
+		Summary: "Describe an execution",
+		Description: "Besides its row: its start key's claim (idempotency_claim, while it is kept) with the duplicates it absorbed by layer, " +
+			"its keyed signals with theirs (signal_keys), and its completion callback's delivery (completion_callback).",
 		Responses: errs(map[int]Answer{200: {"The execution.", client.Execution{}}}, with(guarded, 404)...),
 	},
 	{

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,4 +111,36 @@ func (x *Index) Serves(ctx context.Context, kind, name, taskQueue string, now ti
 		return true, nil
 	}
 	return Lookup(ctx, x.kv, kind, name, taskQueue, now)
+}
+
+// Names are the names of kind that live workers serve at now, each with
+// how many live workers registered it (on any task queue), from the
+// mirror.
+func (x *Index) Names(kind string, now time.Time) map[string]int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	workers := map[string]map[string]bool{}
+	for prefix, ws := range x.m {
+		k, rest, ok := strings.Cut(prefix, ".")
+		if !ok || k != kind {
+			continue
+		}
+		name, _, ok := strings.Cut(rest, ".")
+		if !ok {
+			continue
+		}
+		for w, exp := range ws {
+			if now.Before(exp) {
+				if workers[name] == nil {
+					workers[name] = map[string]bool{}
+				}
+				workers[name][w] = true
+			}
+		}
+	}
+	out := make(map[string]int, len(workers))
+	for name, ws := range workers {
+		out[name] = len(ws)
+	}
+	return out
 }

@@ -368,6 +368,8 @@ func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand)
 			b.cancel(c)
 		case wire.KindTerminate:
 			b.terminateCommand(c)
+		case wire.KindDuplicate:
+			b.duplicate(c.cmd.Duplicate)
 		}
 	}
 	b.cmd = nil

@@ -24,6 +24,7 @@ func (b *batch) signal(c seqCommand) {
 	ref := store.SignalRef{ExecutionID: sg.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
 	if sg.IdempotencyKey != "" && b.signalClaims[ref] {
 		// Delivered before: acknowledged, even if the run has closed since.
+		b.writes.Duplicates.AddSignal(ref, store.LayerClaim)
 		b.addOutcome(out)
 		return
 	}
@@ -46,6 +47,7 @@ func (b *batch) signalWithStart(c seqCommand) {
 	if prior != nil {
 		ref := store.SignalRef{ExecutionID: prior.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
 		if out.Keyed && b.signalClaims[ref] {
+			b.writes.Duplicates.AddSignal(ref, store.LayerClaim)
 			b.outcome(out, prior, false, false) // landed before: the same execution, nothing appended
 			return
 		}

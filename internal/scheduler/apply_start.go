@@ -36,6 +36,7 @@ func (b *batch) start(c seqCommand) {
 					fmt.Sprintf("idempotency key %q was first used with a different input", s.IdempotencyKey))
 				return
 			}
+			b.writes.Duplicates.AddStart(ref, store.LayerClaim)
 			b.outcome(out, holder, false, true)
 			return
 		}

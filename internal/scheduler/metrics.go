@@ -38,7 +38,7 @@ const other = "other"
 
 // commandKinds are the values of the kind label of commands.
 var commandKinds = []string{wire.KindStart, wire.KindWorkflowTaskCompleted, wire.KindActivityResult, wire.KindSignal,
-	wire.KindSignalWithStart, wire.KindActivityHeartbeat, wire.KindCancel, other}
+	wire.KindSignalWithStart, wire.KindActivityHeartbeat, wire.KindCancel, wire.KindDuplicate, other}
 
 // timerKinds are the values of the kind label of timers.
 var timerKinds = []string{store.TimerStart, store.TimerWorkflow, store.TimerActivityTimeout, store.TimerActivityRetry,

@@ -20,10 +20,28 @@ func validCommand(c *wire.Command) bool {
 		return c.Terminate != nil && validUUID(c.Terminate.ExecutionID)
 	case wire.KindSignalWithStart:
 		return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
+	case wire.KindDuplicate:
+		return validDuplicate(c.Duplicate)
 	}
 	return false
 }
 
 func validUUID(s string) bool {
 	return len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-'
+}
+
+// validDuplicate says whether d names one layer and one key: a start's,
+// an execution's signal's, or a signal-with-start's signal's.
+func validDuplicate(d *wire.DuplicateCommand) bool {
+	if d == nil || (d.Layer != wire.DuplicateBroker && d.Layer != wire.DuplicateReplay) {
+		return false
+	}
+	switch {
+	case d.IdempotencyKey != "":
+		return d.WorkflowName != "" && d.ExecutionID == "" && d.WorkflowID == "" && d.SignalKey == ""
+	case d.ExecutionID != "":
+		return validUUID(d.ExecutionID) && d.SignalKey != "" && d.WorkflowName == "" && d.WorkflowID == ""
+	default:
+		return d.WorkflowName != "" && d.WorkflowID != "" && d.SignalKey != ""
+	}
 }

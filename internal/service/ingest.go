@@ -56,6 +56,14 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	icfg := IngestConfig(cfg)
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger, icfg.Metrics = top, nc, db, log, metrics
 	icfg.Auth = authn
+	// Bindings consume the users' own streams; one whose stream does not
+	// exist yet waits for it, logging, and holds nothing else up. The API
+	// shows them (GET /api/harvest/webhooks).
+	bindings, err := binding.New(binding.Config{Topology: top, Bindings: cfg.Bindings, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+	icfg.Bindings = bindings
 	api, err := ingest.New(icfg)
 	if err != nil {
 		return err
@@ -64,12 +72,6 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer api.Stop(context.Background())
-	// Bindings consume the users' own streams; one whose stream does not
-	// exist yet waits for it, logging, and holds nothing else up.
-	bindings, err := binding.New(binding.Config{Topology: top, Bindings: cfg.Bindings, Metrics: metrics, Logger: log})
-	if err != nil {
-		return err
-	}
 	if err := bindings.Start(ctx); err != nil {
 		return err
 	}

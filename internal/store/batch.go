@@ -56,6 +56,8 @@ type Writes struct {
 	Callbacks []CallbackDelivery
 	// SignalClaims record keyed signals delivered.
 	SignalClaims []SignalRef
+	// Duplicates are added to the counts of the claims they duplicated.
+	Duplicates DuplicateCounts
 	// Outcomes are the outcomes of the commands applied, stored by
 	// command id.
 	Outcomes []OutcomeRow
@@ -96,6 +98,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueInsertSignalClaims(b, w.SignalClaims)
 	queueInsertCallbacks(b, w.Shard, w.Callbacks)
 	queueDeleteClaims(b, w.DeleteClaims)
+	queueCountDuplicates(b, w.Duplicates)
 	queueUpsertOutcomes(b, w.Outcomes)
 	queueInsertDeadCommands(b, w.Shard, w.DeadCommands)
 	queueInsertOutbox(b, w.Outbox)

@@ -81,3 +81,36 @@ func queueInsertCallbacks(b *pgx.Batch, shard int, cbs []CallbackDelivery) {
 		SELECT unnest($2::uuid[]), $1::int, unnest($3::text[]), unnest($4::jsonb[])
 		ON CONFLICT (execution_id) DO NOTHING`, shard, ids, urls, payloads)
 }
+
+// CallbackState is an execution's completion callback delivery as it
+// stands.
+type CallbackState struct {
+	URL      string
+	Attempts int
+	// NextAttemptAt is when the next attempt is due while the delivery
+	// is neither delivered nor failed (it doubles as the lease of an
+	// attempt in flight).
+	NextAttemptAt time.Time
+	DeliveredAt   *time.Time
+	FailedAt      *time.Time
+	LastError     *string
+	CreatedAt     time.Time
+}
+
+// Callback reads into out the completion callback delivery of execution;
+// out stays nil when there is none (no callback, or the execution has
+// not closed).
+func (r *Reads) Callback(executionID string, out **CallbackState) {
+	r.b.Queue(`SELECT url, attempts, next_attempt_at, delivered_at, failed_at, last_error, created_at
+		FROM callback_deliveries WHERE execution_id = $1`, executionID).Query(func(rows pgx.Rows) error {
+		var c CallbackState
+		_, err := pgx.ForEachRow(rows, []any{&c.URL, &c.Attempts, &c.NextAttemptAt, &c.DeliveredAt, &c.FailedAt, &c.LastError, &c.CreatedAt}, func() error {
+			*out = &c
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read callback of %s: %w", executionID, err)
+		}
+		return nil
+	})
+}

@@ -166,13 +166,15 @@ func queueDeleteClaims(b *pgx.Batch, refs []ClaimRef) {
 
 // insertClaims takes the start claims given as arrays ($1 names, $2 keys,
 // $3 execution ids, $4 fingerprints, $5 the window): new keys, and
-// expired claims taken over; a key held by a live claim is left alone.
+// expired claims taken over (their duplicate counts start again); a key
+// held by a live claim is left alone.
 const insertClaims = `
 	INSERT INTO start_claims AS c (workflow_name, idempotency_key, execution_id, fingerprint, expires_at)
 	SELECT n, k, e::uuid, f, now() + $5::interval FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(n, k, e, f)
 	ON CONFLICT (workflow_name, idempotency_key) DO UPDATE
 		SET execution_id = EXCLUDED.execution_id, fingerprint = EXCLUDED.fingerprint,
-			created_at = now(), expires_at = EXCLUDED.expires_at
+			created_at = now(), expires_at = EXCLUDED.expires_at,
+			replay_duplicates = 0, broker_duplicates = 0, claim_duplicates = 0
 		WHERE c.expires_at <= now()`
 
 // claimColumnsOf spreads claims into insertClaims' arrays.
@@ -182,4 +184,31 @@ func claimColumnsOf(claims []NewClaim) (names, keys, execs, prints []string) {
 		names[i], keys[i], execs[i], prints[i] = c.WorkflowName, c.IdempotencyKey, c.ExecutionID, c.Fingerprint
 	}
 	return names, keys, execs, prints
+}
+
+// KeyClaim is a start key's claim with the duplicates it absorbed, as
+// describe shows it.
+type KeyClaim struct {
+	Claim
+	Duplicates Duplicates
+}
+
+// ExecutionClaim reads into out the claim of ref if it points to
+// executionID, expired or not (an expired claim stays until the sweep
+// deletes it); out stays nil when there is none.
+func (r *Reads) ExecutionClaim(ref ClaimRef, executionID string, out **KeyClaim) {
+	r.b.Queue(`SELECT execution_id::text, fingerprint, created_at, expires_at, replay_duplicates, broker_duplicates, claim_duplicates
+		FROM start_claims WHERE workflow_name = $1 AND idempotency_key = $2 AND execution_id = $3`,
+		ref.WorkflowName, ref.IdempotencyKey, executionID).Query(func(rows pgx.Rows) error {
+		var c KeyClaim
+		_, err := pgx.ForEachRow(rows, []any{&c.ExecutionID, &c.Fingerprint, &c.CreatedAt, &c.ExpiresAt,
+			&c.Duplicates.Replay, &c.Duplicates.Broker, &c.Duplicates.Claim}, func() error {
+			*out = &c
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read claim %q: %w", ref.IdempotencyKey, err)
+		}
+		return nil
+	})
 }

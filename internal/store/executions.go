@@ -373,3 +373,30 @@ func CountByWorkflow(ctx context.Context, db DBTX, names []string) (map[string]m
 	}
 	return out, nil
 }
+
+// ExecutionDetails are what describe shows of an execution besides its
+// row: its start key's claim, its keyed signals, its completion callback.
+type ExecutionDetails struct {
+	// Claim is nil for an unkeyed start, or once the claim is gone (swept
+	// after it expired, or taken over by a later start of the key).
+	Claim      *KeyClaim
+	SignalKeys []SignalKey
+	Callback   *CallbackState
+}
+
+// GetExecutionDetails reads e's details in one round trip.
+func GetExecutionDetails(ctx context.Context, db Tx, e *Execution) (*ExecutionDetails, error) {
+	var d ExecutionDetails
+	var r Reads
+	if e.IdempotencyKey != nil {
+		r.ExecutionClaim(ClaimRef{WorkflowName: e.WorkflowName, IdempotencyKey: *e.IdempotencyKey}, e.ExecutionID, &d.Claim)
+	}
+	r.SignalKeys(e.ExecutionID, &d.SignalKeys)
+	if e.CompletionCallback != nil {
+		r.Callback(e.ExecutionID, &d.Callback)
+	}
+	if err := r.Send(ctx, db); err != nil {
+		return nil, fmt.Errorf("read details of execution %s: %w", e.ExecutionID, err)
+	}
+	return &d, nil
+}

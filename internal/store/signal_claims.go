@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -54,4 +55,29 @@ func queueInsertSignalClaims(b *pgx.Batch, refs []SignalRef) {
 		ids[i], keys[i] = ref.ExecutionID, ref.IdempotencyKey
 	}
 	b.Queue(`INSERT INTO signal_claims (execution_id, idempotency_key) SELECT unnest($1::uuid[]), unnest($2::text[])`, ids, keys)
+}
+
+// SignalKey is a keyed signal an execution received, with the duplicates
+// of it that were dropped.
+type SignalKey struct {
+	IdempotencyKey string
+	ReceivedAt     time.Time
+	Duplicates     Duplicates
+}
+
+// SignalKeys reads into out the keyed signals execution received, oldest
+// first.
+func (r *Reads) SignalKeys(executionID string, out *[]SignalKey) {
+	r.b.Queue(`SELECT idempotency_key, created_at, broker_duplicates, claim_duplicates FROM signal_claims
+		WHERE execution_id = $1 ORDER BY created_at, idempotency_key`, executionID).Query(func(rows pgx.Rows) error {
+		var k SignalKey
+		_, err := pgx.ForEachRow(rows, []any{&k.IdempotencyKey, &k.ReceivedAt, &k.Duplicates.Broker, &k.Duplicates.Claim}, func() error {
+			*out = append(*out, k)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read signal keys of %s: %w", executionID, err)
+		}
+		return nil
+	})
 }

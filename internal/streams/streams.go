@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -407,6 +408,18 @@ func OutcomeCommandID(subject string) string {
 // holds the command.
 func (t *Topology) PublishCommand(ctx context.Context, shard int, cmd *wire.Command) (*jetstream.PubAck, error) {
 	return t.PublishCommandAs(ctx, shard, cmd, cmd.CommandID)
+}
+
+// ReportDuplicate publishes d, a duplicate caught outside the scheduler
+// (a broker duplicate, a replay answered from a claim), on the shard of
+// the command it duplicated, under a fresh id, so that the scheduler
+// counts it after that command. A nil d publishes nothing.
+func (t *Topology) ReportDuplicate(ctx context.Context, shard int, d *wire.DuplicateCommand) error {
+	if d == nil {
+		return nil
+	}
+	_, err := t.PublishCommand(ctx, shard, &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindDuplicate, Duplicate: d})
+	return err
 }
 
 // PublishCommandAs is PublishCommand with an explicit Nats-Msg-Id, for

@@ -17,6 +17,7 @@ const (
 	KindActivityHeartbeat     = "activity_heartbeat"
 	KindCancel                = "cancel"
 	KindTerminate             = "terminate"
+	KindDuplicate             = "duplicate"
 )
 
 // Task kinds: the last token of a task subject.
@@ -95,10 +96,52 @@ type Command struct {
 	Heartbeat    *ActivityHeartbeat  `json:"heartbeat,omitempty"`
 	Cancel       *CancelCommand      `json:"cancel,omitempty"`
 	Terminate    *TerminateCommand   `json:"terminate,omitempty"`
+	Duplicate    *DuplicateCommand   `json:"duplicate,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
 	SignalWithStart bool `json:"signal_with_start,omitempty"`
+}
+
+// Layers of a DuplicateCommand.
+const (
+	// DuplicateBroker: JetStream dropped the message as a duplicate of a
+	// message id it holds (PubAck.Duplicate).
+	DuplicateBroker = "broker"
+	// DuplicateReplay: ingest answered a keyed start from its claim
+	// without publishing it.
+	DuplicateReplay = "replay"
+)
+
+// DuplicateCommand reports a duplicate that ingest or a binding caught
+// without the scheduler, so that the scheduler, which alone writes
+// PostgreSQL, counts it against the key it duplicated. It is published on
+// the duplicated command's shard, after it: the scheduler applies it once
+// the original has made its claim. It changes nothing else and has no
+// outcome. It names a start key (WorkflowName, IdempotencyKey), an
+// execution's keyed signal (ExecutionID, SignalKey), or a
+// signal-with-start's keyed signal (WorkflowName, WorkflowID, SignalKey).
+type DuplicateCommand struct {
+	Layer          string `json:"layer"`
+	WorkflowName   string `json:"workflow_name,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	ExecutionID    string `json:"execution_id,omitempty"`
+	WorkflowID     string `json:"workflow_id,omitempty"`
+	SignalKey      string `json:"signal_key,omitempty"`
+}
+
+// DuplicateOf is the report of a duplicate of cmd caught by layer, or nil
+// when cmd has no key to count it against.
+func DuplicateOf(cmd *Command, layer string) *DuplicateCommand {
+	switch {
+	case cmd.Kind == KindStart && cmd.Start != nil && cmd.Start.IdempotencyKey != "":
+		return &DuplicateCommand{Layer: layer, WorkflowName: cmd.Start.WorkflowName, IdempotencyKey: cmd.Start.IdempotencyKey}
+	case cmd.Kind == KindSignal && cmd.Signal != nil && cmd.Signal.IdempotencyKey != "":
+		return &DuplicateCommand{Layer: layer, ExecutionID: cmd.Signal.ExecutionID, SignalKey: cmd.Signal.IdempotencyKey}
+	case cmd.Kind == KindSignalWithStart && cmd.Start != nil && cmd.Signal != nil && cmd.Signal.IdempotencyKey != "":
+		return &DuplicateCommand{Layer: layer, WorkflowName: cmd.Start.WorkflowName, WorkflowID: cmd.Start.WorkflowID, SignalKey: cmd.Signal.IdempotencyKey}
+	}
+	return nil
 }
 
 // CancelCommand asks to cancel a running execution.

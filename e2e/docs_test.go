@@ -79,7 +79,7 @@ var docsPages = flag.String("docs.pages", "", "run only these pages' examples, e
 //     sh block before it once more ("the same request again").
 //   - Commands that changed nothing (reads, and keyed requests, which
 //     Harvest answers alike however often they are sent) are run again
-//     until they print what the page says, for up to 20 s, since the
+//     until they print what the page says, for up to 30 s, since the
 //     workflows run in the background; any other command runs once.
 //
 // localhost:8080 becomes the test stack's address, `go run ./cmd/harvest`
@@ -155,14 +155,13 @@ func TestTheDocsExamplesRun(t *testing.T) {
 				t.Logf("%s: restarting harvest dev %s", b.where(), strings.Join(append(env, args...), " "))
 				s.stop()
 				s.start(env, args)
-				sh.setEnv("NATS_URL=nats://127.0.0.1:" + strconv.Itoa(s.natsPort))
 				ran++
 				continue
 			}
 			segs, err := splitSegments(b)
 			require.NoError(t, err)
 			for _, seg := range segs {
-				runSegment(t, sh, b, seg, s.addr)
+				runSegment(t, sh, s, b, seg)
 			}
 			ran++
 		}
@@ -177,10 +176,10 @@ func TestTheDocsExamplesRun(t *testing.T) {
 
 // runSegment runs one segment, again while it is safe to and it does not
 // print what the page says, and fails the test if it never does.
-func runSegment(t *testing.T, sh *docShell, b docBlock, seg segment, addr string) {
+func runSegment(t *testing.T, sh *docShell, s *docStack, b docBlock, seg segment) {
 	t.Helper()
-	script := rewriteForStack(seg.script, addr)
-	deadline := time.Now().Add(20 * time.Second)
+	script := rewriteForStack(seg.script, s.addr)
+	deadline := time.Now().Add(30 * time.Second)
 	for attempt := 1; ; attempt++ {
 		res := sh.run(script)
 		err := checkSegment(seg, res)
@@ -191,8 +190,8 @@ func runSegment(t *testing.T, sh *docShell, b docBlock, seg segment, addr string
 			return
 		}
 		if !res.repeatable() || time.Now().After(deadline) {
-			t.Fatalf("%s: %v\n--- commands\n%s\n--- stdout\n%s\n--- stderr\n%s\n--- exit status %d, HTTP %v",
-				b.where(), err, strings.TrimSpace(seg.script), res.stdout, res.stderr, res.rc, res.statuses())
+			t.Fatalf("%s: %v\n--- commands\n%s\n--- stdout\n%s\n--- stderr\n%s\n--- exit status %d, HTTP %v\n--- harvest dev's last log lines\n%s",
+				b.where(), err, strings.TrimSpace(seg.script), res.stdout, res.stderr, res.rc, res.statuses(), s.logTail(30))
 		}
 		time.Sleep(200 * time.Millisecond) // poll interval while the stack catches up, not synchronisation
 	}
@@ -242,8 +241,8 @@ func checkSegment(seg segment, res segResult) error {
 		if len(res.calls) > 0 {
 			return fmt.Errorf("%d HTTP call(s) whose answer the page does not state: add a # → comment or an output block", len(res.calls))
 		}
-		if len(res.harvest) > 0 {
-			return errors.New("a harvest command whose output the page does not state: add a # → comment or an output block")
+		if len(res.tools) > 0 {
+			return errors.New("a harvest or nats command whose output the page does not state: add a # → comment or an output block")
 		}
 		return nil
 	}
@@ -264,8 +263,10 @@ func checkSegment(seg segment, res segResult) error {
 }
 
 var (
-	harvestGoRun = regexp.MustCompile(`go run \./cmd/harvest\b`)
-	defaultAddr  = regexp.MustCompile(`\b(localhost|127\.0\.0\.1):8080\b`)
+	harvestGoRun  = regexp.MustCompile(`go run \./cmd/harvest\b`)
+	defaultAddr   = regexp.MustCompile(`\b(localhost|127\.0\.0\.1):8080\b`)
+	envAssignment = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
+	shortFlags    = regexp.MustCompile(`^-[a-zA-Z]+$`)
 )
 
 func rewriteForStack(script, addr string) string {
@@ -283,7 +284,7 @@ func restartCommand(text string) (env, args []string, err error) {
 		}
 		words = append(words, strings.Fields(line)...)
 	}
-	for len(words) > 0 && regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`).MatchString(words[0]) {
+	for len(words) > 0 && envAssignment.MatchString(words[0]) {
 		env, words = append(env, words[0]), words[1:]
 	}
 	cmd := strings.Join(words, " ")
@@ -328,11 +329,15 @@ type docStack struct {
 func (s *docStack) start(env, args []string) {
 	t := s.t
 	t.Helper()
-	s.addr = freeAddr(t)
-	port, err := strconv.Atoi(strings.TrimPrefix(freeAddr(t), "127.0.0.1:"))
-	require.NoError(t, err)
-	s.natsPort = port
-	args = append(append([]string{"dev"}, args...), "--addr", s.addr, "--state-dir", s.stateDir, "--nats-port", strconv.Itoa(port))
+	if s.addr == "" {
+		// One address and NATS port for the test, as a reader's stack
+		// keeps its own across restarts.
+		s.addr = freeAddr(t)
+		port, err := strconv.Atoi(strings.TrimPrefix(freeAddr(t), "127.0.0.1:"))
+		require.NoError(t, err)
+		s.natsPort = port
+	}
+	args = append(append([]string{"dev"}, args...), "--addr", s.addr, "--state-dir", s.stateDir, "--nats-port", strconv.Itoa(s.natsPort))
 	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Dir, s.cmd.Env = s.root, devEnv(env...)
 	s.logs = &devLog{ready: make(chan struct{})}
@@ -378,6 +383,15 @@ func (s *docStack) stop() {
 		t.Fatalf("harvest dev did not stop within 60s of SIGINT; logs:\n%s", s.logs)
 	}
 	s.cmd = nil
+}
+
+// logTail is the last n lines harvest dev logged.
+func (s *docStack) logTail(n int) string {
+	if s.logs == nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(s.logs.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func (s *docStack) kill() {
@@ -455,8 +469,7 @@ func (c curlCall) shown() bool {
 			return true
 		case (a == "-w" || a == "--write-out") && i+1 < len(c.args) && strings.Contains(c.args[i+1], "_code}"):
 			return true
-		case len(a) > 1 && a[0] == '-' && a[1] != '-' && regexp.MustCompile(`^-[a-zA-Z]+$`).MatchString(a) &&
-			strings.ContainsRune(a, 'i') && !strings.ContainsAny(a, "XHdowDFTuAemb"):
+		case shortFlags.MatchString(a) && strings.ContainsRune(a, 'i') && !strings.ContainsAny(a, "XHdowDFTuAemb"):
 			return true
 		}
 	}
@@ -468,7 +481,7 @@ type segResult struct {
 	stdout, stderr string
 	rc             int
 	calls          []curlCall
-	harvest        []string // harvest commands run (their first words)
+	tools          []string // harvest and nats commands run
 }
 
 func (r segResult) statuses() []int {
@@ -479,12 +492,12 @@ func (r segResult) statuses() []int {
 	return s
 }
 
-var harvestReads = regexp.MustCompile(`(?m)^\s*harvest (workflow (describe|history|list)|commands|version|admission list)\b`)
+var toolReads = regexp.MustCompile(`^(harvest (workflow (describe|history|list)|commands|version|admission list)|nats (stream (get|info|ls|view)|kv get))\b`)
 
 // repeatable says whether running the segment again is safe: every call
-// it made is, and the harvest commands it ran only read.
+// it made is, and the harvest and nats commands it ran only read.
 func (r segResult) repeatable() bool {
-	if len(r.calls) == 0 && len(r.harvest) == 0 {
+	if len(r.calls) == 0 && len(r.tools) == 0 {
 		return false
 	}
 	for _, c := range r.calls {
@@ -492,8 +505,8 @@ func (r segResult) repeatable() bool {
 			return false
 		}
 	}
-	for _, h := range r.harvest {
-		if !harvestReads.MatchString(h) && !strings.Contains(h, "--idempotency-key") {
+	for _, h := range r.tools {
+		if !toolReads.MatchString(h) && !strings.Contains(h, "--idempotency-key") {
 			return false
 		}
 	}
@@ -535,12 +548,6 @@ func newDocShell(t *testing.T, dir, calls string, env []string) *docShell {
 	return sh
 }
 
-func (sh *docShell) setEnv(kv string) {
-	name, value, _ := strings.Cut(kv, "=")
-	_, err := fmt.Fprintf(sh.stdin, "export %s='%s'\n", name, value)
-	require.NoError(sh.t, err)
-}
-
 // run feeds script to the session, in a group whose output goes to files,
 // and waits (up to a minute) for the session to say it is done.
 func (sh *docShell) run(script string) segResult {
@@ -572,8 +579,8 @@ func (sh *docShell) run(script string) segResult {
 	res.stderr = string(b)
 	res.calls = sh.takeCalls()
 	for _, line := range strings.Split(harvestGoRun.ReplaceAllString(script, "harvest"), "\n") {
-		if l := strings.TrimSpace(line); strings.HasPrefix(l, "harvest ") {
-			res.harvest = append(res.harvest, l)
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "harvest ") || strings.HasPrefix(l, "nats ") {
+			res.tools = append(res.tools, l)
 		}
 	}
 	return res

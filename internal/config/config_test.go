@@ -60,6 +60,21 @@ func TestTheDevConfigLoads(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestTheDevBindingsConfigIsTheDevConfigAndABinding keeps the
+// configuration docs/webhooks.md runs its binding example with in step
+// with the dev configuration it repeats.
+func TestTheDevBindingsConfigIsTheDevConfigAndABinding(t *testing.T) {
+	dev, err := config.LoadEnv("../../configs/harvest.dev.yaml", func(string) string { return "" })
+	require.NoError(t, err)
+	require.Empty(t, dev.Bindings)
+	withBinding, err := config.LoadEnv("../../configs/harvest.dev-bindings.yaml", func(string) string { return "" })
+	require.NoError(t, err)
+	require.Len(t, withBinding.Bindings, 1)
+	require.Equal(t, "orders", withBinding.Bindings[0].Name)
+	withBinding.Bindings = nil
+	require.Equal(t, dev, withBinding, "harvest.dev-bindings.yaml is harvest.dev.yaml and its bindings")
+}
+
 func TestWorkerSettings(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("task_ack_wait: 3s\nshutdown_grace: 45s\ndisable_eager_activities: true\n"), 0o600))

@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -44,6 +45,17 @@ type Config struct {
 	// declares (HARVEST_NATS_REPLICAS), 1 to 5, default 1. A changed value
 	// is applied to the existing streams and buckets in place.
 	NATSReplicas int `yaml:"nats_replicas"`
+	// NATSCommandStreamMaxBytes bounds the command stream, HARVEST_CMD
+	// (HARVEST_NATS_COMMAND_STREAM_MAX_BYTES), default 1 GiB, at least
+	// 4 MiB. It fills only while the schedulers apply no commands; full,
+	// it refuses new ones (ingest answers 503). NATS reserves it on each
+	// server that holds a replica. A changed value is applied in place.
+	NATSCommandStreamMaxBytes int64 `yaml:"nats_command_stream_max_bytes"`
+	// NATSTaskStreamMaxBytes bounds the task stream, HARVEST_TASK
+	// (HARVEST_NATS_TASK_STREAM_MAX_BYTES), default 1 GiB, at least 4 MiB.
+	// It fills only while workers take no tasks; full, the schedulers keep
+	// new tasks in their outbox until it drains.
+	NATSTaskStreamMaxBytes int64 `yaml:"nats_task_stream_max_bytes"`
 	// NATSCredentialsFile is a .creds file, a user JWT and its nkey seed
 	// (HARVEST_NATS_CREDENTIALS_FILE).
 	NATSCredentialsFile string `yaml:"nats_credentials_file"`
@@ -488,6 +500,8 @@ func (c *Config) applyEnv(get func(string) string) error {
 		num(&c.DatabaseMaxConns, "HARVEST_DATABASE_MAX_CONNS"),
 		num(&c.MaxInFlight, "HARVEST_MAX_IN_FLIGHT"),
 		num64(&c.MaxBodyBytes, "HARVEST_MAX_BODY_BYTES"),
+		num64(&c.NATSCommandStreamMaxBytes, "HARVEST_NATS_COMMAND_STREAM_MAX_BYTES"),
+		num64(&c.NATSTaskStreamMaxBytes, "HARVEST_NATS_TASK_STREAM_MAX_BYTES"),
 		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
 		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
 		dur(&c.WorkerTTL, "HARVEST_WORKER_TTL"),
@@ -523,6 +537,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: shutdown_grace %s: want a positive duration", time.Duration(c.ShutdownGrace))
 	case c.NATSReplicas < 0 || c.NATSReplicas > 5:
 		return fmt.Errorf("config: nats_replicas %d: want 1 to 5", c.NATSReplicas)
+	case c.NATSCommandStreamMaxBytes < 0 || (c.NATSCommandStreamMaxBytes > 0 && c.NATSCommandStreamMaxBytes < streams.MinStreamMaxBytes):
+		return fmt.Errorf("config: nats_command_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSCommandStreamMaxBytes, streams.MinStreamMaxBytes)
+	case c.NATSTaskStreamMaxBytes < 0 || (c.NATSTaskStreamMaxBytes > 0 && c.NATSTaskStreamMaxBytes < streams.MinStreamMaxBytes):
+		return fmt.Errorf("config: nats_task_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSTaskStreamMaxBytes, streams.MinStreamMaxBytes)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("config: max_body_bytes %d: want a positive size", c.MaxBodyBytes)
 	case c.MaxInFlight < 0:

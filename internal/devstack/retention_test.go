@@ -1,6 +1,7 @@
 package devstack_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +12,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -118,16 +122,18 @@ func TestRetentionPrunesClosedExecutions(t *testing.T) {
 		require.NotContains(t, []any{chargeID, collectID}, id, "a pruned execution is listed")
 	}
 
+	// Read before the retry below, whose execution closes past its
+	// retention by the moved clock and may be in the backlog a moment.
+	body := getText(t, s.URL()+"/metrics")
+	require.Contains(t, body, "harvest_retention_pruned_executions_total 2")
+	require.True(t, strings.Contains(body, `harvest_retention_pruned_rows_total{table="history_events"}`))
+	require.Contains(t, body, "harvest_retention_backlog_executions 0")
+
 	// The key went with its execution: a retry starts afresh.
 	fresh := start(t, s, "charge", "k-retained", `{`+chargeInput+`}`)
 	require.Equal(t, 201, fresh.status, fresh.body)
 	require.Equal(t, true, fresh.body["started_fresh"])
 	require.NotEqual(t, chargeID, fresh.body["execution_id"])
-
-	body := getText(t, s.URL()+"/metrics")
-	require.Contains(t, body, "harvest_retention_pruned_executions_total 2")
-	require.True(t, strings.Contains(body, `harvest_retention_pruned_rows_total{table="history_events"}`))
-	require.Contains(t, body, "harvest_retention_backlog_executions 0")
 }
 
 func getText(t *testing.T, url string) string {
@@ -139,4 +145,172 @@ func getText(t *testing.T, url string) string {
 	_, err = io.Copy(&b, resp.Body)
 	require.NoError(t, err)
 	return b.String()
+}
+
+// TestRetentionRoutesTellAndPruneNow drives GET /api/harvest/retention
+// and POST /api/harvest/retention/prune through the Go client against a
+// stack whose pruner sleeps for an hour, so that only a prune request
+// wakes it: what is past retention is told by workflow (with the oldest
+// prune time, and the executions that closed before retention existed),
+// by the stack's clock or at an as_of; a prune request empties it; a read
+// token may tell but not prune, an admin token limited to some workflows
+// may not prune either, and a token limited to charge sees charge's.
+func TestRetentionRoutesTellAndPruneNow(t *testing.T) {
+	t.Parallel()
+	a, err := auth.New([]auth.Token{
+		{Name: "ops", SHA256: auth.Hash("t-ops"), Scopes: []auth.Scope{auth.ScopeAdmin}},
+		{Name: "reader", SHA256: auth.Hash("t-reader"), Scopes: []auth.Scope{auth.ScopeRead}},
+		{Name: "charge-reader", SHA256: auth.Hash("t-charge-reader"), Scopes: []auth.Scope{auth.ScopeRead}, Workflows: []string{"charge"}},
+		{Name: "charge-admin", SHA256: auth.Hash("t-charge-admin"), Scopes: []auth.Scope{auth.ScopeAdmin}, Workflows: []string{"charge"}},
+	})
+	require.NoError(t, err)
+	clk := &clock{}
+	s := startStack(t, devstack.Config{
+		Ingest: ingest.Config{Auth: a},
+		Scheduler: scheduler.Config{
+			Retention: 48 * time.Hour, RetentionByWorkflow: map[string]time.Duration{"onboarding": 72 * time.Hour},
+			Now: clk.Now, PruneInterval: time.Hour,
+		},
+	})
+	ctx := natstest.Context(t)
+	as := func(token string) *client.Client {
+		t.Helper()
+		c, err := client.New(client.Config{BaseURL: s.URL()}, client.WithToken(token))
+		require.NoError(t, err)
+		return c
+	}
+	ops, reader, chargeReader, chargeAdmin, nobody := as("t-ops"), as("t-reader"), as("t-charge-reader"), as("t-charge-admin"), as("")
+
+	// Two charges and an onboarding close; a collect keeps waiting for
+	// signals.
+	var charges []string
+	var firstClose time.Time
+	for range 2 {
+		r, err := ops.Start(ctx, "charge", json.RawMessage(`{"amount_cents": 100, "customer_id": "c"}`), client.StartOptions{})
+		require.NoError(t, err)
+		e, err := ops.WaitResult(ctx, r.ExecutionID, nil)
+		require.NoError(t, err)
+		if firstClose.IsZero() || e.ClosedAt.Before(firstClose) {
+			firstClose = *e.ClosedAt
+		}
+		charges = append(charges, r.ExecutionID)
+	}
+	r, err := ops.Start(ctx, "onboarding", json.RawMessage(`{"user_id": 1}`), client.StartOptions{})
+	require.NoError(t, err)
+	onboarding := r.ExecutionID
+	onboarded, err := ops.WaitResult(ctx, onboarding, nil)
+	require.NoError(t, err)
+	r, err = ops.Start(ctx, "collect", json.RawMessage(`{"count": 5}`), client.StartOptions{})
+	require.NoError(t, err)
+	running := r.ExecutionID
+	// The onboarding closed before retention existed, as it were: no
+	// prune time until a pruner gives it one.
+	_, err = s.DB.Exec(ctx, `UPDATE executions SET prune_after = NULL WHERE execution_id = $1`, onboarding)
+	require.NoError(t, err)
+
+	// Now, nothing is past retention; the onboarding waits for its
+	// prune time.
+	got, err := reader.Retention(ctx, time.Time{})
+	require.NoError(t, err)
+	require.Zero(t, got.PastRetention)
+	require.EqualValues(t, 1, got.ClosedWithoutPruneAfter)
+	require.Equal(t, []client.WorkflowRetention{{WorkflowName: "onboarding", ClosedWithoutPruneAfter: 1}}, got.Workflows)
+	require.WithinDuration(t, time.Now(), got.AsOf, time.Minute)
+
+	// Past charge's retention (48h), not onboarding's (72h), by the
+	// stack's clock, which ingest tells by too.
+	clk.Advance(49 * time.Hour)
+	got, err = reader.Retention(ctx, time.Time{})
+	require.NoError(t, err)
+	require.WithinDuration(t, clk.Now(), got.AsOf, time.Minute)
+	require.EqualValues(t, 2, got.PastRetention)
+	require.EqualValues(t, 1, got.ClosedWithoutPruneAfter)
+	require.Len(t, got.Workflows, 2)
+	charge := got.Workflows[0]
+	require.Equal(t, "charge", charge.WorkflowName)
+	require.EqualValues(t, 2, charge.PastRetention)
+	require.Zero(t, charge.ClosedWithoutPruneAfter)
+	require.NotNil(t, charge.OldestPruneAfter)
+	require.WithinDuration(t, firstClose.Add(48*time.Hour), *charge.OldestPruneAfter, 10*time.Millisecond)
+	require.Equal(t, client.WorkflowRetention{WorkflowName: "onboarding", ClosedWithoutPruneAfter: 1}, got.Workflows[1])
+	// At an as_of before the clock moved, nothing was past retention.
+	earlier, err := reader.Retention(ctx, time.Now())
+	require.NoError(t, err)
+	require.Zero(t, earlier.PastRetention)
+	bad := call(t, "GET", s.URL()+"/api/harvest/retention?as_of=yesterday", map[string]string{"Authorization": "Bearer t-reader"}, "")
+	require.Equal(t, 400, bad.status, bad.body)
+	require.Equal(t, "invalid_time", bad.body["error"])
+	require.Equal(t, "as_of", bad.body["field"])
+	// A token limited to charge sees charge's.
+	limited, err := chargeReader.Retention(ctx, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, []client.WorkflowRetention{charge}, limited.Workflows)
+	require.EqualValues(t, 2, limited.PastRetention)
+	require.Zero(t, limited.ClosedWithoutPruneAfter)
+
+	// Refused: no token, a read token, an admin token limited to charge.
+	_, err = nobody.Retention(ctx, time.Time{})
+	require.ErrorIs(t, err, client.ErrUnauthenticated)
+	_, err = nobody.PruneNow(ctx)
+	require.ErrorIs(t, err, client.ErrUnauthenticated)
+	_, err = reader.PruneNow(ctx)
+	require.ErrorIs(t, err, client.ErrForbidden)
+	require.ErrorContains(t, err, `lacks scope admin`)
+	_, err = chargeAdmin.PruneNow(ctx)
+	require.ErrorIs(t, err, client.ErrForbidden)
+	require.ErrorContains(t, err, "a prune acts on every workflow")
+	// The pruner sleeps: nothing went.
+	for _, id := range charges {
+		require.Equal(t, 1, rowsNaming(t, s, "executions", id))
+	}
+
+	// ops prunes now: the answer is what was past retention then, and
+	// following it at its as_of, it empties.
+	pruned, err := ops.PruneNow(ctx)
+	require.NoError(t, err)
+	require.WithinDuration(t, clk.Now(), pruned.AsOf, time.Minute)
+	require.EqualValues(t, 2, pruned.PastRetention)
+	require.EqualValues(t, 1, pruned.ClosedWithoutPruneAfter)
+	require.Equal(t, got.Workflows, pruned.Workflows)
+	eventually(t, 30*time.Second, "what was past retention to be pruned", func() bool {
+		left, err := reader.Retention(ctx, pruned.AsOf)
+		require.NoError(t, err)
+		return !left.Pending()
+	})
+	for _, id := range charges {
+		_, err := ops.Describe(ctx, id)
+		require.ErrorIs(t, err, client.ErrExecutionNotFound)
+		for _, table := range store.PrunedTables {
+			require.Zero(t, rowsNaming(t, s, table, id), "%s still names a pruned charge", table)
+		}
+	}
+	// The onboarding got its prune time, its close plus 72h, not passed
+	// yet; the running collect stays, however old.
+	left, err := reader.Retention(ctx, time.Time{})
+	require.NoError(t, err)
+	require.False(t, left.Pending(), "%+v", left)
+	var pruneAfter time.Time
+	require.NoError(t, s.DB.QueryRow(ctx, `SELECT prune_after FROM executions WHERE execution_id = $1`, onboarding).Scan(&pruneAfter))
+	require.WithinDuration(t, onboarded.ClosedAt.Add(72*time.Hour), pruneAfter, 10*time.Millisecond)
+	_, err = ops.Describe(ctx, running)
+	require.NoError(t, err)
+
+	// Past onboarding's retention too: told, then pruned on request.
+	clk.Advance(24 * time.Hour)
+	got, err = reader.Retention(ctx, time.Time{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, got.PastRetention)
+	require.Equal(t, "onboarding", got.Workflows[0].WorkflowName)
+	pruned, err = ops.PruneNow(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pruned.PastRetention)
+	eventually(t, 30*time.Second, "the onboarding to be pruned", func() bool {
+		left, err := reader.Retention(ctx, pruned.AsOf)
+		require.NoError(t, err)
+		return !left.Pending()
+	})
+	_, err = ops.Describe(ctx, onboarding)
+	require.ErrorIs(t, err, client.ErrExecutionNotFound)
+	_, err = ops.Describe(ctx, running)
+	require.NoError(t, err)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest/internal/store"
@@ -110,6 +111,20 @@ func (s *Scheduler) PruneNow() {
 	select {
 	case s.pruneWake <- struct{}{}:
 	default:
+	}
+}
+
+// handlePruneRequest answers a request to prune now, from POST
+// /api/harvest/retention/prune: it wakes the pruner, then replies (empty)
+// so that the requester knows a scheduler heard it. Every scheduler gets
+// the request and prunes the shards it holds.
+func (s *Scheduler) handlePruneRequest(m *nats.Msg) {
+	s.PruneNow()
+	s.log.Info("asked to prune executions past their retention now", "shards", len(s.heldLeases()))
+	if m.Reply != "" {
+		if err := m.Respond(nil); err != nil {
+			s.log.Debug("answer a request to prune", "err", err)
+		}
 	}
 }
 

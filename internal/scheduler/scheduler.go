@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest/internal/callback"
@@ -157,6 +158,8 @@ type Scheduler struct {
 	shardStats *shardStats
 	retention  *retentionMetrics
 	pruneWake  chan struct{}
+	// pruneSub takes the requests to prune now (streams.PruneSubject).
+	pruneSub *nats.Subscription
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -198,6 +201,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return errors.New("scheduler already started")
 	}
+	sub, err := s.cfg.Topology.JS.Conn().Subscribe(streams.PruneSubject, s.handlePruneRequest)
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("subscribe to %s: %w", streams.PruneSubject, err)
+	}
+	s.pruneSub = sub
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	done := make(chan struct{})
@@ -220,8 +229,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // twice.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	cancel, done := s.cancel, s.done
+	cancel, done, sub := s.cancel, s.done, s.pruneSub
+	s.pruneSub = nil
 	s.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
 	if cancel == nil {
 		return nil
 	}

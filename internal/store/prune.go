@@ -133,20 +133,36 @@ func PruneBacklog(ctx context.Context, db DBTX, shards []int, now time.Time) (in
 	return n, nil
 }
 
-// PastRetention is one workflow's executions past their retention.
+// PastRetention is one workflow's closed executions the pruners have yet
+// to deal with.
 type PastRetention struct {
 	WorkflowName string
-	Executions   int64
-	// Oldest is the earliest prune_after among them.
-	Oldest time.Time
+	// Executions are those whose prune_after is before the time asked
+	// about: past their retention, not pruned yet.
+	Executions int64
+	// Oldest is the earliest prune_after among them; nil when there are
+	// none.
+	Oldest *time.Time
+	// Unset counts its executions that closed without a prune_after
+	// (before retention existed): the pruner gives them theirs (their
+	// close plus their retention), then prunes them when that has passed.
+	Unset int64
 }
 
-// ListPastRetention returns, by workflow, the executions whose
-// prune_after is before now: what the pruners have yet to delete.
-func ListPastRetention(ctx context.Context, db DBTX, now time.Time) ([]PastRetention, error) {
+// ListPastRetention returns, by workflow name, the executions of shards
+// whose prune_after is before asOf (what the pruners have yet to delete,
+// when asOf is now) and their closed executions still without a
+// prune_after; workflows with neither are left out. It only reads: each
+// half is a range scan of its partial index (migration 019) per shard.
+func ListPastRetention(ctx context.Context, db DBTX, shards []int, asOf time.Time) ([]PastRetention, error) {
 	rows, err := db.Query(ctx, `
-		SELECT workflow_name, count(*), min(prune_after) FROM executions WHERE prune_after < $1
-		GROUP BY workflow_name ORDER BY workflow_name`, now)
+		SELECT workflow_name, count(prune_after), min(prune_after), count(*) - count(prune_after)
+		FROM (
+			SELECT workflow_name, prune_after FROM executions WHERE shard = ANY($1) AND prune_after < $2
+			UNION ALL
+			SELECT workflow_name, NULL FROM executions WHERE shard = ANY($1) AND closed_at IS NOT NULL AND prune_after IS NULL
+		) AS e
+		GROUP BY workflow_name ORDER BY workflow_name`, shards, asOf)
 	if err != nil {
 		return nil, fmt.Errorf("list executions past retention: %w", err)
 	}

@@ -109,9 +109,55 @@ func TestPruneShardIsFencedByTheLease(t *testing.T) {
 	n, err := store.PruneBacklog(ctx, db, []int{0}, now.Add(2*time.Hour))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	past2, err := store.ListPastRetention(ctx, db, now.Add(2*time.Hour))
+	past2, err := store.ListPastRetention(ctx, db, []int{0}, now.Add(2*time.Hour))
 	require.NoError(t, err)
 	require.Len(t, past2, 1)
 	require.Equal(t, "charge", past2[0].WorkflowName)
 	require.EqualValues(t, 1, past2[0].Executions)
+}
+
+// ListPastRetention counts, by workflow, the executions past their
+// retention at the time asked about with the oldest prune_after, and the
+// closed ones still without a prune_after; running executions and those
+// not past retention yet are not counted.
+func TestListPastRetentionByWorkflow(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	older, old, future := now.Add(-2*time.Hour), now.Add(-time.Hour), now.Add(time.Hour)
+	insertClosed(t, db, "charge", now, &old)
+	insertClosed(t, db, "charge", now, &older)
+	insertClosed(t, db, "charge", now, &future)
+	insertClosed(t, db, "collect", now, nil)
+	insertClosed(t, db, "collect", now, &future)
+	insertClosed(t, db, "sleep", now, &future)
+	_, err := db.Exec(ctx, `
+		INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status)
+		VALUES ($1, 0, 'running', 'wf-running', 'default', 'Running')`, dedup.MintExecutionID(1, 0))
+	require.NoError(t, err)
+
+	got, err := store.ListPastRetention(ctx, db, []int{0}, now)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "%+v", got)
+	require.Equal(t, "charge", got[0].WorkflowName)
+	require.EqualValues(t, 2, got[0].Executions)
+	require.NotNil(t, got[0].Oldest)
+	require.True(t, older.Equal(*got[0].Oldest), "oldest %s, want %s", got[0].Oldest, older)
+	require.Zero(t, got[0].Unset)
+	require.Equal(t, store.PastRetention{WorkflowName: "collect", Unset: 1}, got[1])
+
+	// Later, what will be past retention by then.
+	got, err = store.ListPastRetention(ctx, db, []int{0}, future.Add(time.Second))
+	require.NoError(t, err)
+	require.Len(t, got, 3, "%+v", got)
+	require.EqualValues(t, 3, got[0].Executions)
+	require.EqualValues(t, 1, got[1].Executions)
+	require.EqualValues(t, 1, got[1].Unset)
+	require.Equal(t, "sleep", got[2].WorkflowName)
+	require.EqualValues(t, 1, got[2].Executions)
+	// Only the shards asked about.
+	got, err = store.ListPastRetention(ctx, db, []int{1}, future.Add(time.Second))
+	require.NoError(t, err)
+	require.Empty(t, got)
 }

@@ -480,6 +480,13 @@ func OutcomeCommandID(subject string) string {
 	return ""
 }
 
+// PruneSubject is the core NATS subject on which ingest asks every
+// scheduler to prune now (POST /api/harvest/retention/prune): each one
+// subscribes, wakes its pruner for the shards it holds, and answers the
+// request, so that ingest knows at least one heard it. Nothing stores
+// these messages: a scheduler that misses one prunes at its next interval.
+const PruneSubject = "harvest.retention.prune"
+
 // PublishCommand publishes cmd on its shard with Nats-Msg-Id set to its
 // command id. After a lost PubAck it publishes again, with the same id,
 // until an acknowledgement (duplicate or not) arrives or ctx ends. The

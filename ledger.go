@@ -41,6 +41,13 @@ const onceLease = 5 * time.Minute
 // deadline; if the runner's lease lapses (its worker died mid-effect), the
 // waiter runs fn itself: an effect interrupted mid-way may then run twice,
 // which only the downstream system can rule out.
+//
+// The ledger keeps a result for the deployment's retention (`retention`,
+// default 7 days) after the last call that ran or found it: a call with
+// the key longer than that after the previous one runs fn again. The
+// attempts of one activity come while its execution runs, minutes apart
+// under any usual retry policy, so only calls months apart, or keys
+// shared across executions, can outlast it.
 func Once[T any](ctx *ActivityContext, key ActivityKey, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if ctx.ledger == nil {
@@ -74,6 +81,13 @@ func Once[T any](ctx *ActivityContext, key ActivityKey, fn func(context.Context)
 			if err := json.Unmarshal(le.Result, &out); err != nil {
 				return zero, fmt.Errorf("once %s: decode the recorded result: %w", key, err)
 			}
+			// The ledger's entries expire the deployment's retention
+			// after they were last written (streams.Config.Retention).
+			// Writing this one again keeps it that long after its last
+			// use, however long the activity's attempts go on. A refresh
+			// that fails (another caller refreshed it first, NATS is
+			// away) changes nothing for this call.
+			_, _ = kv.Update(ctx, k, e.Value(), e.Revision())
 			ctx.usedLedger(workerrt.LedgerHit)
 			return out, nil
 		}

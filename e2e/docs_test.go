@@ -35,6 +35,7 @@ var docPages = []string{
 	"docs/arcflow.md",
 	"docs/configuration.md",
 	"docs/deploy.md",
+	"docs/operations.md",
 	"docs/metrics.md",
 	"docs/tracing.md",
 	"docs/security.md",

@@ -19,6 +19,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/bench"
 	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/service"
 )
 
@@ -32,6 +33,10 @@ type benchOptions struct {
 	json        bool
 	cpuProfile  string
 	memProfile  string
+	retention   time.Duration
+	backlog     int
+	sampleEvery time.Duration
+	sampleAfter time.Duration
 }
 
 func newBench() *cobra.Command {
@@ -76,6 +81,10 @@ It exits non-zero when a check fails.`,
 	f.StringVar(&o.token, "token", "", "bearer token for an --addr API that requires one (default $HARVEST_TOKEN)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the in-process stack and the client) to this file")
+	f.DurationVar(&o.retention, "retention", 0, "in-process: the stack's retention, and its start_idempotency_window too (a retention may not be shorter), e.g. 30s for a soak whose executions are pruned as it runs")
+	f.IntVar(&o.backlog, "backlog", 0, "in-process: first insert this many closed executions past their retention, for the pruner to work through during the run")
+	f.DurationVar(&o.sampleEvery, "sample-every", 0, "in-process: sample every table's rows and size this often (default 10s with --retention or --backlog)")
+	f.DurationVar(&o.sampleAfter, "sample-after", 0, "in-process: go on sampling this long after the last completion (default twice --retention)")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
 	service.AddConfigFlag(f, devConfigFile)
 	f.Lookup("config").Usage = "YAML configuration of the in-process stack " + strings.TrimPrefix(f.Lookup("config").Usage, "YAML configuration file ")
@@ -97,6 +106,15 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 	if bcfg.Workload != bench.W1 && bcfg.Workload != bench.W2 && bcfg.Workload != bench.W3 {
 		return fmt.Errorf("--workload %q: want W1, W2 or W3", o.workload)
 	}
+	if o.addr != "" && (o.retention != 0 || o.backlog != 0 || o.sampleEvery != 0) {
+		return errors.New("--retention, --backlog and --sample-every measure a stack in this process: leave --addr out")
+	}
+	if o.retention != 0 || o.backlog != 0 {
+		bcfg.SampleEvery = cmp.Or(o.sampleEvery, 10*time.Second)
+		bcfg.SampleAfter = cmp.Or(o.sampleAfter, 2*o.retention)
+	} else {
+		bcfg.SampleEvery, bcfg.SampleAfter = o.sampleEvery, o.sampleAfter
+	}
 	if o.addr != "" {
 		if err := checkReachable(ctx, strings.TrimRight(o.addr, "/"), "start one with `harvest dev`, point --addr at yours, or leave --addr out to run a stack in this process"); err != nil {
 			return err
@@ -113,6 +131,14 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 			err = errors.Join(err, cleanup(stopCtx))
 		}()
 		bcfg.Local = local
+		if o.backlog > 0 {
+			if !o.json {
+				fmt.Fprintf(stderr, "harvest bench: inserting %d closed executions past their retention\n", o.backlog)
+			}
+			if err := local.SeedBacklog(ctx, o.backlog, local.Stack.Topology.Shards()); err != nil {
+				return err
+			}
+		}
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -181,6 +207,10 @@ func startBenchStack(ctx context.Context, o benchOptions, cfg config.Config, std
 		return nil, nil, err
 	}
 	dc.StateDir, dc.Addr = stateDir, "127.0.0.1:0"
+	if o.retention > 0 {
+		dc.Scheduler.Retention, dc.Scheduler.RetentionByWorkflow = o.retention, nil
+		dc.Scheduler.StartIdempotencyWindow = min(cmp.Or(dc.Scheduler.StartIdempotencyWindow, scheduler.DefaultStartIdempotencyWindow), o.retention)
+	}
 	local, err := bench.StartLocal(ctx, dc)
 	if err != nil {
 		_ = os.RemoveAll(stateDir)

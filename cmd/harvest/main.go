@@ -1,7 +1,7 @@
 // Command harvest is Harvest's command line: `harvest dev` runs the whole
 // stack in one process, `harvest migrate` applies the schema, `harvest
-// workflow` and `harvest commands` talk to the HTTP API, `harvest bench`
-// measures.
+// workflow`, `harvest commands`, `harvest executions` and `harvest
+// admission` talk to the HTTP API, `harvest bench` measures.
 package main
 
 import (
@@ -23,7 +23,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newBench(), newFakepay(), newToken(), newVersion())
+	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newExecutions(), newBench(), newFakepay(), newToken(), newVersion())
 	return root
 }
 

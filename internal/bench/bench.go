@@ -62,6 +62,11 @@ type Config struct {
 	StallTimeout time.Duration
 	// Seed makes the choice of duplicates repeatable; 0 means 1.
 	Seed uint64
+	// SampleEvery, with Local, samples every table's row count and size
+	// that often over the run (Result.TableSizes), and SampleAfter more
+	// after its last completion, to see what retention keeps.
+	SampleEvery time.Duration
+	SampleAfter time.Duration
 }
 
 // Progress is how far a run has come.
@@ -132,7 +137,10 @@ type Result struct {
 	JetStreamMessagesPerStream map[string]float64 `json:"jetstream_messages_per_workflow_by_stream,omitempty"`
 	// DurationS runs from the first submission to the last completion.
 	DurationS float64 `json:"duration_s"`
-	Checks    []Check `json:"checks"`
+	// TableSizes are the tables' rows and bytes over the run, with
+	// SampleEvery.
+	TableSizes []TableSample `json:"table_sizes,omitempty"`
+	Checks     []Check       `json:"checks"`
 	// OK is true when every check passed.
 	OK bool `json:"ok"`
 }

@@ -60,6 +60,18 @@ func WriteTable(w io.Writer, res *Result) error {
 		note = "(" + strings.Join(split, ", ") + ")"
 	}
 	row("jetstream_messages_per_workflow", opt(res.JetStreamMessagesPerWorkflow), note)
+	if len(res.TableSizes) > 0 {
+		fmt.Fprintf(tw, "tables over the run (rows; MB of all tables, indexes included)\t\t\n")
+		for _, smp := range res.TableSizes {
+			var bytes int64
+			for _, t := range smp.Tables {
+				bytes += t.Bytes
+			}
+			row(fmt.Sprintf("at %ss", num(smp.AtS)), fmt.Sprintf("executions %d, history_events %d, activities %d",
+				smp.Tables["executions"].Rows, smp.Tables["history_events"].Rows, smp.Tables["activities"].Rows),
+				fmt.Sprintf("%.1f MB", float64(bytes)/(1<<20)))
+		}
+	}
 	fmt.Fprintf(tw, "checks\t\t\n")
 	for _, c := range res.Checks {
 		row(c.Name, fmt.Sprintf("%d", c.Got), fmt.Sprintf("want %d", c.Want), cond(c.OK, "ok", "FAILED"))

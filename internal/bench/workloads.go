@@ -103,6 +103,13 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 	}
 
+	var samples <-chan []TableSample
+	stopSampling := make(chan struct{})
+	var stopOnce sync.Once
+	defer stopOnce.Do(func() { close(stopSampling) })
+	if l := r.cfg.Local; l != nil && r.cfg.SampleEvery > 0 {
+		samples = l.sampler(ctx, r.cfg.SampleEvery, time.Now(), stopSampling)
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	submitting := make(chan struct{})
@@ -147,6 +154,16 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	res := r.result(starts, collects)
+	if samples != nil {
+		// The tables go on changing after the last completion (the
+		// pruner catching up): keep sampling a while.
+		select {
+		case <-time.After(r.cfg.SampleAfter):
+		case <-ctx.Done():
+		}
+		stopOnce.Do(func() { close(stopSampling) })
+		res.TableSizes = <-samples
+	}
 	if r.cfg.Local != nil {
 		res.Target = "in-process"
 		res.ActivityRuns, res.ActivityRunsSource = after.activity-before.activity, "worker"

@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -44,6 +45,17 @@ type Config struct {
 	// declares (HARVEST_NATS_REPLICAS), 1 to 5, default 1. A changed value
 	// is applied to the existing streams and buckets in place.
 	NATSReplicas int `yaml:"nats_replicas"`
+	// NATSCommandStreamMaxBytes bounds the command stream, HARVEST_CMD
+	// (HARVEST_NATS_COMMAND_STREAM_MAX_BYTES), default 1 GiB, at least
+	// 4 MiB. It fills only while the schedulers apply no commands; full,
+	// it refuses new ones (ingest answers 503). NATS reserves it on each
+	// server that holds a replica. A changed value is applied in place.
+	NATSCommandStreamMaxBytes int64 `yaml:"nats_command_stream_max_bytes"`
+	// NATSTaskStreamMaxBytes bounds the task stream, HARVEST_TASK
+	// (HARVEST_NATS_TASK_STREAM_MAX_BYTES), default 1 GiB, at least 4 MiB.
+	// It fills only while workers take no tasks; full, the schedulers keep
+	// new tasks in their outbox until it drains.
+	NATSTaskStreamMaxBytes int64 `yaml:"nats_task_stream_max_bytes"`
 	// NATSCredentialsFile is a .creds file, a user JWT and its nkey seed
 	// (HARVEST_NATS_CREDENTIALS_FILE).
 	NATSCredentialsFile string `yaml:"nats_credentials_file"`
@@ -111,6 +123,11 @@ type Config struct {
 	// StartIdempotencyWindow is how long a start's idempotency claim lasts
 	// (HARVEST_START_IDEMPOTENCY_WINDOW), default 24h.
 	StartIdempotencyWindow Duration `yaml:"start_idempotency_window"`
+	// Retention is how long a closed execution stays, counted from its
+	// close, before the scheduler prunes it with everything that names it
+	// (HARVEST_RETENTION), default 168h (7 days); workflows.<name>.retention
+	// overrides it. Neither may be shorter than start_idempotency_window.
+	Retention Duration `yaml:"retention"`
 	// TaskQueue a worker pulls from (HARVEST_TASK_QUEUE), default "default".
 	TaskQueue string `yaml:"task_queue"`
 	// TaskAckWait bounds how long a task held by a worker that vanishes
@@ -313,6 +330,9 @@ func (a AuthConfig) tokens(read func(TokenConfig) (string, error)) ([]auth.Token
 type WorkflowConfig struct {
 	// IdempotencyFingerprint overrides the deployment's setting.
 	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
+	// Retention overrides the deployment's retention for this workflow's
+	// closed executions.
+	Retention Duration `yaml:"retention"`
 }
 
 // DeclaredWorkflows are the workflows the configuration declares: those
@@ -325,6 +345,17 @@ func (c Config) DeclaredWorkflows() []string {
 	}
 	slices.Sort(out)
 	return append(out, binding.Workflows(c.Bindings)...)
+}
+
+// RetentionByWorkflow returns the per-workflow retentions.
+func (c Config) RetentionByWorkflow() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, w := range c.Workflows {
+		if w.Retention > 0 {
+			out[name] = time.Duration(w.Retention)
+		}
+	}
+	return out
 }
 
 // FingerprintByWorkflow returns the per-workflow fingerprint modes.
@@ -469,10 +500,13 @@ func (c *Config) applyEnv(get func(string) string) error {
 		num(&c.DatabaseMaxConns, "HARVEST_DATABASE_MAX_CONNS"),
 		num(&c.MaxInFlight, "HARVEST_MAX_IN_FLIGHT"),
 		num64(&c.MaxBodyBytes, "HARVEST_MAX_BODY_BYTES"),
+		num64(&c.NATSCommandStreamMaxBytes, "HARVEST_NATS_COMMAND_STREAM_MAX_BYTES"),
+		num64(&c.NATSTaskStreamMaxBytes, "HARVEST_NATS_TASK_STREAM_MAX_BYTES"),
 		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
 		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
 		dur(&c.WorkerTTL, "HARVEST_WORKER_TTL"),
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
+		dur(&c.Retention, "HARVEST_RETENTION"),
 		dur(&c.TaskAckWait, "HARVEST_TASK_ACK_WAIT"),
 		dur(&c.ShutdownGrace, "HARVEST_SHUTDOWN_GRACE"),
 		dur(&c.LeaseTTL, "HARVEST_LEASE_TTL"),
@@ -493,6 +527,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: worker_ttl %s: want at least 1s", time.Duration(c.WorkerTTL))
 	case c.StartIdempotencyWindow < 0:
 		return fmt.Errorf("config: start_idempotency_window %s: want a positive duration", time.Duration(c.StartIdempotencyWindow))
+	case c.Retention < 0:
+		return fmt.Errorf("config: retention %s: want a positive duration", time.Duration(c.Retention))
 	case c.WorkflowTaskTimeout < 0 || (c.WorkflowTaskTimeout > 0 && c.WorkflowTaskTimeout < Duration(100*time.Millisecond)):
 		return fmt.Errorf("config: workflow_task_timeout %s: want at least 100ms", time.Duration(c.WorkflowTaskTimeout))
 	case c.TaskAckWait != 0 && c.TaskAckWait < Duration(time.Second):
@@ -501,6 +537,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: shutdown_grace %s: want a positive duration", time.Duration(c.ShutdownGrace))
 	case c.NATSReplicas < 0 || c.NATSReplicas > 5:
 		return fmt.Errorf("config: nats_replicas %d: want 1 to 5", c.NATSReplicas)
+	case c.NATSCommandStreamMaxBytes < 0 || (c.NATSCommandStreamMaxBytes > 0 && c.NATSCommandStreamMaxBytes < streams.MinStreamMaxBytes):
+		return fmt.Errorf("config: nats_command_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSCommandStreamMaxBytes, streams.MinStreamMaxBytes)
+	case c.NATSTaskStreamMaxBytes < 0 || (c.NATSTaskStreamMaxBytes > 0 && c.NATSTaskStreamMaxBytes < streams.MinStreamMaxBytes):
+		return fmt.Errorf("config: nats_task_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSTaskStreamMaxBytes, streams.MinStreamMaxBytes)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("config: max_body_bytes %d: want a positive size", c.MaxBodyBytes)
 	case c.MaxInFlight < 0:
@@ -528,9 +568,12 @@ func (c Config) Validate() error {
 	if err := c.Auth.validate(); err != nil {
 		return err
 	}
-	for name := range c.Workflows {
+	for name, w := range c.Workflows {
 		if err := dedup.ValidateName(name); err != nil {
 			return fmt.Errorf("config: workflows: %w", err)
+		}
+		if w.Retention < 0 {
+			return fmt.Errorf("config: workflows.%s.retention %s: want a positive duration", name, time.Duration(w.Retention))
 		}
 	}
 	if err := binding.ValidateAll(c.Bindings); err != nil {

@@ -160,3 +160,31 @@ func TestLoadEnvReadsThroughGetenv(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, c.Shards)
 }
+
+func TestStreamMaxBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("nats_command_stream_max_bytes: 8388608\nnats_task_stream_max_bytes: 16777216\n"), 0o600))
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	require.EqualValues(t, 8<<20, c.NATSCommandStreamMaxBytes)
+	require.EqualValues(t, 16<<20, c.NATSTaskStreamMaxBytes)
+
+	t.Setenv("HARVEST_NATS_COMMAND_STREAM_MAX_BYTES", "2147483648")
+	t.Setenv("HARVEST_NATS_TASK_STREAM_MAX_BYTES", "4294967296")
+	c, err = config.Load(path)
+	require.NoError(t, err)
+	require.EqualValues(t, 2<<30, c.NATSCommandStreamMaxBytes)
+	require.EqualValues(t, 4<<30, c.NATSTaskStreamMaxBytes)
+
+	// Less than 4 MiB could not hold the largest command NATS carries.
+	t.Setenv("HARVEST_NATS_COMMAND_STREAM_MAX_BYTES", "1048576")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "nats_command_stream_max_bytes 1048576: want at least 4194304")
+	t.Setenv("HARVEST_NATS_COMMAND_STREAM_MAX_BYTES", "")
+	t.Setenv("HARVEST_NATS_TASK_STREAM_MAX_BYTES", "-1")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "nats_task_stream_max_bytes -1")
+	t.Setenv("HARVEST_NATS_TASK_STREAM_MAX_BYTES", "1GiB")
+	_, err = config.Load(path)
+	require.ErrorContains(t, err, "HARVEST_NATS_TASK_STREAM_MAX_BYTES")
+}

@@ -90,6 +90,7 @@ func TestEachVariableSetsItsKey(t *testing.T) {
 	values := map[string]string{
 		"log_level": "warn", "log_format": "json", "idempotency_fingerprint": "reject", "nats_replicas": "3",
 		"nats_password_file": file, "nats_token_file": file, "database_url_file": file,
+		"nats_command_stream_max_bytes": "8388608", "nats_task_stream_max_bytes": "8388608",
 	}
 	companions := map[string]map[string]string{
 		"nats_password":      {"HARVEST_NATS_USER": "u"},

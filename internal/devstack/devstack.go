@@ -290,6 +290,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	icfg := cfg.Ingest
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger = s.Topology, s.nc, s.DB, s.log.With("service", "ingest")
+	if icfg.Now == nil {
+		// One clock for the stack: what ingest reports past retention is
+		// what its scheduler prunes.
+		icfg.Now = cfg.Scheduler.Now
+	}
 	// What the bindings start is declared, as the configuration has it.
 	icfg.DeclaredWorkflows = append(slices.Clip(icfg.DeclaredWorkflows), binding.Workflows(cfg.Bindings)...)
 	s.bindings, err = binding.New(binding.Config{Topology: s.Topology, Bindings: cfg.Bindings, Metrics: icfg.Metrics,

@@ -160,6 +160,21 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	status, _ = call("GET", "/api/harvest/commands/dead/{id}", "/api/harvest/commands/dead/12345", "")
 	require.Equal(t, http.StatusNotFound, status)
 
+	retention := "/api/harvest/retention"
+	status, _ = call("GET", retention, retention, "")
+	require.Equal(t, http.StatusOK, status)
+	// Far ahead, every closed execution is past retention.
+	status, data = call("GET", retention, retention+"?as_of=2999-01-01T00:00:00Z", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(data), `"oldest_prune_after"`)
+	status, _ = call("GET", retention, retention+"?as_of=soon", "")
+	require.Equal(t, http.StatusBadRequest, status)
+	prune := "/api/harvest/retention/prune"
+	status, _ = call("POST", prune, prune, "")
+	require.Equal(t, http.StatusAccepted, status)
+	status, _ = call("POST", prune, prune+"?dry_run=1", "")
+	require.Equal(t, http.StatusBadRequest, status)
+
 	closeGate := "/api/harvest/admission/{workflow}/close"
 	status, _ = call("POST", closeGate, "/api/harvest/admission/charge/close", `{}`)
 	require.Equal(t, http.StatusBadRequest, status)

@@ -91,6 +91,10 @@ type Config struct {
 	// scope on /api/harvest/... and /v1/runs... (and read on /metrics);
 	// nil leaves the API open.
 	Auth *auth.Authenticator
+	// Now is the clock GET /api/harvest/retention tells "past retention"
+	// by, default time.Now; a stack run with a test clock gives its
+	// scheduler's.
+	Now func() time.Time
 	// Metrics is the registry ingest's counters go to and /metrics
 	// serves; default a fresh one.
 	Metrics *prometheus.Registry
@@ -119,6 +123,9 @@ func (c Config) withDefaults() Config {
 	c.ShardFailingAfter = cmp.Or(c.ShardFailingAfter, DefaultShardFailingAfter)
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	c.Metrics = cmp.Or(c.Metrics, prometheus.NewRegistry())
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 

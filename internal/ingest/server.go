@@ -105,6 +105,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, params(s.handleGetCommand)))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, params(s.handleListDead, "shard", "before", "limit")))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, params(s.handleGetDead)))
+	s.mux.HandleFunc("GET /api/harvest/retention", s.guard(auth.ScopeRead, params(s.handleRetention, "as_of")))
+	s.mux.HandleFunc("POST /api/harvest/retention/prune", s.guard(auth.ScopeAdmin, params(s.handlePrune)))
 	// The web console: one more client of the routes above, called in
 	// the process with its user's token.
 	ui, err := console.New(console.Config{API: s.recoverPanics(s.mux), Tokens: cfg.Auth != nil, Logger: cfg.Logger})

@@ -40,6 +40,7 @@ var wireTypes = []any{
 	client.CommandResponse{}, client.Execution{}, client.ListExecutionsResponse{},
 	client.KeyClaim{}, client.DuplicateCounts{}, client.SignalKey{}, client.CallbackDelivery{},
 	client.Event{}, client.HistoryResponse{}, client.DeadCommand{}, client.ListDeadCommandsResponse{},
+	client.RetentionResponse{}, client.WorkflowRetention{},
 	// Admission, webhooks, ArcFlow runs, health.
 	client.AdmissionGate{}, client.CloseAdmissionRequest{}, client.ListAdmissionResponse{},
 	client.WorkflowSummary{}, client.ListWorkflowsResponse{},
@@ -238,6 +239,16 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		d, err := serve(t, http.StatusOK, a.DeadCommands[0]).DeadCommand(ctx, 1)
 		require.NoError(t, err)
 		require.Equal(t, a.DeadCommands[0], *d)
+	})
+	t.Run("retention", func(t *testing.T) {
+		var a client.RetentionResponse
+		fill(t, reflect.ValueOf(&a).Elem(), "retention")
+		r, err := serve(t, http.StatusOK, a).Retention(ctx, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, a, *r)
+		r, err = serve(t, http.StatusAccepted, a).PruneNow(ctx)
+		require.NoError(t, err)
+		require.Equal(t, a, *r)
 	})
 	t.Run("error", func(t *testing.T) {
 		var a client.ErrorResponse

@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 
 	"github.com/harvest-engine/harvest/client"
@@ -70,6 +71,12 @@ func errs(m map[int]Answer, statuses ...int) map[int]Answer {
 
 // guarded are the errors of a route behind a token.
 var guarded = []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusInternalServerError, http.StatusServiceUnavailable}
+
+// replacing puts answers of its own in m, over the usual ones errs gave.
+func replacing(m, own map[int]Answer) map[int]Answer {
+	maps.Copy(m, own)
+	return m
+}
 
 func with(base []int, more ...int) []int { return append(append([]int(nil), base...), more...) }
 
@@ -186,6 +193,28 @@ var Routes = []Route{
 		Method: "GET", Path: "/api/harvest/commands/dead/{id}", ID: "getDeadCommand", Tag: "commands", Scope: "read",
 		Summary:   "Read a dead command with its payload",
 		Responses: errs(map[int]Answer{200: {"The dead command.", client.DeadCommand{}}}, with(guarded, 400, 404)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/retention", ID: "getRetention", Tag: "retention", Scope: "read",
+		Summary: "Tell what is past retention and not pruned yet, by workflow",
+		Description: "The closed executions whose prune time (their close plus their workflow's retention) is before as_of, " +
+			"with the oldest prune time, and the closed executions without a prune time yet (closed before retention existed), by workflow. " +
+			"A token limited to some workflows sees theirs.",
+		Query: []Param{{Name: "as_of", Description: "Tell what is past retention at this time (RFC 3339), default now: " +
+			"the as_of of a prune's answer follows what it asked to prune while more executions pass their retention.", Type: "date-time"}},
+		Responses: errs(map[int]Answer{200: {"What the schedulers have yet to prune.", client.RetentionResponse{}}}, with(guarded, 400)...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/retention/prune", ID: "pruneNow", Tag: "retention", Scope: "admin",
+		Summary: "Ask every scheduler to prune the executions past their retention now",
+		Description: "Each scheduler prunes the shards it holds at once, rather than at its next interval, in its usual batches; " +
+			"the answer does not wait for it. Follow it with GET /api/harvest/retention?as_of=<the answer's as_of> until nothing is left. " +
+			"A token limited to some workflows may not: a prune acts on every workflow.",
+		Responses: replacing(errs(map[int]Answer{
+			202: {"The schedulers were asked; what was past retention when they were.", client.RetentionResponse{}},
+		}, with(guarded, 400)...), map[int]Answer{
+			503: {"Try again after Retry-After: PostgreSQL or NATS unavailable, too many requests at once, or no scheduler running to prune.", errBody},
+		}),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/admission", ID: "listAdmission", Tag: "admission", Scope: "read",

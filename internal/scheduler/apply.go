@@ -44,6 +44,8 @@ type batch struct {
 	outcomeTTL time.Duration
 	// wftTimeout is a dispatched workflow task's deadline.
 	wftTimeout time.Duration
+	// retention sets a closing execution's prune_after.
+	retention store.Retention
 	// maxTask is the largest task NATS carries; 0 means no limit.
 	maxTask int
 	log     *slog.Logger
@@ -103,7 +105,9 @@ type applyEnv struct {
 	// less room for headers); 0 means no limit. A larger workflow task
 	// fails its execution, a larger activity task its activity.
 	maxTask int
-	log     *slog.Logger
+	// retention is how long closed executions stay.
+	retention store.Retention
+	log       *slog.Logger
 	// lock, when set, makes apply take the shard's lock itself, in the
 	// round trip of its first reads, and check that the shard's applied
 	// sequence is the one it was given. Without it the caller has locked
@@ -151,7 +155,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	shard := env.shard
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
-		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
+		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask, retention: env.retention,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},

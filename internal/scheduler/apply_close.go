@@ -13,6 +13,10 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 	e.Status = status
 	now := b.now
 	e.ClosedAt = &now
+	if keep := b.retention.For(e.WorkflowName); keep > 0 {
+		pruneAfter := now.Add(keep)
+		e.PruneAfter = &pruneAfter
+	}
 	b.writes.ExecutionsClosed = append(b.writes.ExecutionsClosed, e.ExecutionID)
 	b.appendEvent(e, event, attrs)
 	if e.CompletionCallback != nil {

@@ -19,7 +19,8 @@ func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, t
 	shard := env.shard
 	b := &batch{
 		shard: shard, shards: env.shards, now: time.Now().UTC(), log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
-		newExecs: map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
+		retention: env.retention,
+		newExecs:  map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 		newActs: map[store.ActivityRef]bool{},
 	}
 	again := map[string]wftTimerAttrs{}

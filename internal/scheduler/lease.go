@@ -22,6 +22,7 @@ func (s *Scheduler) leaseLoop(ctx context.Context, first chan struct{}) {
 	}()
 	wg.Go(func() { s.sweepLoop(ctx) })
 	wg.Go(func() { s.callbackLoop(ctx) })
+	wg.Go(func() { s.pruneLoop(ctx) })
 	ticker := time.NewTicker(s.cfg.LeaseTTL / 4)
 	defer ticker.Stop()
 	for {

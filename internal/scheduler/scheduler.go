@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest/internal/callback"
@@ -57,6 +58,21 @@ type Config struct {
 	SweepInterval  time.Duration
 	SweepBatchSize int
 	SweepBatches   int
+	// Retention is how long a closed execution stays, counted from its
+	// close, default 7 days (DefaultRetention); RetentionByWorkflow
+	// overrides it by workflow. It is fixed when an execution closes
+	// (its prune_after). Neither may be shorter than
+	// StartIdempotencyWindow.
+	Retention           time.Duration
+	RetentionByWorkflow map[string]time.Duration
+	// PruneBatchSize, PrunePause and PruneInterval pace the pruner
+	// (retention.go); zero means the defaults.
+	PruneBatchSize int
+	PrunePause     time.Duration
+	PruneInterval  time.Duration
+	// Now is the pruner's clock, default time.Now: an execution is pruned
+	// once Now passes its prune_after.
+	Now func() time.Time
 	// CallbackPolicy re-checks completion callback targets when they are
 	// dialled (ingest checked them at start).
 	CallbackPolicy callback.Policy
@@ -88,6 +104,13 @@ func (c Config) withDefaults() Config {
 	c.SweepInterval = cmp.Or(c.SweepInterval, time.Minute)
 	c.SweepBatchSize = cmp.Or(c.SweepBatchSize, 1000)
 	c.SweepBatches = cmp.Or(c.SweepBatches, 10)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.PruneBatchSize = cmp.Or(c.PruneBatchSize, DefaultPruneBatchSize)
+	c.PrunePause = cmp.Or(c.PrunePause, DefaultPrunePause)
+	c.PruneInterval = cmp.Or(c.PruneInterval, DefaultPruneInterval)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	c.CallbackPollInterval = cmp.Or(c.CallbackPollInterval, time.Second)
 	c.CallbackMaxAttempts = cmp.Or(c.CallbackMaxAttempts, callback.DefaultMaxAttempts)
 	if c.CallbackRetryDelay == nil {
@@ -113,6 +136,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scheduler config: WorkflowTaskTimeout %s: want at least 100ms", c.WorkflowTaskTimeout)
 	case c.StartIdempotencyWindow < 0:
 		return fmt.Errorf("scheduler config: StartIdempotencyWindow %s: want a positive duration", c.StartIdempotencyWindow)
+	case c.Retention < 0:
+		return fmt.Errorf("scheduler config: retention %s: want a positive duration", c.Retention)
+	case c.PruneBatchSize < 0:
+		return fmt.Errorf("scheduler config: PruneBatchSize %d: want a positive number", c.PruneBatchSize)
+	}
+	if err := checkRetention(cmp.Or(c.Retention, DefaultRetention), c.RetentionByWorkflow,
+		cmp.Or(c.StartIdempotencyWindow, DefaultStartIdempotencyWindow)); err != nil {
+		return fmt.Errorf("scheduler config: %w", err)
 	}
 	return nil
 }
@@ -125,6 +156,10 @@ type Scheduler struct {
 	// shardStats reports the held shards' backlog when the metrics are
 	// gathered.
 	shardStats *shardStats
+	retention  *retentionMetrics
+	pruneWake  chan struct{}
+	// pruneSub takes the requests to prune now (streams.PruneSubject).
+	pruneSub *nats.Subscription
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -138,13 +173,17 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("owner", cfg.Owner), runners: map[int]*runner{}}
+	s := &Scheduler{cfg: cfg, log: cfg.Logger.With("owner", cfg.Owner), runners: map[int]*runner{}, pruneWake: make(chan struct{}, 1)}
 	s.shardStats = newShardStats(s)
 	m, err := newMetrics(cfg.Metrics, cfg.Owner, func() int { return len(s.OwnedShards()) }, s.shardStats)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler metrics: %w", err)
 	}
 	s.metrics = m
+	s.retention = newRetentionMetrics(s)
+	if err := s.retention.register(cfg.Metrics); err != nil {
+		return nil, fmt.Errorf("scheduler metrics: %w", err)
+	}
 	return s, nil
 }
 
@@ -162,6 +201,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return errors.New("scheduler already started")
 	}
+	sub, err := s.cfg.Topology.JS.Conn().Subscribe(streams.PruneSubject, s.handlePruneRequest)
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("subscribe to %s: %w", streams.PruneSubject, err)
+	}
+	s.pruneSub = sub
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	done := make(chan struct{})
@@ -184,8 +229,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // twice.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	cancel, done := s.cancel, s.done
+	cancel, done, sub := s.cancel, s.done, s.pruneSub
+	s.pruneSub = nil
 	s.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
 	if cancel == nil {
 		return nil
 	}

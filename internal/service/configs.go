@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -18,10 +19,14 @@ import (
 // Config, shared by the service binaries, harvest dev and harvest bench.
 // Connections, the topology and loggers are the caller's to fill in.
 
-// StreamsConfig is the topology the configuration declares.
+// StreamsConfig is the topology the configuration declares. The
+// deployment's retention (not the per-workflow ones: there is one ledger
+// and one task stream) is the max age of the effect ledger and the task
+// stream, with the scheduler's default.
 func StreamsConfig(cfg config.Config) streams.Config {
 	return streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL), WorkerTTL: time.Duration(cfg.WorkerTTL),
-		Replicas: cfg.NATSReplicas}
+		Replicas: cfg.NATSReplicas, Retention: cmp.Or(time.Duration(cfg.Retention), scheduler.DefaultRetention),
+		CommandMaxBytes: cfg.NATSCommandStreamMaxBytes, TaskMaxBytes: cfg.NATSTaskStreamMaxBytes}
 }
 
 // PoolOptions are the PostgreSQL pool's settings beyond database_url.
@@ -35,6 +40,8 @@ func SchedulerConfig(cfg config.Config) scheduler.Config {
 		LeaseTTL:               time.Duration(cfg.LeaseTTL),
 		StartIdempotencyWindow: time.Duration(cfg.StartIdempotencyWindow),
 		WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
+		Retention:              time.Duration(cfg.Retention),
+		RetentionByWorkflow:    cfg.RetentionByWorkflow(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	}
 }

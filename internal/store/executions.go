@@ -41,17 +41,20 @@ type Execution struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	ClosedAt    *time.Time
+	// PruneAfter is when a closed execution may be pruned: its close plus
+	// its workflow's retention, set when it closes; nil while it runs.
+	PruneAfter *time.Time
 }
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
-	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent`
+	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent, prune_after`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
 	var traceParent *string
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
 		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy,
-		&traceParent)
+		&traceParent, &e.PruneAfter)
 	if err != nil {
 		return nil, err
 	}
@@ -284,9 +287,10 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		keys, callbacks, startedBy          = make([]*string, n), make([]*string, n), make([]*string, n)
 		traceParents                        = make([]*string, n)
 		created, updated                    = make([]time.Time, n), make([]time.Time, n)
-		closed                              = make([]*time.Time, n)
+		closed, pruneAfter                  = make([]*time.Time, n), make([]*time.Time, n)
 	)
 	for i, e := range es {
+		pruneAfter[i] = e.PruneAfter
 		ids[i], shards[i], names[i], wfIDs[i], queues[i], statuses[i] = e.ExecutionID, e.Shard, e.WorkflowName, e.WorkflowID, e.TaskQueue, e.Status
 		inputs[i], results[i], errs[i] = e.Input, e.Result, e.Error
 		lastSeqs[i], wftIDs[i], outstanding[i], dirty[i] = e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty
@@ -298,13 +302,13 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 	}
 	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by,
-			trace_parent)
+			trace_parent, prune_after)
 		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
 			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
 			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
-			unnest($18::timestamptz[]), unnest($19::text[]), unnest($20::text[])`,
+			unnest($18::timestamptz[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[])`,
 		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
-		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy, traceParents)
+		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy, traceParents, pruneAfter)
 }
 
 func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
@@ -312,8 +316,8 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 	if len(es) < setBasedUpdateRows {
 		for _, e := range es {
 			b.Queue(`UPDATE executions SET status = $2, result = $3, error = $4, last_seq = $5, wft_id = $6,
-				wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10 WHERE execution_id = $1`,
-				e.ExecutionID, e.Status, e.Result, e.Error, e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt)
+				wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10, prune_after = $11 WHERE execution_id = $1`,
+				e.ExecutionID, e.Status, e.Result, e.Error, e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt, e.PruneAfter)
 		}
 		return
 	}
@@ -324,19 +328,22 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 		lastSeqs, wftIDs   = make([]int, n), make([]int, n)
 		outstanding, dirty = make([]bool, n), make([]bool, n)
 		updated            = make([]time.Time, n)
-		closed             = make([]*time.Time, n)
+		closed, pruneAfter = make([]*time.Time, n), make([]*time.Time, n)
 	)
 	for i, e := range es {
 		ids[i], statuses[i], results[i], errs[i] = e.ExecutionID, e.Status, e.Result, e.Error
 		lastSeqs[i], wftIDs[i], outstanding[i], dirty[i], updated[i], closed[i] = e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt
+		pruneAfter[i] = e.PruneAfter
 	}
 	b.Queue(`UPDATE executions AS e SET status = v.status, result = v.result, error = v.error, last_seq = v.last_seq, wft_id = v.wft_id,
-			wft_outstanding = v.wft_outstanding, wft_dirty = v.wft_dirty, updated_at = v.updated_at, closed_at = v.closed_at
+			wft_outstanding = v.wft_outstanding, wft_dirty = v.wft_dirty, updated_at = v.updated_at, closed_at = v.closed_at,
+			prune_after = v.prune_after
 		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::text[]) AS status, unnest($3::jsonb[]) AS result,
 			unnest($4::jsonb[]) AS error, unnest($5::int[]) AS last_seq, unnest($6::int[]) AS wft_id, unnest($7::bool[]) AS wft_outstanding,
-			unnest($8::bool[]) AS wft_dirty, unnest($9::timestamptz[]) AS updated_at, unnest($10::timestamptz[]) AS closed_at) AS v
+			unnest($8::bool[]) AS wft_dirty, unnest($9::timestamptz[]) AS updated_at, unnest($10::timestamptz[]) AS closed_at,
+			unnest($11::timestamptz[]) AS prune_after) AS v
 		WHERE e.execution_id = v.execution_id AND e.execution_id = ANY($1::uuid[])`,
-		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed)
+		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed, pruneAfter)
 }
 
 // CountByWorkflow counts executions by workflow name and status; names,

@@ -24,7 +24,8 @@ const UnplaceableSettle = 10 * time.Second
 // replicas until its servers have joined or come back. Each attempt is
 // bounded by DeclareAttemptTimeout; waiting is reported to waiting, if not
 // nil. What retrying cannot mend fails at once: a shard count other than
-// the deployment's, replicas on a server that is not clustered, and, once
+// the deployment's, replicas on a server that is not clustered, max bytes
+// the server cannot reserve (ErrInsufficientStorage), and, once
 // it has lasted UnplaceableSettle, more replicas than a cluster with none
 // of its servers offline has servers.
 func DeclareRetrying(ctx context.Context, js jetstream.JetStream, cfg Config, waiting func(error)) (*Topology, error) {
@@ -44,7 +45,7 @@ func DeclareRetrying(ctx context.Context, js jetstream.JetStream, cfg Config, wa
 			tooFewSince = time.Now()
 		}
 		switch {
-		case errors.As(err, &unplaceable) && !unplaceable.Clustered, errors.Is(err, ErrShardMismatch):
+		case errors.As(err, &unplaceable) && !unplaceable.Clustered, errors.Is(err, ErrShardMismatch), errors.Is(err, ErrInsufficientStorage):
 			return nil, backoff.Permanent(err)
 		case tooFew && time.Since(tooFewSince) >= UnplaceableSettle:
 			return nil, backoff.Permanent(err)

@@ -29,7 +29,26 @@ const (
 	// peerOfflineReason is in errCodeNoPeers' description when a peer that
 	// could have taken a replica is offline.
 	peerOfflineReason = "peer offline"
+	// errCodeStorageExceeded and errCodeMemoryExceeded: "insufficient
+	// storage (memory) resources available", when the server cannot
+	// reserve a stream's max bytes.
+	errCodeStorageExceeded jetstream.ErrorCode = 10047
+	errCodeMemoryExceeded  jetstream.ErrorCode = 10028
 )
+
+// ErrInsufficientStorage is matched (errors.Is) by the error Declare
+// returns when the NATS server cannot reserve a stream's max bytes: the
+// streams' max bytes together exceed what its JetStream may store
+// (max_file_store, by default three quarters of the disk free when it
+// started) or the account's limit. Retrying does not mend it.
+var ErrInsufficientStorage = errors.New("the NATS server cannot reserve the stream's max bytes")
+
+// maxBytesKeys name the configuration keys that size the streams with a
+// configurable max bytes, for the error that says they do not fit.
+var maxBytesKeys = map[string]string{
+	CommandStream: "nats_command_stream_max_bytes",
+	TaskStream:    "nats_task_stream_max_bytes",
+}
 
 // ReplicasError says which stream NATS could not place with how many
 // replicas, and how large the cluster is.
@@ -83,6 +102,12 @@ func declareError(ctx context.Context, js jetstream.JetStream, what, stream stri
 			return &ReplicasError{Stream: stream, Replicas: replicas, ClusterSize: 1, Err: err}
 		case apiErr.ErrorCode == errCodeNoPeers && replicas > 1:
 			return &ReplicasError{Stream: stream, Replicas: replicas, Clustered: true, ClusterSize: clusterSize(ctx, js.Conn()), Err: err}
+		case apiErr.ErrorCode == errCodeStorageExceeded || apiErr.ErrorCode == errCodeMemoryExceeded:
+			fix := "give NATS more storage for JetStream"
+			if key := maxBytesKeys[stream]; key != "" {
+				fix = "lower " + key + " or " + fix
+			}
+			return fmt.Errorf("declare %s: %w (%s): %w", what, ErrInsufficientStorage, fix, err)
 		}
 	}
 	return fmt.Errorf("declare %s: %w", what, err)

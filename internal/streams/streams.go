@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,7 +37,8 @@ const (
 	// workflow name.
 	SchemaBucket = "HARVEST_SCHEMAS"
 	// LedgerBucket records the effects activities ran once per key
-	// (harvest.Once), shared by every worker.
+	// (harvest.Once), shared by every worker. An entry expires the
+	// deployment's retention after it was last written (Config.Retention).
 	LedgerBucket = "HARVEST_LEDGER"
 	// CancelledBucket announces cancelled executions to workers, which
 	// cancel the contexts of their running activities.
@@ -68,6 +70,29 @@ const (
 	// DefaultWorkerTTL is how long a worker's registration lasts unrenewed;
 	// workers renew theirs every third of it.
 	DefaultWorkerTTL = 30 * time.Second
+	// DefaultRetention is the scheduler's default retention of a closed
+	// execution (scheduler.DefaultRetention): 7 days.
+	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultCommandMaxBytes and DefaultTaskMaxBytes bound the command and
+	// task streams: 1 GiB each.
+	DefaultCommandMaxBytes int64 = 1 << 30
+	DefaultTaskMaxBytes    int64 = 1 << 30
+	// MinStreamMaxBytes is the least max bytes a stream may be given: more
+	// than the largest message NATS carries by default (1 MiB), so that a
+	// large command is refused as too large, never as a full stream.
+	MinStreamMaxBytes int64 = 4 << 20
+)
+
+// Fixed limits of the buckets whose keys are names (of workflows), not
+// executions: they never expire, and are bounded by size instead.
+const (
+	// AdmissionMaxBytes bounds the admission gates: hundreds of gates
+	// with the longest reason the API takes (64 KiB), many thousands of
+	// usual ones.
+	AdmissionMaxBytes int64 = 16 << 20
+	// SchemaMaxBytes bounds the input schemas workers register (each at
+	// most one NATS message); ingest holds them all in memory.
+	SchemaMaxBytes int64 = 64 << 20
 )
 
 // DeployedShards returns the shard count recorded on the command stream,
@@ -119,6 +144,33 @@ type Config struct {
 	// declared with another count is changed in place; the consumers that
 	// do not set their own follow their stream.
 	Replicas int
+	// Retention is the deployment's retention of closed executions,
+	// default 7 days (DefaultRetention), at least 1 s: the max age of the
+	// effect ledger's entries and of the task stream's messages. A
+	// ledger entry is written again each time an activity attempt finds
+	// it (harvest.Once), so it lives Retention after its last use:
+	// attempts of one activity invocation come while its execution runs,
+	// minutes apart under any usual retry policy, so an effect is
+	// remembered for as long as anything can ask for it again, and no
+	// longer than its closed execution is kept. A task older than
+	// Retention is past any use (the scheduler has dispatched a lost
+	// workflow task again at its deadline, and retried a lost activity
+	// attempt at its start-to-close timeout) unless an activity's
+	// start-to-close is longer; only a queue no worker serves, or
+	// workers away that long, lets a task get so old.
+	Retention time.Duration
+	// CommandMaxBytes bounds the command stream, default 1 GiB, at least
+	// MinStreamMaxBytes. The stream is a work queue that the schedulers
+	// drain; it fills only while they do not apply commands (PostgreSQL
+	// down, schedulers stopped). Full, it refuses new commands
+	// (ErrStreamFull): ingest answers 503 and a worker keeps its result
+	// and tries again, and nothing already accepted is dropped.
+	CommandMaxBytes int64
+	// TaskMaxBytes bounds the task stream, default 1 GiB, at least
+	// MinStreamMaxBytes. It fills while workers do not take tasks (none
+	// running, or a queue none serves). Full, it refuses new tasks: the
+	// scheduler keeps them in its outbox and publishes them again.
+	TaskMaxBytes int64
 	// MemoryStorage keeps streams in memory (tests only); default file.
 	MemoryStorage bool
 }
@@ -129,6 +181,9 @@ func (c Config) withDefaults() Config {
 	c.OutcomeTTL = cmp.Or(c.OutcomeTTL, DefaultOutcomeTTL)
 	c.WorkerTTL = cmp.Or(c.WorkerTTL, DefaultWorkerTTL)
 	c.Replicas = cmp.Or(c.Replicas, 1)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.CommandMaxBytes = cmp.Or(c.CommandMaxBytes, DefaultCommandMaxBytes)
+	c.TaskMaxBytes = cmp.Or(c.TaskMaxBytes, DefaultTaskMaxBytes)
 	return c
 }
 
@@ -146,6 +201,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("streams config: WorkerTTL %s: want at least 1s", c.WorkerTTL)
 	case c.OutcomeTTL < c.Duplicates:
 		return fmt.Errorf("streams config: OutcomeTTL %s: want at least the duplicate window (%s)", c.OutcomeTTL, c.Duplicates)
+	case c.Retention < time.Second:
+		return fmt.Errorf("streams config: Retention %s: want at least 1s", c.Retention)
+	case c.Retention < c.Duplicates:
+		// The task stream's duplicate window may not exceed its max age.
+		return fmt.Errorf("streams config: Retention %s: want at least the duplicate window (%s)", c.Retention, c.Duplicates)
+	case c.CommandMaxBytes < MinStreamMaxBytes:
+		return fmt.Errorf("streams config: CommandMaxBytes %d: want at least %d", c.CommandMaxBytes, MinStreamMaxBytes)
+	case c.TaskMaxBytes < MinStreamMaxBytes:
+		return fmt.Errorf("streams config: TaskMaxBytes %d: want at least %d", c.TaskMaxBytes, MinStreamMaxBytes)
 	}
 	return nil
 }
@@ -175,7 +239,10 @@ type Topology struct {
 // buckets. It is idempotent; every process calls it at start-up. Each
 // stream and bucket gets cfg.Replicas, changed in place on one declared
 // with another count; replicas NATS cannot place (more than the cluster's
-// servers) are an error matching ErrReplicasUnplaceable.
+// servers) are an error matching ErrReplicasUnplaceable. Each gets its
+// limits too (docs/architecture.md, "Limits"), set in place on a stream
+// declared without them or with others: max bytes the server cannot
+// reserve are an error matching ErrInsufficientStorage.
 func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -198,12 +265,19 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	}
 	// Both streams are work queues: a message is removed once acknowledged,
 	// and the scheduler acknowledges a command only after the transaction
-	// that applied it commits.
+	// that applied it commits. Each is bounded in bytes, and refuses new
+	// messages when full (DiscardNew): dropping old ones would lose
+	// accepted commands and dispatched tasks. The command stream has no max
+	// age, since an accepted command must be applied however long the
+	// schedulers are away; the task stream's (cfg.Retention) clears tasks
+	// that no worker took, such as a queue none serves any more.
 	commands, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        CommandStream,
 		Description: "Harvest commands: starts, signals, workflow task and activity results, by shard",
 		Subjects:    []string{commandSubjects},
 		Retention:   jetstream.WorkQueuePolicy,
+		MaxBytes:    cfg.CommandMaxBytes,
+		Discard:     jetstream.DiscardNew,
 		Storage:     storage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.Duplicates,
@@ -217,6 +291,9 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		Description: "Harvest tasks for workers, by task queue",
 		Subjects:    []string{taskSubjects},
 		Retention:   jetstream.WorkQueuePolicy,
+		MaxAge:      cfg.Retention,
+		MaxBytes:    cfg.TaskMaxBytes,
+		Discard:     jetstream.DiscardNew,
 		Storage:     storage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.Duplicates,
@@ -228,12 +305,15 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err := js.DeleteKeyValue(ctx, retiredOutcomeBucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("delete retired bucket %s: %w", retiredOutcomeBucket, err)
 	}
+	// Every bucket keeps one value a key. The buckets keyed by command,
+	// execution or activity expire their keys (TTL, the stream's max age);
+	// those keyed by workflow name never expire, and are bounded in size.
 	buckets := make([]jetstream.KeyValue, 7)
 	for i, b := range []jetstream.KeyValueConfig{
 		{Bucket: AcceptedBucket, Description: "Harvest commands answered 202 whose outcome was not known yet", TTL: cfg.OutcomeTTL},
-		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why"},
-		{Bucket: SchemaBucket, Description: "Harvest workflow input JSON Schemas, registered by workers"},
-		{Bucket: LedgerBucket, Description: "Harvest effect ledger: results of effects run once per key"},
+		{Bucket: AdmissionBucket, Description: "Harvest admission gates: closed workflows and why", MaxBytes: AdmissionMaxBytes},
+		{Bucket: SchemaBucket, Description: "Harvest workflow input JSON Schemas, registered by workers", MaxBytes: SchemaMaxBytes},
+		{Bucket: LedgerBucket, Description: "Harvest effect ledger: results of effects run once per key", TTL: cfg.Retention},
 		{Bucket: CancelledBucket, Description: "Harvest cancelled executions, for workers to stop their activities", TTL: cfg.OutcomeTTL},
 		{Bucket: HandbackBucket, Description: "Harvest task deliveries handed back unstarted by workers", TTL: cfg.OutcomeTTL},
 		{Bucket: WorkersBucket, Description: "Harvest workflows and activities served by live workers", TTL: cfg.WorkerTTL},
@@ -400,6 +480,13 @@ func OutcomeCommandID(subject string) string {
 	return ""
 }
 
+// PruneSubject is the core NATS subject on which ingest asks every
+// scheduler to prune now (POST /api/harvest/retention/prune): each one
+// subscribes, wakes its pruner for the shards it holds, and answers the
+// request, so that ingest knows at least one heard it. Nothing stores
+// these messages: a scheduler that misses one prunes at its next interval.
+const PruneSubject = "harvest.retention.prune"
+
 // PublishCommand publishes cmd on its shard with Nats-Msg-Id set to its
 // command id. After a lost PubAck it publishes again, with the same id,
 // until an acknowledgement (duplicate or not) arrives or ctx ends. The
@@ -450,6 +537,9 @@ func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Co
 		if err == nil {
 			return ack, nil
 		}
+		if streamFull(err) {
+			return nil, fmt.Errorf("publish command %s to %s: %w: %w", cmd.CommandID, subject, ErrStreamFull, err)
+		}
 		if ctx.Err() != nil || !retryablePublishError(err) {
 			return nil, fmt.Errorf("publish command %s to %s: %w", cmd.CommandID, subject, err)
 		}
@@ -462,6 +552,26 @@ func (t *Topology) PublishCommandAs(ctx context.Context, shard int, cmd *wire.Co
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// ErrStreamFull is matched (errors.Is) by the error of a publish the
+// stream refused because it holds its max bytes (Config.CommandMaxBytes):
+// the schedulers have not been applying commands for a while. Nothing was
+// stored; the same publish succeeds once they drain the stream. It is
+// returned at once, not tried again until the context ends: ingest
+// answers 503 at once, and a worker waits on its own terms.
+var ErrStreamFull = errors.New("the stream is full: it holds its max bytes")
+
+// errCodeStoreFailed is JetStream's answer to a message it did not store;
+// its description says why ("maximum bytes exceeded").
+const errCodeStoreFailed jetstream.ErrorCode = 10077
+
+// streamFull says whether err is a stream's refusal of a message for its
+// max bytes or max messages (DiscardNew).
+func streamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed &&
+		(strings.Contains(apiErr.Description, "maximum bytes exceeded") || strings.Contains(apiErr.Description, "maximum messages exceeded"))
 }
 
 // TooLargeError says a message is larger than the NATS server carries

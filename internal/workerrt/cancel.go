@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -12,18 +13,36 @@ import (
 // executions were cancelled, and cancels the contexts of the activities
 // this worker runs for them.
 type cancellations struct {
-	mu        sync.Mutex
-	cancelled map[string]bool
-	running   map[string]map[*context.CancelFunc]struct{}
-	stop      func()
+	mu sync.Mutex
+	// cancelled holds when each cancelled execution was announced.
+	cancelled map[string]time.Time
+	// ttl is the bucket's: an announcement older than it has expired from
+	// the bucket, and is forgotten here too (sweep), so that a long-lived
+	// worker does not keep one for every execution ever cancelled.
+	ttl time.Duration
+	// swept is how many announcements the last sweep kept.
+	swept   int
+	running map[string]map[*context.CancelFunc]struct{}
+	stop    func()
 }
 
 func newCancellations() *cancellations {
-	return &cancellations{cancelled: map[string]bool{}, running: map[string]map[*context.CancelFunc]struct{}{}}
+	return &cancellations{cancelled: map[string]time.Time{}, running: map[string]map[*context.CancelFunc]struct{}{}}
 }
+
+// sweepEvery is how many announcements may come, beyond twice those the
+// last sweep kept, before the next sweep.
+const sweepEvery = 1024
 
 // watch loads the bucket and follows it until stop.
 func (c *cancellations) watch(ctx context.Context, kv jetstream.KeyValue) error {
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("read the bucket of cancelled executions: %w", err)
+	}
+	c.mu.Lock()
+	c.ttl = status.TTL()
+	c.mu.Unlock()
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w, err := kv.WatchAll(wctx, jetstream.IgnoreDeletes())
 	if err != nil {
@@ -35,7 +54,7 @@ func (c *cancellations) watch(ctx context.Context, kv jetstream.KeyValue) error 
 		defer close(done)
 		for e := range w.Updates() {
 			if e != nil {
-				c.cancel(e.Key())
+				c.cancel(e.Key(), e.Created())
 			}
 		}
 	}()
@@ -47,13 +66,31 @@ func (c *cancellations) watch(ctx context.Context, kv jetstream.KeyValue) error 
 	return nil
 }
 
-func (c *cancellations) cancel(executionID string) {
+// cancel records that executionID was cancelled, announced at at, and
+// cancels its running activities.
+func (c *cancellations) cancel(executionID string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cancelled[executionID] = true
+	c.cancelled[executionID] = at
 	for f := range c.running[executionID] {
 		(*f)()
 	}
+	if len(c.cancelled) > 2*c.swept+sweepEvery {
+		c.sweep(time.Now())
+	}
+}
+
+// sweep forgets the announcements the bucket has expired: a worker that
+// started now would not know them either.
+func (c *cancellations) sweep(now time.Time) {
+	if c.ttl > 0 {
+		for id, at := range c.cancelled {
+			if now.Sub(at) > c.ttl {
+				delete(c.cancelled, id)
+			}
+		}
+	}
+	c.swept = len(c.cancelled)
 }
 
 // track registers an activity's cancel function under its execution; it
@@ -62,7 +99,7 @@ func (c *cancellations) cancel(executionID string) {
 func (c *cancellations) track(executionID string, cancel context.CancelFunc) (release func(), ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cancelled[executionID] {
+	if _, ok := c.cancelled[executionID]; ok {
 		return func() {}, false
 	}
 	set := c.running[executionID]

@@ -81,14 +81,14 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	// handed back are retried at once, not after the task's AckWait.
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer pcancel()
-	_, err = rt.top.PublishCommand(pctx, task.Shard, cmd)
+	err = rt.publishResult(pctx, task.Shard, cmd)
 	var big *streams.TooLargeError
 	if errors.As(err, &big) {
 		// Every run of this task decides the same: the workflow cannot go
 		// on. It fails, rather than have its task handed back for ever.
 		log.Error("workflow task result too large for the command stream; failing the workflow", "bytes", big.Size, "limit", big.Limit)
 		cmd.WorkflowTask = tooLargeResult(result, big)
-		_, err = rt.top.PublishCommand(pctx, task.Shard, cmd)
+		err = rt.publishResult(pctx, task.Shard, cmd)
 	}
 	if err != nil {
 		// The result may have been stored all the same (its
@@ -171,6 +171,29 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) (o outco
 	return rt.settleActivity(ctx, t, &task, result)
 }
 
+// publishResult publishes a task's result. A full command stream (the
+// schedulers have not been applying commands, and it holds its max bytes)
+// is waited out while ctx lasts, the result in hand: handing the task
+// back at once would bring it straight back, to report its attempt lost
+// to a stream that is still full.
+func (rt *Runtime) publishResult(ctx context.Context, shard int, cmd *wire.Command) error {
+	wait := 100 * time.Millisecond
+	for {
+		_, err := rt.top.PublishCommand(ctx, shard, cmd)
+		if !errors.Is(err, streams.ErrStreamFull) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
 // tooLargeResult is what a workflow task reports instead of res when res
 // is too large for the command stream: the workflow fails. Eager attempts
 // it ran are left out; the scheduler counts them lost, which is moot once
@@ -184,7 +207,8 @@ func tooLargeResult(res *wire.WorkflowTaskResult, big *streams.TooLargeError) *w
 }
 
 // settleActivity publishes an attempt's result, if any, then acknowledges
-// its task. If the result cannot be published the task is handed back
+// its task. If the result cannot be published (a full command stream is
+// waited out for the publish's 30 s first) the task is handed back
 // unacknowledged: its next delivery reports the attempt lost, and the
 // next attempt reconciles first. It says how the task was settled.
 func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.ActivityTask, result *wire.ActivityResult) outcome {
@@ -197,7 +221,7 @@ func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.A
 		}
 		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer pcancel()
-		_, err := rt.top.PublishCommand(pctx, task.Shard, cmd)
+		err := rt.publishResult(pctx, task.Shard, cmd)
 		var big *streams.TooLargeError
 		if errors.As(err, &big) {
 			// Every attempt would return as much: the activity fails.
@@ -205,7 +229,7 @@ func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.A
 			cmd.Activity = &wire.ActivityResult{ExecutionID: result.ExecutionID, ActivityID: result.ActivityID, Attempt: result.Attempt,
 				Failure: &wire.Failure{Type: "ResultTooLarge", NonRetryable: true,
 					Message: fmt.Sprintf("the attempt's result, as a command, is %d bytes: more than the %d the command stream carries", big.Size, big.Limit)}}
-			_, err = rt.top.PublishCommand(pctx, task.Shard, cmd)
+			err = rt.publishResult(pctx, task.Shard, cmd)
 		}
 		if err != nil {
 			rt.taskLog(t).Error("publish activity result; handing the task back", "err", err)

@@ -1,0 +1,84 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// RetentionResponse answers GET /api/harvest/retention and POST
+// /api/harvest/retention/prune: the closed executions past their
+// retention at AsOf that the schedulers have not pruned yet, by workflow,
+// and the closed executions still without a prune time (closed before
+// retention existed; the schedulers give them theirs, their close plus
+// their retention, then prune them once it has passed). The totals are
+// those of Workflows; a token limited to some workflows sees only theirs.
+type RetentionResponse struct {
+	// AsOf is the time "past retention" is told at: the server's now, or
+	// the as_of asked for.
+	AsOf time.Time `json:"as_of"`
+	// PastRetention counts the executions whose prune time is before
+	// AsOf, not pruned yet.
+	PastRetention int64 `json:"past_retention"`
+	// ClosedWithoutPruneAfter counts the closed executions without a
+	// prune time yet.
+	ClosedWithoutPruneAfter int64 `json:"closed_without_prune_after"`
+	// Workflows are the workflows with either, by name.
+	Workflows []WorkflowRetention `json:"workflows"`
+}
+
+// WorkflowRetention is one workflow's line of a RetentionResponse.
+type WorkflowRetention struct {
+	WorkflowName            string `json:"workflow_name"`
+	PastRetention           int64  `json:"past_retention"`
+	ClosedWithoutPruneAfter int64  `json:"closed_without_prune_after"`
+	// OldestPruneAfter is the earliest prune time of its executions past
+	// retention; absent when it has none.
+	OldestPruneAfter *time.Time `json:"oldest_prune_after,omitempty"`
+}
+
+// Pending says whether anything is left for the pruners: executions past
+// retention, or closed ones without a prune time.
+func (r *RetentionResponse) Pending() bool {
+	return r.PastRetention > 0 || r.ClosedWithoutPruneAfter > 0
+}
+
+// Retention reads what is past retention and not pruned yet, by
+// workflow (GET /api/harvest/retention). A zero asOf means the server's
+// now; another time counts the executions whose prune time is before it,
+// so that a caller can follow what was past retention when it asked for a
+// prune (PruneNow's AsOf) while more executions keep passing theirs.
+func (c *Client) Retention(ctx context.Context, asOf time.Time) (*RetentionResponse, error) {
+	path := apiPrefix + "/retention"
+	if !asOf.IsZero() {
+		path += "?" + url.Values{"as_of": {asOf.UTC().Format(time.RFC3339Nano)}}.Encode()
+	}
+	return c.retention(ctx, http.MethodGet, path)
+}
+
+// PruneNow asks every scheduler to prune the executions past their
+// retention now rather than at its next interval (POST
+// /api/harvest/retention/prune; the admin scope), and returns what was
+// past retention when it asked. The pruning goes on after it returns:
+// follow it with Retention(ctx, r.AsOf) until it is no longer Pending.
+// When no scheduler is running the answer is an *APIError matching
+// ErrUnavailable.
+func (c *Client) PruneNow(ctx context.Context) (*RetentionResponse, error) {
+	return c.retention(ctx, http.MethodPost, apiPrefix+"/retention/prune")
+}
+
+func (c *Client) retention(ctx context.Context, method, path string) (*RetentionResponse, error) {
+	resp, err := c.do(ctx, method, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var a RetentionResponse
+	if err := decode(method, path, resp.body, &a); err != nil {
+		return nil, err
+	}
+	if a.Workflows == nil {
+		a.Workflows = []WorkflowRetention{}
+	}
+	return &a, nil
+}

@@ -1,0 +1,106 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
+)
+
+// The retention routes tell what the schedulers' pruners have yet to
+// delete, and ask them to delete it now. Ingest reads PostgreSQL and
+// publishes on core NATS; the schedulers do the deleting
+// (internal/scheduler/retention.go).
+
+// handleRetention answers GET /api/harvest/retention (?as_of=): the
+// executions past retention at as_of (default now), by workflow.
+func (s *Server) handleRetention(w http.ResponseWriter, r *http.Request) {
+	asOf, ok := queryTime(w, r.URL.Query(), "as_of")
+	if !ok {
+		return
+	}
+	at := s.cfg.Now()
+	if asOf != nil {
+		at = *asOf
+	}
+	rep, ok := s.retentionReport(w, r, at)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// handlePrune answers POST /api/harvest/retention/prune: it reads what is
+// past retention now, then asks every scheduler to prune at once, and
+// answers 202 with what it read. A scheduler prunes only the shards it
+// holds, so the request goes to all of them; one answering is enough to
+// know the request was heard. None answering is 503: nothing would prune.
+func (s *Server) handlePrune(w http.ResponseWriter, r *http.Request) {
+	if p := principalOf(r.Context()); p != nil && p.Workflows() != nil {
+		// A prune acts on every workflow's executions.
+		s.metrics.refused.WithLabelValues("forbidden").Inc()
+		s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "token", p.Name(), "reason", "limited to some workflows")
+		writeError(w, http.StatusForbidden, client.CodeForbidden,
+			fmt.Sprintf("token %q is limited to the workflows %s; a prune acts on every workflow", p.Name(), strings.Join(p.Workflows(), ", ")))
+		return
+	}
+	rep, ok := s.retentionReport(w, r, s.cfg.Now())
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
+	defer cancel()
+	if _, err := s.cfg.NC.RequestWithContext(ctx, streams.PruneSubject, nil); err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			s.unavailable(w, r, "no scheduler is running to prune; start one", err)
+			return
+		}
+		s.unavailable(w, r, "could not ask the schedulers to prune; retry", err)
+		return
+	}
+	s.log.Info("asked the schedulers to prune executions past their retention now",
+		"token", callerName(r.Context()), "past_retention", rep.PastRetention, "closed_without_prune_after", rep.ClosedWithoutPruneAfter)
+	writeJSON(w, http.StatusAccepted, rep)
+}
+
+// retentionReport reads what is past retention at asOf, by the workflows
+// the caller may see; it has answered 503 and reports false when it
+// cannot.
+func (s *Server) retentionReport(w http.ResponseWriter, r *http.Request, asOf time.Time) (client.RetentionResponse, bool) {
+	if s.cfg.DB == nil {
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		return client.RetentionResponse{}, false
+	}
+	shards := make([]int, s.cfg.Topology.Shards())
+	for i := range shards {
+		shards[i] = i
+	}
+	rows, err := store.ListPastRetention(r.Context(), s.cfg.DB, shards, asOf)
+	if err != nil {
+		s.readError(w, "", err)
+		return client.RetentionResponse{}, false
+	}
+	rep := client.RetentionResponse{AsOf: asOf.UTC(), Workflows: make([]client.WorkflowRetention, 0, len(rows))}
+	for _, row := range rows {
+		if !sees(r.Context(), row.WorkflowName) {
+			continue
+		}
+		wr := client.WorkflowRetention{WorkflowName: row.WorkflowName, PastRetention: row.Executions, ClosedWithoutPruneAfter: row.Unset}
+		if row.Oldest != nil {
+			oldest := row.Oldest.UTC()
+			wr.OldestPruneAfter = &oldest
+		}
+		rep.Workflows = append(rep.Workflows, wr)
+		rep.PastRetention += row.Executions
+		rep.ClosedWithoutPruneAfter += row.Unset
+	}
+	return rep, true
+}

@@ -51,13 +51,13 @@ type Config struct {
 	// later, the wait doubling up to 5 minutes.
 	WorkflowTaskTimeout time.Duration
 	// SweepInterval paces the deletion of expired start claims and
-	// command outcomes, default 1 minute; each round deletes at most
-	// SweepBatches batches of SweepBatchSize (default 10 of 1000) of each.
+	// command outcomes, default 1 minute; each round deletes all that have
+	// expired, in batches of SweepBatchSize (default 1000) with PrunePause
+	// between two, so that the tables stay bounded whatever the rate.
 	// Correctness never depends on the sweep: expired claims are ignored
 	// and taken over where read, expired outcomes ignored.
 	SweepInterval  time.Duration
 	SweepBatchSize int
-	SweepBatches   int
 	// Retention is how long a closed execution stays, counted from its
 	// close, default 7 days (DefaultRetention); RetentionByWorkflow
 	// overrides it by workflow. It is fixed when an execution closes
@@ -103,7 +103,6 @@ func (c Config) withDefaults() Config {
 	c.WorkflowTaskTimeout = cmp.Or(c.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout)
 	c.SweepInterval = cmp.Or(c.SweepInterval, time.Minute)
 	c.SweepBatchSize = cmp.Or(c.SweepBatchSize, 1000)
-	c.SweepBatches = cmp.Or(c.SweepBatches, 10)
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.PruneBatchSize = cmp.Or(c.PruneBatchSize, DefaultPruneBatchSize)
 	c.PrunePause = cmp.Or(c.PrunePause, DefaultPrunePause)

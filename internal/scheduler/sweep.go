@@ -8,7 +8,7 @@ import (
 )
 
 // sweepLoop deletes expired start claims and command outcomes in bounded
-// batches.
+// batches, every SweepInterval.
 func (s *Scheduler) sweepLoop(ctx context.Context) {
 	ticker := time.NewTicker(s.cfg.SweepInterval)
 	defer ticker.Stop()
@@ -26,24 +26,35 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 	}
 }
 
-// sweep runs del, which deletes up to a batch of rows, for at most
-// SweepBatches batches, stopping at the first that finds fewer.
-func (s *Scheduler) sweep(ctx context.Context, what string, del func(context.Context, store.DBTX, int) (int64, error)) {
+// sweep runs del, which deletes up to a batch of rows, until a batch
+// finds fewer: all that has expired goes, so that the rows expiring
+// between two rounds never outnumber those a round deletes (a cap per
+// round would let a rate above it grow the table without bound). Each
+// batch is its own statement, PrunePause apart, so the hot path's
+// transactions are never held up for long.
+func (s *Scheduler) sweep(ctx context.Context, what string, del func(context.Context, store.DBTX, int) (int64, error)) int64 {
 	var total int64
-	for range s.cfg.SweepBatches {
+	defer func() {
+		if total > 0 {
+			s.log.Debug("swept "+what, "deleted", total)
+		}
+	}()
+	for {
 		n, err := del(ctx, s.cfg.DB, s.cfg.SweepBatchSize)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("sweep "+what, "err", err)
 			}
-			return
+			return total
 		}
 		total += n
 		if n < int64(s.cfg.SweepBatchSize) {
-			break
+			return total
 		}
-	}
-	if total > 0 {
-		s.log.Debug("swept "+what, "deleted", total)
+		select {
+		case <-ctx.Done():
+			return total
+		case <-time.After(s.cfg.PrunePause):
+		}
 	}
 }

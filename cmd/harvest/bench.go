@@ -35,6 +35,7 @@ type benchOptions struct {
 	memProfile  string
 	retention   time.Duration
 	backlog     int
+	backlogKept bool
 	sampleEvery time.Duration
 	sampleAfter time.Duration
 }
@@ -83,6 +84,7 @@ It exits non-zero when a check fails.`,
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the in-process stack and the client) to this file")
 	f.DurationVar(&o.retention, "retention", 0, "in-process: the stack's retention, and its start_idempotency_window too (a retention may not be shorter), e.g. 30s for a soak whose executions are pruned as it runs")
 	f.IntVar(&o.backlog, "backlog", 0, "in-process: first insert this many closed executions past their retention, for the pruner to work through during the run")
+	f.BoolVar(&o.backlogKept, "backlog-kept", false, "in-process, with --backlog: insert them inside their retention instead, so the pruner leaves them (the same tables without the pruning, to compare with)")
 	f.DurationVar(&o.sampleEvery, "sample-every", 0, "in-process: sample every table's rows and size this often (default 10s with --retention or --backlog)")
 	f.DurationVar(&o.sampleAfter, "sample-after", 0, "in-process: go on sampling this long after the last completion (default twice --retention)")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
@@ -105,6 +107,9 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 	}
 	if bcfg.Workload != bench.W1 && bcfg.Workload != bench.W2 && bcfg.Workload != bench.W3 {
 		return fmt.Errorf("--workload %q: want W1, W2 or W3", o.workload)
+	}
+	if o.backlogKept && o.backlog == 0 {
+		return errors.New("--backlog-kept says how to insert --backlog's executions: give --backlog too")
 	}
 	if o.addr != "" && (o.retention != 0 || o.backlog != 0 || o.sampleEvery != 0) {
 		return errors.New("--retention, --backlog and --sample-every measure a stack in this process: leave --addr out")
@@ -133,9 +138,13 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 		bcfg.Local = local
 		if o.backlog > 0 {
 			if !o.json {
-				fmt.Fprintf(stderr, "harvest bench: inserting %d closed executions past their retention\n", o.backlog)
+				where := "past"
+				if o.backlogKept {
+					where = "inside"
+				}
+				fmt.Fprintf(stderr, "harvest bench: inserting %d closed executions %s their retention\n", o.backlog, where)
 			}
-			if err := local.SeedBacklog(ctx, o.backlog, local.Stack.Topology.Shards()); err != nil {
+			if err := local.SeedBacklog(ctx, o.backlog, local.Stack.Topology.Shards(), !o.backlogKept); err != nil {
 				return err
 			}
 		}

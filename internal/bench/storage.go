@@ -89,10 +89,16 @@ func (l *Local) sampler(ctx context.Context, every time.Duration, start time.Tim
 }
 
 // SeedBacklog inserts n executions of the bench workflow that closed long
-// ago and are past their retention, as W1 leaves them (a keyless start,
-// one activity: four history events and an activity row each), for a
-// run to measure W1 while the pruner works through them.
-func (l *Local) SeedBacklog(ctx context.Context, n int, shards int) error {
+// ago, as W1 leaves them (a keyless start, one activity: four history
+// events and an activity row each). When due, they are past their
+// retention, for a run to measure W1 while the pruner works through them;
+// otherwise they are inside it and the pruner leaves them: the same
+// tables without the pruning, to compare with.
+func (l *Local) SeedBacklog(ctx context.Context, n int, shards int, due bool) error {
+	pruneAfter := "now() - interval '1 day'"
+	if !due {
+		pruneAfter = "now() + interval '1 day'"
+	}
 	const chunk = 20000
 	for done := 0; done < n; done += chunk {
 		m := min(chunk, n-done)
@@ -101,7 +107,7 @@ func (l *Local) SeedBacklog(ctx context.Context, n int, shards int) error {
 				INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result,
 					last_seq, created_at, updated_at, closed_at, prune_after)
 				SELECT gen_random_uuid(), g % $2, 'bench_echo', 'backlog-' || $3::int + g, 'default', 'Completed', '{"n": 1}', '{"n": 1}',
-					4, now() - interval '9 days', now() - interval '8 days', now() - interval '8 days', now() - interval '1 day'
+					4, now() - interval '9 days', now() - interval '8 days', now() - interval '8 days', `+pruneAfter+`
 				FROM generate_series(1, $1) AS g
 				RETURNING execution_id
 			), h AS (
@@ -116,6 +122,12 @@ func (l *Local) SeedBacklog(ctx context.Context, n int, shards int) error {
 		if err != nil {
 			return fmt.Errorf("bench: seed the retention backlog: %w", err)
 		}
+	}
+	// A database that grew to this size has statistics; without them the
+	// planner takes the fresh tables for empty and scans them whole for
+	// every prune until autovacuum first analyzes them.
+	if _, err := l.db.Exec(ctx, `ANALYZE executions, history_events, activities`); err != nil {
+		return fmt.Errorf("bench: analyze the retention backlog: %w", err)
 	}
 	return nil
 }

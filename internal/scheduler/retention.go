@@ -24,6 +24,12 @@ const (
 	// while a backlog lasts: it bounds what pruning takes from the
 	// applies (one transaction at a time, then the pause).
 	DefaultPrunePause = 20 * time.Millisecond
+	// DefaultPruneRest is how many times as long as its last round the
+	// pruner rests while a backlog lasts: at 2 it works at most a third of
+	// the time. A round takes longer when PostgreSQL is busy, so the
+	// pruner yields more to the applies the busier they keep it
+	// (docs/benchmarks.md#retention-soak-issue-20 measured 1 and 2).
+	DefaultPruneRest = 2.0
 	// DefaultPruneInterval is how often the pruner looks again once it has
 	// caught up.
 	DefaultPruneInterval = 10 * time.Second
@@ -50,9 +56,9 @@ func checkRetention(retention time.Duration, byWorkflow map[string]time.Duration
 	return nil
 }
 
-// pruneLoop prunes the held shards' executions past their retention: one
-// transaction of up to PruneBatchSize executions per shard at a time, a
-// pause between transactions while any shard has a backlog, and
+// pruneLoop prunes the held shards' executions past their retention in
+// rounds: one transaction of up to PruneBatchSize executions per held
+// shard, then a rest (pruneWait) while any shard has a backlog, and
 // PruneInterval between looks once none has. Executions that closed
 // before retention existed get their prune_after first. Wake (see
 // PruneNow) skips the wait.
@@ -68,6 +74,7 @@ func (s *Scheduler) pruneLoop(ctx context.Context) {
 		case <-s.pruneWake:
 		}
 		busy := false
+		began := time.Now()
 		for _, l := range s.heldLeases() {
 			if ctx.Err() != nil {
 				return
@@ -91,12 +98,18 @@ func (s *Scheduler) pruneLoop(ctx context.Context) {
 				busy = true
 			}
 		}
-		wait := s.cfg.PruneInterval
-		if busy {
-			wait = s.cfg.PrunePause
-		}
-		timer.Reset(wait)
+		timer.Reset(s.pruneWait(busy, time.Since(began)))
 	}
+}
+
+// pruneWait is how long the pruner waits after a round that took
+// elapsed: PruneInterval once it has caught up; while a backlog lasts,
+// PruneRest times the round, and at least PrunePause.
+func (s *Scheduler) pruneWait(busy bool, elapsed time.Duration) time.Duration {
+	if !busy {
+		return s.cfg.PruneInterval
+	}
+	return max(s.cfg.PrunePause, time.Duration(float64(elapsed)*s.cfg.PruneRest))
 }
 
 func (s *Scheduler) warnPrune(ctx context.Context, l store.Lease, err error) {

@@ -37,3 +37,25 @@ func TestRetentionShorterThanTheStartWindowIsRefused(t *testing.T) {
 	c.RetentionByWorkflow = map[string]time.Duration{"charge": 3 * time.Hour}
 	require.NoError(t, c.Validate())
 }
+
+// While a backlog lasts the pruner rests PruneRest times as long as its
+// last round took, so that a PostgreSQL the applies keep busy (slower
+// rounds) gets longer rests; never less than PrunePause, and
+// PruneInterval once it has caught up.
+func TestThePrunerRestsInProportionToItsRounds(t *testing.T) {
+	db, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none") // never dialled
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	s, err := New(Config{DB: db, Topology: &streams.Topology{}})
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, s.pruneWait(true, time.Second), "works a third of the time by default")
+	require.Equal(t, 200*time.Millisecond, s.pruneWait(true, 100*time.Millisecond))
+	require.Equal(t, DefaultPrunePause, s.pruneWait(true, time.Millisecond), "at least the pause")
+	require.Equal(t, DefaultPruneInterval, s.pruneWait(false, time.Second), "caught up")
+
+	s, err = New(Config{DB: db, Topology: &streams.Topology{}, PruneRest: 0.5, PrunePause: time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, 50*time.Millisecond, s.pruneWait(true, 100*time.Millisecond))
+
+	require.ErrorContains(t, Config{DB: db, Topology: &streams.Topology{}, PruneRest: -1}.Validate(), "PruneRest -1")
+}

@@ -65,10 +65,11 @@ type Config struct {
 	// StartIdempotencyWindow.
 	Retention           time.Duration
 	RetentionByWorkflow map[string]time.Duration
-	// PruneBatchSize, PrunePause and PruneInterval pace the pruner
-	// (retention.go); zero means the defaults.
+	// PruneBatchSize, PrunePause, PruneRest and PruneInterval pace the
+	// pruner (retention.go); zero means the defaults.
 	PruneBatchSize int
 	PrunePause     time.Duration
+	PruneRest      float64
 	PruneInterval  time.Duration
 	// Now is the pruner's clock, default time.Now: an execution is pruned
 	// once Now passes its prune_after.
@@ -106,6 +107,7 @@ func (c Config) withDefaults() Config {
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.PruneBatchSize = cmp.Or(c.PruneBatchSize, DefaultPruneBatchSize)
 	c.PrunePause = cmp.Or(c.PrunePause, DefaultPrunePause)
+	c.PruneRest = cmp.Or(c.PruneRest, DefaultPruneRest)
 	c.PruneInterval = cmp.Or(c.PruneInterval, DefaultPruneInterval)
 	if c.Now == nil {
 		c.Now = time.Now
@@ -139,6 +141,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scheduler config: retention %s: want a positive duration", c.Retention)
 	case c.PruneBatchSize < 0:
 		return fmt.Errorf("scheduler config: PruneBatchSize %d: want a positive number", c.PruneBatchSize)
+	case c.PruneRest < 0:
+		return fmt.Errorf("scheduler config: PruneRest %g: want a positive number", c.PruneRest)
 	}
 	if err := checkRetention(cmp.Or(c.Retention, DefaultRetention), c.RetentionByWorkflow,
 		cmp.Or(c.StartIdempotencyWindow, DefaultStartIdempotencyWindow)); err != nil {

@@ -15,6 +15,19 @@ import (
 // (a test holds the schema to this list), the execution itself last.
 var PrunedTables = []string{"history_events", "activities", "timers", "signal_claims", "callback_deliveries", "start_claims", "executions"}
 
+// pruneSettings make the planner take pruneCandidates' index scan in
+// prune_after order, which stops at the limit (PruneShard says why).
+const pruneSettings = `SET LOCAL enable_sort = off; SET LOCAL enable_bitmapscan = off`
+
+// pruneCandidates locks the oldest executions of shard $1 past their
+// retention at $2, up to $5, while $3 holds its lease at epoch $4.
+const pruneCandidates = `
+	SELECT e.execution_id::text, e.workflow_name, e.idempotency_key FROM executions AS e
+	WHERE e.shard = $1 AND e.prune_after < $2
+		AND EXISTS (SELECT 1 FROM shard_leases AS l WHERE l.shard = $1 AND l.owner = $3 AND l.epoch = $4)
+	ORDER BY e.prune_after LIMIT $5
+	FOR UPDATE OF e SKIP LOCKED`
+
 // PruneResult says what one prune deleted: executions, and rows by table
 // (the executions' own included).
 type PruneResult struct {
@@ -32,12 +45,17 @@ type PruneResult struct {
 func PruneShard(ctx context.Context, db *pgxpool.Pool, owner string, lease Lease, now time.Time, limit int) (PruneResult, error) {
 	res := PruneResult{Rows: map[string]int64{}}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-			SELECT e.execution_id::text, e.workflow_name, e.idempotency_key FROM executions AS e
-			WHERE e.shard = $1 AND e.prune_after < $2
-				AND EXISTS (SELECT 1 FROM shard_leases AS l WHERE l.shard = $1 AND l.owner = $3 AND l.epoch = $4)
-			ORDER BY e.prune_after LIMIT $5
-			FOR UPDATE OF e SKIP LOCKED`, lease.Shard, now, owner, lease.Epoch, limit)
+		// The oldest executions must come from an ordered scan of
+		// executions_prune_after_idx that stops at the limit. With
+		// statistics that predate the backlog (prune_after was NULL
+		// everywhere when last analyzed, or the table was new) the
+		// planner expects a few rows and fetches and sorts every due
+		// execution of the shard instead: each transaction would cost as
+		// much as the whole backlog.
+		if _, err := tx.Exec(ctx, pruneSettings); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, pruneCandidates, lease.Shard, now, owner, lease.Epoch, limit)
 		if err != nil {
 			return err
 		}

@@ -161,3 +161,37 @@ func TestListPastRetentionByWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
+// With statistics that do not know the backlog (here: none, the rows were
+// just inserted; after an upgrade: prune_after NULL everywhere when last
+// analyzed) the planner would fetch and sort every due execution of the
+// shard for each prune transaction. Under the pruner's settings its query
+// is the ordered index scan that stops at the limit.
+func TestThePruneQueryScansTheIndexInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	_, err := db.Exec(ctx, `
+		INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, last_seq, closed_at, prune_after)
+		SELECT gen_random_uuid(), g % 4, 'w', 'backlog-' || g, 'default', 'Completed', 1, now() - interval '8 days', now() - interval '1 day'
+		FROM generate_series(1, 20000) AS g`)
+	require.NoError(t, err)
+	plan := func(settings string) string {
+		var out string
+		require.NoError(t, pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if settings != "" {
+				if _, err := tx.Exec(ctx, settings); err != nil {
+					return err
+				}
+			}
+			return tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+store.PruneCandidates, 1, time.Now(), "a", 1, 100).Scan(&out)
+		}))
+		return out
+	}
+	require.Contains(t, plan(""), `"Sort"`, "the planner's own choice: fetch every due row, then sort them")
+	p := plan(store.PruneSettings)
+	require.NotContains(t, p, `"Sort"`)
+	require.NotContains(t, p, `"Bitmap Heap Scan"`)
+	require.Contains(t, p, `"Index Name": "executions_prune_after_idx"`)
+	require.Contains(t, p, `"Scan Direction": "Forward"`)
+}

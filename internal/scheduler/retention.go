@@ -25,11 +25,11 @@ const (
 	// applies (one transaction at a time, then the pause).
 	DefaultPrunePause = 20 * time.Millisecond
 	// DefaultPruneRest is how many times as long as its last round the
-	// pruner rests while a backlog lasts: at 2 it works at most a third of
-	// the time. A round takes longer when PostgreSQL is busy, so the
+	// pruner rests while a backlog lasts: at 3 it works at most a quarter
+	// of the time. A round takes longer when PostgreSQL is busy, so the
 	// pruner yields more to the applies the busier they keep it
-	// (docs/benchmarks.md#retention-soak-issue-20 measured 1 and 2).
-	DefaultPruneRest = 2.0
+	// (docs/benchmarks.md#retention-soak-issue-20).
+	DefaultPruneRest = 3.0
 	// DefaultPruneInterval is how often the pruner looks again once it has
 	// caught up.
 	DefaultPruneInterval = 10 * time.Second
@@ -66,6 +66,7 @@ func (s *Scheduler) pruneLoop(ctx context.Context) {
 	retention := store.Retention{Default: s.cfg.Retention, ByWorkflow: s.cfg.RetentionByWorkflow}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var due dueCount
 	for {
 		select {
 		case <-ctx.Done():
@@ -75,7 +76,12 @@ func (s *Scheduler) pruneLoop(ctx context.Context) {
 		}
 		busy := false
 		began := time.Now()
-		for _, l := range s.heldLeases() {
+		held := s.heldLeases()
+		if began.Sub(due.at) >= dueWindow {
+			due = s.dueRate(ctx, held, began)
+		}
+		var pruned int64
+		for _, l := range held {
 			if ctx.Err() != nil {
 				return
 			}
@@ -91,6 +97,7 @@ func (s *Scheduler) pruneLoop(ctx context.Context) {
 				continue
 			}
 			s.retention.pruned(res)
+			pruned += res.Executions
 			if res.Executions > 0 {
 				s.log.Debug("pruned executions past their retention", "shard", l.Shard, "executions", res.Executions)
 			}
@@ -98,18 +105,61 @@ func (s *Scheduler) pruneLoop(ctx context.Context) {
 				busy = true
 			}
 		}
-		timer.Reset(s.pruneWait(busy, time.Since(began)))
+		timer.Reset(s.pruneWait(busy, time.Since(began), pruned, due.perSecond))
 	}
 }
 
-// pruneWait is how long the pruner waits after a round that took
-// elapsed: PruneInterval once it has caught up; while a backlog lasts,
-// PruneRest times the round, and at least PrunePause.
-func (s *Scheduler) pruneWait(busy bool, elapsed time.Duration) time.Duration {
+// dueWindow is how far ahead the pruner counts the executions coming due,
+// and how often it counts them again.
+const dueWindow = 10 * time.Second
+
+// keepUpMargin is how much faster than executions come due the pruner
+// prunes at the least, so that a backlog shrinks even under full load.
+const keepUpMargin = 1.25
+
+type dueCount struct {
+	at        time.Time
+	perSecond float64
+}
+
+// dueRate counts the held shards' executions whose retention ends within
+// the next dueWindow (the closes of a retention ago, still there): the
+// rate the pruner must keep up with.
+func (s *Scheduler) dueRate(ctx context.Context, held []store.Lease, at time.Time) dueCount {
+	shards := make([]int, len(held))
+	for i, l := range held {
+		shards[i] = l.Shard
+	}
+	now := s.cfg.Now()
+	n, err := store.ComingDue(ctx, s.cfg.DB, shards, now, now.Add(dueWindow))
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("count the executions coming due for pruning", "err", err)
+		}
+		return dueCount{at: at}
+	}
+	return dueCount{at: at, perSecond: float64(n) / dueWindow.Seconds()}
+}
+
+// pruneWait is how long the pruner waits after a round that took elapsed
+// and pruned executions: PruneInterval once it has caught up. While a
+// backlog lasts it rests PruneRest times the round, so that pruning a
+// backlog takes a bounded share from the applies; but never so long that
+// it would prune slower than keepUpMargin times the rate at which
+// executions come due (duePerSecond), so that under any load storage stays
+// bounded and a backlog shrinks. Never less than PrunePause.
+func (s *Scheduler) pruneWait(busy bool, elapsed time.Duration, pruned int64, duePerSecond float64) time.Duration {
 	if !busy {
 		return s.cfg.PruneInterval
 	}
-	return max(s.cfg.PrunePause, time.Duration(float64(elapsed)*s.cfg.PruneRest))
+	rest := time.Duration(float64(elapsed) * s.cfg.PruneRest)
+	if duePerSecond > 0 {
+		// The round plus this wait must not last longer than pruning
+		// keepUpMargin times the due rate allows.
+		keepUp := time.Duration(float64(pruned)/(duePerSecond*keepUpMargin)*float64(time.Second)) - elapsed
+		rest = min(rest, max(keepUp, 0))
+	}
+	return max(s.cfg.PrunePause, rest)
 }
 
 func (s *Scheduler) warnPrune(ctx context.Context, l store.Lease, err error) {

@@ -40,22 +40,29 @@ func TestRetentionShorterThanTheStartWindowIsRefused(t *testing.T) {
 
 // While a backlog lasts the pruner rests PruneRest times as long as its
 // last round took, so that a PostgreSQL the applies keep busy (slower
-// rounds) gets longer rests; never less than PrunePause, and
-// PruneInterval once it has caught up.
+// rounds) gets longer rests; but never so long that it prunes slower than
+// executions come due; never less than PrunePause, and PruneInterval once
+// it has caught up.
 func TestThePrunerRestsInProportionToItsRounds(t *testing.T) {
 	db, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none") // never dialled
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	s, err := New(Config{DB: db, Topology: &streams.Topology{}})
 	require.NoError(t, err)
-	require.Equal(t, 2*time.Second, s.pruneWait(true, time.Second), "works a third of the time by default")
-	require.Equal(t, 200*time.Millisecond, s.pruneWait(true, 100*time.Millisecond))
-	require.Equal(t, DefaultPrunePause, s.pruneWait(true, time.Millisecond), "at least the pause")
-	require.Equal(t, DefaultPruneInterval, s.pruneWait(false, time.Second), "caught up")
+	require.Equal(t, 3*time.Second, s.pruneWait(true, time.Second, 100, 0), "works a quarter of the time by default")
+	require.Equal(t, 300*time.Millisecond, s.pruneWait(true, 100*time.Millisecond, 100, 0))
+	require.Equal(t, DefaultPrunePause, s.pruneWait(true, time.Millisecond, 100, 0), "at least the pause")
+	require.Equal(t, DefaultPruneInterval, s.pruneWait(false, time.Second, 0, 0), "caught up")
+
+	// But never slower than 1.25 times the rate executions come due: 100
+	// pruned while 400 a second come due allow 200 ms for round and rest.
+	require.Equal(t, 100*time.Millisecond, s.pruneWait(true, 100*time.Millisecond, 100, 400))
+	require.Equal(t, 300*time.Millisecond, s.pruneWait(true, 100*time.Millisecond, 100, 100), "a slow due rate: the rest")
+	require.Equal(t, DefaultPrunePause, s.pruneWait(true, 300*time.Millisecond, 100, 400), "behind: only the pause")
 
 	s, err = New(Config{DB: db, Topology: &streams.Topology{}, PruneRest: 0.5, PrunePause: time.Millisecond})
 	require.NoError(t, err)
-	require.Equal(t, 50*time.Millisecond, s.pruneWait(true, 100*time.Millisecond))
+	require.Equal(t, 50*time.Millisecond, s.pruneWait(true, 100*time.Millisecond, 100, 0))
 
 	require.ErrorContains(t, Config{DB: db, Topology: &streams.Topology{}, PruneRest: -1}.Validate(), "PruneRest -1")
 }

@@ -151,6 +151,17 @@ func PruneBacklog(ctx context.Context, db DBTX, shards []int, now time.Time) (in
 	return n, nil
 }
 
+// ComingDue counts the executions of shards whose retention ends in
+// [from, to): a range of executions_prune_after_idx per shard.
+func ComingDue(ctx context.Context, db DBTX, shards []int, from, to time.Time) (int64, error) {
+	var n int64
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM executions WHERE shard = ANY($1) AND prune_after >= $2 AND prune_after < $3`,
+		shards, from, to).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the executions coming due: %w", err)
+	}
+	return n, nil
+}
+
 // PastRetention is one workflow's closed executions the pruners have yet
 // to deal with.
 type PastRetention struct {

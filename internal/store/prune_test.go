@@ -195,3 +195,23 @@ func TestThePruneQueryScansTheIndexInOrder(t *testing.T) {
 	require.Contains(t, p, `"Index Name": "executions_prune_after_idx"`)
 	require.Contains(t, p, `"Scan Direction": "Forward"`)
 }
+
+// ComingDue counts what the pruner must keep up with: the executions of
+// the shards asked about whose retention ends in the range.
+func TestComingDueCountsTheRange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	now := time.Now().Truncate(time.Second)
+	_, err := db.Exec(ctx, `
+		INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, last_seq, closed_at, prune_after)
+		SELECT gen_random_uuid(), g % 2, 'w', 'due-' || g, 'default', 'Completed', 1, $1::timestamptz, $1::timestamptz + g * interval '1 second'
+		FROM generate_series(0, 29) AS g`, now)
+	require.NoError(t, err)
+	n, err := store.ComingDue(ctx, db, []int{0, 1}, now, now.Add(10*time.Second))
+	require.NoError(t, err)
+	require.EqualValues(t, 10, n)
+	n, err = store.ComingDue(ctx, db, []int{1}, now, now.Add(10*time.Second))
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n, "only the shards asked about")
+}

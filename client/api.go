@@ -68,6 +68,9 @@ type StartOptions struct {
 	// CompletionCallback is an http(s) URL the outcome is POSTed to when
 	// the execution closes.
 	CompletionCallback string
+	// StartPolicy admits this start by its own policy instead of its
+	// workflow's configured one.
+	StartPolicy *StartPolicy
 }
 
 // StartResult is a start's answer.
@@ -89,6 +92,11 @@ type StartResult struct {
 	// deduplicated start.
 	FirstSeenAt *time.Time
 	ExpiresAt   *time.Time
+	// Deferred says the workflow's start policy holds the start back:
+	// there is no execution yet. Command(CommandID) tells, once it is
+	// applied, the execution it became part of.
+	Deferred  bool
+	CommandID string
 	// Raw is the server's JSON answer (the polled outcome if the answer
 	// came late).
 	Raw json.RawMessage
@@ -114,7 +122,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 		return nil, fmt.Errorf("client: Start: encode input: %w", err)
 	}
 	b := StartRequest{Input: in, WorkflowID: optional(opts.WorkflowID), ReusePolicy: opts.ReusePolicy,
-		CompletionCallback: optional(opts.CompletionCallback)}
+		CompletionCallback: optional(opts.CompletionCallback), StartPolicy: opts.StartPolicy}
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}
@@ -132,6 +140,13 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	status, raw, err := c.submit(ctx, path, opts.IdempotencyKey, body)
 	if err != nil {
 		return nil, err
+	}
+	if status == http.StatusAccepted {
+		var d AcceptedResponse
+		if err := decode(http.MethodPost, path, raw, &d); err != nil {
+			return nil, err
+		}
+		return &StartResult{WorkflowName: workflow, Deferred: d.Status == CommandDeferred, CommandID: d.CommandID, Raw: raw}, nil
 	}
 	var a StartResponse
 	if err := decode(http.MethodPost, path, raw, &a); err != nil {

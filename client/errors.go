@@ -16,12 +16,17 @@ import (
 const (
 	// 400 Bad Request: the request is malformed; sending it again as it
 	// is cannot succeed.
-	CodeInvalidJSON               = "invalid_json"
-	CodeUnreadableBody            = "unreadable_body"
-	CodeInvalidWorkflowName       = "invalid_workflow_name"
-	CodeInvalidWorkflowID         = "invalid_workflow_id"
-	CodeInvalidIdempotencyKey     = "invalid_idempotency_key"
-	CodeInvalidReusePolicy        = "invalid_reuse_policy"
+	CodeInvalidJSON           = "invalid_json"
+	CodeUnreadableBody        = "unreadable_body"
+	CodeInvalidWorkflowName   = "invalid_workflow_name"
+	CodeInvalidWorkflowID     = "invalid_workflow_id"
+	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
+	CodeInvalidReusePolicy    = "invalid_reuse_policy"
+	CodeInvalidStartPolicy    = "invalid_start_policy"
+	// CodeIdempotencyKeyNotAllowed refuses a keyed start of a workflow
+	// under a start policy: the policy defers the start, so there is no
+	// execution for a retry to converge on.
+	CodeIdempotencyKeyNotAllowed  = "idempotency_key_not_allowed"
 	CodeInvalidSchedule           = "invalid_schedule"
 	CodeInvalidDelay              = "invalid_delay"
 	CodeInvalidStartAt            = "invalid_start_at"

@@ -32,7 +32,56 @@ type StartRequest struct {
 	// CompletionCallback is an http(s) URL the outcome is POSTed to when
 	// the execution closes.
 	CompletionCallback *string `json:"completion_callback,omitempty"`
+	// StartPolicy, when set, admits this start by its own policy instead
+	// of the one its workflow is configured with (docs/start-policies.md).
+	StartPolicy *StartPolicy `json:"start_policy,omitempty"`
 }
+
+// StartPolicy says how a workflow's starts are admitted: throttled,
+// debounced or batched (one of the three). A start a policy holds back is
+// answered 202 {"status": "deferred", "command_id"}; GET
+// /api/harvest/commands/{command_id} later gives the execution it became
+// part of.
+type StartPolicy struct {
+	Throttle *Throttle `json:"throttle,omitempty" yaml:"throttle"`
+	Debounce *Debounce `json:"debounce,omitempty" yaml:"debounce"`
+	Batch    *Batch    `json:"batch,omitempty" yaml:"batch"`
+}
+
+// Throttle lets at most Limit starts per Period ("1m") begin for each
+// value of Key, a JSON Pointer into the input ("/customer_id"; empty: the
+// whole workflow). Starts over the limit are deferred, not refused, and
+// begin in the order they came as the window allows.
+type Throttle struct {
+	Limit  int    `json:"limit" yaml:"limit"`
+	Period string `json:"period" yaml:"period"`
+	Key    string `json:"key,omitempty" yaml:"key"`
+}
+
+// Debounce collapses the starts with the same Key that come within Period
+// of each other into one execution, which starts Period after the last of
+// them, with the last start's input (Input "last", the default) or the
+// first's ("first").
+type Debounce struct {
+	Period string `json:"period" yaml:"period"`
+	Key    string `json:"key,omitempty" yaml:"key"`
+	Input  string `json:"input,omitempty" yaml:"input"`
+}
+
+// Batch collects the starts with the same Key and starts one execution
+// whose input is the list of their inputs, in the order they came, when
+// MaxSize have come or MaxWait ("5s") has passed since the first.
+type Batch struct {
+	MaxSize int    `json:"max_size" yaml:"max_size"`
+	MaxWait string `json:"max_wait" yaml:"max_wait"`
+	Key     string `json:"key,omitempty" yaml:"key"`
+}
+
+// The values of Debounce.Input.
+const (
+	DebounceInputLast  = "last"
+	DebounceInputFirst = "first"
+)
 
 // StartResponse answers a start: 201 when it created the execution, 200
 // when it found one.
@@ -133,6 +182,10 @@ const (
 	CommandAccepted = "accepted"
 	CommandApplied  = "applied"
 	CommandRejected = "rejected"
+	// CommandDeferred: a start its workflow's start policy holds back;
+	// it becomes "applied", with the execution it became part of, when
+	// the policy lets it start.
+	CommandDeferred = "deferred"
 )
 
 // CommandResponse answers GET /api/harvest/commands/{command_id} once the

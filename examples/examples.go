@@ -17,6 +17,7 @@ const (
 	WorkflowCharge       = "charge"
 	WorkflowCollect      = "collect"
 	WorkflowSleep        = "sleep"
+	WorkflowDigest       = "digest"
 	ActivityCreateDBUser = "create_db_user"
 	ActivitySendWelcome  = "send_welcome_email"
 	ActivityChargeCard   = "charge_card"
@@ -115,7 +116,7 @@ type ChargeResult struct {
 // Workflows are the example workflows Register registers, for a
 // deployment's configuration to declare (workflows.<name>).
 func Workflows() []string {
-	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep}
+	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest}
 }
 
 // Register registers the example workflows and activities on w.
@@ -124,6 +125,7 @@ func Register(w *harvest.Worker, svc *Services) {
 	harvest.RegisterWorkflow(w, WorkflowCharge, ChargeWorkflow, harvest.WithInputSchema([]byte(ChargeInputSchema)))
 	harvest.RegisterWorkflow(w, WorkflowCollect, Collect, harvest.WithInputSchema([]byte(CollectInputSchema)))
 	harvest.RegisterWorkflow(w, WorkflowSleep, SleepWorkflow)
+	harvest.RegisterWorkflow(w, WorkflowDigest, Digest)
 	registerBench(w, svc.Bench)
 
 	quick := harvest.ActivityOptions{StartToClose: 10 * time.Second}
@@ -225,4 +227,20 @@ func SleepWorkflow(ctx *harvest.WorkflowContext, in SleepInput) (SleepInput, err
 	}
 	harvest.Sleep(ctx, d)
 	return in, nil
+}
+
+// DigestResult is the result of digest.
+type DigestResult struct {
+	Count int               `json:"count"`
+	Items []json.RawMessage `json:"items"`
+}
+
+// Digest takes a list of inputs, as a batch start policy makes of the
+// starts it collects (docs/start-policies.md), and returns how many
+// there were, and them.
+func Digest(_ *harvest.WorkflowContext, items []json.RawMessage) (DigestResult, error) {
+	if items == nil {
+		items = []json.RawMessage{}
+	}
+	return DigestResult{Count: len(items), Items: items}, nil
 }

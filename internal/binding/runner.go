@@ -16,6 +16,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/internal/logattr"
+	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -94,6 +95,9 @@ type Config struct {
 	Topology *streams.Topology
 	// Bindings to run.
 	Bindings []Binding
+	// StartPolicies are the workflows' start policies: a rule's start of
+	// such a workflow goes under its policy.
+	StartPolicies map[string]*startpolicy.Policy
 	// AckWait is the consumers' ack wait: how long a message delivered to
 	// a runner that vanished waits before it is delivered again; default
 	// 30s. It must exceed twice PublishTimeout.
@@ -389,6 +393,14 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 	if err != nil {
 		r.deadLetter(ctx, d, ReasonUnroutable, err)
 		return
+	}
+	if pol := r.cfg.StartPolicies[rule.Workflow]; pol != nil && cmd.Kind == wire.KindStart {
+		// Under a start policy: deduped by its command id, derived from
+		// the message's, never by a start key.
+		if shard, err = pol.Place(cmd, r.cfg.Topology.Shards()); err != nil {
+			r.deadLetter(ctx, d, ReasonUnroutable, fmt.Errorf("%s starts under a %s start policy: %w", rule.Workflow, pol.Kind(), err))
+			return
+		}
 	}
 	// From here on the message's lines name its command, and the
 	// workflow it starts; the execution is the scheduler's to make.

@@ -14,9 +14,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
@@ -333,6 +335,9 @@ type WorkflowConfig struct {
 	// Retention overrides the deployment's retention for this workflow's
 	// closed executions.
 	Retention Duration `yaml:"retention"`
+	// StartPolicy throttles, debounces or batches the workflow's starts
+	// (docs/start-policies.md).
+	StartPolicy *client.StartPolicy `yaml:"start_policy"`
 }
 
 // DeclaredWorkflows are the workflows the configuration declares: those
@@ -353,6 +358,18 @@ func (c Config) RetentionByWorkflow() map[string]time.Duration {
 	for name, w := range c.Workflows {
 		if w.Retention > 0 {
 			out[name] = time.Duration(w.Retention)
+		}
+	}
+	return out
+}
+
+// StartPolicies returns the workflows' start policies, checked (Validate
+// reports one that is not).
+func (c Config) StartPolicies() map[string]*startpolicy.Policy {
+	out := map[string]*startpolicy.Policy{}
+	for name, w := range c.Workflows {
+		if p, err := startpolicy.Parse(w.StartPolicy); err == nil && p != nil {
+			out[name] = p
 		}
 	}
 	return out
@@ -574,6 +591,13 @@ func (c Config) Validate() error {
 		}
 		if w.Retention < 0 {
 			return fmt.Errorf("config: workflows.%s.retention %s: want a positive duration", name, time.Duration(w.Retention))
+		}
+		if _, err := startpolicy.Parse(w.StartPolicy); err != nil {
+			var perr *startpolicy.Error
+			if errors.As(err, &perr) && perr.Field != "" {
+				return fmt.Errorf("config: workflows.%s.start_policy.%s: %s", name, perr.Field, perr.Message)
+			}
+			return fmt.Errorf("config: workflows.%s.start_policy: %w", name, err)
 		}
 	}
 	if err := binding.ValidateAll(c.Bindings); err != nil {

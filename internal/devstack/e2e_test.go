@@ -27,7 +27,9 @@ func startStack(t *testing.T, cfg devstack.Config) *devstack.Stack {
 	if cfg.NATSURL == "" {
 		cfg.NATSURL = natstest.RunServer(t, natstest.Options{}).ClientURL()
 	}
-	cfg.DatabaseURL = pgtest.NewDatabase(t)
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = pgtest.NewDatabase(t)
+	}
 	cfg.Addr = "127.0.0.1:0"
 	cfg.StateDir = t.TempDir()
 	if cfg.Logger == nil {

@@ -44,6 +44,12 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
 		return
 	}
+	if out.Deferred {
+		// Held back by its workflow's start policy: the execution it
+		// becomes part of replaces this outcome when it begins.
+		writeJSON(w, http.StatusOK, client.AcceptedResponse{CommandID: id, Status: client.CommandDeferred})
+		return
+	}
 	status, body := startAnswer(out)
 	if out.Kind == wire.KindSignalWithStart && out.Error == "" {
 		status, body = http.StatusOK, client.SignalWithStartResponse{

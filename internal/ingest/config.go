@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
@@ -75,6 +76,10 @@ type Config struct {
 	// workflow neither declared, nor the target of a webhook rule, nor
 	// registered by a live worker is answered 404 unknown_workflow.
 	DeclaredWorkflows []string
+	// StartPolicies are the workflows' start policies
+	// (workflows.<name>.start_policy): their starts are throttled,
+	// debounced or batched, and take no idempotency key.
+	StartPolicies map[string]*startpolicy.Policy
 	// Webhooks are the sources POST /hooks/{source} accepts.
 	Webhooks []webhook.Endpoint
 	// Bindings, when set, runs the NATS subject bindings of this

@@ -119,6 +119,14 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		writeError(w, http.StatusBadRequest, client.CodeUnroutableEvent, err.Error())
 		return hookRejected
 	}
+	if pol := s.cfg.StartPolicies[rule.Workflow]; pol != nil && cmd.Kind == wire.KindStart {
+		// Under a start policy: deduped by its command id, derived from
+		// the event's, never by a start key.
+		if shard, err = pol.Place(cmd, s.cfg.Topology.Shards()); err != nil {
+			writeFieldError(w, http.StatusUnprocessableEntity, client.CodePayloadInvalid, "payload", fmt.Sprintf("%s starts under a %s start policy: %v", rule.Workflow, pol.Kind(), err))
+			return hookRejected
+		}
+	}
 	// The checks every fresh start gets: the workflow's input schema and
 	// its admission gate. (A redelivery of a committed start is dropped by
 	// the broker or answered from its claim either way.)

@@ -162,7 +162,7 @@ func newMetrics(reg prometheus.Registerer, sources []string) (*metrics, error) {
 	}
 	// Every series from the start, so that rates and dashboards see zeros
 	// rather than nothing.
-	for _, r := range []string{"started_fresh", "deduplicated", "existing", "accepted", "refused"} {
+	for _, r := range []string{"started_fresh", "deduplicated", "existing", "accepted", "deferred", "refused"} {
 		m.starts.WithLabelValues(r)
 	}
 	m.duplicates.WithLabelValues("broker")

@@ -10,6 +10,7 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
+	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -43,6 +44,9 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 	shards := s.cfg.Topology.Shards()
 	shard := dedup.StartShard(shards, p.name, p.workflowID, p.key)
+	if p.policy != nil {
+		shard = startpolicy.Shard(shards, p.name, p.policy)
+	}
 	minted := false
 	if p.workflowID == "" {
 		p.workflowID, minted = dedup.MintWorkflowID(shards, shard, p.name), true
@@ -50,7 +54,7 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: p.name, WorkflowID: p.workflowID, WorkflowIDMinted: minted, Input: p.req.Input,
 		TaskQueue: wire.DefaultTaskQueue, ReusePolicy: p.req.ReusePolicy, StartAt: p.startAt, AcceptedAt: time.Now().UTC(),
-		StartedBy: callerName(ctx),
+		StartedBy: callerName(ctx), Policy: p.policy,
 	}}
 	if p.req.CompletionCallback != nil {
 		cmd.Start.CompletionCallback = *p.req.CompletionCallback
@@ -177,6 +181,8 @@ func startResult(out wire.Outcome) string {
 	switch {
 	case out.Error != "":
 		return "refused"
+	case out.Deferred:
+		return "deferred"
 	case out.StartedFresh:
 		return "started_fresh"
 	case out.Deduplicated:
@@ -194,6 +200,9 @@ func startAnswer(out wire.Outcome) (int, any) {
 			status = http.StatusInternalServerError
 		}
 		return status, client.ErrorResponse{Error: out.Error, Message: out.Message}
+	}
+	if out.Deferred {
+		return http.StatusAccepted, client.AcceptedResponse{CommandID: out.CommandID, Status: client.CommandDeferred}
 	}
 	resp := client.StartResponse{ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status}
 	if out.Keyed {

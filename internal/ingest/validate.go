@@ -11,6 +11,7 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -42,6 +43,9 @@ type parsedStart struct {
 	workflowID string
 	startAt    *time.Time
 	req        client.StartRequest
+	// policy is the start policy that admits the start, bound to its
+	// input; nil for a start under none.
+	policy *wire.StartPolicy
 }
 
 // parseStart reads and checks a start request. It returns the key it
@@ -116,6 +120,9 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 	}
 	if len(p.req.Input) == 0 {
 		p.req.Input = nil
+	}
+	if rej := s.checkPolicy(p); rej != nil {
+		return rej
 	}
 	if p.req.CompletionCallback != nil {
 		if rej := s.checkCallback(ctx, *p.req.CompletionCallback); rej != nil {
@@ -193,4 +200,56 @@ func (s *Server) parseSchedule(req client.StartRequest) (*time.Time, *rejection)
 		return &at, nil
 	}
 	return nil, nil
+}
+
+// checkPolicy finds the start policy that admits p (the request's own, or
+// its workflow's) and binds it to p's input. A start under a policy takes
+// no idempotency key (the policy defers it: there is no execution for a
+// retry to converge on; a keyed replay of a start committed before the
+// policy came is still answered, as every refused keyed start is), no
+// workflow_id (its execution's is minted when it begins), no reuse
+// policy and no delay.
+func (s *Server) checkPolicy(p *parsedStart) *rejection {
+	pol := s.cfg.StartPolicies[p.name]
+	if p.req.StartPolicy != nil {
+		own, err := startpolicy.Parse(p.req.StartPolicy)
+		var perr *startpolicy.Error
+		if errors.As(err, &perr) {
+			field := "start_policy"
+			if perr.Field != "" {
+				field += "." + perr.Field
+			}
+			return reject(http.StatusBadRequest, client.CodeInvalidStartPolicy, field, fmt.Sprintf("%s: %s", field, perr.Message))
+		}
+		if own != nil {
+			pol = own
+		}
+	}
+	if pol == nil {
+		return nil
+	}
+	under := fmt.Sprintf("%s starts under a %s start policy", p.name, pol.Kind())
+	switch {
+	case p.key != "":
+		return reject(http.StatusBadRequest, client.CodeIdempotencyKeyNotAllowed, "idempotency_key",
+			fmt.Sprintf("%s, which defers starts: a start under it takes no idempotency_key (there is no execution for a retry to converge on); webhooks and bindings dedupe by the event's id", under))
+	case p.req.WorkflowID != nil:
+		return reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id",
+			fmt.Sprintf("%s: a start under it takes no workflow_id (its execution's is minted when it begins)", under))
+	case p.req.ReusePolicy != "":
+		return reject(http.StatusBadRequest, client.CodeInvalidReusePolicy, "reuse_policy",
+			fmt.Sprintf("%s: a start under it takes no reuse_policy", under))
+	case p.startAt != nil:
+		field := "delay"
+		if p.req.StartAt != nil {
+			field = "start_at"
+		}
+		return reject(http.StatusBadRequest, client.CodeInvalidSchedule, field, fmt.Sprintf("%s: the policy decides when it begins, so it takes no %s", under, field))
+	}
+	sp, err := pol.For(p.req.Input)
+	if err != nil {
+		return reject(http.StatusUnprocessableEntity, client.CodeInputInvalid, "input", fmt.Sprintf("%s: %v", under, err))
+	}
+	p.policy = sp
+	return nil
 }

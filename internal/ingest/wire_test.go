@@ -34,6 +34,7 @@ var wireTypes = []any{
 	client.ErrorResponse{}, client.Violation{},
 	// Starts, signals, cancellations.
 	client.StartRequest{}, client.StartResponse{}, client.AcceptedResponse{},
+	client.StartPolicy{}, client.Throttle{}, client.Debounce{}, client.Batch{},
 	client.SignalResponse{}, client.SignalWithStartRequest{}, client.SignalWithStartResponse{},
 	client.CancelRequest{}, client.CancelResponse{}, client.TerminateRequest{}, client.TerminateResponse{},
 	// Reads.
@@ -177,7 +178,19 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		fill(t, reflect.ValueOf(&a).Elem(), "start")
 		r, err := serve(t, http.StatusOK, a).Start(ctx, "w", nil, client.StartOptions{})
 		require.NoError(t, err)
+		require.False(t, r.Deferred)
+		require.Empty(t, r.CommandID)
+		// What only a deferred start's answer fills: the next subtest.
+		r.Deferred, r.CommandID = true, "deferred"
 		requireCarries(t, a, *r, nil)
+	})
+	t.Run("start deferred", func(t *testing.T) {
+		a := client.AcceptedResponse{CommandID: "cmd", Status: client.CommandDeferred}
+		r, err := serve(t, http.StatusAccepted, a).Start(ctx, "w", nil, client.StartOptions{StartPolicy: &client.StartPolicy{Batch: &client.Batch{MaxSize: 2, MaxWait: "1s"}}})
+		require.NoError(t, err)
+		require.True(t, r.Deferred)
+		require.Equal(t, "cmd", r.CommandID)
+		require.Empty(t, r.ExecutionID)
 	})
 	t.Run("signal-with-start", func(t *testing.T) {
 		var a client.SignalWithStartResponse

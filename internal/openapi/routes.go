@@ -86,13 +86,17 @@ var idempotencyKey = Param{Name: "Idempotency-Key", Description: "Makes the requ
 var Routes = []Route{
 	{
 		Method: "POST", Path: "/api/harvest/workflows/{name}/start", ID: "startWorkflow", Tag: "workflows", Scope: "start",
-		Summary:     "Start a workflow execution",
-		Description: "With an Idempotency-Key, every retry converges on one execution: 201 when this request created it, 200 when it found it.",
-		Headers:     []Param{idempotencyKey}, Body: client.StartRequest{},
+		Summary: "Start a workflow execution",
+		Description: "With an Idempotency-Key, every retry converges on one execution: 201 when this request created it, 200 when it found it. " +
+			"A workflow under a start policy (throttle, debounce, batch; configured, or the request's start_policy) may defer the start: " +
+			"202 with status deferred and no execution_id. Such a start takes no Idempotency-Key (400 idempotency_key_not_allowed), " +
+			"unless it replays a keyed start committed before.",
+		Headers: []Param{idempotencyKey}, Body: client.StartRequest{},
 		Responses: errs(map[int]Answer{
 			200: {"An execution with this key (or workflow_id, by reuse policy) already exists: its id.", client.StartResponse{}},
 			201: {"The execution was created.", client.StartResponse{}},
-			202: {"The start is durable but its outcome is not known yet: poll GET /api/harvest/commands/{command_id}.", client.AcceptedResponse{}},
+			202: {"The start is durable but its outcome is not known yet (status accepted), or its start policy deferred it (status deferred): " +
+				"poll GET /api/harvest/commands/{command_id}, which gives the execution it became part of once it begins.", client.AcceptedResponse{}},
 		}, with(guarded, 400, 404, 409, 413, 422)...),
 	},
 	{
@@ -175,9 +179,10 @@ var Routes = []Route{
 	},
 	{
 		Method: "GET", Path: "/api/harvest/commands/{command_id}", ID: "getCommand", Tag: "commands", Scope: "read",
-		Summary:     "Read what became of a command answered 202",
-		Description: "While the command waits, its status is accepted; once applied (or rejected) the answer its request would have had.",
-		Responses:   errs(map[int]Answer{200: {"The command's state.", client.CommandResponse{}}}, with(guarded, 404)...),
+		Summary: "Read what became of a command answered 202",
+		Description: "While the command waits, its status is accepted (deferred: a start its start policy holds back); " +
+			"once applied (or rejected) the answer its request would have had.",
+		Responses: errs(map[int]Answer{200: {"The command's state.", client.CommandResponse{}}}, with(guarded, 404)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/commands/dead", ID: "listDeadCommands", Tag: "commands", Scope: "read",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // timerAlarm wakes the shard loop when its earliest durable timer is due.
@@ -55,7 +56,8 @@ func (r *runner) rearm(ctx context.Context, a *timerAlarm) error {
 }
 
 // fireDueTimers applies the shard's due timers, a bounded batch per
-// transaction, then publishes what they produced. A batch that fails for
+// transaction, then publishes what they produced, and then begins the
+// executions of its due groups of deferred starts (releaseStartsTx). A batch that fails for
 // a reason retrying will not fix is fired again timer by timer, and a
 // timer that fails alone is dropped, logged and counted, so that it does
 // not stop the shard (isolateTimers).
@@ -73,9 +75,75 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 			return fmt.Errorf("fire timers: %w", err)
 		}
 		if fired < limit {
+			break
+		}
+	}
+	for {
+		released, err := r.releaseStartsTx(ctx, limit)
+		if err != nil {
+			return fmt.Errorf("begin deferred starts: %w", err)
+		}
+		if released < limit {
 			return nil
 		}
 	}
+}
+
+// releaseStartsTx begins the executions of up to limit due groups of
+// deferred starts in one transaction and publishes their first tasks; it
+// returns how many groups it released.
+func (r *runner) releaseStartsTx(ctx context.Context, limit int) (int, error) {
+	var (
+		writes *store.Writes
+		groups []*store.DeferredGroup
+	)
+	err := r.s.inTx(ctx, txTimers, func(tx *pipeTx) error {
+		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
+		if err != nil {
+			return err
+		}
+		var members map[string][]store.DeferredMember
+		groups, members, err = store.DueGroups(ctx, tx, r.lease.Shard, time.Now(), limit)
+		if err != nil || len(groups) == 0 {
+			return err
+		}
+		// The throttled groups' keys, locked: a throttle's starts may
+		// have to wait longer than they were scheduled to.
+		var reads store.Reads
+		var refs []store.PolicyRef
+		keys := map[store.PolicyRef]*store.PolicyState{}
+		for _, g := range groups {
+			if g.Kind == wire.PolicyThrottle && keys[g.Ref()] == nil {
+				keys[g.Ref()] = &store.PolicyState{}
+				refs = append(refs, g.Ref())
+			}
+		}
+		clear(keys)
+		reads.LoadPolicyKeys(refs, keys)
+		if err := reads.Send(ctx, tx); err != nil {
+			return err
+		}
+		if writes, err = releaseGroups(ctx, tx, r.env(), applied, groups, members, keys); err != nil {
+			return err
+		}
+		writes.PublishedOutbox = r.published
+		tx.commitWithNext()
+		return store.Write(ctx, tx, writes)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if writes != nil {
+		r.s.metrics.releasedGroups(groups)
+		r.published = nil
+		r.known.remember(writes)
+		r.forgetTasks(writes)
+		r.announce(writes.Outcomes)
+		if err := r.publish(ctx, writes.Outbox); err != nil {
+			return 0, err
+		}
+	}
+	return len(groups), nil
 }
 
 // fireTimersTx fires up to limit due timers (only those of ids, when

@@ -75,6 +75,14 @@ type batch struct {
 	// signalClaims holds the keyed signals already delivered.
 	signalClaims map[store.SignalRef]bool
 
+	// policyKeys holds the state of the start policy keys the batch's
+	// starts under a policy use; priorOutcomes the outcomes those starts'
+	// command ids had before the batch, policyCmds the command ids the
+	// batch applied (see policyStart).
+	policyKeys    map[store.PolicyRef]*store.PolicyState
+	priorOutcomes map[string]wire.Outcome
+	policyCmds    map[string]bool
+
 	// curTrace is the trace of the command being applied; traces holds,
 	// by execution, the trace of the last command that changed it, which
 	// the tasks dispatched for it carry (see traceOf).
@@ -121,6 +129,14 @@ type applyEnv struct {
 	known execCache
 }
 
+func (env applyEnv) outcomeTTLOrDefault() time.Duration {
+	return cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL)
+}
+
+func (env applyEnv) wftTimeoutOrDefault() time.Duration {
+	return cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout)
+}
+
 // shardLock is the lease an apply transaction fences itself with.
 type shardLock struct {
 	owner string
@@ -153,27 +169,21 @@ func (noReads) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
 // below applied were applied before and are skipped.
 func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
 	shard := env.shard
-	b := &batch{
-		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
-		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask, retention: env.retention,
-		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
-		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
-		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
-		claimExec: map[store.ClaimRef]*store.Execution{}, tentative: map[store.ClaimRef]string{},
-	}
-	b.writes.Shard = shard
-	b.writes.AppliedSeq = applied
+	b := newBatch(ctx, env, applied)
 
 	// Gather what the batch reads, so each table is read once.
 	var (
-		newClaims   []store.NewClaim
-		wfRefs      []store.WorkflowRef
-		execIDs     []string
-		actRefs     []store.ActivityRef
-		sigRefs     []store.SignalRef
-		pending     []seqCommand
-		seenWf      = map[store.WorkflowRef]bool{}
-		seenExecIDs = map[string]bool{}
+		newClaims    []store.NewClaim
+		wfRefs       []store.WorkflowRef
+		execIDs      []string
+		actRefs      []store.ActivityRef
+		sigRefs      []store.SignalRef
+		policyRefs   []store.PolicyRef
+		policyCmdIDs []string
+		seenPolicy   = map[store.PolicyRef]bool{}
+		pending      []seqCommand
+		seenWf       = map[store.WorkflowRef]bool{}
+		seenExecIDs  = map[string]bool{}
 		// readFree says whether the batch can go without reads: no key
 		// used twice, no signal-with-start, no activity or signal rows
 		// to read.
@@ -198,6 +208,16 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		switch c.cmd.Kind {
 		case wire.KindStart:
 			s := c.cmd.Start
+			if p := s.Policy; p != nil {
+				readFree = false
+				ref := store.PolicyRef{WorkflowName: s.WorkflowName, Kind: p.Kind, Key: p.Key}
+				if !seenPolicy[ref] {
+					seenPolicy[ref] = true
+					policyRefs = append(policyRefs, ref)
+				}
+				policyCmdIDs = append(policyCmdIDs, c.cmd.CommandID)
+				continue
+			}
 			if s.IdempotencyKey != "" {
 				ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
 				if _, ok := b.tentative[ref]; !ok {
@@ -274,6 +294,8 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	reads.LatestByWorkflowID(wfRefs, latest)
 	reads.LoadActivities(actRefs, b.activities)
 	reads.LoadSignalClaims(sigRefs, b.signalClaims)
+	reads.LoadPolicyKeys(policyRefs, b.policyKeys)
+	reads.LoadOutcomes(policyCmdIDs, b.priorOutcomes)
 	if err := reads.Send(ctx, tx); err != nil {
 		return nil, err
 	}
@@ -353,7 +375,11 @@ func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand)
 		b.curTrace = c.trace
 		switch c.cmd.Kind {
 		case wire.KindStart:
-			b.start(c)
+			if c.cmd.Start.Policy != nil {
+				b.policyStart(c)
+			} else {
+				b.start(c)
+			}
 		case wire.KindWorkflowTaskCompleted:
 			b.workflowTaskCompleted(c.cmd.WorkflowTask)
 		case wire.KindActivityResult:

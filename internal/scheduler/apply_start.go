@@ -72,15 +72,25 @@ func (b *batch) start(c seqCommand) {
 		claim.ExecutionID = id
 		b.claims[ref] = claim
 	}
+	e := b.newExecution(s, id)
+	if out.Keyed {
+		b.claimExec[ref] = e
+	}
+	b.outcome(out, e, true, false)
+}
+
+// newExecution creates the execution id of fresh start s: its row, its
+// WorkflowStarted event, and its first workflow task (or the timer of a
+// delayed start).
+func (b *batch) newExecution(s *wire.StartCommand, id string) *store.Execution {
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID,
 		TaskQueue: s.TaskQueue, Status: wire.StatusRunning, Input: s.Input, CreatedAt: b.now, UpdatedAt: b.now,
 		TraceParent: b.curTrace,
 	}
-	if out.Keyed {
+	if s.IdempotencyKey != "" {
 		key := s.IdempotencyKey
 		e.IdempotencyKey = &key
-		b.claimExec[ref] = e
 	}
 	if s.CompletionCallback != "" {
 		cb := s.CompletionCallback
@@ -92,7 +102,7 @@ func (b *batch) start(c seqCommand) {
 	}
 	b.execs[id] = e
 	b.newExecs[id] = true
-	b.byWorkflow[wref] = e
+	b.byWorkflow[store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}] = e
 	b.writes.NewExecutions = append(b.writes.NewExecutions, e)
 	b.appendEvent(e, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{
 		WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID, Input: s.Input, IdempotencyKey: s.IdempotencyKey, TaskQueue: s.TaskQueue,
@@ -104,7 +114,7 @@ func (b *batch) start(c seqCommand) {
 	} else {
 		b.needWorkflowTask(e)
 	}
-	b.outcome(out, e, true, false)
+	return e
 }
 
 // resolveToExisting answers a start with an existing execution of its

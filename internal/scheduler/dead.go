@@ -85,6 +85,8 @@ func (r *runner) isolate(ctx context.Context, cmds []seqCommand, cause error) (*
 		all.AppliedSeq = w.AppliedSeq
 		all.DeadCommands = append(all.DeadCommands, w.DeadCommands...)
 		all.NewTimers = append(all.NewTimers, w.NewTimers...)
+		all.Policies.Groups = append(all.Policies.Groups, w.Policies.Groups...)
+		all.Policies.Members = append(all.Policies.Members, w.Policies.Members...)
 		all.Outcomes = append(all.Outcomes, w.Outcomes...)
 		all.Outbox = append(all.Outbox, w.Outbox...)
 	}

@@ -31,6 +31,8 @@ type metrics struct {
 	leaseLost     prometheus.Counter
 	timersFired   map[string]prometheus.Counter
 	callbacks     *prometheus.CounterVec
+	deferred      *prometheus.CounterVec
+	released      *prometheus.CounterVec
 }
 
 // other is the label value of what is not one of a label's known values.
@@ -130,11 +132,19 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 			Name: "harvest_scheduler_callbacks_total",
 			Help: "Completion callback delivery attempts, by result: delivered, retrying (failed, another attempt is scheduled), failed (failed for good).",
 		}, []string{"result"}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_scheduler_starts_deferred_total",
+			Help: "Starts a start policy held back, by policy (throttle, debounce, batch).",
+		}, []string{"policy"}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_scheduler_deferred_executions_started_total",
+			Help: "Executions begun by groups of deferred starts, by policy (throttle, debounce, batch).",
+		}, []string{"policy"}),
 		commands:    map[string]prometheus.Counter{},
 		timersFired: map[string]prometheus.Counter{},
 	}
 	for _, c := range []prometheus.Collector{commands, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failing, m.owned, m.info,
-		m.batchSize, m.applySeconds, m.transactions, m.statements, m.leaseAcquired, m.leaseLost, fired, m.callbacks, shards} {
+		m.batchSize, m.applySeconds, m.transactions, m.statements, m.leaseAcquired, m.leaseLost, fired, m.callbacks, m.deferred, m.released, shards} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -158,7 +168,45 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 	for _, r := range []string{callbackDelivered, callbackRetrying, callbackFailed} {
 		m.callbacks.WithLabelValues(r)
 	}
+	for _, p := range policyKinds {
+		m.deferred.WithLabelValues(p)
+		m.released.WithLabelValues(p)
+	}
 	return m, nil
+}
+
+// policyKinds are the values of the policy label.
+var policyKinds = []string{wire.PolicyThrottle, wire.PolicyDebounce, wire.PolicyBatch}
+
+// policyLabel is kind, or other if it is not a policy kind.
+func policyLabel(kind string) string {
+	for _, p := range policyKinds {
+		if p == kind {
+			return p
+		}
+	}
+	return other
+}
+
+// deferredStarts counts the starts a committed batch deferred.
+func (m *metrics) deferredStarts(w *store.Writes) {
+	if len(w.Policies.Members) == 0 {
+		return
+	}
+	kinds := make(map[string]string, len(w.Policies.Groups))
+	for _, g := range w.Policies.Groups {
+		kinds[g.GroupID] = g.Kind
+	}
+	for _, mem := range w.Policies.Members {
+		m.deferred.WithLabelValues(policyLabel(kinds[mem.GroupID])).Inc()
+	}
+}
+
+// releasedGroups counts the executions groups of deferred starts began.
+func (m *metrics) releasedGroups(groups []*store.DeferredGroup) {
+	for _, g := range groups {
+		m.released.WithLabelValues(policyLabel(g.Kind)).Inc()
+	}
 }
 
 func (m *metrics) dead(ds []store.DeadCommand) {

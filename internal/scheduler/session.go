@@ -210,6 +210,10 @@ drain:
 	for _, tm := range writes.NewTimers {
 		timers.arm(tm.FireAt)
 	}
+	for _, g := range writes.Policies.Groups {
+		timers.arm(g.DueAt)
+	}
+	r.s.metrics.deferredStarts(writes)
 	return nil
 }
 

@@ -7,8 +7,9 @@ import (
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
-// sweepLoop deletes expired start claims and command outcomes in bounded
-// batches, every SweepInterval.
+// sweepLoop deletes expired start claims and command outcomes, and start
+// policy keys that hold nothing any more, in bounded batches, every
+// SweepInterval.
 func (s *Scheduler) sweepLoop(ctx context.Context) {
 	ticker := time.NewTicker(s.cfg.SweepInterval)
 	defer ticker.Stop()
@@ -20,6 +21,7 @@ func (s *Scheduler) sweepLoop(ctx context.Context) {
 		}
 		s.sweep(ctx, "expired start claims", store.SweepExpiredClaims)
 		s.sweep(ctx, "expired command outcomes", store.SweepExpiredOutcomes)
+		s.sweep(ctx, "stale start policy keys", store.SweepStalePolicyKeys)
 		if err := store.ForgetDeadSchedulers(ctx, s.cfg.DB); err != nil && ctx.Err() == nil {
 			s.log.Warn("forget dead schedulers", "err", err)
 		}

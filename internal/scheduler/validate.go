@@ -1,11 +1,14 @@
 package scheduler
 
-import "github.com/harvest-engine/harvest/internal/wire"
+import (
+	"github.com/harvest-engine/harvest/internal/startpolicy"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
 
 func validCommand(c *wire.Command) bool {
 	switch c.Kind {
 	case wire.KindStart:
-		return c.Start != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Start.TaskQueue != ""
+		return c.Start != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Start.TaskQueue != "" && validPolicy(c.Start)
 	case wire.KindWorkflowTaskCompleted:
 		return c.WorkflowTask != nil && validUUID(c.WorkflowTask.ExecutionID)
 	case wire.KindActivityResult:
@@ -44,4 +47,26 @@ func validDuplicate(d *wire.DuplicateCommand) bool {
 	default:
 		return d.WorkflowName != "" && d.WorkflowID != "" && d.SignalKey != ""
 	}
+}
+
+// validPolicy says whether a start's policy, if it has one, is one the
+// scheduler can apply: a known kind with its parameters in range, and no
+// idempotency key (ingest never sends a keyed start under a policy).
+func validPolicy(s *wire.StartCommand) bool {
+	p := s.Policy
+	if p == nil {
+		return true
+	}
+	if s.IdempotencyKey != "" {
+		return false
+	}
+	switch p.Kind {
+	case wire.PolicyThrottle:
+		return p.Limit > 0 && p.Limit <= startpolicy.MaxLimit && p.Period > 0
+	case wire.PolicyDebounce:
+		return p.Period > 0
+	case wire.PolicyBatch:
+		return p.MaxSize > 0 && p.MaxSize <= startpolicy.MaxBatchSize && p.MaxWait > 0
+	}
+	return false
 }

@@ -52,6 +52,7 @@ func IngestConfig(cfg config.Config) ingest.Config {
 		OutcomeWait:            time.Duration(cfg.OutcomeWait),
 		IdempotencyFingerprint: cfg.IdempotencyFingerprint,
 		FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
+		StartPolicies:          cfg.StartPolicies(),
 		DeclaredWorkflows:      cfg.DeclaredWorkflows(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 		Webhooks:               cfg.Webhooks,

@@ -61,6 +61,9 @@ type Writes struct {
 	// Outcomes are the outcomes of the commands applied, stored by
 	// command id.
 	Outcomes []OutcomeRow
+	// Policies are what the batch changed of start policies' deferred
+	// starts.
+	Policies PolicyWrites
 	// DeadCommands are commands set aside, unapplied (their outcomes are
 	// in Outcomes).
 	DeadCommands []DeadCommand
@@ -99,6 +102,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueInsertCallbacks(b, w.Shard, w.Callbacks)
 	queueDeleteClaims(b, w.DeleteClaims)
 	queueCountDuplicates(b, w.Duplicates)
+	queuePolicyWrites(b, w.Shard, &w.Policies)
 	queueUpsertOutcomes(b, w.Outcomes)
 	queueInsertDeadCommands(b, w.Shard, w.DeadCommands)
 	queueInsertOutbox(b, w.Outbox)

@@ -213,6 +213,38 @@ type StartCommand struct {
 	// StartedBy names the API token of the request, recorded on the
 	// execution a fresh start creates.
 	StartedBy string `json:"started_by,omitempty"`
+	// Policy, when set, is the start policy that admits the start: the
+	// scheduler holds it back (deferred) until the policy lets it begin.
+	// A start under a policy has no idempotency key and a minted
+	// workflow_id.
+	Policy *StartPolicy `json:"policy,omitempty"`
+}
+
+// Start policy kinds: StartPolicy.Kind.
+const (
+	PolicyThrottle = "throttle"
+	PolicyDebounce = "debounce"
+	PolicyBatch    = "batch"
+)
+
+// StartPolicy is a start policy as it applies to one start: its kind, its
+// parameters and the value of its key in the start's input.
+type StartPolicy struct {
+	Kind string `json:"kind"`
+	// Key is the value the policy's key pointer selects in the input ("" for
+	// a policy over the whole workflow): starts are throttled, debounced
+	// or batched together per (workflow, kind, key).
+	Key string `json:"key"`
+	// Throttle: at most Limit starts in any Period.
+	Limit  int           `json:"limit,omitempty"`
+	Period time.Duration `json:"period,omitempty"`
+	// Debounce: the execution starts Period after the last start, with
+	// the first start's input when FirstInput is set, else the last's.
+	FirstInput bool `json:"first_input,omitempty"`
+	// Batch: one execution per MaxSize starts, or MaxWait after the
+	// first.
+	MaxSize int           `json:"max_size,omitempty"`
+	MaxWait time.Duration `json:"max_wait,omitempty"`
 }
 
 // WorkflowTaskResult returns the decisions a worker took in one workflow
@@ -401,8 +433,11 @@ type Outcome struct {
 	Message    string `json:"message,omitempty"`
 	HTTPStatus int    `json:"http_status,omitempty"`
 	// SignalDelivered says whether a signal command appended its signal.
-	SignalDelivered bool      `json:"signal_delivered,omitempty"`
-	AppliedAt       time.Time `json:"applied_at,omitzero"`
+	SignalDelivered bool `json:"signal_delivered,omitempty"`
+	// Deferred says a start's policy holds it back: the outcome is
+	// replaced by the execution's when the policy lets it begin.
+	Deferred  bool      `json:"deferred,omitempty"`
+	AppliedAt time.Time `json:"applied_at,omitzero"`
 }
 
 // OrNull returns raw, or JSON null when raw is empty.

@@ -71,3 +71,35 @@ func TestProductionKeysAreChecked(t *testing.T) {
 		require.ErrorContains(t, err, want, body)
 	}
 }
+
+func TestStartPoliciesLoadAndAreChecked(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`workflows:
+  charge:
+    start_policy:
+      throttle: {limit: 10, period: 1m, key: /customer_id}
+  digest:
+    start_policy:
+      batch: {max_size: 100, max_wait: 5s}
+  onboarding: {}
+`), 0o600))
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	policies := c.StartPolicies()
+	require.Len(t, policies, 2)
+	require.Equal(t, "throttle", policies["charge"].Kind())
+	require.Equal(t, "/customer_id", policies["charge"].KeyPointer())
+	require.Equal(t, "batch", policies["digest"].Kind())
+
+	for body, want := range map[string]string{
+		"workflows: {charge: {start_policy: {throttle: {limit: 0, period: 1m}}}}":                           "workflows.charge.start_policy.throttle.limit",
+		"workflows: {charge: {start_policy: {debounce: {period: 30s, key: customer_id}}}}":                  "workflows.charge.start_policy.debounce.key",
+		"workflows: {charge: {start_policy: {debounce: {period: 1s}, batch: {max_size: 2, max_wait: 1s}}}}": "workflows.charge.start_policy",
+		"workflows: {charge: {start_policy: {throttle: {limit: 1, period: 1m, burst: 2}}}}":                 "burst",
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(body+"\n"), 0o600))
+		_, err := config.Load(path)
+		require.ErrorContains(t, err, want, body)
+	}
+}

@@ -102,28 +102,7 @@ func (r *runner) releaseStartsTx(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		var members map[string][]store.DeferredMember
-		groups, members, err = store.DueGroups(ctx, tx, r.lease.Shard, time.Now(), limit)
-		if err != nil || len(groups) == 0 {
-			return err
-		}
-		// The throttled groups' keys, locked: a throttle's starts may
-		// have to wait longer than they were scheduled to.
-		var reads store.Reads
-		var refs []store.PolicyRef
-		keys := map[store.PolicyRef]*store.PolicyState{}
-		for _, g := range groups {
-			if g.Kind == wire.PolicyThrottle && keys[g.Ref()] == nil {
-				keys[g.Ref()] = &store.PolicyState{}
-				refs = append(refs, g.Ref())
-			}
-		}
-		clear(keys)
-		reads.LoadPolicyKeys(refs, keys)
-		if err := reads.Send(ctx, tx); err != nil {
-			return err
-		}
-		if writes, err = releaseGroups(ctx, tx, r.env(), applied, groups, members, keys); err != nil {
+		if writes, groups, err = releaseDue(ctx, tx, r.env(), applied, time.Now(), limit); err != nil || writes == nil {
 			return err
 		}
 		writes.PublishedOutbox = r.published
@@ -134,7 +113,7 @@ func (r *runner) releaseStartsTx(ctx context.Context, limit int) (int, error) {
 		return 0, err
 	}
 	if writes != nil {
-		r.s.metrics.releasedGroups(groups)
+		r.s.metrics.releasedGroups(groups, writes.Policies.Released)
 		r.published = nil
 		r.known.remember(writes)
 		r.forgetTasks(writes)
@@ -216,4 +195,34 @@ func (r *runner) isolateTimers(ctx context.Context, limit int, cause error) (int
 		}
 	}
 	return len(due), nil
+}
+
+// releaseDue begins, in tx, the executions of up to limit of the shard's
+// groups of deferred starts that are due at now (see releaseGroups); nil
+// writes when none is.
+func releaseDue(ctx context.Context, tx store.Tx, env applyEnv, applied int64, now time.Time, limit int) (*store.Writes, []*store.DeferredGroup, error) {
+	groups, members, err := store.DueGroups(ctx, tx, env.shard, now, limit)
+	if err != nil || len(groups) == 0 {
+		return nil, nil, err
+	}
+	// The throttled groups' keys, locked: a throttle's starts may have to
+	// wait longer than they were scheduled to.
+	var (
+		reads store.Reads
+		refs  []store.PolicyRef
+		seen  = map[store.PolicyRef]bool{}
+	)
+	for _, g := range groups {
+		if g.Kind == wire.PolicyThrottle && !seen[g.Ref()] {
+			seen[g.Ref()] = true
+			refs = append(refs, g.Ref())
+		}
+	}
+	keys := make(map[store.PolicyRef]*store.PolicyState, len(refs))
+	reads.LoadPolicyKeys(refs, keys)
+	if err := reads.Send(ctx, tx); err != nil {
+		return nil, nil, err
+	}
+	writes, err := releaseGroups(ctx, tx, env, applied, now, groups, members, keys)
+	return writes, groups, err
 }

@@ -195,9 +195,10 @@ func (b *batch) deferredOutcome(out wire.Outcome, due time.Time) {
 // keys: a throttled start that would begin within a period of limit
 // others (its schedule slipped: the shard was not applied for a while)
 // is put off until it may, and those behind it wait for it.
-func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64, groups []*store.DeferredGroup,
+func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64, now time.Time, groups []*store.DeferredGroup,
 	members map[string][]store.DeferredMember, keys map[store.PolicyRef]*store.PolicyState) (*store.Writes, error) {
 	b := newBatch(ctx, env, applied)
+	b.now = now.UTC()
 	for _, g := range groups {
 		if g.Kind == wire.PolicyThrottle && !b.throttleRelease(g, keys) {
 			continue

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -202,10 +203,13 @@ func (m *metrics) deferredStarts(w *store.Writes) {
 	}
 }
 
-// releasedGroups counts the executions groups of deferred starts began.
-func (m *metrics) releasedGroups(groups []*store.DeferredGroup) {
+// releasedGroups counts the executions groups of deferred starts began:
+// those of groups that are in released (the others were put off).
+func (m *metrics) releasedGroups(groups []*store.DeferredGroup, released []string) {
 	for _, g := range groups {
-		m.released.WithLabelValues(policyLabel(g.Kind)).Inc()
+		if slices.Contains(released, g.GroupID) {
+			m.released.WithLabelValues(policyLabel(g.Kind)).Inc()
+		}
 	}
 }
 

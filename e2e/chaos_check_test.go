@@ -41,6 +41,9 @@ type trialResult struct {
 	// refused by ingest and set aside by a scheduler.
 	PoisonRefused  int `json:"poison_refused"`
 	PoisonSetAside int `json:"poison_set_aside"`
+	// DeferredAcked counts the trial's deferred starts (attempts) that
+	// were acknowledged.
+	DeferredAcked int `json:"deferred_acknowledged"`
 	// Convergence is the longest any execution took to complete after the
 	// later of the last restart and its key's first send: how long after
 	// the fault the stack needed to finish each piece of work. Settled is
@@ -76,6 +79,9 @@ func (r *trialResult) line() string {
 			r.Convergence.Round(time.Millisecond), r.Settled.Round(time.Millisecond))
 	} else {
 		s += "did not converge"
+	}
+	if r.DeferredAcked > 0 {
+		s += fmt.Sprintf("; %d deferred starts acknowledged", r.DeferredAcked)
 	}
 	if r.PoisonRefused+r.PoisonSetAside > 0 {
 		s += fmt.Sprintf("; poison: %d refused by ingest, %d set aside", r.PoisonRefused, r.PoisonSetAside)

@@ -170,7 +170,7 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	}
 	s.payments = httptest.NewServer(fakepay.NewHandler(s.provider))
 	dbURL := s.pg.srvURL()
-	declared, err := writeDeclaredConfig(dir)
+	declared, err := writeDeclaredConfigWith(dir, chaosStartPolicies)
 	if err != nil {
 		return nil, err
 	}

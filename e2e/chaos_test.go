@@ -60,6 +60,7 @@ var (
 	chaosGrace         = flag.Duration("chaos.grace", 10*time.Second, "chaos: how long a SIGTERMed process may take to exit before it is SIGKILLed")
 	chaosGiveUp        = flag.Duration("chaos.giveup", 30*time.Second, "chaos: clients stop retrying a start this long after the load ends")
 	chaosChargeLatency = flag.Duration("chaos.chargelatency", 0, "chaos: the payment provider answers a new charge this late, so that faults land mid-activity")
+	chaosDeferred      = flag.Int("chaos.deferred", 8, "chaos: deferred starts per trial of each start policy (batch, throttle, debounce)")
 	chaosPoison        = flag.Int("chaos.poison", 4, "chaos: poison sends per trial (half refused by ingest, half published straight to the command stream and set aside)")
 	chaosTapDeliveries = flag.Bool("chaos.tapdeliveries", false, "chaos: the tap also hears pull deliveries; it then keeps the pull requests of stopped workers alive (see startTap)")
 	chaosExplain       = flag.Duration("chaos.explain", 0, "chaos: log the history of a trial's slowest execution when it took longer than this (0: never)")
@@ -305,6 +306,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	rng := rand.New(rand.NewPCG(seed, fnv64(kind.String())))
 	plans := planLoad(rng, prefix, r.cfg.keys, r.cfg.load)
 	poison := planPoison(rng, prefix, *chaosPoison, r.cfg.load)
+	deferred := planDeferred(rng, prefix, *chaosDeferred, r.cfg.load)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -328,6 +330,8 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	go func() { loadDone <- st.runLoad(ctx, plans, giveUp) }()
 	poisonDone := make(chan []*poisonOutcome, 1)
 	go func() { poisonDone <- st.runPoison(ctx, poison, giveUp) }()
+	deferredDone := make(chan []*deferredOutcome, 1)
+	go func() { deferredDone <- st.runDeferred(ctx, deferred, giveUp) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -375,6 +379,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.converge(ctx, lastRestart, loadEnd)
 	check.invariants(ctx)
 	check.poisonInvariants(ctx, <-poisonDone)
+	check.deferredInvariants(ctx, <-deferredDone)
 	r.healthy = false
 	if !res.failed() {
 		hctx, hcancel := context.WithTimeout(ctx, time.Minute)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,10 +45,16 @@ func freeAddr(t *testing.T) string {
 // while no worker serves them (one killed, or not up yet), as a
 // deployment's configuration would.
 func writeDeclaredConfig(dir string) (string, error) {
+	return writeDeclaredConfigWith(dir, nil)
+}
+
+// writeDeclaredConfigWith is writeDeclaredConfig with the settings of some
+// workflows (workflows.<name>, as YAML flow values).
+func writeDeclaredConfigWith(dir string, settings map[string]string) (string, error) {
 	var b strings.Builder
 	b.WriteString("workflows:\n")
 	for _, name := range examples.Workflows() {
-		fmt.Fprintf(&b, "  %s: {}\n", name)
+		fmt.Fprintf(&b, "  %s: %s\n", name, cmp.Or(settings[name], "{}"))
 	}
 	path := filepath.Join(dir, "declared.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {

@@ -29,6 +29,7 @@ import (
 var docPages = []string{
 	"README.md",
 	"docs/idempotency.md",
+	"docs/start-policies.md",
 	"docs/signals.md",
 	"docs/activities.md",
 	"docs/webhooks.md",

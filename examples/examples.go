@@ -1,6 +1,7 @@
 package examples
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,11 +237,16 @@ type DigestResult struct {
 }
 
 // Digest takes a list of inputs, as a batch start policy makes of the
-// starts it collects (docs/start-policies.md), and returns how many
-// there were, and them.
-func Digest(_ *harvest.WorkflowContext, items []json.RawMessage) (DigestResult, error) {
-	if items == nil {
-		items = []json.RawMessage{}
+// starts it collects (docs/start-policies.md), or a single input, which
+// it counts as a list of one; it returns how many there were, and them.
+func Digest(_ *harvest.WorkflowContext, input json.RawMessage) (DigestResult, error) {
+	items := []json.RawMessage{}
+	if trimmed := bytes.TrimSpace(input); len(trimmed) > 0 && trimmed[0] == '[' {
+		if err := json.Unmarshal(trimmed, &items); err != nil {
+			return DigestResult{}, harvest.NewNonRetryableError("invalid_input", "digest: %v", err)
+		}
+	} else if len(trimmed) > 0 {
+		items = append(items, json.RawMessage(trimmed))
 	}
 	return DigestResult{Count: len(items), Items: items}, nil
 }

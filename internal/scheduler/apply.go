@@ -148,21 +148,38 @@ func (noReads) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
 	return pgx.FailedBatchResults(b, errNeedsReads)
 }
 
-// apply runs one batch of commands in tx and returns the writes it made,
-// including the outbox rows to publish after the commit. Commands at or
-// below applied were applied before and are skipped.
-func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
-	shard := env.shard
+// newBatch returns an empty batch of env's shard applied at now, after
+// the command stream's sequence applied.
+func newBatch(ctx context.Context, env applyEnv, now time.Time, applied int64) *batch {
 	b := &batch{
-		shard: shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
+		shard: env.shard, shards: env.shards, now: now, window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
 		outcomeTTL: cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask, retention: env.retention,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 		claimExec: map[store.ClaimRef]*store.Execution{}, tentative: map[store.ClaimRef]string{},
 	}
-	b.writes.Shard = shard
+	b.writes.Shard = env.shard
 	b.writes.AppliedSeq = applied
+	return b
+}
+
+// historyLoader loads the stored histories of executions.
+type historyLoader func(ctx context.Context, executionIDs []string) (map[string][]wire.Event, error)
+
+// txHistories loads histories from PostgreSQL in tx.
+func txHistories(tx store.Tx) historyLoader {
+	return func(ctx context.Context, ids []string) (map[string][]wire.Event, error) {
+		return store.LoadHistories(ctx, tx, ids)
+	}
+}
+
+// apply runs one batch of commands in tx and returns the writes it made,
+// including the outbox rows to publish after the commit. Commands at or
+// below applied were applied before and are skipped.
+func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
+	shard := env.shard
+	b := newBatch(ctx, env, time.Now().UTC(), applied)
 
 	// Gather what the batch reads, so each table is read once.
 	var (
@@ -251,7 +268,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		if !readFree || len(actRefs) > 0 || len(sigRefs) > 0 || !b.assume(env, applied, execIDs, newClaims, wfRefs) {
 			return nil, errNeedsReads
 		}
-		return b.applyAll(ctx, tx, pending)
+		return b.applyAll(ctx, txHistories(tx), pending)
 	}
 
 	// The reads go in one round trip (after the shard's lock, when apply
@@ -313,7 +330,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		}
 		b.byWorkflow[ref] = e
 	}
-	return b.applyAll(ctx, tx, pending)
+	return b.applyAll(ctx, txHistories(tx), pending)
 }
 
 // assume fills in, for a read-free apply, what the reads would have
@@ -347,7 +364,7 @@ func (b *batch) assume(env applyEnv, applied int64, execIDs []string, claims []s
 }
 
 // applyAll applies the batch's commands to what was read (or assumed).
-func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand) (*store.Writes, error) {
+func (b *batch) applyAll(ctx context.Context, histories historyLoader, pending []seqCommand) (*store.Writes, error) {
 	for _, c := range pending {
 		b.cmd = &c.cmd
 		b.curTrace = c.trace
@@ -375,7 +392,7 @@ func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand)
 	b.cmd = nil
 	b.curTrace = ""
 	b.settleClaims()
-	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
+	if err := b.scheduleWorkflowTasks(ctx, histories); err != nil {
 		return nil, err
 	}
 	for id := range b.changed {

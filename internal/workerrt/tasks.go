@@ -142,10 +142,7 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) (o outco
 		var lost *wire.ActivityResult
 		if task.Deadline.IsZero() || time.Now().Before(task.Deadline) {
 			log.Warn("activity task delivered again: its earlier worker may have run it; reporting the attempt lost", "delivery", t.delivery())
-			lost = &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Failure: &wire.Failure{
-				Type:    "WorkerLost",
-				Message: fmt.Sprintf("attempt %d's task was delivered again: the worker that had it vanished or stopped acknowledging it, and may have run it", task.Attempt),
-			}}
+			lost = LostAttempt(&task)
 		}
 		return rt.settleActivity(ctx, t, &task, lost)
 	}

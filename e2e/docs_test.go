@@ -31,6 +31,7 @@ var docPages = []string{
 	"docs/idempotency.md",
 	"docs/signals.md",
 	"docs/activities.md",
+	"docs/testing.md",
 	"docs/webhooks.md",
 	"docs/arcflow.md",
 	"docs/configuration.md",

@@ -86,6 +86,8 @@ type Env struct {
 	// Replay; attempts every activity attempt delivered.
 	tasks    map[string][]recordedTask
 	attempts []Attempt
+	// ledger is harvest.Once's effect ledger.
+	ledger *ledger
 }
 
 // delivery is a task on its way to a worker: due at at, and redelivered
@@ -122,6 +124,7 @@ func New(register func(*harvest.Worker), cfg Config) (*Env, error) {
 		return nil, fmt.Errorf("harvesttest: %w", err)
 	}
 	e.mem = mem
+	e.ledger = newLedger(e.Now, cmp.Or(cfg.Retention, DefaultRetention))
 	if err := e.startWorker(register); err != nil {
 		return nil, err
 	}
@@ -454,7 +457,7 @@ func (e *Env) runActivityTask(ctx context.Context, worker inproc.Binding, d *del
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	log := e.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName, "activity", task.ActivityName, "attempt", task.Attempt)
-	res, err := worker.Handlers.Activity(actx, &workerrt.Attempt{Task: task, Log: log, Heartbeat: func(details json.RawMessage) {
+	res, err := worker.Handlers.Activity(actx, &workerrt.Attempt{Task: task, Log: log, Ledger: e.ledger, Heartbeat: func(details json.RawMessage) {
 		e.heartbeat(ctx, task, details)
 	}})
 	result := workerrt.AttemptResult(task, res, err, worker.Handlers.Failure)

@@ -409,3 +409,40 @@ func TestHistoryIsTheAPIs(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(raw), `"result"`)
 }
+
+func TestOnceRunsItsEffectOnceAcrossALostResult(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var mu sync.Mutex
+	runs, sends := 0, 0
+	env, err := harvesttest.New(func(w *harvest.Worker) {
+		harvest.RegisterWorkflow(w, "notify", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+			var ref string
+			err := harvest.ExecuteActivity(ctx, "send_sms", nil).Get(&ref)
+			return ref, err
+		})
+		harvest.RegisterActivity(w, "send_sms", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
+			mu.Lock()
+			runs++
+			mu.Unlock()
+			// An SMS gateway that cannot deduplicate: Once records the send.
+			return harvest.Once(ctx, ctx.IdempotencyKey().Subkey("sms"), func(context.Context) (string, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				sends++
+				return "sms-1", nil
+			})
+		})
+	}, harvesttest.Config{})
+	require.NoError(t, err)
+
+	env.Inject(harvesttest.LoseActivityResult("send_sms"))
+	x, err := env.Start(ctx, "notify", nil)
+	require.NoError(t, err)
+	require.NoError(t, env.Advance(ctx, time.Minute))
+	var ref string
+	require.NoError(t, x.Result(&ref))
+	require.Equal(t, "sms-1", ref)
+	require.Equal(t, 2, runs, "the activity ran again")
+	require.Equal(t, 1, sends, "Once found the recorded send")
+}

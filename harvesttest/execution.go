@@ -21,18 +21,18 @@ import (
 var ErrNotClosed = errors.New("execution has not closed")
 
 // StartOption is a per-start knob.
-type StartOption func(*wire.StartCommand)
+type StartOption struct{ apply func(*wire.StartCommand) }
 
 // IdempotencyKey makes the start keyed: within the start idempotency
 // window every start with the key resolves to the execution the first one
 // started.
 func IdempotencyKey(key string) StartOption {
-	return func(s *wire.StartCommand) { s.IdempotencyKey = key }
+	return StartOption{func(s *wire.StartCommand) { s.IdempotencyKey = key }}
 }
 
 // WorkflowID names the execution's workflow_id; by default one is minted.
 func WorkflowID(id string) StartOption {
-	return func(s *wire.StartCommand) { s.WorkflowID = id }
+	return StartOption{func(s *wire.StartCommand) { s.WorkflowID = id }}
 }
 
 // Execution is a handle on one execution of the Env.
@@ -45,6 +45,10 @@ type Execution struct {
 	// Deduplicated says the start resolved to an execution an earlier
 	// start with its key started: nothing new ran.
 	Deduplicated bool
+	// StartedFresh says the start created the execution. A start that
+	// is neither fresh nor deduplicated resolved to the existing
+	// execution of its workflow_id (the default reuse policy).
+	StartedFresh bool
 }
 
 // Start starts workflow with input (encoded as JSON), as a client's start
@@ -61,7 +65,7 @@ func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...Sta
 	}
 	s := &wire.StartCommand{WorkflowName: workflow, Input: raw, TaskQueue: wire.DefaultTaskQueue}
 	for _, o := range opts {
-		o(s)
+		o.apply(s)
 	}
 	e.run.Lock()
 	defer e.run.Unlock()
@@ -71,7 +75,7 @@ func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...Sta
 	if err != nil {
 		return nil, err
 	}
-	x := &Execution{env: e, ID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Deduplicated: out.Deduplicated}
+	x := &Execution{env: e, ID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Deduplicated: out.Deduplicated, StartedFresh: out.StartedFresh}
 	return x, e.drain(ctx)
 }
 
@@ -113,12 +117,12 @@ func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, er
 }
 
 // SignalOption is a per-signal knob.
-type SignalOption func(*wire.SignalCommand)
+type SignalOption struct{ apply func(*wire.SignalCommand) }
 
 // SignalKey makes the signal keyed: it is delivered at most once per
 // (execution, key).
 func SignalKey(key string) SignalOption {
-	return func(s *wire.SignalCommand) { s.IdempotencyKey = key }
+	return SignalOption{func(s *wire.SignalCommand) { s.IdempotencyKey = key }}
 }
 
 // Signal sends the signal name with payload (encoded as JSON) to x, and
@@ -134,7 +138,7 @@ func (x *Execution) Signal(ctx context.Context, name string, payload any, opts .
 	}
 	sg := &wire.SignalCommand{ExecutionID: x.ID, SignalName: name, Payload: raw}
 	for _, o := range opts {
-		o(sg)
+		o.apply(sg)
 	}
 	id := dedup.NewID()
 	if sg.IdempotencyKey != "" {

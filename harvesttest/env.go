@@ -58,6 +58,27 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"StartIdempotencyWindow", c.StartIdempotencyWindow}, {"Retention", c.Retention},
+		{"WorkflowTaskTimeout", c.WorkflowTaskTimeout}, {"TaskAckWait", c.TaskAckWait},
+	} {
+		if f.d < 0 {
+			return fmt.Errorf("harvesttest config: %s %s: want a positive duration", f.name, f.d)
+		}
+	}
+	for name, d := range c.RetentionByWorkflow {
+		if d < 0 {
+			return fmt.Errorf("harvesttest config: RetentionByWorkflow[%q] %s: want a positive duration", name, d)
+		}
+	}
+	return nil
+}
+
 // Env is a worker and a scheduler's shard in one process, on a clock the
 // test moves. Each method that changes something (Start, Signal, Advance,
 // RestartWorker) runs, on the calling goroutine, every task that is due
@@ -110,6 +131,9 @@ type recordedTask struct {
 func New(register func(*harvest.Worker), cfg Config) (*Env, error) {
 	if register == nil {
 		return nil, errors.New("harvesttest: register is required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cfg.TaskAckWait = cmp.Or(cfg.TaskAckWait, DefaultTaskAckWait)
 	if cfg.Now.IsZero() {
@@ -169,10 +193,13 @@ func (e *Env) RestartWorker(ctx context.Context, register func(*harvest.Worker))
 	e.run.Lock()
 	defer e.run.Unlock()
 	e.mu.Lock()
-	if register != nil {
+	if register == nil {
+		register = e.register
+	}
+	err := e.startWorker(register)
+	if err == nil {
 		e.register = register
 	}
-	err := e.startWorker(e.register)
 	e.mu.Unlock()
 	if err != nil {
 		return err

@@ -446,3 +446,14 @@ func TestOnceRunsItsEffectOnceAcrossALostResult(t *testing.T) {
 	require.Equal(t, 2, runs, "the activity ran again")
 	require.Equal(t, 1, sends, "Once found the recorded send")
 }
+
+func TestConfigIsChecked(t *testing.T) {
+	t.Parallel()
+	register := func(w *harvest.Worker) { examples.Register(w, examples.NewServices()) }
+	_, err := harvesttest.New(register, harvesttest.Config{TaskAckWait: -time.Second})
+	require.ErrorContains(t, err, "TaskAckWait")
+	_, err = harvesttest.New(register, harvesttest.Config{Retention: time.Hour})
+	require.ErrorContains(t, err, "shorter than start_idempotency_window", "retention shorter than the start window is refused, as the scheduler refuses it")
+	_, err = harvesttest.New(func(w *harvest.Worker) { harvest.RegisterWorkflow(w, "", examples.ChargeWorkflow) }, harvesttest.Config{})
+	require.ErrorIs(t, err, harvest.ErrRegistration)
+}

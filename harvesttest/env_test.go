@@ -457,3 +457,21 @@ func TestConfigIsChecked(t *testing.T) {
 	_, err = harvesttest.New(func(w *harvest.Worker) { harvest.RegisterWorkflow(w, "", examples.ChargeWorkflow) }, harvesttest.Config{})
 	require.ErrorIs(t, err, harvest.ErrRegistration)
 }
+
+func TestCancelClosesTheExecutionAndItsKeyStillResolves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newEnv(t, examples.NewServices())
+	x, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.IdempotencyKey("c-1"))
+	require.NoError(t, err)
+	require.NoError(t, x.Cancel(ctx, "no longer needed"))
+	status, err := x.Status()
+	require.NoError(t, err)
+	require.Equal(t, client.StatusCancelled, status)
+	_, err = x.Signal(ctx, "item", "late")
+	require.ErrorIs(t, err, client.ErrExecutionTerminal)
+	again, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.IdempotencyKey("c-1"))
+	require.NoError(t, err)
+	require.True(t, again.Deduplicated)
+	require.Equal(t, x.ID, again.ID)
+}

@@ -158,6 +158,25 @@ func (x *Execution) Signal(ctx context.Context, name string, payload any, opts .
 	return out.SignalDelivered, e.drain(ctx)
 }
 
+// Cancel cancels the execution, as the API's cancel does: a running
+// execution closes as Cancelled at once; a closed one is left as it ended.
+func (x *Execution) Cancel(ctx context.Context, reason string) error {
+	e := x.env
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.mu.Lock()
+	out, err := e.apply(ctx, &wire.Command{CommandID: dedup.CancelCommandID(x.ID), Kind: wire.KindCancel,
+		Cancel: &wire.CancelCommand{ExecutionID: x.ID, Reason: reason}})
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if out.Error != "" {
+		return refused(out)
+	}
+	return e.drain(ctx)
+}
+
 // Describe reads the execution as the API answers it; once retention
 // has pruned it, the error matches client.ErrExecutionNotFound.
 func (x *Execution) Describe() (client.Execution, error) {

@@ -44,6 +44,17 @@ func countEvents(t *testing.T, x *harvesttest.Execution, typ string) int {
 
 var charge = examples.ChargeInput{AmountCents: 1250, CustomerID: "cus_1"}
 
+// registerOne registers activity name, and a workflow of the same name
+// that runs it once with its input and returns its result.
+func registerOne[In, Out any](w *harvest.Worker, name string, fn func(*harvest.ActivityContext, In) (Out, error), opts ...harvest.ActivityOptions) {
+	harvest.RegisterWorkflow(w, name, func(ctx *harvest.WorkflowContext, in In) (Out, error) {
+		var out Out
+		err := harvest.ExecuteActivity(ctx, name, in).Get(&out)
+		return out, err
+	})
+	harvest.RegisterActivity(w, name, fn, opts...)
+}
+
 func TestDuplicateStartResolvesToTheFirstExecution(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -142,12 +153,7 @@ type keyRecorder struct {
 
 func (k *keyRecorder) register(svc *examples.Services) func(*harvest.Worker) {
 	return func(w *harvest.Worker) {
-		harvest.RegisterWorkflow(w, "pay", func(ctx *harvest.WorkflowContext, in examples.ChargeInput) (string, error) {
-			var id string
-			err := harvest.ExecuteActivity(ctx, "pay_once", in).Get(&id)
-			return id, err
-		})
-		harvest.RegisterActivity(w, "pay_once", func(ctx *harvest.ActivityContext, in examples.ChargeInput) (string, error) {
+		registerOne(w, "pay", func(ctx *harvest.ActivityContext, in examples.ChargeInput) (string, error) {
 			k.mu.Lock()
 			k.keys = append(k.keys, ctx.IdempotencyKey())
 			k.mu.Unlock()
@@ -165,7 +171,7 @@ func TestLostActivityResultRunsTheActivityAgainWithTheSameKey(t *testing.T) {
 	env, err := harvesttest.New(rec.register(svc), harvesttest.Config{})
 	require.NoError(t, err)
 
-	env.Inject(harvesttest.LoseActivityResult("pay_once"))
+	env.Inject(harvesttest.LoseActivityResult("pay"))
 	x, err := env.Start(ctx, "pay", charge)
 	require.NoError(t, err)
 	require.NoError(t, env.Advance(ctx, time.Minute))
@@ -298,12 +304,7 @@ func TestRetryBackoffRunsOnTheClock(t *testing.T) {
 	var mu sync.Mutex
 	runs := 0
 	env, err := harvesttest.New(func(w *harvest.Worker) {
-		harvest.RegisterWorkflow(w, "flaky", func(ctx *harvest.WorkflowContext, _ struct{}) (int, error) {
-			var n int
-			err := harvest.ExecuteActivity(ctx, "flaky", nil).Get(&n)
-			return n, err
-		})
-		harvest.RegisterActivity(w, "flaky", func(*harvest.ActivityContext, struct{}) (int, error) {
+		registerOne(w, "flaky", func(*harvest.ActivityContext, struct{}) (int, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			runs++
@@ -361,12 +362,7 @@ func TestHeartbeatDetailsReachTheNextAttempt(t *testing.T) {
 	var mu sync.Mutex
 	var seen []int
 	env, err := harvesttest.New(func(w *harvest.Worker) {
-		harvest.RegisterWorkflow(w, "beat", func(ctx *harvest.WorkflowContext, _ struct{}) (int, error) {
-			var n int
-			err := harvest.ExecuteActivity(ctx, "beat", nil).Get(&n)
-			return n, err
-		})
-		harvest.RegisterActivity(w, "beat", func(ctx *harvest.ActivityContext, _ struct{}) (int, error) {
+		registerOne(w, "beat", func(ctx *harvest.ActivityContext, _ struct{}) (int, error) {
 			var from int
 			if _, err := ctx.HeartbeatDetails(&from); err != nil {
 				return 0, err
@@ -416,12 +412,7 @@ func TestOnceRunsItsEffectOnceAcrossALostResult(t *testing.T) {
 	var mu sync.Mutex
 	runs, sends := 0, 0
 	env, err := harvesttest.New(func(w *harvest.Worker) {
-		harvest.RegisterWorkflow(w, "notify", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
-			var ref string
-			err := harvest.ExecuteActivity(ctx, "send_sms", nil).Get(&ref)
-			return ref, err
-		})
-		harvest.RegisterActivity(w, "send_sms", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
+		registerOne(w, "send_sms", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
 			mu.Lock()
 			runs++
 			mu.Unlock()
@@ -437,7 +428,7 @@ func TestOnceRunsItsEffectOnceAcrossALostResult(t *testing.T) {
 	require.NoError(t, err)
 
 	env.Inject(harvesttest.LoseActivityResult("send_sms"))
-	x, err := env.Start(ctx, "notify", nil)
+	x, err := env.Start(ctx, "send_sms", nil)
 	require.NoError(t, err)
 	require.NoError(t, env.Advance(ctx, time.Minute))
 	var ref string

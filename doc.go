@@ -20,9 +20,11 @@
 //
 // # What the module exports
 //
-// Two packages are public: this one (with ActivityKey, the key activities
-// hand to providers and derive subkeys from) and client (the HTTP API and
-// its answer and error types). They are what a user's code calls: a worker in your own binary needs only a NATS connection
+// Three packages are public: this one (with ActivityKey, the key activities
+// hand to providers and derive subkeys from), client (the HTTP API and
+// its answer and error types) and harvesttest (the test kit, which runs a
+// worker's registrations in process on a clock the test moves,
+// docs/testing.md). They are what a user's code calls: a worker in your own binary needs only a NATS connection
 // (WorkerConfig.NATS) and binds to the streams the deployment declared.
 // Ingest and the scheduler run from Harvest's own binaries (cmd/ingest,
 // cmd/scheduler, or harvest dev), so their machinery — streams, store,

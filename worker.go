@@ -158,21 +158,32 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	w := &Worker{
-		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
-		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
-		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{},
-	}
+	w := newWorker(cfg)
 	rt, err := workerrt.New(workerrt.Config{
 		NATS: cfg.NATS, TaskQueue: cfg.TaskQueue, ActivityConcurrency: cfg.ActivityConcurrency,
 		WorkflowTaskConcurrency: cfg.WorkflowTaskConcurrency, TaskAckWait: cfg.TaskAckWait, ShutdownGrace: cfg.ShutdownGrace,
 		DisableEagerActivities: cfg.DisableEagerActivities, Metrics: cfg.Metrics, Log: w.log, Tracing: tracingOf(cfg.TracerProvider),
-	}, workerrt.Handlers{Workflow: w.workflowTask, HasActivity: w.hasActivity, Activity: w.runAttempt, Failure: attemptFailure})
+	}, w.handlers())
 	if err != nil {
 		return nil, err
 	}
 	w.rt = rt
 	return w, nil
+}
+
+// newWorker returns a Worker of cfg (with its defaults) without a
+// runtime.
+func newWorker(cfg WorkerConfig) *Worker {
+	return &Worker{
+		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
+		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
+		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{},
+	}
+}
+
+// handlers are what the worker's runtime runs its tasks with.
+func (w *Worker) handlers() workerrt.Handlers {
+	return workerrt.Handlers{Workflow: w.workflowTask, HasActivity: w.hasActivity, Activity: w.runAttempt, Failure: attemptFailure}
 }
 
 func (w *Worker) register(kind, name string, add func()) {

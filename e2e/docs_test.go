@@ -32,6 +32,7 @@ var docPages = []string{
 	"docs/start-policies.md",
 	"docs/signals.md",
 	"docs/activities.md",
+	"docs/testing.md",
 	"docs/webhooks.md",
 	"docs/arcflow.md",
 	"docs/configuration.md",

@@ -37,7 +37,7 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
-	view := viewOf(e)
+	view := e.View()
 	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
 	withDetails(&view, e, details, time.Now())
 	writeJSON(w, http.StatusOK, view)
@@ -158,7 +158,7 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		out.NextCursor = encodeCursor(store.ListCursor{CreatedAt: last.CreatedAt, ExecutionID: last.ExecutionID})
 	}
 	for _, e := range execs {
-		out.Executions = append(out.Executions, viewOf(e))
+		out.Executions = append(out.Executions, e.View())
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -200,16 +200,6 @@ func decodeCursor(s string) (*store.ListCursor, error) {
 		return nil, fmt.Errorf("decode cursor: %w", err)
 	}
 	return &store.ListCursor{CreatedAt: t, ExecutionID: id}, nil
-}
-
-// viewOf is the JSON form of an execution.
-func viewOf(e *store.Execution) client.Execution {
-	return client.Execution{
-		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
-		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt, StartedBy: deref(e.StartedBy),
-		IdempotencyKey: deref(e.IdempotencyKey),
-	}
 }
 
 func deref(s *string) string {

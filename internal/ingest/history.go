@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/harvest-engine/harvest/client"
@@ -21,13 +20,5 @@ func (s *Server) handleGetHistory(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
-	out := make([]client.Event, 0, len(events))
-	for _, ev := range events {
-		attrs := map[string]any{}
-		if len(ev.Attrs) > 0 {
-			_ = json.Unmarshal(ev.Attrs, &attrs)
-		}
-		out = append(out, client.Event{Seq: ev.Seq, Type: ev.Type, At: ev.At, Attrs: attrs})
-	}
-	writeJSON(w, http.StatusOK, client.HistoryResponse{Events: out})
+	writeJSON(w, http.StatusOK, client.HistoryResponse{Events: store.EventViews(events)})
 }

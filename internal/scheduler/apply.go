@@ -164,12 +164,22 @@ func (noReads) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
 	return pgx.FailedBatchResults(b, errNeedsReads)
 }
 
+// historyLoader loads the stored histories of executions.
+type historyLoader func(ctx context.Context, executionIDs []string) (map[string][]wire.Event, error)
+
+// txHistories loads histories from PostgreSQL in tx.
+func txHistories(tx store.Tx) historyLoader {
+	return func(ctx context.Context, ids []string) (map[string][]wire.Event, error) {
+		return store.LoadHistories(ctx, tx, ids)
+	}
+}
+
 // apply runs one batch of commands in tx and returns the writes it made,
 // including the outbox rows to publish after the commit. Commands at or
 // below applied were applied before and are skipped.
 func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds []seqCommand) (*store.Writes, error) {
 	shard := env.shard
-	b := newBatch(ctx, env, applied)
+	b := newBatch(ctx, env, time.Now().UTC(), applied)
 
 	// Gather what the batch reads, so each table is read once.
 	var (
@@ -271,7 +281,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		if !readFree || len(actRefs) > 0 || len(sigRefs) > 0 || !b.assume(env, applied, execIDs, newClaims, wfRefs) {
 			return nil, errNeedsReads
 		}
-		return b.applyAll(ctx, tx, pending)
+		return b.applyAll(ctx, txHistories(tx), pending)
 	}
 
 	// The reads go in one round trip (after the shard's lock, when apply
@@ -335,7 +345,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		}
 		b.byWorkflow[ref] = e
 	}
-	return b.applyAll(ctx, tx, pending)
+	return b.applyAll(ctx, txHistories(tx), pending)
 }
 
 // assume fills in, for a read-free apply, what the reads would have
@@ -369,7 +379,7 @@ func (b *batch) assume(env applyEnv, applied int64, execIDs []string, claims []s
 }
 
 // applyAll applies the batch's commands to what was read (or assumed).
-func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand) (*store.Writes, error) {
+func (b *batch) applyAll(ctx context.Context, histories historyLoader, pending []seqCommand) (*store.Writes, error) {
 	for _, c := range pending {
 		b.cmd = &c.cmd
 		b.curTrace = c.trace
@@ -401,7 +411,7 @@ func (b *batch) applyAll(ctx context.Context, tx store.Tx, pending []seqCommand)
 	b.cmd = nil
 	b.curTrace = ""
 	b.settleClaims()
-	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
+	if err := b.scheduleWorkflowTasks(ctx, histories); err != nil {
 		return nil, err
 	}
 	for id := range b.changed {

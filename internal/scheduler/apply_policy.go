@@ -197,8 +197,7 @@ func (b *batch) deferredOutcome(out wire.Outcome, due time.Time) {
 // is put off until it may, and those behind it wait for it.
 func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64, now time.Time, groups []*store.DeferredGroup,
 	members map[string][]store.DeferredMember, keys map[store.PolicyRef]*store.PolicyState) (*store.Writes, error) {
-	b := newBatch(ctx, env, applied)
-	b.now = now.UTC()
+	b := newBatch(ctx, env, now.UTC(), applied)
 	for _, g := range groups {
 		if g.Kind == wire.PolicyThrottle && !b.throttleRelease(g, keys) {
 			continue
@@ -233,7 +232,7 @@ func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64
 		b.writes.Policies.Released = append(b.writes.Policies.Released, g.GroupID)
 	}
 	b.curTrace = ""
-	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
+	if err := b.scheduleWorkflowTasks(ctx, txHistories(tx)); err != nil {
 		return nil, err
 	}
 	for id := range b.changed {
@@ -275,10 +274,11 @@ func (b *batch) throttleRelease(g *store.DeferredGroup, keys map[store.PolicyRef
 	return true
 }
 
-// newBatch is an empty batch of the shard at applied.
-func newBatch(ctx context.Context, env applyEnv, applied int64) *batch {
+// newBatch returns an empty batch of env's shard applied at now, after
+// the command stream's sequence applied.
+func newBatch(ctx context.Context, env applyEnv, now time.Time, applied int64) *batch {
 	b := &batch{
-		shard: env.shard, shards: env.shards, now: time.Now().UTC(), window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
+		shard: env.shard, shards: env.shards, now: now, window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
 		outcomeTTL: env.outcomeTTLOrDefault(), wftTimeout: env.wftTimeoutOrDefault(), maxTask: env.maxTask, retention: env.retention,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},

@@ -1,11 +1,9 @@
 package scheduler
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/store"
@@ -16,19 +14,10 @@ import (
 // fireTimers applies due timers in tx: each start timer asks for its
 // execution's first workflow task.
 func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, timers []store.Timer) (*store.Writes, error) {
-	shard := env.shard
-	b := &batch{
-		shard: shard, shards: env.shards, now: time.Now().UTC(), log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug), wftTimeout: cmp.Or(env.wftTimeout, DefaultWorkflowTaskTimeout), maxTask: env.maxTask,
-		retention: env.retention,
-		newExecs:  map[string]bool{}, changed: map[string]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
-		newActs: map[store.ActivityRef]bool{},
-	}
-	again := map[string]wftTimerAttrs{}
-	b.writes.Shard, b.writes.AppliedSeq = shard, applied
+	b := newBatch(ctx, env, time.Now().UTC(), applied)
 	ids := make([]string, 0, len(timers))
 	for _, tm := range timers {
 		ids = append(ids, tm.ExecutionID)
-		b.writes.FiredTimers = append(b.writes.FiredTimers, tm.ID)
 	}
 	var err error
 	if b.execs, err = store.LoadExecutions(ctx, tx, ids); err != nil {
@@ -45,6 +34,16 @@ func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, t
 	}
 	if b.activities, err = store.LoadActivities(ctx, tx, actRefs); err != nil {
 		return nil, err
+	}
+	return b.fire(ctx, txHistories(tx), env.taskQueued, timers)
+}
+
+// fire applies due timers to the executions and activities the batch
+// holds.
+func (b *batch) fire(ctx context.Context, histories historyLoader, taskQueued func(context.Context, *store.Execution, int) bool, timers []store.Timer) (*store.Writes, error) {
+	again := map[string]wftTimerAttrs{}
+	for _, tm := range timers {
+		b.writes.FiredTimers = append(b.writes.FiredTimers, tm.ID)
 	}
 	for _, tm := range timers {
 		e := b.execs[tm.ExecutionID]
@@ -65,15 +64,15 @@ func fireTimers(ctx context.Context, tx store.Tx, env applyEnv, applied int64, t
 		case store.TimerActivityTimeout, store.TimerActivityRetry, store.TimerActivityHeartbeat:
 			b.activityTimer(e, tm)
 		case store.TimerWorkflowTask:
-			b.workflowTaskTimer(ctx, e, tm, env.taskQueued, again)
+			b.workflowTaskTimer(ctx, e, tm, taskQueued, again)
 		default:
 			b.logFor(tm.ExecutionID).Warn("dropping timer of unknown kind", "kind", tm.Kind, "timer_id", tm.ID)
 		}
 	}
-	if err := b.scheduleWorkflowTasks(ctx, tx); err != nil {
+	if err := b.scheduleWorkflowTasks(ctx, histories); err != nil {
 		return nil, err
 	}
-	if err := b.redispatchWorkflowTasks(ctx, tx, again); err != nil {
+	if err := b.redispatchWorkflowTasks(ctx, histories, again); err != nil {
 		return nil, err
 	}
 	for id := range b.changed {
@@ -159,7 +158,7 @@ func (b *batch) workflowTaskTimer(ctx context.Context, e *store.Execution, tm st
 
 // redispatchWorkflowTasks dispatches again the outstanding workflow tasks
 // of again, with their histories.
-func (b *batch) redispatchWorkflowTasks(ctx context.Context, tx store.Tx, again map[string]wftTimerAttrs) error {
+func (b *batch) redispatchWorkflowTasks(ctx context.Context, histories historyLoader, again map[string]wftTimerAttrs) error {
 	if len(again) == 0 {
 		return nil
 	}
@@ -167,7 +166,7 @@ func (b *batch) redispatchWorkflowTasks(ctx context.Context, tx store.Tx, again 
 	for id := range again {
 		ids = append(ids, id)
 	}
-	stored, err := store.LoadHistories(ctx, tx, ids)
+	stored, err := histories(ctx, ids)
 	if err != nil {
 		return err
 	}

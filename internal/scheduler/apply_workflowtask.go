@@ -166,14 +166,14 @@ func (b *batch) needWorkflowTask(e *store.Execution) {
 
 // scheduleWorkflowTasks puts one workflow task per execution that needs one
 // into the outbox, carrying the execution's whole history.
-func (b *batch) scheduleWorkflowTasks(ctx context.Context, tx store.Tx) error {
+func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoader) error {
 	var load []string
 	for _, id := range b.needTask {
 		if !b.newExecs[id] && b.execs[id].Status == wire.StatusRunning {
 			load = append(load, id)
 		}
 	}
-	stored, err := store.LoadHistories(ctx, tx, load)
+	stored, err := histories(ctx, load)
 	if err != nil {
 		return err
 	}

@@ -82,14 +82,11 @@ func (rt *Runtime) runAttempt(ctx context.Context, log *slog.Logger, task *wire.
 		result.Failure = &wire.Failure{Type: "StartToCloseTimeout", Message: fmt.Sprintf("attempt %d ran past its deadline: %v", task.Attempt, err)}
 	case err != nil && silent.Load():
 		result.Failure = &wire.Failure{Type: "HeartbeatTimeout", Message: fmt.Sprintf("no heartbeat within %s: %v", time.Duration(task.HeartbeatTimeoutMS)*time.Millisecond, err)}
-	case err != nil:
-		result.Failure = rt.h.Failure(err)
-		log.Warn("activity failed", "err", err)
 	default:
-		if result.Result, err = json.Marshal(res); err != nil {
-			result.Result = nil
-			result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
+		if err != nil {
+			log.Warn("activity failed", "err", err)
 		}
+		result = AttemptResult(task, res, err, rt.h.Failure)
 	}
 	o := attemptOutcome(result)
 	rt.metrics.attempts.WithLabelValues(name, o).Inc()
@@ -104,6 +101,31 @@ func (rt *Runtime) runAttempt(ctx context.Context, log *slog.Logger, task *wire.
 		trace.SpanFromContext(ctx).SetStatus(codes.Error, result.Failure.Type)
 	}
 	return result
+}
+
+// AttemptResult is the result an attempt of task that returned res and
+// err reports: err's wire form (failure), or res encoded as JSON.
+func AttemptResult(task *wire.ActivityTask, res any, err error, failure func(error) *wire.Failure) *wire.ActivityResult {
+	result := &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt}
+	if err != nil {
+		result.Failure = failure(err)
+		return result
+	}
+	if result.Result, err = json.Marshal(res); err != nil {
+		result.Result = nil
+		result.Failure = &wire.Failure{Message: fmt.Sprintf("encode activity result: %v", err), Type: "encoding", NonRetryable: true}
+	}
+	return result
+}
+
+// LostAttempt is what a worker reports for task when it is delivered
+// again after an earlier delivery may have run it: the attempt is lost,
+// its outcome unknown.
+func LostAttempt(task *wire.ActivityTask) *wire.ActivityResult {
+	return &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Failure: &wire.Failure{
+		Type:    "WorkerLost",
+		Message: fmt.Sprintf("attempt %d's task was delivered again: the worker that had it vanished or stopped acknowledging it, and may have run it", task.Attempt),
+	}}
 }
 
 // heartbeater returns the function an attempt's Heartbeat calls, and the

@@ -38,7 +38,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	if err != nil {
 		return nil, err
 	}
-	res := &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions, BaseSeq: lastSeq(task.History)}
+	res := NewWorkflowTaskResult(task, decisions)
 	if !eagerShape(decisions) {
 		return res, nil
 	}
@@ -46,9 +46,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 		// An earlier delivery of this task, on this worker or another,
 		// may have run these attempts; so may an earlier dispatch, for a
 		// task the scheduler dispatched again.
-		for i := range res.Decisions {
-			res.Decisions[i].PossiblyStarted = true
-		}
+		MarkPossiblyStarted(res.Decisions)
 		return res, nil
 	}
 	if rt.isStopping() || !rt.eagerEligible(decisions) || !rt.takeSlots(len(decisions)) {
@@ -77,6 +75,26 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	}
 	res.Next = &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: next.TaskID, Decisions: nd, BaseSeq: lastSeq(next.History)}
 	return res, nil
+}
+
+// NewWorkflowTaskResult is the result of task that took decisions.
+func NewWorkflowTaskResult(task *wire.WorkflowTask, decisions []wire.Decision) *wire.WorkflowTaskResult {
+	return &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions, BaseSeq: lastSeq(task.History)}
+}
+
+// MarkPossiblyStarted marks the activities decisions schedule as possibly
+// started, when an earlier delivery of their task could have run them
+// eagerly (they are all activities, none with a heartbeat timeout): the
+// scheduler then counts their attempt 1 lost. It says whether it marked
+// them.
+func MarkPossiblyStarted(decisions []wire.Decision) bool {
+	if !eagerShape(decisions) {
+		return false
+	}
+	for i := range decisions {
+		decisions[i].PossiblyStarted = true
+	}
+	return true
 }
 
 // replay runs task with run, counted in the metrics as a replay of kind.

@@ -21,9 +21,9 @@ import (
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-// unknownTaskDelay is how long a task for a workflow or activity this
+// UnknownTaskDelay is how long a task for a workflow or activity this
 // worker does not know waits before it is offered again.
-const unknownTaskDelay = 5 * time.Second
+const UnknownTaskDelay = 5 * time.Second
 
 // registrationRemoveTimeout bounds the removal of a stopping worker's
 // registrations; what is not removed lapses within the registration TTL.

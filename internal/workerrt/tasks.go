@@ -22,7 +22,7 @@ import (
 // logUnknown logs a task of a workflow or activity this worker does not
 // register, handed back for a worker of the task queue that does: a
 // warning the first time for each name, then at debug level, since the
-// task comes back every unknownTaskDelay until such a worker takes it
+// task comes back every UnknownTaskDelay until such a worker takes it
 // (ingest refuses starts of workflows no live worker serves unless the
 // configuration declares them, so a task here is one a worker is
 // expected for).
@@ -62,14 +62,14 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	run, ok := rt.h.Workflow(task.WorkflowName)
 	if !ok {
 		rt.logUnknown(log, "workflow", task.WorkflowName)
-		rt.handBack(t, unknownTaskDelay)
+		rt.handBack(t, UnknownTaskDelay)
 		return outcomeHandedBack
 	}
 	result, err := rt.completeWorkflowTask(ctx, t, run, &task)
 	if err != nil {
 		// Nothing ran: the task failed before any eager attempt.
 		log.Error("workflow task failed; will retry", "err", err)
-		rt.handBack(t, unknownTaskDelay)
+		rt.handBack(t, UnknownTaskDelay)
 		return outcomeFailed
 	}
 	cmd := &wire.Command{
@@ -142,16 +142,13 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) (o outco
 		var lost *wire.ActivityResult
 		if task.Deadline.IsZero() || time.Now().Before(task.Deadline) {
 			log.Warn("activity task delivered again: its earlier worker may have run it; reporting the attempt lost", "delivery", t.delivery())
-			lost = &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt, Failure: &wire.Failure{
-				Type:    "WorkerLost",
-				Message: fmt.Sprintf("attempt %d's task was delivered again: the worker that had it vanished or stopped acknowledging it, and may have run it", task.Attempt),
-			}}
+			lost = LostAttempt(&task)
 		}
 		return rt.settleActivity(ctx, t, &task, lost)
 	}
 	if !rt.h.HasActivity(task.ActivityName) {
 		rt.logUnknown(log, "activity", task.ActivityName)
-		rt.handBack(t, unknownTaskDelay)
+		rt.handBack(t, UnknownTaskDelay)
 		return outcomeHandedBack
 	}
 	// Eager attempts share the slots; they never wait for one, so this

@@ -1,0 +1,305 @@
+package harvesttest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/inproc"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// ErrNotClosed is returned by Execution.Result while the execution runs.
+var ErrNotClosed = errors.New("execution has not closed")
+
+// StartOption is a per-start knob.
+type StartOption struct{ apply func(*wire.StartCommand) }
+
+// IdempotencyKey makes the start keyed: within the start idempotency
+// window every start with the key resolves to the execution the first one
+// started.
+func IdempotencyKey(key string) StartOption {
+	return StartOption{func(s *wire.StartCommand) { s.IdempotencyKey = key }}
+}
+
+// WorkflowID names the execution's workflow_id; by default one is minted.
+func WorkflowID(id string) StartOption {
+	return StartOption{func(s *wire.StartCommand) { s.WorkflowID = id }}
+}
+
+// Execution is a handle on one execution of the Env.
+type Execution struct {
+	env *Env
+	// ID is the execution id.
+	ID           string
+	WorkflowName string
+	WorkflowID   string
+	// Deduplicated says the start resolved to an execution an earlier
+	// start with its key started: nothing new ran.
+	Deduplicated bool
+	// StartedFresh says the start created the execution. A start that
+	// is neither fresh nor deduplicated resolved to the existing
+	// execution of its workflow_id (the default reuse policy).
+	StartedFresh bool
+}
+
+// Start starts workflow with input (encoded as JSON), as a client's start
+// does, and runs the tasks that follow until they wait (for a signal, a
+// timer, a retry, the clock). A refused start returns a *client.APIError
+// (errors.Is: client.ErrUnknownWorkflow, client.ErrInputInvalid, ...).
+// When a workflow task fails (harvest.ErrNonDeterministic, a panic), the
+// execution is returned with the error; the task is retried, as a
+// deployment retries it, whenever the clock moves.
+func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...StartOption) (*Execution, error) {
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("harvesttest: start %s: encode input: %w", workflow, err)
+	}
+	s := &wire.StartCommand{WorkflowName: workflow, Input: raw, TaskQueue: wire.DefaultTaskQueue}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.mu.Lock()
+	out, err := e.start(ctx, s)
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	x := &Execution{env: e, ID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Deduplicated: out.Deduplicated, StartedFresh: out.StartedFresh}
+	return x, e.drain(ctx)
+}
+
+// start checks a start as ingest does and applies it. Call with mu held.
+func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, error) {
+	if !slices.Contains(e.worker.Workflows, s.WorkflowName) {
+		return wire.Outcome{}, &client.APIError{StatusCode: http.StatusNotFound, Code: client.CodeUnknownWorkflow,
+			Message: fmt.Sprintf("no worker serves workflow %q", s.WorkflowName)}
+	}
+	_, replay := e.mem.LiveClaim(s.WorkflowName, s.IdempotencyKey, e.now)
+	if sch := e.worker.Schemas[s.WorkflowName]; sch != nil && !replay {
+		// Ingest checks a fresh start's input; a keyed replay of a
+		// committed start is never refused.
+		if vs := sch.Validate(s.Input); len(vs) > 0 {
+			apiErr := &client.APIError{StatusCode: http.StatusUnprocessableEntity, Code: client.CodeInputInvalid, Field: "input",
+				Message: fmt.Sprintf("input does not match the schema of workflow %q", s.WorkflowName)}
+			for _, v := range vs {
+				apiErr.Violations = append(apiErr.Violations, client.Violation(v))
+			}
+			return wire.Outcome{}, apiErr
+		}
+	}
+	if s.WorkflowID == "" {
+		s.WorkflowID, s.WorkflowIDMinted = dedup.MintWorkflowID(1, 0, s.WorkflowName), true
+	}
+	s.AcceptedAt = e.now
+	id := dedup.NewID()
+	if s.IdempotencyKey != "" {
+		id = dedup.StartCommandID(s.WorkflowName, s.IdempotencyKey)
+	}
+	out, err := e.apply(ctx, &wire.Command{CommandID: id, Kind: wire.KindStart, Start: s})
+	if err != nil {
+		return out, err
+	}
+	if out.Error != "" {
+		return out, refused(out)
+	}
+	return out, nil
+}
+
+// SignalOption is a per-signal knob.
+type SignalOption struct{ apply func(*wire.SignalCommand) }
+
+// SignalKey makes the signal keyed: it is delivered at most once per
+// (execution, key).
+func SignalKey(key string) SignalOption {
+	return SignalOption{func(s *wire.SignalCommand) { s.IdempotencyKey = key }}
+}
+
+// Signal sends the signal name with payload (encoded as JSON) to x, and
+// runs the tasks that follow. delivered is false when a keyed signal was
+// delivered before (a duplicate is a result, not an error). A closed or
+// missing execution returns a *client.APIError (client.ErrExecutionTerminal,
+// client.ErrExecutionNotFound).
+func (x *Execution) Signal(ctx context.Context, name string, payload any, opts ...SignalOption) (delivered bool, err error) {
+	e := x.env
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return false, fmt.Errorf("harvesttest: signal %s: encode payload: %w", name, err)
+	}
+	sg := &wire.SignalCommand{ExecutionID: x.ID, SignalName: name, Payload: raw}
+	for _, o := range opts {
+		o.apply(sg)
+	}
+	id := dedup.NewID()
+	if sg.IdempotencyKey != "" {
+		id = dedup.SignalCommandID(x.ID, sg.IdempotencyKey)
+	}
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.mu.Lock()
+	out, err := e.apply(ctx, &wire.Command{CommandID: id, Kind: wire.KindSignal, Signal: sg})
+	e.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	if out.Error != "" {
+		return false, refused(out)
+	}
+	return out.SignalDelivered, e.drain(ctx)
+}
+
+// Cancel cancels the execution, as the API's cancel does: a running
+// execution closes as Cancelled at once; a closed one is left as it ended.
+func (x *Execution) Cancel(ctx context.Context, reason string) error {
+	e := x.env
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.mu.Lock()
+	out, err := e.apply(ctx, &wire.Command{CommandID: dedup.CancelCommandID(x.ID), Kind: wire.KindCancel,
+		Cancel: &wire.CancelCommand{ExecutionID: x.ID, Reason: reason}})
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if out.Error != "" {
+		return refused(out)
+	}
+	return e.drain(ctx)
+}
+
+// Describe reads the execution as the API answers it; once retention
+// has pruned it, the error matches client.ErrExecutionNotFound.
+func (x *Execution) Describe() (client.Execution, error) {
+	e := x.env
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ex, _, ok := e.mem.Execution(x.ID)
+	if !ok {
+		return client.Execution{}, notFound(x.ID)
+	}
+	return ex.View(), nil
+}
+
+// Status is the execution's status (client.StatusRunning, ...).
+func (x *Execution) Status() (string, error) {
+	ex, err := x.Describe()
+	return ex.Status, err
+}
+
+// Result decodes the result of a completed execution into out (a pointer,
+// or nil). A running execution returns ErrNotClosed; one that failed, its
+// failure as a *harvest.ApplicationError.
+func (x *Execution) Result(out any) error {
+	ex, err := x.Describe()
+	if err != nil {
+		return err
+	}
+	switch ex.Status {
+	case client.StatusRunning:
+		return fmt.Errorf("execution %s: %w", x.ID, ErrNotClosed)
+	case client.StatusCompleted:
+		if out == nil {
+			return nil
+		}
+		if err := json.Unmarshal(ex.Result, out); err != nil {
+			return fmt.Errorf("execution %s: decode result: %w", x.ID, err)
+		}
+		return nil
+	}
+	var f wire.Failure
+	_ = json.Unmarshal(ex.Error, &f)
+	return fmt.Errorf("execution %s %s: %w", x.ID, ex.Status, &harvest.ApplicationError{Type: f.Type, Message: f.Message, NonRetryable: f.NonRetryable})
+}
+
+// History is the execution's history, oldest event first, as the API
+// answers it.
+func (x *Execution) History() ([]client.Event, error) {
+	e := x.env
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, events, ok := e.mem.Execution(x.ID)
+	if !ok {
+		return nil, notFound(x.ID)
+	}
+	return store.EventViews(events), nil
+}
+
+// Replay replays each workflow task the execution completed, over the
+// history that task saw, on a new worker that registers with register
+// (nil: the Env's), as a worker that took over after a crash at that point
+// would, and checks that it decides the same as the original did. A
+// difference, or a replay that fails, is returned wrapping
+// harvest.ErrNonDeterministic. This is stricter than a deployment, whose
+// replayer notices only an activity of another name at a position the
+// history records: changed inputs, timers or results are caught here too.
+func (x *Execution) Replay(register func(*harvest.Worker)) error {
+	e := x.env
+	e.mu.Lock()
+	tasks := slices.Clone(e.tasks[x.ID])
+	if register == nil {
+		register = e.register
+	}
+	e.mu.Unlock()
+	var b inproc.Binding
+	if err := harvest.BindInProcess(&b, e.log, register); err != nil {
+		return fmt.Errorf("harvesttest: replay: %w", err)
+	}
+	run, ok := b.Handlers.Workflow(x.WorkflowName)
+	if !ok {
+		return fmt.Errorf("harvesttest: replay: workflow %q is not registered", x.WorkflowName)
+	}
+	for _, t := range tasks {
+		got, err := run(t.task)
+		if err != nil {
+			if errors.Is(err, harvest.ErrNonDeterministic) {
+				return fmt.Errorf("execution %s: replay of workflow task %d: %w", x.ID, t.task.TaskID, err)
+			}
+			return fmt.Errorf("execution %s: replay of workflow task %d: %w: %w", x.ID, t.task.TaskID, harvest.ErrNonDeterministic, err)
+		}
+		if !sameDecisions(got, t.decisions) {
+			return fmt.Errorf("execution %s: replay of workflow task %d: %w: decided %s, the original decided %s",
+				x.ID, t.task.TaskID, harvest.ErrNonDeterministic, describeDecisions(got), describeDecisions(t.decisions))
+		}
+	}
+	return nil
+}
+
+func sameDecisions(a, b []wire.Decision) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		x.PossiblyStarted, y.PossiblyStarted = false, false
+		xi, yi := x.Input, y.Input
+		xr, yr := x.Result, y.Result
+		x.Input, y.Input, x.Result, y.Result = nil, nil, nil, nil
+		if !reflect.DeepEqual(x, y) || !sameJSON(xi, yi) || !sameJSON(xr, yr) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(wire.OrNull(a), &x) != nil || json.Unmarshal(wire.OrNull(b), &y) != nil {
+		return string(a) == string(b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func describeDecisions(ds []wire.Decision) string {
+	raw, _ := json.Marshal(ds)
+	return string(raw)
+}

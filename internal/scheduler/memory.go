@@ -1,0 +1,314 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// MemoryConfig configures a Memory. Zero values mean the scheduler's
+// defaults.
+type MemoryConfig struct {
+	// StartIdempotencyWindow, default DefaultStartIdempotencyWindow.
+	StartIdempotencyWindow time.Duration
+	// WorkflowTaskTimeout, default DefaultWorkflowTaskTimeout.
+	WorkflowTaskTimeout time.Duration
+	// Retention, default DefaultRetention; RetentionByWorkflow overrides
+	// it per workflow. Neither may be shorter than the start window.
+	Retention           time.Duration
+	RetentionByWorkflow map[string]time.Duration
+	// TaskQueued says whether the workflow task taskID of an execution is
+	// still held for a worker (see applyEnv.taskQueued); nil means never.
+	TaskQueued func(executionID string, taskID int) bool
+	Logger     *slog.Logger
+}
+
+// Memory is one shard kept in memory instead of PostgreSQL. Commands and
+// due timers are applied to it by the code that applies them to
+// PostgreSQL (the apply batch), at the time the caller gives; what would
+// be the transaction's writes are made to its maps instead. It is what
+// the test kit (package harvesttest) runs users' workflows on.
+//
+// A Memory is not safe for concurrent use.
+type Memory struct {
+	env        applyEnv
+	execs      map[string]*store.Execution
+	latest     map[store.WorkflowRef]*store.Execution
+	activities map[store.ActivityRef]*store.Activity
+	history    map[string][]wire.Event
+	timers     map[int64]store.Timer
+	lastTimer  int64
+	claims     map[store.ClaimRef]store.Claim
+	signals    map[store.SignalRef]bool
+	seq        int64
+}
+
+// NewMemory returns an empty shard.
+func NewMemory(cfg MemoryConfig) (*Memory, error) {
+	window := cmp.Or(cfg.StartIdempotencyWindow, DefaultStartIdempotencyWindow)
+	retention := cmp.Or(cfg.Retention, DefaultRetention)
+	if err := checkRetention(retention, cfg.RetentionByWorkflow, window); err != nil {
+		return nil, err
+	}
+	env := applyEnv{
+		shards: 1, window: window, wftTimeout: cmp.Or(cfg.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout),
+		retention: store.Retention{Default: retention, ByWorkflow: cfg.RetentionByWorkflow},
+		log:       cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+	}
+	if queued := cfg.TaskQueued; queued != nil {
+		env.taskQueued = func(_ context.Context, e *store.Execution, taskID int) bool { return queued(e.ExecutionID, taskID) }
+	}
+	return &Memory{
+		env: env, execs: map[string]*store.Execution{}, latest: map[store.WorkflowRef]*store.Execution{},
+		activities: map[store.ActivityRef]*store.Activity{}, history: map[string][]wire.Event{}, timers: map[int64]store.Timer{},
+		claims: map[store.ClaimRef]store.Claim{}, signals: map[store.SignalRef]bool{},
+	}, nil
+}
+
+// Dispatched is what an apply sent out: outcomes of the commands applied,
+// and tasks for workers.
+type Dispatched struct {
+	Outcomes      []wire.Outcome
+	WorkflowTasks []*wire.WorkflowTask
+	ActivityTasks []*wire.ActivityTask
+	// Cancelled are executions whose running activities are to stop.
+	Cancelled []string
+}
+
+// Apply applies one command at now.
+func (m *Memory) Apply(ctx context.Context, now time.Time, cmd *wire.Command) (Dispatched, error) {
+	m.seq++
+	b := newBatch(ctx, m.env, now.UTC(), m.seq-1)
+	// The batch works on the shard's own rows, as a transaction works on
+	// the rows it locked: every execution, activity and key is "read".
+	b.execs, b.activities, b.byWorkflow, b.signalClaims = m.execs, m.activities, m.latest, m.signals
+	b.claims = map[store.ClaimRef]store.Claim{}
+	if s := cmd.Start; s != nil && cmd.Kind == wire.KindStart && s.IdempotencyKey != "" {
+		// ClaimStartKeys: a new key, or an expired claim, is taken for a
+		// fresh execution id; a live claim is left as it is.
+		ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
+		id := dedup.MintExecutionID(1, 0)
+		b.tentative[ref] = id
+		if c, ok := m.claims[ref]; !ok || !c.ExpiresAt.After(b.now) {
+			m.claims[ref] = store.Claim{ExecutionID: id, Fingerprint: s.Fingerprint, CreatedAt: b.now, ExpiresAt: b.now.Add(m.env.window)}
+		}
+		b.claims[ref] = m.claims[ref]
+	}
+	w, err := b.applyAll(ctx, m.histories, []seqCommand{{seq: uint64(m.seq), cmd: *cmd}})
+	if err != nil {
+		return Dispatched{}, err
+	}
+	return m.write(w)
+}
+
+// NextTimer is when the shard's earliest timer is due.
+func (m *Memory) NextTimer() (time.Time, bool) {
+	var next time.Time
+	for _, tm := range m.timers {
+		if next.IsZero() || tm.FireAt.Before(next) {
+			next = tm.FireAt
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// FireDue fires, in one batch at now, every timer due by then.
+func (m *Memory) FireDue(ctx context.Context, now time.Time) (Dispatched, error) {
+	var due []store.Timer
+	for _, tm := range m.timers {
+		if !tm.FireAt.After(now) {
+			due = append(due, tm)
+		}
+	}
+	if len(due) == 0 {
+		return Dispatched{}, nil
+	}
+	slices.SortFunc(due, func(a, b store.Timer) int { return cmp.Or(a.FireAt.Compare(b.FireAt), cmp.Compare(a.ID, b.ID)) })
+	b := newBatch(ctx, m.env, now.UTC(), m.seq)
+	b.execs, b.activities = m.execs, m.activities
+	w, err := b.fire(ctx, m.histories, m.env.taskQueued, due)
+	if err != nil {
+		return Dispatched{}, err
+	}
+	return m.write(w)
+}
+
+// Prune deletes the closed executions whose retention ended before now,
+// with every row that names them (store.PrunedTables), and returns their
+// ids.
+func (m *Memory) Prune(now time.Time) []string {
+	var pruned []string
+	for id, e := range m.execs {
+		if e.PruneAfter == nil || !e.PruneAfter.Before(now) {
+			continue
+		}
+		pruned = append(pruned, id)
+		delete(m.execs, id)
+		delete(m.history, id)
+		for ref := range m.activities {
+			if ref.ExecutionID == id {
+				delete(m.activities, ref)
+			}
+		}
+		for tid, tm := range m.timers {
+			if tm.ExecutionID == id {
+				delete(m.timers, tid)
+			}
+		}
+		for ref := range m.signals {
+			if ref.ExecutionID == id {
+				delete(m.signals, ref)
+			}
+		}
+		if e.IdempotencyKey != nil {
+			// A claim since taken over by a newer execution stays.
+			ref := store.ClaimRef{WorkflowName: e.WorkflowName, IdempotencyKey: *e.IdempotencyKey}
+			if c, ok := m.claims[ref]; ok && c.ExecutionID == id {
+				delete(m.claims, ref)
+			}
+		}
+		if ref := (store.WorkflowRef{WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID}); m.latest[ref] == e {
+			delete(m.latest, ref)
+		}
+	}
+	slices.Sort(pruned)
+	return pruned
+}
+
+// Execution returns a copy of an execution and its history.
+func (m *Memory) Execution(id string) (store.Execution, []wire.Event, bool) {
+	e, ok := m.execs[id]
+	if !ok {
+		return store.Execution{}, nil, false
+	}
+	return *e, slices.Clone(m.history[id]), true
+}
+
+// LiveClaim returns the execution a start key resolves to at now.
+func (m *Memory) LiveClaim(workflowName, key string, now time.Time) (string, bool) {
+	c, ok := m.claims[store.ClaimRef{WorkflowName: workflowName, IdempotencyKey: key}]
+	if !ok || !c.ExpiresAt.After(now) {
+		return "", false
+	}
+	return c.ExecutionID, true
+}
+
+func (m *Memory) histories(_ context.Context, ids []string) (map[string][]wire.Event, error) {
+	out := make(map[string][]wire.Event, len(ids))
+	for _, id := range ids {
+		out[id] = slices.Clone(m.history[id])
+	}
+	return out, nil
+}
+
+// write makes a batch's writes to the shard (what store.Write makes to
+// PostgreSQL; the rows the batch changed in place are the shard's own)
+// and returns what it sends out.
+func (m *Memory) write(w *store.Writes) (Dispatched, error) {
+	for _, e := range w.NewExecutions {
+		m.execs[e.ExecutionID] = e
+	}
+	for _, a := range w.NewActivities {
+		m.activities[store.ActivityRef{ExecutionID: a.ExecutionID, ActivityID: a.ActivityID}] = a
+	}
+	for _, ev := range w.Events {
+		m.history[ev.ExecutionID] = append(m.history[ev.ExecutionID], ev.Event)
+	}
+	for ref, id := range w.RepointClaims {
+		c := m.claims[ref]
+		c.ExecutionID = id
+		m.claims[ref] = c
+	}
+	for _, ref := range w.DeleteClaims {
+		delete(m.claims, ref)
+	}
+	for _, ref := range w.SignalClaims {
+		m.signals[ref] = true
+	}
+	// Inserted, then deleted, in store.Write's order.
+	for _, tm := range w.NewTimers {
+		m.lastTimer++
+		tm.ID = m.lastTimer
+		m.timers[tm.ID] = tm
+	}
+	m.deleteTimers(w)
+	var d Dispatched
+	for _, o := range w.Outcomes {
+		var out wire.Outcome
+		if err := json.Unmarshal(o.Payload, &out); err != nil {
+			return d, fmt.Errorf("decode outcome of %s: %w", o.CommandID, err)
+		}
+		d.Outcomes = append(d.Outcomes, out)
+	}
+	for _, msg := range w.Outbox {
+		switch {
+		case strings.HasSuffix(msg.Subject, "."+wire.TaskWorkflow):
+			var t wire.WorkflowTask
+			if err := json.Unmarshal(msg.Payload, &t); err != nil {
+				return d, fmt.Errorf("decode workflow task %s: %w", msg.MsgID, err)
+			}
+			d.WorkflowTasks = append(d.WorkflowTasks, &t)
+		case strings.HasSuffix(msg.Subject, "."+wire.TaskActivity):
+			var t wire.ActivityTask
+			if err := json.Unmarshal(msg.Payload, &t); err != nil {
+				return d, fmt.Errorf("decode activity task %s: %w", msg.MsgID, err)
+			}
+			d.ActivityTasks = append(d.ActivityTasks, &t)
+		default:
+			var c struct {
+				ExecutionID string `json:"execution_id"`
+			}
+			if json.Unmarshal(msg.Payload, &c) == nil && c.ExecutionID != "" {
+				d.Cancelled = append(d.Cancelled, c.ExecutionID)
+			}
+		}
+	}
+	return d, nil
+}
+
+// deleteTimers deletes the timers a batch fired, and those of the
+// activities, executions and workflow tasks it finished (as
+// store.queueDeleteTimers does).
+func (m *Memory) deleteTimers(w *store.Writes) {
+	for _, id := range w.FiredTimers {
+		delete(m.timers, id)
+	}
+	done := map[string]bool{}
+	for _, ref := range w.ActivityDone {
+		done[ref.ExecutionID+"/"+strconv.Itoa(ref.ActivityID)] = true
+	}
+	tasks := map[string]bool{}
+	for _, ref := range w.WorkflowTasksDone {
+		tasks[ref.ExecutionID+"/"+strconv.Itoa(ref.TaskID)] = true
+	}
+	closed := map[string]bool{}
+	for _, id := range w.ExecutionsClosed {
+		closed[id] = true
+	}
+	for id, tm := range m.timers {
+		var at struct {
+			ActivityID int `json:"activity_id"`
+			TaskID     int `json:"task_id"`
+		}
+		_ = json.Unmarshal(tm.Attrs, &at)
+		switch {
+		case closed[tm.ExecutionID]:
+		case (tm.Kind == store.TimerActivityTimeout || tm.Kind == store.TimerActivityRetry || tm.Kind == store.TimerActivityHeartbeat) &&
+			done[tm.ExecutionID+"/"+strconv.Itoa(at.ActivityID)]:
+		case tm.Kind == store.TimerWorkflowTask && tasks[tm.ExecutionID+"/"+strconv.Itoa(at.TaskID)]:
+		default:
+			continue
+		}
+		delete(m.timers, id)
+	}
+}

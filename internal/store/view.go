@@ -1,0 +1,39 @@
+package store
+
+import (
+	"encoding/json"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// View is the execution as the API answers it.
+func (e *Execution) View() client.Execution {
+	return client.Execution{
+		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
+		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt, StartedBy: deref(e.StartedBy),
+		IdempotencyKey: deref(e.IdempotencyKey),
+	}
+}
+
+// EventViews are events as the API answers them: each its attributes
+// with seq, type and at beside them.
+func EventViews(events []wire.Event) []client.Event {
+	out := make([]client.Event, 0, len(events))
+	for _, ev := range events {
+		attrs := map[string]any{}
+		if len(ev.Attrs) > 0 {
+			_ = json.Unmarshal(ev.Attrs, &attrs)
+		}
+		out = append(out, client.Event{Seq: ev.Seq, Type: ev.Type, At: ev.At, Attrs: attrs})
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

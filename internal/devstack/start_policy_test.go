@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/natstest"
@@ -126,7 +128,7 @@ func TestDebounceCollapsesStartsIntoOne(t *testing.T) {
 	s := policyStack(t, map[string]*startpolicy.Policy{
 		"onboarding": policy(t, client.StartPolicy{Debounce: &client.Debounce{Period: "700ms", Key: "/user_id"}}),
 	})
-	run := func(user int, body func(n int) string) (string, []string) {
+	run := func(body func(n int) string) (string, []string) {
 		var cmds []string
 		for n := 1; n <= 3; n++ {
 			cmds = append(cmds, requireDeferred(t, start(t, s, "onboarding", "", body(n))))
@@ -143,12 +145,12 @@ func TestDebounceCollapsesStartsIntoOne(t *testing.T) {
 		return exec, cmds
 	}
 	// The configured policy: the last start's input.
-	last, _ := run(7, func(n int) string { return fmt.Sprintf(`{"input": {"user_id": 7, "n": %d}}`, n) })
+	last, _ := run(func(n int) string { return fmt.Sprintf(`{"input": {"user_id": 7, "n": %d}}`, n) })
 	var n int
 	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT (input->>'n')::int FROM executions WHERE execution_id = $1`, last).Scan(&n))
 	require.Equal(t, 3, n)
 	// A request's own policy: the first start's input.
-	first, _ := run(8, func(n int) string {
+	first, _ := run(func(n int) string {
 		return fmt.Sprintf(`{"input": {"user_id": 8, "n": %d}, "start_policy": {"debounce": {"period": "700ms", "key": "/user_id", "input": "first"}}}`, n)
 	})
 	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT (input->>'n')::int FROM executions WHERE execution_id = $1`, first).Scan(&n))
@@ -282,4 +284,38 @@ func TestWebhooksUnderAPolicyDedupeByTheEventID(t *testing.T) {
 	refused := deliver(t, s, "stripe", bad, stripeSign(bad, now), "application/json")
 	require.Equal(t, 422, refused.status, refused.body)
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions`))
+}
+
+func TestBindingsUnderAPolicyDedupeByTheMessage(t *testing.T) {
+	t.Parallel()
+	signups := binding.Binding{Name: "signups", Stream: "SIGNUPS", Subject: "signups.>", Rules: []webhook.Rule{
+		{Event: "user.signed_up", Workflow: "digest", InputPointer: "/data"},
+	}}
+	s := startStack(t, devstack.Config{Bindings: []binding.Binding{signups}, Ingest: ingest.Config{StartPolicies: map[string]*startpolicy.Policy{
+		"digest": policy(t, client.StartPolicy{Batch: &client.Batch{MaxSize: 2, MaxWait: "1m", Key: "/team"}}),
+	}}})
+	u := newUserStreams(t, s)
+	u.create(jetstream.StreamConfig{Name: "SIGNUPS", Subjects: []string{"signups.>"}})
+	msg := func(user int) string {
+		return fmt.Sprintf(`{"type": "user.signed_up", "data": {"team": "t1", "user": %d}}`, user)
+	}
+	u.publish("signups.new", msg(1), "")
+	seq := u.publish("signups.new", msg(2), "").Sequence
+	u.settled("SIGNUPS", "signups", seq)
+	eventually(t, 30*time.Second, "the batch to complete", func() bool {
+		return dbCount(t, s, `SELECT count(*) FROM executions WHERE status = 'Completed'`) == 1
+	})
+	var users []int
+	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT array_agg((item->>'user')::int ORDER BY ord) FROM executions,
+		jsonb_array_elements(input) WITH ORDINALITY AS x(item, ord)`).Scan(&users))
+	require.Equal(t, []int{1, 2}, users)
+
+	// The binding's consumer forgets what it acknowledged: the same
+	// messages make the same commands, dropped as duplicates.
+	require.NoError(t, u.js.DeleteConsumer(u.ctx, "SIGNUPS", binding.ConsumerPrefix+"signups"))
+	u.settled("SIGNUPS", "signups", seq)
+	require.Equal(t, 2, bindingCount(t, s, "signups", "duplicate"))
+	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions`))
+	require.Zero(t, dbCount(t, s, `SELECT count(*) FROM deferred_starts`))
+	require.Zero(t, dbCount(t, s, `SELECT count(*) FROM start_claims`))
 }

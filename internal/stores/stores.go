@@ -1,0 +1,247 @@
+// Package stores owns the placement of executions over several
+// PostgreSQL stores (issue 21, docs/deploy.md once the stores are wired
+// into the services): which store a start goes to, by rendezvous hashing
+// over the stores' names, re-picked among the writable ones only when the
+// pick is draining (read_only), so that a drain moves only what it must;
+// and which store an execution id names, which its minting encodes.
+//
+// Keyed dedup and (workflow_name, workflow_id) uniqueness are store-local:
+// they hold while the set of writable stores is stable (the seed's
+// "Known limitation — shard drain within the retention window").
+package stores
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+
+	"github.com/google/uuid"
+
+	"github.com/harvest-engine/harvest/internal/dedup"
+)
+
+// Mode is what a store takes: new executions (writable), or only the work
+// of those it holds (read_only: draining).
+type Mode string
+
+// The modes of a store.
+const (
+	Writable Mode = "writable"
+	ReadOnly Mode = "read_only"
+)
+
+// Store is one PostgreSQL store, as placement sees it.
+type Store struct {
+	Name string
+	Mode Mode
+}
+
+// Errors of placement; match them with errors.Is.
+var (
+	// ErrUnknownStore: a start pinned to a store the set does not have.
+	ErrUnknownStore = errors.New("unknown store")
+	// ErrReadOnly: a start pinned to a store that takes no new
+	// executions.
+	ErrReadOnly = errors.New("store is read_only")
+	// ErrNoWritable: no store takes new executions.
+	ErrNoWritable = errors.New("no writable store")
+)
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// Set is the stores of a deployment, in configuration order. It is
+// immutable: a drain makes a new Set.
+type Set struct {
+	stores []Store
+	byTag  map[uint16]int
+	byName map[string]int
+}
+
+// New checks stores and returns their Set: one store at least, names of 1
+// to 32 lower-case letters, digits, '-' and '_' (starting with a letter or
+// digit), no name twice, no two names with one tag (see Tag: rename one),
+// modes writable or read_only, and at least one writable.
+func New(stores []Store) (*Set, error) {
+	if len(stores) == 0 {
+		return nil, errors.New("stores: none")
+	}
+	s := &Set{stores: append([]Store(nil), stores...), byTag: map[uint16]int{}, byName: map[string]int{}}
+	writable := false
+	for i, st := range stores {
+		if !namePattern.MatchString(st.Name) {
+			return nil, fmt.Errorf("stores[%d]: name %q: want 1 to 32 of a-z, 0-9, '-' and '_', starting with a letter or digit", i, st.Name)
+		}
+		if j, ok := s.byName[st.Name]; ok {
+			return nil, fmt.Errorf("stores[%d]: name %q is stores[%d]'s too", i, st.Name, j)
+		}
+		if j, ok := s.byTag[Tag(st.Name)]; ok {
+			return nil, fmt.Errorf("stores[%d]: name %q has the tag of stores[%d] (%q), so execution ids could not tell them apart: rename one", i, st.Name, j, stores[j].Name)
+		}
+		switch st.Mode {
+		case Writable:
+			writable = true
+		case ReadOnly:
+		default:
+			return nil, fmt.Errorf("stores[%d] (%s): mode %q: want %s or %s", i, st.Name, st.Mode, Writable, ReadOnly)
+		}
+		s.byName[st.Name], s.byTag[Tag(st.Name)] = i, i
+	}
+	if !writable {
+		return nil, fmt.Errorf("stores: %w: a deployment needs one to start executions", ErrNoWritable)
+	}
+	return s, nil
+}
+
+// Stores returns the stores, in configuration order.
+func (s *Set) Stores() []Store { return append([]Store(nil), s.stores...) }
+
+// Lookup returns the store named name.
+func (s *Set) Lookup(name string) (Store, bool) {
+	i, ok := s.byName[name]
+	if !ok {
+		return Store{}, false
+	}
+	return s.stores[i], true
+}
+
+// score is store's rendezvous weight for the parts: FNV-1a 64 over the
+// store's name and the length-prefixed parts.
+func score(store string, parts []string) uint64 {
+	h := fnv.New64a()
+	var lb [binary.MaxVarintLen64]byte
+	for _, p := range append([]string{store}, parts...) {
+		n := binary.PutUvarint(lb[:], uint64(len(p)))
+		_, _ = h.Write(lb[:n])
+		_, _ = h.Write([]byte(p))
+	}
+	// FNV's low bits mix poorly for near-identical inputs: finish with
+	// a 64-bit mixer so the weights of two stores are independent.
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
+// pick is the store of highest weight for parts among those keep admits.
+func (s *Set) pick(parts []string, keep func(Store) bool) (Store, bool) {
+	var (
+		best  Store
+		top   uint64
+		found bool
+	)
+	for _, st := range s.stores {
+		if !keep(st) {
+			continue
+		}
+		if w := score(st.Name, parts); !found || w > top || (w == top && st.Name < best.Name) {
+			best, top, found = st, w, true
+		}
+	}
+	return best, found
+}
+
+// Home is the store parts hash to among all the stores, writable or not:
+// where what was placed by them while the store was writable lives. Reads
+// and replays look there first.
+func (s *Set) Home(parts ...string) Store {
+	st, _ := s.pick(parts, func(Store) bool { return true })
+	return st
+}
+
+// Place is the store a new execution placed by parts goes to: its Home if
+// that is writable, else the writable store of highest weight. Only what
+// a drained store would have taken moves; the rest stays where it was.
+func (s *Set) Place(parts ...string) (Store, error) {
+	if home := s.Home(parts...); home.Mode == Writable {
+		return home, nil
+	}
+	st, ok := s.pick(parts, func(st Store) bool { return st.Mode == Writable })
+	if !ok {
+		return Store{}, ErrNoWritable
+	}
+	return st, nil
+}
+
+// StartParts are the parts a start is placed by: (workflow_name,
+// idempotency_key) for a keyed start with no workflow_id, so that its
+// retries meet; (workflow_name, workflow_id) otherwise, so that the
+// reuse policy and reject_duplicate see the workflow_id's executions. A
+// minted workflow_id is minted on the key's store (MintWorkflowID), so a
+// later start naming it meets it there.
+func StartParts(workflowName, workflowID, key string) []string {
+	if workflowID == "" && key != "" {
+		return []string{workflowName, "key", key}
+	}
+	return []string{workflowName, "id", workflowID}
+}
+
+// Pinned is the store a start pinned to name goes to: an error wrapping
+// ErrUnknownStore or ErrReadOnly when that store cannot take it (never a
+// silent fallback).
+func (s *Set) Pinned(name string) (Store, error) {
+	st, ok := s.Lookup(name)
+	switch {
+	case !ok:
+		return Store{}, fmt.Errorf("%w %q", ErrUnknownStore, name)
+	case st.Mode != Writable:
+		return Store{}, fmt.Errorf("%w: %q takes no new executions", ErrReadOnly, name)
+	}
+	return st, nil
+}
+
+// Tag is the 16-bit tag execution ids of the store named name carry.
+func Tag(name string) uint16 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	sum := h.Sum32()
+	return uint16(sum>>16) ^ uint16(sum)
+}
+
+// MintExecutionID returns a fresh execution id of store that routes to
+// shard (dedup.ExecutionShard): a version 7 UUID whose last two bytes are
+// the store's tag.
+func MintExecutionID(store string, shards, shard int) string {
+	tag := Tag(store)
+	for {
+		id := uuid.Must(uuid.NewV7())
+		binary.BigEndian.PutUint16(id[14:], tag)
+		if s := id.String(); dedup.ExecutionShard(shards, s) == shard {
+			return s
+		}
+	}
+}
+
+// Of is the store an execution id names, by its tag; false for an id of
+// no store of the set (one minted before the deployment had several
+// stores, or not an execution id): callers look in the first store, the
+// one a single-store deployment becomes.
+func (s *Set) Of(executionID string) (Store, bool) {
+	id, err := uuid.Parse(executionID)
+	if err != nil {
+		return Store{}, false
+	}
+	i, ok := s.byTag[binary.BigEndian.Uint16(id[14:])]
+	if !ok {
+		return Store{}, false
+	}
+	return s.stores[i], true
+}
+
+// MintWorkflowID returns a fresh workflow_id for a keyed start of
+// workflowName placed on store, which must be writable: one whose home
+// (StartParts(workflowName, id, "")) is that store and that routes to
+// shard, so that a later start or read naming it explicitly meets the
+// execution (bounded rejection sampling: about stores × shards tries).
+func (s *Set) MintWorkflowID(store string, shards, shard int, workflowName string) string {
+	for {
+		id := dedup.MintWorkflowID(shards, shard, workflowName)
+		if s.Home(StartParts(workflowName, id, "")...).Name == store {
+			return id
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package stores_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/stores"
+)
+
+func set(t *testing.T, ss ...stores.Store) *stores.Set {
+	t.Helper()
+	s, err := stores.New(ss)
+	require.NoError(t, err)
+	return s
+}
+
+func TestNewNamesWhatIsWrong(t *testing.T) {
+	for _, tc := range []struct {
+		stores []stores.Store
+		want   string
+	}{
+		{nil, "none"},
+		{[]stores.Store{{Name: "A", Mode: stores.Writable}}, "name"},
+		{[]stores.Store{{Name: "a", Mode: stores.Writable}, {Name: "a", Mode: stores.Writable}}, "stores[0]'s too"},
+		{[]stores.Store{{Name: "a", Mode: "draining"}}, "mode"},
+		{[]stores.Store{{Name: "a", Mode: stores.ReadOnly}}, "no writable store"},
+	} {
+		_, err := stores.New(tc.stores)
+		require.ErrorContains(t, err, tc.want, "%+v", tc.stores)
+	}
+}
+
+// keys are n distinct keys.
+func keys(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("evt-%d", i)
+	}
+	return out
+}
+
+func TestPlacementIsDeterministicAndBalanced(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		var ss []stores.Store
+		for i := range n {
+			ss = append(ss, stores.Store{Name: fmt.Sprintf("store-%d", i), Mode: stores.Writable})
+		}
+		s := set(t, ss...)
+		again := set(t, ss...)
+		counts := map[string]int{}
+		const total = 30_000
+		for _, k := range keys(total) {
+			st, err := s.Place(stores.StartParts("charge", "", k)...)
+			require.NoError(t, err)
+			other, err := again.Place(stores.StartParts("charge", "", k)...)
+			require.NoError(t, err)
+			require.Equal(t, st, other, "the same key, the same store, whichever process places it")
+			counts[st.Name]++
+		}
+		// Each store gets its share within 5 standard deviations.
+		want := float64(total) / float64(n)
+		sd := math.Sqrt(want * (1 - 1/float64(n)))
+		for name, c := range counts {
+			require.InDelta(t, want, float64(c), 5*sd, "%d stores: %s has %d of %d", n, name, c, total)
+		}
+		require.Len(t, counts, n)
+	}
+}
+
+// TestADrainMovesOnlyWhatItMust: with b drained, what b would have taken
+// goes to the others, spread over them; nothing else moves. Lookups still
+// find b as the home of what it held.
+func TestADrainMovesOnlyWhatItMust(t *testing.T) {
+	a, b, c := stores.Store{Name: "a", Mode: stores.Writable}, stores.Store{Name: "b", Mode: stores.Writable}, stores.Store{Name: "c", Mode: stores.Writable}
+	before := set(t, a, b, c)
+	b.Mode = stores.ReadOnly
+	after := set(t, a, b, c)
+	moved := map[string]int{}
+	for _, k := range keys(9_000) {
+		parts := stores.StartParts("charge", "", k)
+		was, err := before.Place(parts...)
+		require.NoError(t, err)
+		now, err := after.Place(parts...)
+		require.NoError(t, err)
+		require.Equal(t, was.Name, after.Home(parts...).Name, "a lookup finds where it was placed")
+		if was.Name != "b" {
+			require.Equal(t, was.Name, now.Name, "%s moved off %s", k, was.Name)
+			continue
+		}
+		require.NotEqual(t, "b", now.Name)
+		moved[now.Name]++
+	}
+	require.InDelta(t, moved["a"], moved["c"], 0.2*float64(moved["a"]+moved["c"]), "b's keys spread over a and c: %v", moved)
+}
+
+func TestPinnedStartsNeverFallBack(t *testing.T) {
+	s := set(t, stores.Store{Name: "a", Mode: stores.Writable}, stores.Store{Name: "b", Mode: stores.ReadOnly})
+	st, err := s.Pinned("a")
+	require.NoError(t, err)
+	require.Equal(t, "a", st.Name)
+	_, err = s.Pinned("b")
+	require.True(t, errors.Is(err, stores.ErrReadOnly), "%v", err)
+	_, err = s.Pinned("z")
+	require.True(t, errors.Is(err, stores.ErrUnknownStore), "%v", err)
+}
+
+func TestExecutionIDsNameTheirStoreAndShard(t *testing.T) {
+	s := set(t, stores.Store{Name: "a", Mode: stores.Writable}, stores.Store{Name: "b", Mode: stores.Writable}, stores.Store{Name: "c", Mode: stores.ReadOnly})
+	const shards = 16
+	for _, name := range []string{"a", "b", "c"} {
+		for shard := range shards {
+			id := stores.MintExecutionID(name, shards, shard)
+			require.Equal(t, shard, dedup.ExecutionShard(shards, id))
+			st, ok := s.Of(id)
+			require.True(t, ok)
+			require.Equal(t, name, st.Name)
+		}
+	}
+	_, ok := s.Of("not an id")
+	require.False(t, ok)
+}
+
+// TestAMintedWorkflowIDMeetsItsKey: a keyed start with no workflow_id is
+// placed by its key; the workflow_id minted for it is at home on the same
+// store and routes to the same shard, so a later start naming it finds
+// the execution.
+func TestAMintedWorkflowIDMeetsItsKey(t *testing.T) {
+	s := set(t, stores.Store{Name: "a", Mode: stores.Writable}, stores.Store{Name: "b", Mode: stores.Writable}, stores.Store{Name: "c", Mode: stores.Writable})
+	const shards = 8
+	for _, k := range keys(200) {
+		st, err := s.Place(stores.StartParts("charge", "", k)...)
+		require.NoError(t, err)
+		shard := dedup.StartShard(shards, "charge", "", k)
+		id := s.MintWorkflowID(st.Name, shards, shard, "charge")
+		again, err := s.Place(stores.StartParts("charge", id, "")...)
+		require.NoError(t, err)
+		require.Equal(t, st.Name, again.Name)
+		require.Equal(t, shard, dedup.StartShard(shards, "charge", id, ""))
+	}
+}

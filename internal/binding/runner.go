@@ -389,7 +389,7 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 		r.deadLetter(ctx, d, ReasonUnstorable, fmt.Errorf("the message body %w", err))
 		return
 	}
-	cmd, shard, err := rule.Command(r.cfg.Topology.Shards(), key, event, time.Now())
+	cmd, shard, err := rule.Command(r.cfg.Topology.Layout(), key, event, time.Now())
 	if err != nil {
 		r.deadLetter(ctx, d, ReasonUnroutable, err)
 		return
@@ -397,7 +397,7 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 	if pol := r.cfg.StartPolicies[rule.Workflow]; pol != nil && cmd.Kind == wire.KindStart {
 		// Under a start policy: deduped by its command id, derived from
 		// the message's, never by a start key.
-		if shard, err = pol.Place(cmd, r.cfg.Topology.Shards()); err != nil {
+		if shard, err = pol.Place(cmd, r.cfg.Topology.Layout()); err != nil {
 			r.deadLetter(ctx, d, ReasonUnroutable, fmt.Errorf("%s starts under a %s start policy: %w", rule.Workflow, pol.Kind(), err))
 			return
 		}

@@ -70,7 +70,7 @@ func (s *Server) closeExecution(w http.ResponseWriter, r *http.Request, kind str
 		cmd.CommandID = dedup.TerminateCommandID(executionID)
 		cmd.Terminate = &wire.TerminateCommand{ExecutionID: executionID, Reason: *reason}
 	}
-	shard := dedup.ExecutionShard(s.cfg.Topology.Shards(), executionID)
+	shard := s.cfg.Topology.Layout().ExecutionShard(executionID)
 	out, _, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	switch {
 	case errors.Is(err, errNotAccepted):

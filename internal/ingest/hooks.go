@@ -109,7 +109,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidEventID, "event_id", "the event id "+err.Error())
 		return hookRejected
 	}
-	cmd, shard, err := rule.Command(s.cfg.Topology.Shards(), dedup.HookKey(name, delivery.ID), event, time.Now())
+	cmd, shard, err := rule.Command(s.cfg.Topology.Layout(), dedup.HookKey(name, delivery.ID), event, time.Now())
 	var unstorableID *storable.Error
 	switch {
 	case errors.As(err, &unstorableID), errors.Is(err, webhook.ErrWorkflowID):
@@ -122,7 +122,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 	if pol := s.cfg.StartPolicies[rule.Workflow]; pol != nil && cmd.Kind == wire.KindStart {
 		// Under a start policy: deduped by its command id, derived from
 		// the event's, never by a start key.
-		if shard, err = pol.Place(cmd, s.cfg.Topology.Shards()); err != nil {
+		if shard, err = pol.Place(cmd, s.cfg.Topology.Layout()); err != nil {
 			writeFieldError(w, http.StatusUnprocessableEntity, client.CodePayloadInvalid, "payload", fmt.Sprintf("%s starts under a %s start policy: %v", rule.Workflow, pol.Kind(), err))
 			return hookRejected
 		}

@@ -81,7 +81,7 @@ func (s *Server) readSignalPayload(w http.ResponseWriter, r *http.Request) (json
 
 // sendSignal publishes a signal command and answers from its outcome.
 func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
-	shard := dedup.ExecutionShard(s.cfg.Topology.Shards(), cmd.Signal.ExecutionID)
+	shard := s.cfg.Topology.Layout().ExecutionShard(cmd.Signal.ExecutionID)
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	s.metrics.signals.WithLabelValues(signalResult(out, duplicate, err)).Inc()
 	s.tallySignal(r.Context(), shard, cmd, out, duplicate, err)
@@ -212,7 +212,12 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		cmd.CommandID = dedup.SignalWithStartCommandID(name, workflowID, key)
 	}
-	shard := dedup.StartShard(s.cfg.Topology.Shards(), name, workflowID, "")
+	shard, err := s.cfg.Topology.Layout().StartShard(name, workflowID, "")
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("no store takes the start: %v", err))
+		return
+	}
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
 	s.metrics.signals.WithLabelValues(signalResult(out, duplicate, err)).Inc()
 	s.tallySignal(r.Context(), shard, cmd, out, duplicate, err)

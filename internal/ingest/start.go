@@ -42,14 +42,17 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 
 // start publishes a checked start and answers it.
 func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
-	shards := s.cfg.Topology.Shards()
-	shard := dedup.StartShard(shards, p.name, p.workflowID, p.key)
+	layout := s.cfg.Topology.Layout()
+	shard, err := layout.StartShard(p.name, p.workflowID, p.key)
 	if p.policy != nil {
-		shard = startpolicy.Shard(shards, p.name, p.policy)
+		shard, err = startpolicy.Shard(layout, p.name, p.policy)
+	}
+	if err != nil {
+		return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: fmt.Sprintf("no store takes the start: %v", err)}
 	}
 	minted := false
 	if p.workflowID == "" {
-		p.workflowID, minted = dedup.MintWorkflowID(shards, shard, p.name), true
+		p.workflowID, minted = layout.MintWorkflowID(shard, p.name), true
 	}
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: p.name, WorkflowID: p.workflowID, WorkflowIDMinted: minted, Input: p.req.Input,
@@ -162,7 +165,7 @@ func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsed
 		if claim != nil {
 			s.duplicate(r.Context(), "claim")
 			s.metrics.starts.WithLabelValues("deduplicated").Inc()
-			s.tally(ctx, dedup.StartShard(s.cfg.Topology.Shards(), p.name, p.workflowID, p.key),
+			s.tally(ctx, s.cfg.Topology.Layout().HomeShard(p.name, p.workflowID, p.key),
 				&wire.DuplicateCommand{Layer: wire.DuplicateReplay, WorkflowName: p.name, IdempotencyKey: p.key})
 			return startAnswer(wire.Outcome{
 				ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,

@@ -15,6 +15,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -38,6 +39,7 @@ type seqCommand struct {
 type batch struct {
 	shard  int
 	shards int
+	layout stores.Layout
 	now    time.Time
 	window time.Duration
 	// outcomeTTL is how long the batch's outcomes stay readable.
@@ -96,6 +98,9 @@ type batch struct {
 type applyEnv struct {
 	shard  int
 	shards int
+	// layout mints the ids of the executions the shard creates so that
+	// they name its store; zero is a single store of shards.
+	layout stores.Layout
 	// window is the start idempotency window.
 	window time.Duration
 	// outcomeTTL is how long outcomes stay readable; zero means
@@ -127,6 +132,14 @@ type applyEnv struct {
 	// (store.Preconditions). A batch that needs what that cannot give
 	// fails with errNeedsReads, having sent nothing.
 	known execCache
+}
+
+// mintExecutionID returns a fresh id of an execution of the batch's shard.
+func (b *batch) mintExecutionID() string {
+	if b.layout.Set == nil {
+		return dedup.MintExecutionID(b.shards, b.shard)
+	}
+	return b.layout.MintExecutionID(b.shard)
 }
 
 func (env applyEnv) outcomeTTLOrDefault() time.Duration {
@@ -231,7 +244,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			if s.IdempotencyKey != "" {
 				ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
 				if _, ok := b.tentative[ref]; !ok {
-					id := dedup.MintExecutionID(b.shards, shard)
+					id := b.mintExecutionID()
 					b.tentative[ref] = id
 					newClaims = append(newClaims, store.NewClaim{ClaimRef: ref, ExecutionID: id, Fingerprint: s.Fingerprint})
 				} else {

@@ -222,7 +222,7 @@ func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64
 		if g.TraceParent != nil {
 			b.curTrace = *g.TraceParent
 		}
-		e := b.newExecution(s, dedup.MintExecutionID(b.shards, b.shard))
+		e := b.newExecution(s, b.mintExecutionID())
 		for _, m := range members[g.GroupID] {
 			b.outcome(wire.Outcome{CommandID: m.CommandID, StreamSeq: uint64(applied), Kind: wire.KindStart, AppliedAt: b.now}, e, true, false)
 		}
@@ -278,7 +278,7 @@ func (b *batch) throttleRelease(g *store.DeferredGroup, keys map[store.PolicyRef
 // the command stream's sequence applied.
 func newBatch(ctx context.Context, env applyEnv, now time.Time, applied int64) *batch {
 	b := &batch{
-		shard: env.shard, shards: env.shards, now: now, window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
+		shard: env.shard, shards: env.shards, layout: env.layout, now: now, window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
 		outcomeTTL: env.outcomeTTLOrDefault(), wftTimeout: env.wftTimeoutOrDefault(), maxTask: env.maxTask, retention: env.retention,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -70,7 +69,7 @@ func (b *batch) signalWithStart(c seqCommand) {
 			return
 		}
 	}
-	id := dedup.MintExecutionID(b.shards, b.shard)
+	id := b.mintExecutionID()
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID,
 		TaskQueue: st.TaskQueue, Status: wire.StatusRunning, Input: st.Input, CreatedAt: b.now, UpdatedAt: b.now,

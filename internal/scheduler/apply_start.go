@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -63,7 +62,7 @@ func (b *batch) start(c seqCommand) {
 			return
 		}
 	}
-	id := dedup.MintExecutionID(b.shards, b.shard)
+	id := b.mintExecutionID()
 	if out.Keyed {
 		// The execution takes the id the key was claimed for (again, if
 		// the batch rolled the claim back for an earlier refused start).

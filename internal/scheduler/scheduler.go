@@ -30,7 +30,10 @@ const (
 
 // Config configures a Scheduler. Zero values mean the documented defaults.
 type Config struct {
+	// DB is the store the scheduler applies the shards of: store Store
+	// of Topology.Layout() (0, the first, by default).
 	DB       *pgxpool.Pool
+	Store    int
 	Topology *streams.Topology
 	// Owner names this scheduler in shard leases; default host-pid-random.
 	Owner string
@@ -129,6 +132,8 @@ func (c Config) Validate() error {
 		return errors.New("scheduler config: DB is required")
 	case c.Topology == nil:
 		return errors.New("scheduler config: Topology is required")
+	case c.Store < 0 || c.Store >= c.Topology.Layout().Set.Len():
+		return fmt.Errorf("scheduler config: Store %d: the deployment has stores 0 to %d", c.Store, c.Topology.Layout().Set.Len()-1)
 	case c.LeaseTTL < 0 || (c.LeaseTTL > 0 && c.LeaseTTL < 100*time.Millisecond):
 		return fmt.Errorf("scheduler config: LeaseTTL %s: want at least 100ms", c.LeaseTTL)
 	case c.BatchSize < 0:
@@ -196,7 +201,7 @@ func (s *Scheduler) Owner() string { return s.cfg.Owner }
 // Start prepares the shard rows and starts taking leases in the
 // background. It returns once the first lease round has run.
 func (s *Scheduler) Start(ctx context.Context) error {
-	if err := store.EnsureShards(ctx, s.cfg.DB, s.cfg.Topology.Shards()); err != nil {
+	if err := store.EnsureShardRange(ctx, s.cfg.DB, s.cfg.Topology.Layout().Base(s.cfg.Store), s.cfg.Topology.Shards()); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -213,9 +213,9 @@ func kindOf(v any) string {
 
 // Shard is the shard a start under sp goes to: every start of a
 // (workflow, kind, key) goes to one shard, which keeps the policy's
-// state for it.
-func Shard(shards int, workflow string, sp *wire.StartPolicy) int {
-	return dedup.Shard(shards, workflow, "policy", sp.Kind, sp.Key)
+// state for it (of a writable store: see stores.Layout.PartsShard).
+func Shard(layout stores.Layout, workflow string, sp *wire.StartPolicy) (int, error) {
+	return layout.PartsShard(workflow, "policy", sp.Kind, sp.Key)
 }
 
 // Place makes start command cmd one under the policy, bound to its input,
@@ -223,15 +223,18 @@ func Shard(shards int, workflow string, sp *wire.StartPolicy) int {
 // idempotency key (the command id, deterministic for a webhook's or a
 // binding's event, dedupes it), and its workflow_id is minted on that
 // shard. It returns an error wrapping ErrNoKey as For does.
-func (p *Policy) Place(cmd *wire.Command, shards int) (int, error) {
+func (p *Policy) Place(cmd *wire.Command, layout stores.Layout) (int, error) {
 	sp, err := p.For(cmd.Start.Input)
 	if err != nil {
 		return 0, err
 	}
-	shard := Shard(shards, cmd.Start.WorkflowName, sp)
+	shard, err := Shard(layout, cmd.Start.WorkflowName, sp)
+	if err != nil {
+		return 0, err
+	}
 	s := cmd.Start
 	s.Policy = sp
 	s.IdempotencyKey, s.Fingerprint, s.RejectFingerprintMismatch = "", "", false
-	s.WorkflowID, s.WorkflowIDMinted = dedup.MintWorkflowID(shards, shard, s.WorkflowName), true
+	s.WorkflowID, s.WorkflowIDMinted = layout.MintWorkflowID(shard, s.WorkflowName), true
 	return shard, nil
 }

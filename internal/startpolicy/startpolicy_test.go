@@ -11,6 +11,7 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
+	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -86,17 +87,19 @@ func TestPlaceMakesAWebhookStartOneUnderThePolicy(t *testing.T) {
 		IdempotencyKey: "hook:stripe:evt_1", Fingerprint: "f", RejectFingerprintMismatch: true,
 	}}
 	id := cmd.CommandID
-	shard, err := p.Place(cmd, shards)
+	shard, err := p.Place(cmd, stores.Single(shards))
 	require.NoError(t, err)
 	require.Equal(t, id, cmd.CommandID)
 	require.Empty(t, cmd.Start.IdempotencyKey)
 	require.Empty(t, cmd.Start.Fingerprint)
 	require.False(t, cmd.Start.RejectFingerprintMismatch)
 	require.Equal(t, &wire.StartPolicy{Kind: wire.PolicyDebounce, Key: "cus_9", Period: 30 * time.Second, FirstInput: true}, cmd.Start.Policy)
-	require.Equal(t, startpolicy.Shard(shards, "charge", cmd.Start.Policy), shard)
+	want, err := startpolicy.Shard(stores.Single(shards), "charge", cmd.Start.Policy)
+	require.NoError(t, err)
+	require.Equal(t, want, shard)
 	require.Equal(t, shard, dedup.StartShard(shards, "charge", cmd.Start.WorkflowID, ""), "the workflow_id routes to the same shard")
 	require.True(t, cmd.Start.WorkflowIDMinted)
 
-	_, err = p.Place(&wire.Command{Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "charge", Input: json.RawMessage(`{}`)}}, shards)
+	_, err = p.Place(&wire.Command{Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "charge", Input: json.RawMessage(`{}`)}}, stores.Single(shards))
 	require.ErrorIs(t, err, startpolicy.ErrNoKey)
 }

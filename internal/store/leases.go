@@ -27,21 +27,29 @@ type Lease struct {
 // EnsureShards creates the lease and offset rows of shards 0..n-1. It fails
 // with ErrShardCountMismatch if the database holds rows for another count.
 func EnsureShards(ctx context.Context, db *pgxpool.Pool, n int) error {
+	return EnsureShardRange(ctx, db, 0, n)
+}
+
+// EnsureShardRange is EnsureShards for a store of a deployment with
+// several (stores.Layout): its shards are base to base+n-1. A database
+// that holds other shards is refused (ErrShardCountMismatch): it is
+// another store's.
+func EnsureShardRange(ctx context.Context, db *pgxpool.Pool, base, n int) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE shard_leases IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("ensure shards: lock: %w", err)
 		}
-		var have int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM shard_leases`).Scan(&have); err != nil {
+		var have, first int
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(min(shard), 0) FROM shard_leases`).Scan(&have, &first); err != nil {
 			return fmt.Errorf("ensure shards: count: %w", err)
 		}
-		if have != 0 && have != n {
-			return fmt.Errorf("ensure shards: %w: configured %d, database has %d", ErrShardCountMismatch, n, have)
+		if have != 0 && (have != n || first != base) {
+			return fmt.Errorf("ensure shards: %w: configured shards %d to %d, database has %d from %d", ErrShardCountMismatch, base, base+n-1, have, first)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO shard_leases (shard) SELECT generate_series(0, $1 - 1) ON CONFLICT DO NOTHING`, n); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO shard_leases (shard) SELECT generate_series($1::int, $1::int + $2 - 1) ON CONFLICT DO NOTHING`, base, n); err != nil {
 			return fmt.Errorf("ensure shards: leases: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO shard_offsets (shard) SELECT generate_series(0, $1 - 1) ON CONFLICT DO NOTHING`, n); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO shard_offsets (shard) SELECT generate_series($1::int, $1::int + $2 - 1) ON CONFLICT DO NOTHING`, base, n); err != nil {
 			return fmt.Errorf("ensure shards: offsets: %w", err)
 		}
 		return nil

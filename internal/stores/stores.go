@@ -16,10 +16,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
-
-	"github.com/google/uuid"
-
-	"github.com/harvest-engine/harvest/internal/dedup"
 )
 
 // Mode is what a store takes: new executions (writable), or only the work
@@ -49,35 +45,40 @@ var (
 	ErrNoWritable = errors.New("no writable store")
 )
 
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// MaxStores bounds a deployment's stores.
+const MaxStores = 64
 
 // Set is the stores of a deployment, in configuration order. It is
 // immutable: a drain makes a new Set.
 type Set struct {
 	stores []Store
-	byTag  map[uint16]int
 	byName map[string]int
 }
 
-// New checks stores and returns their Set: one store at least, names of 1
-// to 32 lower-case letters, digits, '-' and '_' (starting with a letter or
-// digit), no name twice, no two names with one tag (see Tag: rename one),
-// modes writable or read_only, and at least one writable.
+// New checks stores and returns their Set: one store at least, at most
+// MaxStores, names of 1 to 32 lower-case letters, digits, '-' and '_'
+// (starting with a letter), no name twice, modes writable or read_only,
+// and at least one writable. A store's place in the list is its index,
+// which its shards' numbers and its execution ids carry: stores are only
+// ever added at the end, never reordered or removed (a drained store
+// stays, read_only).
 func New(stores []Store) (*Set, error) {
 	if len(stores) == 0 {
 		return nil, errors.New("stores: none")
 	}
-	s := &Set{stores: append([]Store(nil), stores...), byTag: map[uint16]int{}, byName: map[string]int{}}
+	if len(stores) > MaxStores {
+		return nil, fmt.Errorf("stores: %d: at most %d", len(stores), MaxStores)
+	}
+	s := &Set{stores: append([]Store(nil), stores...), byName: map[string]int{}}
 	writable := false
 	for i, st := range stores {
 		if !namePattern.MatchString(st.Name) {
-			return nil, fmt.Errorf("stores[%d]: name %q: want 1 to 32 of a-z, 0-9, '-' and '_', starting with a letter or digit", i, st.Name)
+			return nil, fmt.Errorf("stores[%d]: name %q: want 1 to 32 of a-z, 0-9, '-' and '_', starting with a letter", i, st.Name)
 		}
 		if j, ok := s.byName[st.Name]; ok {
 			return nil, fmt.Errorf("stores[%d]: name %q is stores[%d]'s too", i, st.Name, j)
-		}
-		if j, ok := s.byTag[Tag(st.Name)]; ok {
-			return nil, fmt.Errorf("stores[%d]: name %q has the tag of stores[%d] (%q), so execution ids could not tell them apart: rename one", i, st.Name, j, stores[j].Name)
 		}
 		switch st.Mode {
 		case Writable:
@@ -86,7 +87,7 @@ func New(stores []Store) (*Set, error) {
 		default:
 			return nil, fmt.Errorf("stores[%d] (%s): mode %q: want %s or %s", i, st.Name, st.Mode, Writable, ReadOnly)
 		}
-		s.byName[st.Name], s.byTag[Tag(st.Name)] = i, i
+		s.byName[st.Name] = i
 	}
 	if !writable {
 		return nil, fmt.Errorf("stores: %w: a deployment needs one to start executions", ErrNoWritable)
@@ -105,6 +106,17 @@ func (s *Set) Lookup(name string) (Store, bool) {
 	}
 	return s.stores[i], true
 }
+
+// Index is the place of the store named name in the set, -1 for none.
+func (s *Set) Index(name string) int {
+	if i, ok := s.byName[name]; ok {
+		return i
+	}
+	return -1
+}
+
+// Len is the number of stores.
+func (s *Set) Len() int { return len(s.stores) }
 
 // score is store's rendezvous weight for the parts: FNV-1a 64 over the
 // store's name and the length-prefixed parts.
@@ -192,56 +204,4 @@ func (s *Set) Pinned(name string) (Store, error) {
 		return Store{}, fmt.Errorf("%w: %q takes no new executions", ErrReadOnly, name)
 	}
 	return st, nil
-}
-
-// Tag is the 16-bit tag execution ids of the store named name carry.
-func Tag(name string) uint16 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(name))
-	sum := h.Sum32()
-	return uint16(sum>>16) ^ uint16(sum)
-}
-
-// MintExecutionID returns a fresh execution id of store that routes to
-// shard (dedup.ExecutionShard): a version 7 UUID whose last two bytes are
-// the store's tag.
-func MintExecutionID(store string, shards, shard int) string {
-	tag := Tag(store)
-	for {
-		id := uuid.Must(uuid.NewV7())
-		binary.BigEndian.PutUint16(id[14:], tag)
-		if s := id.String(); dedup.ExecutionShard(shards, s) == shard {
-			return s
-		}
-	}
-}
-
-// Of is the store an execution id names, by its tag; false for an id of
-// no store of the set (one minted before the deployment had several
-// stores, or not an execution id): callers look in the first store, the
-// one a single-store deployment becomes.
-func (s *Set) Of(executionID string) (Store, bool) {
-	id, err := uuid.Parse(executionID)
-	if err != nil {
-		return Store{}, false
-	}
-	i, ok := s.byTag[binary.BigEndian.Uint16(id[14:])]
-	if !ok {
-		return Store{}, false
-	}
-	return s.stores[i], true
-}
-
-// MintWorkflowID returns a fresh workflow_id for a keyed start of
-// workflowName placed on store, which must be writable: one whose home
-// (StartParts(workflowName, id, "")) is that store and that routes to
-// shard, so that a later start or read naming it explicitly meets the
-// execution (bounded rejection sampling: about stores × shards tries).
-func (s *Set) MintWorkflowID(store string, shards, shard int, workflowName string) string {
-	for {
-		id := dedup.MintWorkflowID(shards, shard, workflowName)
-		if s.Home(StartParts(workflowName, id, "")...).Name == store {
-			return id
-		}
-	}
 }

@@ -110,36 +110,51 @@ func TestPinnedStartsNeverFallBack(t *testing.T) {
 }
 
 func TestExecutionIDsNameTheirStoreAndShard(t *testing.T) {
-	s := set(t, stores.Store{Name: "a", Mode: stores.Writable}, stores.Store{Name: "b", Mode: stores.Writable}, stores.Store{Name: "c", Mode: stores.ReadOnly})
-	const shards = 16
-	for _, name := range []string{"a", "b", "c"} {
-		for shard := range shards {
-			id := stores.MintExecutionID(name, shards, shard)
-			require.Equal(t, shard, dedup.ExecutionShard(shards, id))
-			st, ok := s.Of(id)
-			require.True(t, ok)
-			require.Equal(t, name, st.Name)
+	l := stores.Layout{Set: set(t, stores.Store{Name: "a", Mode: stores.Writable}, stores.Store{Name: "b", Mode: stores.Writable},
+		stores.Store{Name: "c", Mode: stores.ReadOnly}), Shards: 16}
+	require.Equal(t, 48, l.TotalShards())
+	for shard := range l.TotalShards() {
+		id := l.MintExecutionID(shard)
+		require.Equal(t, shard, l.ExecutionShard(id), id)
+		require.Equal(t, shard/16, l.StoreOf(id))
+		if shard < 16 {
+			// Store 0's ids are a single-store deployment's.
+			require.Equal(t, shard, dedup.ExecutionShard(16, id))
 		}
 	}
-	_, ok := s.Of("not an id")
-	require.False(t, ok)
+	require.Zero(t, l.StoreOf("not an id"))
+	require.Zero(t, l.StoreOf(dedup.NewID()), "an id without the mark is store 0's")
 }
 
 // TestAMintedWorkflowIDMeetsItsKey: a keyed start with no workflow_id is
-// placed by its key; the workflow_id minted for it is at home on the same
-// store and routes to the same shard, so a later start naming it finds
-// the execution.
+// placed by its key; the workflow_id minted for it is placed on the same
+// shard, so a later start naming it finds the execution.
 func TestAMintedWorkflowIDMeetsItsKey(t *testing.T) {
-	s := set(t, stores.Store{Name: "a", Mode: stores.Writable}, stores.Store{Name: "b", Mode: stores.Writable}, stores.Store{Name: "c", Mode: stores.Writable})
-	const shards = 8
-	for _, k := range keys(200) {
-		st, err := s.Place(stores.StartParts("charge", "", k)...)
+	l := stores.Layout{Set: set(t, stores.Store{Name: "a", Mode: stores.Writable}, stores.Store{Name: "b", Mode: stores.Writable},
+		stores.Store{Name: "c", Mode: stores.Writable}), Shards: 8}
+	stored := map[int]int{}
+	for _, k := range keys(300) {
+		shard, err := l.StartShard("charge", "", k)
 		require.NoError(t, err)
-		shard := dedup.StartShard(shards, "charge", "", k)
-		id := s.MintWorkflowID(st.Name, shards, shard, "charge")
-		again, err := s.Place(stores.StartParts("charge", id, "")...)
+		require.Equal(t, shard, l.HomeShard("charge", "", k))
+		id := l.MintWorkflowID(shard, "charge")
+		again, err := l.StartShard("charge", id, "")
 		require.NoError(t, err)
-		require.Equal(t, st.Name, again.Name)
-		require.Equal(t, shard, dedup.StartShard(shards, "charge", id, ""))
+		require.Equal(t, shard, again)
+		stored[l.StoreOfShard(shard)]++
+	}
+	require.Len(t, stored, 3)
+}
+
+// TestASingleStoreLayoutIsTheOneShardSpace: one store routes as Harvest
+// always has.
+func TestASingleStoreLayoutIsTheOneShardSpace(t *testing.T) {
+	l := stores.Single(16)
+	for _, k := range keys(100) {
+		shard, err := l.StartShard("charge", "", k)
+		require.NoError(t, err)
+		require.Equal(t, dedup.StartShard(16, "charge", "", k), shard)
+		id := dedup.NewID()
+		require.Equal(t, dedup.ExecutionShard(16, id), l.ExecutionShard(id))
 	}
 }

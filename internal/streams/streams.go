@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -173,6 +174,9 @@ type Config struct {
 	TaskMaxBytes int64
 	// MemoryStorage keeps streams in memory (tests only); default file.
 	MemoryStorage bool
+	// Stores are the deployment's PostgreSQL stores, each with Shards
+	// shards of the command stream (stores.Layout); nil is one store.
+	Stores *stores.Set
 }
 
 func (c Config) withDefaults() Config {
@@ -231,6 +235,7 @@ type Topology struct {
 	// the command's headers.
 	Tracing    *tracing.Tracing
 	shards     int
+	layout     stores.Layout
 	outcomeTTL time.Duration
 	commands   jetstream.Stream
 }
@@ -324,7 +329,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		}
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
-		Handbacks: buckets[5], Workers: buckets[6], shards: cfg.Shards, outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
+		Handbacks: buckets[5], Workers: buckets[6], shards: cfg.Shards, layout: layoutOf(cfg.Stores, cfg.Shards), outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
 }
 
 // ensureStream creates the stream, or updates it when it exists with
@@ -427,11 +432,28 @@ func Bind(ctx context.Context, js jetstream.JetStream) (*Topology, error) {
 		return nil, fmt.Errorf("bind bucket %s: %w", AcceptedBucket, err)
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
-		Handbacks: buckets[5], Workers: buckets[6], shards: shards, outcomeTTL: status.TTL(), commands: commands}, nil
+		Handbacks: buckets[5], Workers: buckets[6], shards: shards, layout: stores.Single(shards), outcomeTTL: status.TTL(), commands: commands}, nil
 }
 
-// Shards is the number of logical shards.
+// Shards is the number of logical shards of each store.
 func (t *Topology) Shards() int { return t.shards }
+
+// Layout is how the deployment spreads executions over its stores and
+// their shards. A topology Bind looked up has a single store's: workers,
+// which bind, route nothing by store (a task names its shard).
+func (t *Topology) Layout() stores.Layout {
+	if t.layout.Set == nil {
+		return stores.Single(max(t.shards, 1))
+	}
+	return t.layout
+}
+
+func layoutOf(set *stores.Set, shards int) stores.Layout {
+	if set == nil {
+		return stores.Single(shards)
+	}
+	return stores.Layout{Set: set, Shards: shards}
+}
 
 // OutcomeTTL is how long a command's outcome stays readable.
 func (t *Topology) OutcomeTTL() time.Duration { return t.outcomeTTL }

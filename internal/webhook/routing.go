@@ -218,6 +218,14 @@ func Expand(doc any, template string) (string, error) {
 // either.
 var ErrWorkflowID = errors.New("invalid workflow_id")
 
+// Router places the starts rules make on shards (stores.Layout).
+type Router interface {
+	// StartShard is the shard a new start goes to.
+	StartShard(workflowName, workflowID, key string) (int, error)
+	// MintWorkflowID mints a workflow_id that routes to shard.
+	MintWorkflowID(shard int, workflowName string) string
+}
+
 // Command builds the command the rule makes of a decoded event, keyed by
 // key (a reserved-namespace key such as dedup.HookKey's), and the shard it
 // belongs on: a start of the rule's workflow, or a signal-with-start of
@@ -225,7 +233,7 @@ var ErrWorkflowID = errors.New("invalid workflow_id")
 // is blank or over dedup.MaxWorkflowIDBytes is an error wrapping
 // ErrWorkflowID; one that storable.CheckIdentifier refuses, an error
 // wrapping its *storable.Error.
-func (r Rule) Command(shards int, key string, event any, now time.Time) (*wire.Command, int, error) {
+func (r Rule) Command(router Router, key string, event any, now time.Time) (*wire.Command, int, error) {
 	payload, err := Pointer(event, r.InputPointer)
 	if err != nil {
 		return nil, 0, err
@@ -235,9 +243,12 @@ func (r Rule) Command(shards int, key string, event any, now time.Time) (*wire.C
 		return nil, 0, err
 	}
 	if r.Signal == "" {
-		shard := dedup.StartShard(shards, r.Workflow, "", key)
+		shard, err := router.StartShard(r.Workflow, "", key)
+		if err != nil {
+			return nil, 0, err
+		}
 		return &wire.Command{CommandID: dedup.StartCommandID(r.Workflow, key), Kind: wire.KindStart, Start: &wire.StartCommand{
-			WorkflowName: r.Workflow, WorkflowID: dedup.MintWorkflowID(shards, shard, r.Workflow), WorkflowIDMinted: true,
+			WorkflowName: r.Workflow, WorkflowID: router.MintWorkflowID(shard, r.Workflow), WorkflowIDMinted: true,
 			Input: raw, IdempotencyKey: key, Fingerprint: dedup.Fingerprint(raw), TaskQueue: wire.DefaultTaskQueue, AcceptedAt: now.UTC(),
 		}}, shard, nil
 	}
@@ -258,8 +269,12 @@ func (r Rule) Command(shards int, key string, event any, now time.Time) (*wire.C
 			return nil, 0, fmt.Errorf("start_input: %w", err)
 		}
 	}
+	shard, err := router.StartShard(r.Workflow, workflowID, "")
+	if err != nil {
+		return nil, 0, err
+	}
 	return &wire.Command{CommandID: dedup.SignalWithStartCommandID(r.Workflow, workflowID, key), Kind: wire.KindSignalWithStart, SignalWithStart: true,
 		Start:  &wire.StartCommand{WorkflowName: r.Workflow, WorkflowID: workflowID, Input: startInput, TaskQueue: wire.DefaultTaskQueue},
 		Signal: &wire.SignalCommand{SignalName: r.Signal, Payload: raw, IdempotencyKey: key},
-	}, dedup.StartShard(shards, r.Workflow, workflowID, ""), nil
+	}, shard, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
+	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -179,7 +180,7 @@ func FuzzRuleCommand(f *testing.F) {
 		key := dedup.HookKey("src", "evt_1")
 		storableEvent := storable.CheckJSON([]byte(raw)) == nil
 
-		cmd, shard, err := rule.Command(n, key, event, now)
+		cmd, shard, err := rule.Command(stores.Single(n), key, event, now)
 		if err != nil {
 			require.Nil(t, cmd, "a refused rule made a command")
 			return
@@ -200,7 +201,7 @@ func FuzzRuleCommand(f *testing.F) {
 			}
 		}
 
-		again, againShard, err := rule.Command(n, key, event, now)
+		again, againShard, err := rule.Command(stores.Single(n), key, event, now)
 		require.NoError(t, err, "the same event is refused the second time")
 		require.Equal(t, shard, againShard)
 

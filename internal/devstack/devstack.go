@@ -31,6 +31,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/pglocal"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/tracing"
 )
@@ -90,7 +91,19 @@ type Config struct {
 	// Register, if set, registers workflows and activities of the caller's
 	// on the stack's worker, beside the examples.
 	Register func(w *harvest.Worker)
-	Logger   *slog.Logger
+	// Stores, when set, spreads the stack's executions over several
+	// PostgreSQL stores (internal/stores), with a scheduler for each: the
+	// first is DatabaseURL's (or the private PostgreSQL's), and its own
+	// DatabaseURL is ignored; each other has its own database.
+	Stores []StoreConfig
+	Logger *slog.Logger
+}
+
+// StoreConfig is one PostgreSQL store of a stack with several.
+type StoreConfig struct {
+	Name        string
+	DatabaseURL string
+	Mode        stores.Mode
 }
 
 // ErrStateDirInUse is wrapped by Start's error when another stack, in
@@ -156,13 +169,16 @@ const lockFile = "harvest.lock"
 
 // Stack is a running Harvest.
 type Stack struct {
-	cfg      Config
-	log      *slog.Logger
-	lock     *dirlock.Lock
-	nats     *server.Server
-	pg       *pglocal.Server
-	nc       *nats.Conn
-	DB       *pgxpool.Pool
+	cfg  Config
+	log  *slog.Logger
+	lock *dirlock.Lock
+	nats *server.Server
+	pg   *pglocal.Server
+	nc   *nats.Conn
+	DB   *pgxpool.Pool
+	// Pools are the stores' pools when the stack has several (Config.Stores),
+	// in their order: DB is the first.
+	Pools    []*pgxpool.Pool
 	Topology *streams.Topology
 	sched    *scheduler.Scheduler
 	worker   *harvest.Worker
@@ -222,6 +238,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if _, err := store.Migrate(ctx, s.DB); err != nil {
 		return nil, err
 	}
+	if err := s.openStores(ctx); err != nil {
+		return nil, err
+	}
+	cfg.Streams.Stores = s.cfg.Streams.Stores
 	js, err := jetstream.New(s.nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
@@ -255,18 +275,30 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		cfg.Ingest.Metrics = prometheus.NewRegistry()
 		cfg.Ingest.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	scfg := cfg.Scheduler
-	scfg.DB, scfg.Topology, scfg.Logger = s.DB, s.Topology, s.log.With("service", "scheduler")
-	if scfg.Metrics == nil {
-		scfg.Metrics = cfg.Ingest.Metrics
+	for i, db := range s.pools() {
+		scfg := cfg.Scheduler
+		scfg.DB, scfg.Store, scfg.Topology, scfg.Logger = db, i, s.Topology, s.log.With("service", "scheduler")
+		if scfg.Metrics == nil {
+			scfg.Metrics = cfg.Ingest.Metrics
+		}
+		if len(cfg.Stores) > 0 {
+			// One scheduler per store, their metrics told apart by the
+			// store's name.
+			scfg.Logger = scfg.Logger.With("store", cfg.Stores[i].Name)
+			scfg.Metrics = prometheus.WrapRegistererWith(prometheus.Labels{"store": cfg.Stores[i].Name}, scfg.Metrics)
+		}
+		sched, err := scheduler.New(scfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := sched.Start(ctx); err != nil {
+			return nil, err
+		}
+		s.stops = append(s.stops, sched.Stop)
+		if i == 0 {
+			s.sched = sched
+		}
 	}
-	if s.sched, err = scheduler.New(scfg); err != nil {
-		return nil, err
-	}
-	if err := s.sched.Start(ctx); err != nil {
-		return nil, err
-	}
-	s.stops = append(s.stops, s.sched.Stop)
 
 	wcfg := cfg.Worker
 	wcfg.NATS, wcfg.Logger = s.nc, s.log.With("service", "worker")
@@ -289,7 +321,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	s.stops = append(s.stops, s.worker.Stop)
 
 	icfg := cfg.Ingest
-	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger = s.Topology, s.nc, s.DB, s.log.With("service", "ingest")
+	icfg.Topology, icfg.NC, icfg.DB, icfg.Stores, icfg.Logger = s.Topology, s.nc, s.DB, s.Pools, s.log.With("service", "ingest")
 	if icfg.Now == nil {
 		// One clock for the stack: what ingest reports past retention is
 		// what its scheduler prunes.
@@ -493,6 +525,10 @@ func (s *Stack) Stop(ctx context.Context) error {
 		}
 	}
 	s.stops = nil
+	for _, db := range s.Pools[min(1, len(s.Pools)):] {
+		db.Close()
+	}
+	s.Pools = nil
 	if s.DB != nil {
 		s.DB.Close()
 		s.DB = nil
@@ -524,4 +560,46 @@ func (s *Stack) Stop(ctx context.Context) error {
 	}
 	s.lock = nil
 	return errors.Join(errs...)
+}
+
+// openStores opens, migrates and sets in the streams' configuration the
+// stack's stores, when it has several: the first is DB.
+func (s *Stack) openStores(ctx context.Context) error {
+	if len(s.cfg.Stores) == 0 {
+		return nil
+	}
+	list := make([]stores.Store, len(s.cfg.Stores))
+	for i, st := range s.cfg.Stores {
+		list[i] = stores.Store{Name: st.Name, Mode: st.Mode}
+	}
+	set, err := stores.New(list)
+	if err != nil {
+		return err
+	}
+	s.cfg.Streams.Stores = set
+	s.Pools = []*pgxpool.Pool{s.DB}
+	for _, st := range s.cfg.Stores[1:] {
+		pcfg, err := store.PoolConfigWith(st.DatabaseURL, store.PoolOptions{MaxConns: s.cfg.DatabaseMaxConns})
+		if err != nil {
+			return fmt.Errorf("store %s: %w", st.Name, err)
+		}
+		pcfg.ConnConfig.Tracer = s.cfg.DBTracer
+		db, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err != nil {
+			return fmt.Errorf("store %s: %w", st.Name, err)
+		}
+		s.Pools = append(s.Pools, db)
+		if _, err := store.Migrate(ctx, db); err != nil {
+			return fmt.Errorf("store %s: %w", st.Name, err)
+		}
+	}
+	return nil
+}
+
+// pools are the stores the stack's schedulers apply: Pools, or DB alone.
+func (s *Stack) pools() []*pgxpool.Pool {
+	if len(s.Pools) > 0 {
+		return s.Pools
+	}
+	return []*pgxpool.Pool{s.DB}
 }

@@ -90,7 +90,7 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 // limited to is unknown, as an execution is.
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	runID := r.PathValue("run_id")
-	if s.cfg.DB == nil {
+	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
@@ -98,7 +98,7 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
 		return
 	}
-	e, err := store.GetExecution(r.Context(), s.cfg.DB, runID)
+	e, err := store.GetExecution(r.Context(), s.poolOf(runID), runID)
 	if err == nil && !sees(r.Context(), e.WorkflowName) {
 		err = store.ErrExecutionNotFound
 	}

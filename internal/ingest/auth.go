@@ -97,11 +97,11 @@ func (s *Server) executionVisible(w http.ResponseWriter, r *http.Request, id str
 	if !limited(r.Context()) {
 		return true
 	}
-	if s.cfg.DB == nil {
+	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to check the execution's workflow against the token's")
 		return false
 	}
-	e, err := store.GetExecution(r.Context(), s.cfg.DB, id)
+	e, err := store.GetExecution(r.Context(), s.poolOf(id), id)
 	if err != nil {
 		s.readError(w, id, err)
 		return false

@@ -1,12 +1,14 @@
 package ingest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -21,11 +23,7 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q", id))
 		return
 	}
-	var out wire.Outcome
-	ok, err := false, errors.New("no database configured")
-	if s.cfg.DB != nil {
-		out, ok, err = store.GetOutcome(r.Context(), s.cfg.DB, id)
-	}
+	out, ok, err := s.findOutcome(r.Context(), id)
 	if !ok {
 		// Not applied yet, or PostgreSQL cannot say: a command ingest
 		// accepted without knowing its outcome is "accepted" either way.
@@ -74,4 +72,25 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 	// body is one of the client's answer types, which always encode.
 	outcome, _ := json.Marshal(body)
 	writeJSON(w, http.StatusOK, client.CommandResponse{CommandID: id, Status: state, HTTPStatus: status, Outcome: outcome})
+}
+
+// findOutcome reads a command's outcome in whichever store applied it.
+func (s *Server) findOutcome(ctx context.Context, id string) (wire.Outcome, bool, error) {
+	if !s.hasDB() {
+		return wire.Outcome{}, false, errors.New("no database configured")
+	}
+	type found struct {
+		out wire.Outcome
+		ok  bool
+	}
+	per, err := eachStore(ctx, s, func(ctx context.Context, _ int, db *pgxpool.Pool) (found, error) {
+		out, ok, err := store.GetOutcome(ctx, db, id)
+		return found{out, ok}, err
+	})
+	for _, f := range per {
+		if f.ok {
+			return f.out, true, nil
+		}
+	}
+	return wire.Outcome{}, false, err
 }

@@ -43,6 +43,10 @@ type Config struct {
 	// writes it. Nil makes the read endpoints answer 503, and a start
 	// learns its outcome only from the scheduler's announcement.
 	DB *pgxpool.Pool
+	// Stores, when the deployment has several PostgreSQL stores, are
+	// their pools, in the order of Topology.Layout(); DB is then the
+	// first. Nil: DB is the only store.
+	Stores []*pgxpool.Pool
 	// OutcomeWait bounds how long a start waits for its outcome before it
 	// answers 202 with a command id to poll, default 5 s.
 	OutcomeWait time.Duration
@@ -147,6 +151,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ingest config: MaxBodyBytes %d: want a positive size", c.MaxBodyBytes)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("ingest config: MaxInFlight %d: want a positive number", c.MaxInFlight)
+	}
+	if n := c.Topology.Layout().Set.Len(); len(c.Stores) > 0 && len(c.Stores) != n {
+		return fmt.Errorf("ingest config: %d Stores for a layout of %d stores", len(c.Stores), n)
 	}
 	seen := map[string]bool{}
 	for _, e := range c.Webhooks {

@@ -1,13 +1,18 @@
 package ingest
 
 import (
+	"cmp"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -16,7 +21,7 @@ import (
 // handleListDead answers GET /api/harvest/commands/dead: the commands the
 // scheduler set aside, newest first (?shard=, ?before=<id>, ?limit=).
 func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.DB == nil {
+	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
@@ -24,8 +29,8 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	f := store.DeadFilter{Limit: 50}
 	if v := q.Get("shard"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n >= s.cfg.Topology.Shards() {
-			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidShard, "shard", fmt.Sprintf("shard must be 0 to %d", s.cfg.Topology.Shards()-1))
+		if total := s.cfg.Topology.Layout().TotalShards(); err != nil || n < 0 || n >= total {
+			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidShard, "shard", fmt.Sprintf("shard must be 0 to %d", total-1))
 			return
 		}
 		f.Shard = &n
@@ -48,7 +53,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, client.ListDeadCommandsResponse{DeadCommands: []client.DeadCommand{}})
 		return
 	}
-	dead, err := store.ListDeadCommands(r.Context(), s.cfg.DB, f)
+	dead, err := s.listDead(r.Context(), f)
 	if err != nil {
 		s.readError(w, "", err)
 		return
@@ -63,7 +68,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 // handleGetDead answers GET /api/harvest/commands/dead/{id}, with the
 // message as it came.
 func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.DB == nil {
+	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
@@ -73,7 +78,11 @@ func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %q", raw))
 		return
 	}
-	d, err := store.GetDeadCommand(r.Context(), s.cfg.DB, id)
+	n := int64(len(s.pools()))
+	d, err := store.GetDeadCommand(r.Context(), s.pool(int(id%n)), id/n)
+	if err == nil {
+		d.ID = id
+	}
 	if errors.Is(err, store.ErrDeadCommandNotFound) {
 		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %d", id))
 		return
@@ -94,4 +103,46 @@ func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
 func deadView(d store.DeadCommand) client.DeadCommand {
 	return client.DeadCommand{ID: d.ID, Shard: d.Shard, StreamSeq: d.StreamSeq, CommandID: d.CommandID, Kind: d.Kind,
 		Subject: d.Subject, Error: d.Error, Reason: d.Reason, DeadAt: d.DeadAt}
+}
+
+// Dead commands are numbered in each store; the API numbers them across
+// the stores: a store's dead command i is i×stores + the store's index
+// (with one store, its own number).
+
+// listDead lists the dead commands f matches across the stores, newest
+// (highest API id) first.
+func (s *Server) listDead(ctx context.Context, f store.DeadFilter) ([]store.DeadCommand, error) {
+	n := int64(len(s.pools()))
+	layout := s.cfg.Topology.Layout()
+	per, err := eachStore(ctx, s, func(ctx context.Context, i int, db *pgxpool.Pool) ([]store.DeadCommand, error) {
+		if f.Shard != nil && layout.StoreOfShard(*f.Shard) != i {
+			return nil, nil
+		}
+		own := f
+		if f.Before > 0 {
+			// API id < Before: own id < floor((Before - i - 1) / n) + 1.
+			own.Before = (f.Before-int64(i)-1)/n + 1
+			if own.Before < 1 {
+				return nil, nil
+			}
+		}
+		rows, err := store.ListDeadCommands(ctx, db, own)
+		for j := range rows {
+			rows[j].ID = rows[j].ID*n + int64(i)
+		}
+		return rows, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var all []store.DeadCommand
+	for _, rows := range per {
+		all = append(all, rows...)
+	}
+	slices.SortFunc(all, func(a, b store.DeadCommand) int { return cmp.Compare(b.ID, a.ID) })
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	return all[:min(len(all), limit)], nil
 }

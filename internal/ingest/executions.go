@@ -1,15 +1,18 @@
 package ingest
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
@@ -24,7 +27,7 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 	if !s.readable(w, id) {
 		return
 	}
-	e, err := store.GetExecution(r.Context(), s.cfg.DB, id)
+	e, err := store.GetExecution(r.Context(), s.poolOf(id), id)
 	if err == nil && !sees(r.Context(), e.WorkflowName) {
 		err = store.ErrExecutionNotFound
 	}
@@ -32,7 +35,7 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
-	details, err := store.GetExecutionDetails(r.Context(), s.cfg.DB, e)
+	details, err := store.GetExecutionDetails(r.Context(), s.poolOf(id), e)
 	if err != nil {
 		s.readError(w, id, err)
 		return
@@ -93,7 +96,7 @@ func redactURL(raw string) string {
 // (?workflow=, ?status=, ?key_prefix=, ?workflow_id_prefix=,
 // ?created_after=, ?created_before=, ?limit=, ?cursor=).
 func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.DB == nil {
+	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
@@ -146,7 +149,7 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := f.Limit
 	f.Limit++ // one more, to know whether there is a next page
-	execs, err := store.ListExecutions(r.Context(), s.cfg.DB, f)
+	execs, err := s.listExecutions(r.Context(), f)
 	if err != nil {
 		s.readError(w, "", err)
 		return
@@ -207,4 +210,30 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// listExecutions lists the executions f matches across the stores, in
+// ListExecutions' order (newest first, then by id): each store's first
+// f.Limit, merged, and the first f.Limit of those.
+func (s *Server) listExecutions(ctx context.Context, f store.ListFilter) ([]*store.Execution, error) {
+	pages, err := eachStore(ctx, s, func(ctx context.Context, _ int, db *pgxpool.Pool) ([]*store.Execution, error) {
+		return store.ListExecutions(ctx, db, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(pages) == 1 {
+		return pages[0], nil
+	}
+	var all []*store.Execution
+	for _, p := range pages {
+		all = append(all, p...)
+	}
+	slices.SortFunc(all, func(a, b *store.Execution) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ExecutionID, a.ExecutionID)
+	})
+	return all[:min(len(all), f.Limit)], nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -32,8 +34,14 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		body.JetStream = "unreachable"
 		body.Reasons = append(body.Reasons, "JetStream unreachable")
 	}
-	if s.cfg.DB != nil {
-		failing, err := store.FailingShards(ctx, s.cfg.DB, s.cfg.ShardFailingAfter)
+	if s.hasDB() {
+		per, err := eachStore(ctx, s, func(ctx context.Context, _ int, db *pgxpool.Pool) ([]store.ShardFailure, error) {
+			return store.FailingShards(ctx, db, s.cfg.ShardFailingAfter)
+		})
+		var failing []store.ShardFailure
+		for _, f := range per {
+			failing = append(failing, f...)
+		}
 		if err != nil {
 			s.log.Warn("readiness: PostgreSQL unreachable", "err", err)
 			body.Database = "unavailable"

@@ -15,7 +15,7 @@ func (s *Server) handleGetHistory(w http.ResponseWriter, r *http.Request) {
 	if !s.readable(w, id) || !s.executionVisible(w, r, id) {
 		return
 	}
-	events, err := store.GetHistory(r.Context(), s.cfg.DB, id)
+	events, err := store.GetHistory(r.Context(), s.poolOf(id), id)
 	if err != nil {
 		s.readError(w, id, err)
 		return

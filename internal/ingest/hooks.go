@@ -158,11 +158,11 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 	duplicate := ack.Duplicate
 	if duplicate {
 		s.tally(r.Context(), shard, wire.DuplicateOf(cmd, wire.DuplicateBroker))
-	} else if s.cfg.DB != nil {
+	} else if s.hasDB() {
 		// A redelivery after the broker's window: the command id's outcome
 		// is there already. (The scheduler counts it as it applies it: the
 		// claim layer.)
-		if out, ok, err := store.GetOutcome(r.Context(), s.cfg.DB, cmd.CommandID); err == nil && ok && out.StreamSeq < ack.Sequence && out.Error == "" {
+		if out, ok, err := store.GetOutcome(r.Context(), s.poolOfShard(shard), cmd.CommandID); err == nil && ok && out.StreamSeq < ack.Sequence && out.Error == "" {
 			duplicate = true
 		}
 	}

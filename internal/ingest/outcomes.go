@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
 	"github.com/harvest-engine/harvest/internal/logattr"
@@ -76,7 +77,7 @@ func (o *outcomeWaiters) deliver(m *nats.Msg) {
 // PostgreSQL at once; any other is read from there too once the
 // announcement is late (it is lost if the scheduler stops between its
 // commit and the announcement).
-func (s *Server) awaitOutcome(ctx context.Context, commandID string, seq uint64, duplicate bool, ch <-chan wire.Outcome) (wire.Outcome, bool) {
+func (s *Server) awaitOutcome(ctx context.Context, db *pgxpool.Pool, commandID string, seq uint64, duplicate bool, ch <-chan wire.Outcome) (wire.Outcome, bool) {
 	// A fresh message is answered by its own outcome; a duplicate by the
 	// newest outcome for the command id, which is at least as new as the
 	// original message's.
@@ -96,13 +97,13 @@ func (s *Server) awaitOutcome(ctx context.Context, commandID string, seq uint64,
 	backoff := lateOutcome
 	poll := time.NewTimer(first)
 	defer poll.Stop()
-	if s.cfg.DB == nil {
+	if db == nil {
 		poll.Stop()
 	}
 	for {
 		select {
 		case <-poll.C:
-			out, ok, err := store.GetOutcome(ctx, s.cfg.DB, commandID)
+			out, ok, err := store.GetOutcome(ctx, db, commandID)
 			if err == nil && ok && matches(out) {
 				return out, true
 			}

@@ -37,13 +37,13 @@ func TestAStartWhoseAnnouncementIsLostReadsItsOutcome(t *testing.T) {
 
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, ok := s.awaitOutcome(wctx, "c-1", 7, false, never)
+	out, ok := s.awaitOutcome(wctx, db, "c-1", 7, false, never)
 	require.True(t, ok)
 	require.Equal(t, "e-1", out.ExecutionID)
 
 	// Another message's outcome does not answer this one.
 	wctx, cancel = context.WithTimeout(ctx, 2*lateOutcome)
 	defer cancel()
-	_, ok = s.awaitOutcome(wctx, "c-1", 8, false, never)
+	_, ok = s.awaitOutcome(wctx, db, "c-1", 8, false, never)
 	require.False(t, ok)
 }

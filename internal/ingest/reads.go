@@ -18,7 +18,7 @@ import (
 // readable checks that reads can be served and that id can name an
 // execution, and answers 503 or 404 when not.
 func (s *Server) readable(w http.ResponseWriter, id string) bool {
-	if s.cfg.DB == nil {
+	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return false
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
 	"github.com/harvest-engine/harvest/client"
@@ -75,19 +77,23 @@ func (s *Server) handlePrune(w http.ResponseWriter, r *http.Request) {
 // the caller may see; it has answered 503 and reports false when it
 // cannot.
 func (s *Server) retentionReport(w http.ResponseWriter, r *http.Request, asOf time.Time) (client.RetentionResponse, bool) {
-	if s.cfg.DB == nil {
+	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return client.RetentionResponse{}, false
 	}
-	shards := make([]int, s.cfg.Topology.Shards())
-	for i := range shards {
-		shards[i] = i
-	}
-	rows, err := store.ListPastRetention(r.Context(), s.cfg.DB, shards, asOf)
+	layout := s.cfg.Topology.Layout()
+	per, err := eachStore(r.Context(), s, func(ctx context.Context, i int, db *pgxpool.Pool) ([]store.PastRetention, error) {
+		shards := make([]int, layout.Shards)
+		for j := range shards {
+			shards[j] = layout.Base(i) + j
+		}
+		return store.ListPastRetention(ctx, db, shards, asOf)
+	})
 	if err != nil {
 		s.readError(w, "", err)
 		return client.RetentionResponse{}, false
 	}
+	rows := mergeRetention(per)
 	rep := client.RetentionResponse{AsOf: asOf.UTC(), Workflows: make([]client.WorkflowRetention, 0, len(rows))}
 	for _, row := range rows {
 		if !sees(r.Context(), row.WorkflowName) {
@@ -103,4 +109,36 @@ func (s *Server) retentionReport(w http.ResponseWriter, r *http.Request, asOf ti
 		rep.ClosedWithoutPruneAfter += row.Unset
 	}
 	return rep, true
+}
+
+// mergeRetention adds up the stores' rows of each workflow, in the order
+// of their names.
+func mergeRetention(per [][]store.PastRetention) []store.PastRetention {
+	if len(per) == 1 {
+		return per[0]
+	}
+	by := map[string]*store.PastRetention{}
+	var names []string
+	for _, rows := range per {
+		for _, row := range rows {
+			have, ok := by[row.WorkflowName]
+			if !ok {
+				r := row
+				by[row.WorkflowName] = &r
+				names = append(names, row.WorkflowName)
+				continue
+			}
+			have.Executions += row.Executions
+			have.Unset += row.Unset
+			if row.Oldest != nil && (have.Oldest == nil || row.Oldest.Before(*have.Oldest)) {
+				have.Oldest = row.Oldest
+			}
+		}
+	}
+	slices.Sort(names)
+	out := make([]store.PastRetention, 0, len(names))
+	for _, n := range names {
+		out = append(out, *by[n])
+	}
+	return out
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
@@ -49,6 +51,13 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 	}
 	if err != nil {
 		return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: fmt.Sprintf("no store takes the start: %v", err)}
+	}
+	if p.key != "" && p.policy == nil && layout.HomeShard(p.name, p.workflowID, p.key) != shard {
+		// The key's home store is drained: a lookup, which ignores
+		// writability, finds a start committed there before.
+		if status, body, ok := s.replayFromClaim(ctx, p); ok {
+			return status, body
+		}
 	}
 	minted := false
 	if p.workflowID == "" {
@@ -106,7 +115,7 @@ func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command,
 	if out.Error == "" {
 		claim = s.withClaim(ctx, cmd.Start, &out)
 	}
-	if mayRepublish && (out.Error != "" || (claim == nil && s.cfg.DB != nil)) {
+	if mayRepublish && (out.Error != "" || (claim == nil && s.hasDB())) {
 		return s.publishStart(ctx, shard, cmd, fmt.Sprintf("%s/%d", cmd.CommandID, out.StreamSeq), false)
 	}
 	if out.Error == "" {
@@ -127,7 +136,7 @@ func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command,
 // returns the claim; nil if it has lapsed or cannot be read (then the
 // answer stands as recorded).
 func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire.Outcome) *store.Claim {
-	if s.cfg.DB == nil || st.IdempotencyKey == "" {
+	if !s.hasDB() || st.IdempotencyKey == "" {
 		return nil
 	}
 	claim, e, err := s.liveClaim(ctx, st)
@@ -145,7 +154,11 @@ func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire
 func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand) (*store.Claim, *store.Execution, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return store.LiveClaim(ctx, s.cfg.DB, store.ClaimRef{WorkflowName: st.WorkflowName, IdempotencyKey: st.IdempotencyKey})
+	workflowID := st.WorkflowID
+	if st.WorkflowIDMinted {
+		workflowID = ""
+	}
+	return store.LiveClaim(ctx, s.claimPool(st.WorkflowName, workflowID, st.IdempotencyKey), store.ClaimRef{WorkflowName: st.WorkflowName, IdempotencyKey: st.IdempotencyKey})
 }
 
 // refuseOrReplay answers a start that fails its own checks: with the
@@ -153,24 +166,13 @@ func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand) (*store.C
 // short-circuits every check), else with the rejection. It sets
 // Retry-After on w when the answer asks for a retry.
 func (s *Server) refuseOrReplay(w http.ResponseWriter, r *http.Request, p parsedStart, rej *rejection) (int, any) {
-	if p.key != "" && s.cfg.DB != nil && p.name != "" && dedup.ValidateName(p.name) == nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		claim, e, err := store.LiveClaim(ctx, s.cfg.DB, store.ClaimRef{WorkflowName: p.name, IdempotencyKey: p.key})
-		if err != nil {
-			s.log.Warn("read claim for a refused start", "workflow", p.name, "idempotency_key", p.key, "err", err)
+	if p.key != "" && s.hasDB() && p.name != "" && dedup.ValidateName(p.name) == nil {
+		status, body, ok := s.replayFromClaim(r.Context(), p)
+		if status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "1")
-			return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: "could not tell whether this key was used before; retry"}
 		}
-		if claim != nil {
-			s.duplicate(r.Context(), "claim")
-			s.metrics.starts.WithLabelValues("deduplicated").Inc()
-			s.tally(ctx, s.cfg.Topology.Layout().HomeShard(p.name, p.workflowID, p.key),
-				&wire.DuplicateCommand{Layer: wire.DuplicateReplay, WorkflowName: p.name, IdempotencyKey: p.key})
-			return startAnswer(wire.Outcome{
-				ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
-				Keyed: true, Deduplicated: true, FirstSeenAt: &claim.CreatedAt, ExpiresAt: &claim.ExpiresAt,
-			})
+		if ok {
+			return status, body
 		}
 	}
 	s.metrics.starts.WithLabelValues("refused").Inc()
@@ -218,4 +220,36 @@ func startAnswer(out wire.Outcome) (int, any) {
 		return http.StatusCreated, resp
 	}
 	return http.StatusOK, resp
+}
+
+// claimPool is the store a keyed start's claim is in: that of the shard it
+// was placed on while its home store was writable (a keyed start names a
+// workflow_id only when its caller gave one).
+func (s *Server) claimPool(workflowName, workflowID, key string) *pgxpool.Pool {
+	return s.poolOfShard(s.cfg.Topology.Layout().HomeShard(workflowName, workflowID, key))
+}
+
+// replayFromClaim answers a keyed start from its key's live claim, in the
+// store the key's home shard is in: ok is false when there is none (and
+// true, with a 503, when the claim could not be read).
+func (s *Server) replayFromClaim(ctx context.Context, p parsedStart) (int, any, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	claim, e, err := store.LiveClaim(ctx, s.claimPool(p.name, p.workflowID, p.key), store.ClaimRef{WorkflowName: p.name, IdempotencyKey: p.key})
+	if err != nil {
+		s.log.Warn("read the claim of a keyed start", "workflow", p.name, "idempotency_key", p.key, "err", err)
+		return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: "could not tell whether this key was used before; retry"}, true
+	}
+	if claim == nil {
+		return 0, nil, false
+	}
+	s.duplicate(ctx, "claim")
+	s.metrics.starts.WithLabelValues("deduplicated").Inc()
+	s.tally(ctx, s.cfg.Topology.Layout().HomeShard(p.name, p.workflowID, p.key),
+		&wire.DuplicateCommand{Layer: wire.DuplicateReplay, WorkflowName: p.name, IdempotencyKey: p.key})
+	status, body := startAnswer(wire.Outcome{
+		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
+		Keyed: true, Deduplicated: true, FirstSeenAt: &claim.CreatedAt, ExpiresAt: &claim.ExpiresAt,
+	})
+	return status, body, true
 }

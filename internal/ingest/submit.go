@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -61,7 +62,7 @@ func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeWait)
 	defer cancel()
-	out, ok := s.awaitOutcome(wctx, cmd.CommandID, ack.Sequence, ack.Duplicate, outcomes)
+	out, ok := s.awaitOutcome(wctx, s.poolOfShard(shard), cmd.CommandID, ack.Sequence, ack.Duplicate, outcomes)
 	if !ok {
 		s.markPending(cmd)
 		return out, ack.Duplicate, errOutcomeLate
@@ -87,10 +88,10 @@ func (s *Server) submit(ctx context.Context, shard int, cmd *wire.Command, msgID
 // key's retries. The claims in PostgreSQL keep it to one execution.
 func (s *Server) publishCommand(ctx context.Context, shard int, cmd *wire.Command, msgID string) (*jetstream.PubAck, error) {
 	ack, err := s.publishAs(ctx, shard, cmd, msgID)
-	if err != nil || !ack.Duplicate || s.cfg.DB == nil {
+	if err != nil || !ack.Duplicate || !s.hasDB() {
 		return ack, err
 	}
-	lost, err := s.lost(ctx, cmd.CommandID, ack.Sequence)
+	lost, err := s.lost(ctx, s.poolOfShard(shard), cmd.CommandID, ack.Sequence)
 	if err != nil {
 		logattr.Command(s.log, cmd).Debug("tell a lost command from a pending one", "err", err)
 		return ack, nil
@@ -114,14 +115,14 @@ func (s *Server) publishAs(ctx context.Context, shard int, cmd *wire.Command, ms
 
 // lost says whether the command whose message was at seq left the stream
 // without being applied.
-func (s *Server) lost(ctx context.Context, commandID string, seq uint64) (bool, error) {
+func (s *Server) lost(ctx context.Context, db *pgxpool.Pool, commandID string, seq uint64) (bool, error) {
 	gone, err := s.cfg.Topology.CommandGone(ctx, seq)
 	if err != nil || !gone {
 		return false, err
 	}
 	// Read after the message was seen gone: the outcome committed before
 	// the scheduler acknowledged it.
-	out, ok, err := store.GetOutcome(ctx, s.cfg.DB, commandID)
+	out, ok, err := store.GetOutcome(ctx, db, commandID)
 	if err != nil {
 		return false, err
 	}

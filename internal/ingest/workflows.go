@@ -2,10 +2,13 @@ package ingest
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/registry"
@@ -18,7 +21,7 @@ import (
 // counts by status, its schema, its gate and who serves it; a token
 // limited to some workflows sees only those.
 func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.DB == nil {
+	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
@@ -26,7 +29,20 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
 	if p := principalOf(r.Context()); p != nil {
 		only = p.Workflows()
 	}
-	counts, err := store.CountByWorkflow(r.Context(), s.cfg.DB, only)
+	per, err := eachStore(r.Context(), s, func(ctx context.Context, _ int, db *pgxpool.Pool) (map[string]map[string]int64, error) {
+		return store.CountByWorkflow(ctx, db, only)
+	})
+	counts := map[string]map[string]int64{}
+	for _, c := range per {
+		for name, byStatus := range c {
+			if counts[name] == nil {
+				counts[name] = map[string]int64{}
+			}
+			for status, n := range byStatus {
+				counts[name][status] += n
+			}
+		}
+	}
 	if err != nil {
 		s.readError(w, "", err)
 		return

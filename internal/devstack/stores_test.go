@@ -1,0 +1,179 @@
+package devstack_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/stores"
+	"github.com/harvest-engine/harvest/internal/streams"
+)
+
+// storesStack starts a stack whose executions are spread over the named
+// stores, each a database of the test PostgreSQL, with shards shards each;
+// modes gives a store's mode (writable by default).
+func storesStack(t *testing.T, nats string, dbs map[string]string, names []string, modes map[string]stores.Mode, shards int) *devstack.Stack {
+	t.Helper()
+	cfg := devstack.Config{NATSURL: nats, Streams: streams.Config{Shards: shards}}
+	for _, name := range names {
+		if dbs[name] == "" {
+			dbs[name] = pgtest.NewDatabase(t)
+		}
+		mode := modes[name]
+		if mode == "" {
+			mode = stores.Writable
+		}
+		cfg.Stores = append(cfg.Stores, devstack.StoreConfig{Name: name, DatabaseURL: dbs[name], Mode: mode})
+	}
+	cfg.DatabaseURL = dbs[names[0]]
+	return startStack(t, cfg)
+}
+
+// perStore counts the executions in each store of the stack.
+func perStore(t *testing.T, s *devstack.Stack, sql string, args ...any) []int {
+	t.Helper()
+	out := make([]int, len(s.Pools))
+	for i, db := range s.Pools {
+		require.NoError(t, db.QueryRow(context.Background(), sql, args...).Scan(&out[i]))
+	}
+	return out
+}
+
+func TestTwoAndThreeStoresSpreadExecutionsAndServeThem(t *testing.T) {
+	t.Parallel()
+	for _, names := range [][]string{{"a", "b"}, {"a", "b", "c"}} {
+		t.Run(fmt.Sprint(len(names)), func(t *testing.T) {
+			s := storesStack(t, natstest.RunServer(t, natstest.Options{}).ClientURL(), map[string]string{}, names, nil, 2)
+			layout := s.Topology.Layout()
+			const n = 60
+			ids := make([]string, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					key := fmt.Sprintf("k-%d", i)
+					a := start(t, s, "charge", key, `{`+chargeInput+`}`)
+					require.Equal(t, 201, a.status, a.body)
+					ids[i] = a.body["execution_id"].(string)
+					// A retry converges, whichever store the key is on.
+					again := start(t, s, "charge", key, `{`+chargeInput+`}`)
+					require.Equal(t, 200, again.status, again.body)
+					require.Equal(t, ids[i], again.body["execution_id"])
+				})
+			}
+			wg.Wait()
+			counts := perStore(t, s, `SELECT count(*) FROM executions`)
+			total := 0
+			for i, c := range counts {
+				require.Positive(t, c, "store %s has none of %d executions: %v", names[i], n, counts)
+				total += c
+			}
+			require.Equal(t, n, total)
+			for i, id := range ids {
+				// The execution id names its store, and it is there.
+				st := layout.StoreOf(id)
+				var found int
+				require.NoError(t, s.Pools[st].QueryRow(context.Background(), `SELECT count(*) FROM executions WHERE execution_id = $1`, id).Scan(&found))
+				require.Equal(t, 1, found, "execution %d", i)
+				waitCompleted(t, s, id)
+			}
+			require.Equal(t, n, s.Services.Payments.Charges(), "one charge per key")
+			// Listings gather every store's, newest first, across pages.
+			seen := map[string]bool{}
+			cursor := ""
+			for {
+				page := call(t, "GET", s.URL()+"/api/harvest/executions?limit=7&workflow=charge"+cursor, nil, "")
+				require.Equal(t, 200, page.status, page.body)
+				for _, e := range page.body["executions"].([]any) {
+					id := e.(map[string]any)["execution_id"].(string)
+					require.False(t, seen[id], "%s listed twice", id)
+					seen[id] = true
+				}
+				next, _ := page.body["next_cursor"].(string)
+				if next == "" {
+					break
+				}
+				cursor = "&cursor=" + next
+			}
+			require.Len(t, seen, n)
+			wf := call(t, "GET", s.URL()+"/api/harvest/workflows", nil, "")
+			require.Equal(t, 200, wf.status)
+			var charged float64
+			for _, w := range wf.body["workflows"].([]any) {
+				if m := w.(map[string]any); m["name"] == "charge" {
+					charged = m["counts"].(map[string]any)["Completed"].(float64)
+				}
+			}
+			require.EqualValues(t, n, charged)
+		})
+	}
+}
+
+func TestSignalsAndExplicitWorkflowIDsAcrossStores(t *testing.T) {
+	t.Parallel()
+	s := storesStack(t, natstest.RunServer(t, natstest.Options{}).ClientURL(), map[string]string{}, []string{"a", "b"}, nil, 1)
+	var ids []string
+	for i := range 12 {
+		a := start(t, s, "collect", "", fmt.Sprintf(`{"input": {"count": 1}, "workflow_id": "order-%d", "reuse_policy": "reject_duplicate"}`, i))
+		require.Equal(t, 201, a.status, a.body)
+		ids = append(ids, a.body["execution_id"].(string))
+		// reject_duplicate sees the workflow_id's execution on its store.
+		dup := start(t, s, "collect", "", fmt.Sprintf(`{"input": {"count": 1}, "workflow_id": "order-%d", "reuse_policy": "reject_duplicate"}`, i))
+		require.Equal(t, 409, dup.status, dup.body)
+	}
+	require.NotContains(t, perStore(t, s, `SELECT count(*) FROM executions`), 0, "both stores hold some")
+	for _, id := range ids {
+		for range 2 {
+			a := call(t, "POST", s.URL()+"/api/harvest/workflows/"+id+"/signal/item", map[string]string{"Idempotency-Key": "evt"}, `"x"`)
+			require.Equal(t, 202, a.status, a.body)
+		}
+		body := waitCompleted(t, s, id)
+		require.Equal(t, map[string]any{"items": []any{"x"}}, body["result"])
+	}
+}
+
+// TestADrainSendsNewStartsElsewhere: with b drained (read_only), its
+// running executions finish, reads and replays still find them, and new
+// starts go to a.
+func TestADrainSendsNewStartsElsewhere(t *testing.T) {
+	t.Parallel()
+	nats := natstest.RunServer(t, natstest.Options{}).ClientURL()
+	dbs := map[string]string{}
+	before := storesStack(t, nats, dbs, []string{"a", "b"}, nil, 1)
+	layout := before.Topology.Layout()
+	var onB []string
+	for i := 0; len(onB) < 3; i++ {
+		a := start(t, before, "sleep", fmt.Sprintf("s-%d", i), `{"input": {"duration": "1500ms"}}`)
+		require.Equal(t, 201, a.status, a.body)
+		if id := a.body["execution_id"].(string); layout.StoreOf(id) == 1 {
+			onB = append(onB, fmt.Sprintf("s-%d", i), id)
+		}
+	}
+	stopStack(t, before)
+
+	s := storesStack(t, nats, dbs, []string{"a", "b"}, map[string]stores.Mode{"b": stores.ReadOnly}, 1)
+	bStarts := perStore(t, s, `SELECT count(*) FROM executions`)[1]
+	// b's running executions finish: its scheduler still applies it.
+	for i := 0; i < len(onB); i += 2 {
+		waitCompleted(t, s, onB[i+1])
+		// A replay of its key is a lookup: it finds it on b.
+		a := start(t, s, "sleep", onB[i], `{"input": {"duration": "1500ms"}}`)
+		require.Equal(t, 200, a.status, a.body)
+		require.Equal(t, onB[i+1], a.body["execution_id"])
+	}
+	for i := range 20 {
+		a := start(t, s, "onboarding", fmt.Sprintf("new-%d", i), `{"input": {"user_id": 1}}`)
+		require.Equal(t, 201, a.status, a.body)
+		require.Zero(t, s.Topology.Layout().StoreOf(a.body["execution_id"].(string)), "a new start on the drained store")
+	}
+	require.Equal(t, bStarts, perStore(t, s, `SELECT count(*) FROM executions`)[1], "b takes no new executions")
+	eventually(t, 30*time.Second, "every execution to complete", func() bool {
+		return dbCount(t, s, `SELECT count(*) FROM executions WHERE status <> 'Completed'`) == 0
+	})
+}

@@ -176,6 +176,10 @@ type CommandStatus struct {
 	// aside as dead (HTTPStatus 422, error command_rejected; see
 	// DeadCommands).
 	Rejected bool
+	// Deferred says the command is a start its workflow's start policy
+	// holds back: it is applied once the execution it becomes part of
+	// begins.
+	Deferred bool
 	// HTTPStatus and Outcome are the answer the command's request would
 	// have had, once Applied.
 	HTTPStatus int
@@ -197,7 +201,7 @@ func (c *Client) Command(ctx context.Context, commandID string) (*CommandStatus,
 		return nil, err
 	}
 	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == CommandApplied || a.Status == CommandRejected,
-		Rejected: a.Status == CommandRejected, HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
+		Rejected: a.Status == CommandRejected, Deferred: a.Status == CommandDeferred, HTTPStatus: a.HTTPStatus, Outcome: a.Outcome}, nil
 }
 
 // unknownCommandGrace is how long a command the server just accepted may
@@ -230,6 +234,11 @@ func (c *Client) submit(ctx context.Context, path, key string, body []byte) (int
 	if err != nil {
 		return 0, nil, err
 	}
+	if cmd.Deferred {
+		// Held back by a start policy: that is the answer, for now.
+		deferred, _ := json.Marshal(AcceptedResponse{CommandID: cmd.CommandID, Status: CommandDeferred})
+		return http.StatusAccepted, deferred, nil
+	}
 	return cmd.HTTPStatus, cmd.Outcome, nil
 }
 
@@ -246,7 +255,7 @@ func (c *Client) awaitCommand(ctx context.Context, commandID string) (*CommandSt
 		switch {
 		case err == nil:
 			cmd = got
-			return got.Applied, nil
+			return got.Applied || got.Deferred, nil
 		case ctx.Err() != nil:
 			return false, ctx.Err()
 		case transient(err):
@@ -268,7 +277,7 @@ func (c *Client) awaitCommand(ctx context.Context, commandID string) (*CommandSt
 		}
 		return nil, err
 	}
-	if cmd.HTTPStatus/100 != 2 {
+	if !cmd.Deferred && cmd.HTTPStatus/100 != 2 {
 		return nil, apiErrorFrom(cmd.HTTPStatus, nil, cmd.Outcome)
 	}
 	return cmd, nil

@@ -331,3 +331,30 @@ func TestAPIErrorOfAnythingElse(t *testing.T) {
 	require.Equal(t, "payload_unstorable", u.Code)
 	require.Equal(t, "/input/a", u.Pointer)
 }
+
+// TestADeferredStartIsAnAnswer: a start its policy holds back is answered
+// as deferred, at once or once a late outcome says so; it is not polled
+// until its execution begins.
+func TestADeferredStartIsAnAnswer(t *testing.T) {
+	f, c := newFake(t)
+	f.handle("POST /api/harvest/workflows/digest/start",
+		reply(202, `{"command_id":"d1","status":"deferred"}`),
+		reply(202, `{"command_id":"d2","status":"accepted"}`))
+	f.handle("GET /api/harvest/commands/d2", reply(200, `{"command_id":"d2","status":"deferred"}`))
+	policy := &StartPolicy{Batch: &Batch{MaxSize: 10, MaxWait: "5s"}}
+	r, err := c.Start(context.Background(), "digest", map[string]int{"n": 1}, StartOptions{StartPolicy: policy})
+	require.NoError(t, err)
+	require.True(t, r.Deferred)
+	require.Equal(t, "d1", r.CommandID)
+	require.Empty(t, r.ExecutionID)
+	require.JSONEq(t, `{"input":{"n":1},"start_policy":{"batch":{"max_size":10,"max_wait":"5s"}}}`, f.last().body)
+
+	r, err = c.Start(context.Background(), "digest", nil, StartOptions{})
+	require.NoError(t, err)
+	require.True(t, r.Deferred, "the late outcome says deferred")
+	require.Equal(t, "d2", r.CommandID)
+	st, err := c.Command(context.Background(), "d2")
+	require.NoError(t, err)
+	require.True(t, st.Deferred)
+	require.False(t, st.Applied)
+}

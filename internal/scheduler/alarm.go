@@ -79,20 +79,89 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 		}
 	}
 	for {
-		released, err := r.releaseStartsTx(ctx, limit)
+		released, err := r.releaseStartsTx(ctx, releaseLimit, nil)
+		if err != nil && poisonous(err) {
+			released, err = r.isolateReleases(ctx, err)
+		}
 		if err != nil {
 			return fmt.Errorf("begin deferred starts: %w", err)
 		}
-		if released < limit {
+		if released < releaseLimit {
 			return nil
 		}
 	}
 }
 
+// releaseLimit bounds the groups of deferred starts one transaction
+// begins: each may hold up to startpolicy.MaxBatchSize starts.
+const releaseLimit = 16
+
+// isolateReleases begins the due groups of deferred starts one per
+// transaction after their batch failed for a reason retrying will not fix
+// (cause); a group that fails alone is set aside: its starts are answered
+// command_rejected, and it is deleted, so that it does not stop the shard.
+// It returns how many groups it handled.
+func (r *runner) isolateReleases(ctx context.Context, cause error) (int, error) {
+	r.log.Warn("beginning deferred starts failed for a reason retrying will not fix: beginning them one by one", "err", cause)
+	var due []*store.DeferredGroup
+	err := pgx.BeginFunc(ctx, r.s.cfg.DB, func(tx pgx.Tx) error {
+		var err error
+		due, _, err = store.DueGroups(ctx, tx, r.lease.Shard, time.Now(), releaseLimit)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, g := range due {
+		_, err := r.releaseStartsTx(ctx, 1, []string{g.GroupID})
+		if err != nil && poisonous(err) {
+			logattr.With(r.log, "", g.WorkflowName, "").Error("setting aside deferred starts that cannot begin", "kind", g.Kind, "group_id", g.GroupID, "starts", g.Size, "err", err)
+			err = r.refuseGroupTx(ctx, g.GroupID, err)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(due), nil
+}
+
+// refuseGroupTx sets aside the deferred group id, which cannot begin
+// because of cause: its starts are answered command_rejected.
+func (r *runner) refuseGroupTx(ctx context.Context, id string, cause error) error {
+	var writes *store.Writes
+	err := r.s.inTx(ctx, txTimers, func(tx *pipeTx) error {
+		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
+		if err != nil {
+			return err
+		}
+		groups, members, err := store.DueGroups(ctx, tx, r.lease.Shard, time.Now(), 1, id)
+		if err != nil || len(groups) == 0 {
+			return err
+		}
+		keys, err := loadThrottleKeys(ctx, tx, groups)
+		if err != nil {
+			return err
+		}
+		writes = refuseGroups(ctx, r.env(), applied, time.Now(), groups, members, keys, cause)
+		writes.PublishedOutbox = r.published
+		tx.commitWithNext()
+		return store.Write(ctx, tx, writes)
+	})
+	if err != nil {
+		return err
+	}
+	if writes != nil {
+		r.s.metrics.deadCommands.WithLabelValues(deadUnappliable).Add(float64(len(writes.Outcomes)))
+		r.published = nil
+		r.announce(writes.Outcomes)
+	}
+	return nil
+}
+
 // releaseStartsTx begins the executions of up to limit due groups of
 // deferred starts in one transaction and publishes their first tasks; it
 // returns how many groups it released.
-func (r *runner) releaseStartsTx(ctx context.Context, limit int) (int, error) {
+func (r *runner) releaseStartsTx(ctx context.Context, limit int, ids []string) (int, error) {
 	var (
 		writes *store.Writes
 		groups []*store.DeferredGroup
@@ -102,7 +171,7 @@ func (r *runner) releaseStartsTx(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		if writes, groups, err = releaseDue(ctx, tx, r.env(), applied, time.Now(), limit); err != nil || writes == nil {
+		if writes, groups, err = releaseDue(ctx, tx, r.env(), applied, time.Now(), limit, ids...); err != nil || writes == nil {
 			return err
 		}
 		writes.PublishedOutbox = r.published
@@ -200,13 +269,23 @@ func (r *runner) isolateTimers(ctx context.Context, limit int, cause error) (int
 // releaseDue begins, in tx, the executions of up to limit of the shard's
 // groups of deferred starts that are due at now (see releaseGroups); nil
 // writes when none is.
-func releaseDue(ctx context.Context, tx store.Tx, env applyEnv, applied int64, now time.Time, limit int) (*store.Writes, []*store.DeferredGroup, error) {
-	groups, members, err := store.DueGroups(ctx, tx, env.shard, now, limit)
+func releaseDue(ctx context.Context, tx store.Tx, env applyEnv, applied int64, now time.Time, limit int, ids ...string) (*store.Writes, []*store.DeferredGroup, error) {
+	groups, members, err := store.DueGroups(ctx, tx, env.shard, now, limit, ids...)
 	if err != nil || len(groups) == 0 {
 		return nil, nil, err
 	}
-	// The throttled groups' keys, locked: a throttle's starts may have to
-	// wait longer than they were scheduled to.
+	keys, err := loadThrottleKeys(ctx, tx, groups)
+	if err != nil {
+		return nil, nil, err
+	}
+	writes, err := releaseGroups(ctx, tx, env, applied, now, groups, members, keys)
+	return writes, groups, err
+}
+
+// loadThrottleKeys reads, locked, the states of the throttled groups'
+// keys: a throttle's starts may have to wait longer than they were
+// scheduled to.
+func loadThrottleKeys(ctx context.Context, tx store.Tx, groups []*store.DeferredGroup) (map[store.PolicyRef]*store.PolicyState, error) {
 	var (
 		reads store.Reads
 		refs  []store.PolicyRef
@@ -220,9 +299,5 @@ func releaseDue(ctx context.Context, tx store.Tx, env applyEnv, applied int64, n
 	}
 	keys := make(map[store.PolicyRef]*store.PolicyState, len(refs))
 	reads.LoadPolicyKeys(refs, keys)
-	if err := reads.Send(ctx, tx); err != nil {
-		return nil, nil, err
-	}
-	writes, err := releaseGroups(ctx, tx, env, applied, now, groups, members, keys)
-	return writes, groups, err
+	return keys, reads.Send(ctx, tx)
 }

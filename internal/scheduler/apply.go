@@ -134,6 +134,15 @@ type applyEnv struct {
 	known execCache
 }
 
+// mintWorkflowID returns a fresh workflow_id of workflowName that routes to
+// the batch's shard.
+func (b *batch) mintWorkflowID(workflowName string) string {
+	if b.layout.Set == nil {
+		return dedup.MintWorkflowID(b.shards, b.shard, workflowName)
+	}
+	return b.layout.MintWorkflowID(b.shard, workflowName)
+}
+
 // mintExecutionID returns a fresh id of an execution of the batch's shard.
 func (b *batch) mintExecutionID() string {
 	if b.layout.Set == nil {
@@ -239,6 +248,14 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 					policyRefs = append(policyRefs, ref)
 				}
 				policyCmdIDs = append(policyCmdIDs, c.cmd.CommandID)
+				if p.Kind == wire.PolicyThrottle {
+					// It may begin at once, as any start, which looks
+					// up its workflow_id.
+					if ref := (store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}); !seenWf[ref] {
+						seenWf[ref] = true
+						wfRefs = append(wfRefs, ref)
+					}
+				}
 				continue
 			}
 			if s.IdempotencyKey != "" {

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -86,10 +88,20 @@ func (b *batch) policyStart(c seqCommand) {
 		g.Policy = *p
 	case wire.PolicyBatch:
 		st.StaleAt = b.now
-		if g = st.Open; g == nil {
+		size := int64(len(s.Input))
+		if g = st.Open; g != nil && g.Size > 0 && g.Bytes+size > b.batchBytes() {
+			// Full by size: it begins now, before its list of inputs
+			// outgrows what a task carries, and this start opens the
+			// key's next batch.
+			g.DueAt = b.now
+			b.writes.Policies.Groups = append(b.writes.Policies.Groups, g)
+			g = nil
+		}
+		if g == nil {
 			g = b.openGroup(c, ref, b.now.Add(p.MaxWait))
 			st.Open = g
 		}
+		g.Bytes += size
 	default:
 		// Ingest sends no other kind; a command that does is refused.
 		logattr.With(b.log, "", s.WorkflowName, c.cmd.CommandID).Error("start under a policy of unknown kind", "kind", p.Kind)
@@ -199,6 +211,12 @@ func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64
 	members map[string][]store.DeferredMember, keys map[store.PolicyRef]*store.PolicyState) (*store.Writes, error) {
 	b := newBatch(ctx, env, now.UTC(), applied)
 	for _, g := range groups {
+		switch g.Kind {
+		case wire.PolicyThrottle, wire.PolicyDebounce, wire.PolicyBatch:
+		default:
+			// A row no version of the scheduler writes: set aside.
+			return nil, fmt.Errorf("deferred start group %s of kind %q: %w", g.GroupID, g.Kind, errUnappliable)
+		}
 		if g.Kind == wire.PolicyThrottle && !b.throttleRelease(g, keys) {
 			continue
 		}
@@ -208,9 +226,14 @@ func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64
 			for _, m := range members[g.GroupID] {
 				list = append(list, wire.OrNull(m.Input))
 			}
-			input, _ = json.Marshal(list)
+			var err error
+			if input, err = json.Marshal(list); err != nil {
+				return nil, fmt.Errorf("the inputs of deferred start group %s: %w", g.GroupID, errUnappliable)
+			}
 		}
-		s := &wire.StartCommand{WorkflowName: g.WorkflowName, WorkflowID: g.WorkflowID, WorkflowIDMinted: true, Input: input,
+		// Its workflow_id is minted now: no answer has named it (a
+		// deferred start is answered without), and none can be taken.
+		s := &wire.StartCommand{WorkflowName: g.WorkflowName, WorkflowID: b.mintWorkflowID(g.WorkflowName), WorkflowIDMinted: true, Input: input,
 			TaskQueue: g.TaskQueue, AcceptedAt: g.CreatedAt}
 		if g.CompletionCallback != nil {
 			s.CompletionCallback = *g.CompletionCallback
@@ -288,4 +311,40 @@ func newBatch(ctx context.Context, env applyEnv, now time.Time, applied int64) *
 	}
 	b.writes.Shard, b.writes.AppliedSeq = env.shard, applied
 	return b
+}
+
+// errUnappliable says what a group of deferred starts holds cannot begin
+// an execution, whatever is tried again: poisonous sets it aside.
+var errUnappliable = errors.New("cannot be applied")
+
+// batchBytes bounds the inputs of a batch: its execution's first task
+// carries them, and must stay under the largest task NATS carries.
+func (b *batch) batchBytes() int64 {
+	if b.maxTask > 0 {
+		return int64(b.maxTask) * 3 / 4
+	}
+	return 768 << 10
+}
+
+// refuseGroups sets aside due groups of deferred starts that cannot begin
+// (cause): their starts are answered command_rejected, the groups are
+// deleted, and a throttle counts their starts as waiting no more.
+func refuseGroups(ctx context.Context, env applyEnv, applied int64, now time.Time, groups []*store.DeferredGroup,
+	members map[string][]store.DeferredMember, keys map[store.PolicyRef]*store.PolicyState, cause error) *store.Writes {
+	b := newBatch(ctx, env, now.UTC(), applied)
+	for _, g := range groups {
+		if st := keys[g.Ref()]; g.Kind == wire.PolicyThrottle && st != nil {
+			st.Queued = max(0, st.Queued-1)
+			if b.writes.Policies.Keys == nil {
+				b.writes.Policies.Keys = map[store.PolicyRef]*store.PolicyState{}
+			}
+			b.writes.Policies.Keys[g.Ref()] = st
+		}
+		for _, m := range members[g.GroupID] {
+			b.refuse(wire.Outcome{CommandID: m.CommandID, StreamSeq: uint64(applied), Kind: wire.KindStart, WorkflowName: g.WorkflowName, AppliedAt: b.now},
+				http.StatusUnprocessableEntity, client.CodeCommandRejected, fmt.Sprintf("the start was deferred by its %s start policy and could not begin: %v", g.Kind, cause))
+		}
+		b.writes.Policies.Released = append(b.writes.Policies.Released, g.GroupID)
+	}
+	return &b.writes
 }

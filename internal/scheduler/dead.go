@@ -103,6 +103,9 @@ func (r *runner) isolate(ctx context.Context, cmds []seqCommand, cause error) (*
 // statement the schema does not know (a deploy gone wrong) — is retried
 // and never dead-letters a command.
 func poisonous(err error) bool {
+	if errors.Is(err, errUnappliable) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		// pgx could not encode a value for PostgreSQL (an integer out of

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -31,6 +32,11 @@ type MemoryConfig struct {
 	// still held for a worker (see applyEnv.taskQueued); nil means never.
 	TaskQueued func(executionID string, taskID int) bool
 	Logger     *slog.Logger
+	// MaxTask is the largest task the shard dispatches, default 1 MiB
+	// less room for headers (NATS's default max payload): a larger
+	// workflow task fails its execution, a larger activity task its
+	// activity, as in a deployment.
+	MaxTask int
 }
 
 // Memory is one shard kept in memory instead of PostgreSQL. Commands and
@@ -61,7 +67,9 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		return nil, err
 	}
 	env := applyEnv{
-		shards: 1, window: window, wftTimeout: cmp.Or(cfg.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout),
+		// Tasks as large as NATS's default max payload carries, so that
+		// what a deployment refuses as too large is refused here too.
+		shards: 1, window: window, maxTask: cmp.Or(cfg.MaxTask, defaultMemoryMaxTask), wftTimeout: cmp.Or(cfg.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout),
 		retention: store.Retention{Default: retention, ByWorkflow: cfg.RetentionByWorkflow},
 		log:       cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 	}
@@ -75,6 +83,10 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	}, nil
 }
 
+// defaultMemoryMaxTask is NATS's default max payload less the room a
+// task's headers take.
+const defaultMemoryMaxTask = 1<<20 - taskHeaderRoom
+
 // Dispatched is what an apply sent out: outcomes of the commands applied,
 // and tasks for workers.
 type Dispatched struct {
@@ -87,6 +99,11 @@ type Dispatched struct {
 
 // Apply applies one command at now.
 func (m *Memory) Apply(ctx context.Context, now time.Time, cmd *wire.Command) (Dispatched, error) {
+	if cmd.Start != nil && cmd.Start.Policy != nil {
+		// Deferred starts are kept in PostgreSQL tables a Memory does
+		// not model: refused rather than left waiting forever.
+		return Dispatched{}, errors.New("memory shard: starts under a start policy are not supported")
+	}
 	m.seq++
 	b := newBatch(ctx, m.env, now.UTC(), m.seq-1)
 	// The batch works on the shard's own rows, as a transaction works on

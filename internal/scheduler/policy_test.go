@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,4 +166,69 @@ func TestABatchBeginsWhenFullOrDue(t *testing.T) {
 	require.Equal(t, 2, count(t, db, `SELECT count(*) FROM history_events WHERE type = 'WorkflowStarted'`))
 	require.Zero(t, count(t, db, `SELECT count(*) FROM deferred_start_members`))
 	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM start_policy_keys WHERE open_group IS NULL`))
+}
+
+// TestAGroupThatCannotBeginIsSetAside: a due group of deferred starts
+// whose release fails for a reason retrying will not fix is set aside
+// (its starts answered command_rejected) and the shard goes on: the other
+// groups begin.
+func TestAGroupThatCannotBeginIsSetAside(t *testing.T) {
+	t.Parallel()
+	db, _, top := oneShard(t)
+	ctx := context.Background()
+	require.NoError(t, store.EnsureShards(ctx, db, 1))
+	// Two due groups, written as a scheduler would, one of a kind no
+	// scheduler writes.
+	insert := func(kind, commandID string) {
+		_, err := db.Exec(ctx, `WITH g AS (
+				INSERT INTO deferred_starts (group_id, shard, workflow_name, kind, policy_key, due_at, first_seq, policy, workflow_id, task_queue, input, size, created_at)
+				VALUES (gen_random_uuid(), 0, 'digest', $1, 'k', now() - interval '1 second', 1, '{}', 'w', 'default', '{"n": 1}', 1, now())
+				RETURNING group_id)
+			INSERT INTO deferred_start_members (group_id, position, command_id, stream_seq) SELECT group_id, 0, $2, 1 FROM g`, kind, commandID)
+		require.NoError(t, err)
+	}
+	insert("bogus", "cmd-bogus")
+	insert(wire.PolicyDebounce, "cmd-good")
+	startScheduler(t, Config{DB: db, Topology: top, LeaseTTL: time.Second})
+	waitFor(t, 30*time.Second, "both groups to be handled", func() bool {
+		return count(t, db, `SELECT count(*) FROM deferred_starts`) == 0
+	})
+	good := storedOutcome(t, db, "cmd-good")
+	require.NotEmpty(t, good.ExecutionID)
+	require.False(t, good.Deferred)
+	bad := storedOutcome(t, db, "cmd-bogus")
+	require.Equal(t, "command_rejected", bad.Error)
+	require.Equal(t, 422, bad.HTTPStatus)
+	require.Equal(t, 1, count(t, db, `SELECT count(*) FROM executions`))
+	require.Zero(t, count(t, db, `SELECT count(*) FROM deferred_start_members`))
+}
+
+// TestABatchClosesBeforeItOutgrowsATask: a batch whose inputs would
+// outgrow what a task carries begins with those it has, and the next
+// start opens the key's next batch.
+func TestABatchClosesBeforeItOutgrowsATask(t *testing.T) {
+	t.Parallel()
+	db, l := leasedDB(t)
+	batch := wire.StartPolicy{Kind: wire.PolicyBatch, Key: "k", MaxSize: 100, MaxWait: time.Hour}
+	big := `{"pad": "` + strings.Repeat("x", 300<<10) + `"}`
+	applyOnce(t, db, "a", l, []seqCommand{
+		{seq: 1, cmd: policyStartCmd("b1", batch, big)},
+		{seq: 2, cmd: policyStartCmd("b2", batch, big)},
+		{seq: 3, cmd: policyStartCmd("b3", batch, big)},
+	})
+	// 768 KiB a batch, without a task size known: two of 300 KiB fit.
+	require.Equal(t, []int{2, 1}, sizes(t, db))
+	w := releaseAt(t, db, l, time.Now())
+	require.Len(t, w.NewExecutions, 1)
+	require.Equal(t, storedOutcome(t, db, "b1").ExecutionID, storedOutcome(t, db, "b2").ExecutionID)
+	require.True(t, storedOutcome(t, db, "b3").Deferred)
+}
+
+func sizes(t *testing.T, db *pgxpool.Pool) []int {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT size FROM deferred_starts ORDER BY first_seq`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	return out
 }

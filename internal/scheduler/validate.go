@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"time"
+
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -50,23 +52,25 @@ func validDuplicate(d *wire.DuplicateCommand) bool {
 }
 
 // validPolicy says whether a start's policy, if it has one, is one the
-// scheduler can apply: a known kind with its parameters in range, and no
-// idempotency key (ingest never sends a keyed start under a policy).
+// scheduler can apply: a known kind with its parameters in range, on a
+// start as ingest makes them under a policy (no idempotency key, reuse
+// policy or delay; a minted workflow_id).
 func validPolicy(s *wire.StartCommand) bool {
 	p := s.Policy
 	if p == nil {
 		return true
 	}
-	if s.IdempotencyKey != "" {
+	if s.IdempotencyKey != "" || !s.WorkflowIDMinted || s.ReusePolicy != "" || s.StartAt != nil || len(p.Key) > startpolicy.MaxKeyBytes {
 		return false
 	}
+	inRange := func(d time.Duration) bool { return d > 0 && d <= startpolicy.MaxPeriod }
 	switch p.Kind {
 	case wire.PolicyThrottle:
-		return p.Limit > 0 && p.Limit <= startpolicy.MaxLimit && p.Period > 0
+		return p.Limit > 0 && p.Limit <= startpolicy.MaxLimit && inRange(p.Period)
 	case wire.PolicyDebounce:
-		return p.Period > 0
+		return inRange(p.Period)
 	case wire.PolicyBatch:
-		return p.MaxSize > 0 && p.MaxSize <= startpolicy.MaxBatchSize && p.MaxWait > 0
+		return p.MaxSize > 0 && p.MaxSize <= startpolicy.MaxBatchSize && inRange(p.MaxWait)
 	}
 	return false
 }

@@ -87,6 +87,7 @@ type DeferredGroup struct {
 	StartedBy          *string          `json:"started_by"`
 	TraceParent        *string          `json:"trace_parent"`
 	Size               int              `json:"size"`
+	Bytes              int64            `json:"bytes"`
 	CreatedAt          time.Time        `json:"created_at"`
 }
 
@@ -240,7 +241,7 @@ func queuePolicyWrites(b *pgx.Batch, shard int, w *PolicyWrites) {
 		b.Queue(`INSERT INTO deferred_starts SELECT * FROM json_populate_recordset(NULL::deferred_starts, $1::json)
 			ON CONFLICT (group_id) DO UPDATE SET due_at = excluded.due_at, policy = excluded.policy, input = excluded.input,
 				completion_callback = excluded.completion_callback, started_by = excluded.started_by, trace_parent = excluded.trace_parent,
-				size = excluded.size`, string(rows))
+				size = excluded.size, bytes = excluded.bytes`, string(rows))
 	}
 	if len(w.Members) > 0 {
 		n := len(w.Members)
@@ -253,7 +254,7 @@ func queuePolicyWrites(b *pgx.Batch, shard int, w *PolicyWrites) {
 			}
 		}
 		b.Queue(`INSERT INTO deferred_start_members (group_id, position, command_id, stream_seq, input)
-			SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::bigint[]), unnest($5::text[])::json`,
+			SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::bigint[]), unnest($5::text[])::jsonb`,
 			ids, positions, cmds, seqs, inputs)
 	}
 	if len(w.Released) > 0 {
@@ -264,11 +265,16 @@ func queuePolicyWrites(b *pgx.Batch, shard int, w *PolicyWrites) {
 }
 
 // DueGroups locks up to limit of the shard's deferred start groups that
-// are due at now, in the order they are due, with their members in
-// order.
-func DueGroups(ctx context.Context, tx Tx, shard int, now time.Time, limit int) ([]*DeferredGroup, map[string][]DeferredMember, error) {
+// are due at now (only those of ids, when given), in the order they are
+// due, with their members in order.
+func DueGroups(ctx context.Context, tx Tx, shard int, now time.Time, limit int, ids ...string) ([]*DeferredGroup, map[string][]DeferredMember, error) {
+	var only []string
+	if len(ids) > 0 {
+		only = ids
+	}
 	rows, err := tx.Query(ctx, `SELECT to_json(g) FROM deferred_starts g
-		WHERE g.shard = $1 AND g.due_at <= $2 ORDER BY g.due_at, g.first_seq LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit)
+		WHERE g.shard = $1 AND g.due_at <= $2 AND ($4::uuid[] IS NULL OR g.group_id = ANY($4))
+		ORDER BY g.due_at, g.first_seq LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit, only)
 	if err != nil {
 		return nil, nil, fmt.Errorf("due start groups of shard %d: %w", shard, err)
 	}
@@ -285,12 +291,12 @@ func DueGroups(ctx context.Context, tx Tx, shard int, now time.Time, limit int) 
 	if len(groups) == 0 {
 		return nil, nil, nil
 	}
-	ids := make([]string, len(groups))
+	gids := make([]string, len(groups))
 	for i, g := range groups {
-		ids[i] = g.GroupID
+		gids[i] = g.GroupID
 	}
 	rows, err = tx.Query(ctx, `SELECT group_id::text, position, command_id, stream_seq, input FROM deferred_start_members
-		WHERE group_id = ANY($1::uuid[]) ORDER BY group_id, position`, ids)
+		WHERE group_id = ANY($1::uuid[]) ORDER BY group_id, position`, gids)
 	if err != nil {
 		return nil, nil, fmt.Errorf("members of due start groups: %w", err)
 	}

@@ -38,7 +38,12 @@ CREATE TABLE deferred_starts (
     policy json NOT NULL,
     workflow_id text NOT NULL,
     task_queue text NOT NULL,
-    input json,
+    -- jsonb, as executions.input: what it refuses is refused as the start
+    -- is applied (and set aside), not when its execution begins.
+    input jsonb,
+    -- bytes is the size of the members' inputs of a batch, which closes
+    -- before its execution's input would outgrow what a task carries.
+    bytes bigint NOT NULL DEFAULT 0,
     completion_callback text,
     started_by text,
     trace_parent text,
@@ -54,6 +59,6 @@ CREATE TABLE deferred_start_members (
     position int NOT NULL,
     command_id text NOT NULL,
     stream_seq bigint NOT NULL,
-    input json,
+    input jsonb,
     PRIMARY KEY (group_id, position)
 );

@@ -23,7 +23,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newExecutions(), newBench(), newFakepay(), newToken(), newVersion())
+	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newCommands(), newExecutions(), newBench(), newFakepay(), newToken(), newStores(), newVersion())
 	return root
 }
 

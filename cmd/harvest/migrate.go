@@ -24,25 +24,35 @@ func newMigrate() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cfg.DatabaseURL == "" {
+			if cfg.StoreURLs()[0] == "" {
 				return errNoDatabase
 			}
 			ctx, stop := service.SignalContext()
 			defer stop()
-			db, err := service.ConnectDB(ctx, cfg, log)
+			pools, err := service.ConnectStores(ctx, cfg, log)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			applied, err := store.Migrate(ctx, db)
-			if err != nil {
-				return err
+			defer func() {
+				for _, db := range pools {
+					db.Close()
+				}
+			}()
+			for i, db := range pools {
+				applied, err := store.Migrate(ctx, db)
+				if err != nil {
+					return err
+				}
+				prefix := ""
+				if len(cfg.Stores) > 0 {
+					prefix = "store " + cfg.Stores[i].Name + ": "
+				}
+				if len(applied) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), prefix+"schema is up to date")
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%sapplied migrations %v\n", prefix, applied)
 			}
-			if len(applied) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "schema is up to date")
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "applied migrations %v\n", applied)
 			return nil
 		},
 	}

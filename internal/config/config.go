@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
+	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
@@ -87,6 +89,13 @@ type Config struct {
 	// DatabaseURLFile reads the database URL, which may hold a password,
 	// from a file instead (HARVEST_DATABASE_URL_FILE).
 	DatabaseURLFile string `yaml:"database_url_file"`
+	// Stores, when set, spread the executions over several PostgreSQL
+	// stores (docs/deploy.md#several-postgresql-stores), each with its
+	// own database_url (or database_url_file) and mode; database_url is
+	// then left unset. The first store is the one a deployment with one
+	// database_url becomes; stores are added at the end, never
+	// reordered or removed (a drained store stays, read_only).
+	Stores []StoreConfig `yaml:"stores"`
 	// DatabaseMaxConns caps the PostgreSQL connection pool
 	// (HARVEST_DATABASE_MAX_CONNS), default the driver's: the larger of 4
 	// and the number of CPUs.
@@ -328,6 +337,45 @@ func (a AuthConfig) tokens(read func(TokenConfig) (string, error)) ([]auth.Token
 	return out, nil
 }
 
+// StoreConfig is one PostgreSQL store of Config.Stores.
+type StoreConfig struct {
+	Name            string `yaml:"name"`
+	DatabaseURL     string `yaml:"database_url"`
+	DatabaseURLFile string `yaml:"database_url_file"`
+	// Mode is writable (the default) or read_only: a draining store
+	// serves its executions to completion and takes no new ones.
+	Mode string `yaml:"mode"`
+}
+
+// StoreSet is the stores of the configuration, nil for one database_url.
+func (c Config) StoreSet() (*stores.Set, error) {
+	if len(c.Stores) == 0 {
+		return nil, nil
+	}
+	list := make([]stores.Store, len(c.Stores))
+	for i, st := range c.Stores {
+		list[i] = stores.Store{Name: st.Name, Mode: stores.Mode(cmp.Or(st.Mode, string(stores.Writable)))}
+	}
+	set, err := stores.New(list)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return set, nil
+}
+
+// StoreURLs are the database URLs of the stores, in their order: the
+// stores', or database_url alone.
+func (c Config) StoreURLs() []string {
+	if len(c.Stores) == 0 {
+		return []string{c.DatabaseURL}
+	}
+	urls := make([]string, len(c.Stores))
+	for i, st := range c.Stores {
+		urls[i] = st.DatabaseURL
+	}
+	return urls
+}
+
 // WorkflowConfig is the per-workflow part of Config.
 type WorkflowConfig struct {
 	// IdempotencyFingerprint overrides the deployment's setting.
@@ -417,19 +465,26 @@ func LoadEnv(path string, getenv func(string) string) (Config, error) {
 	return c, c.readSecretFiles()
 }
 
+// secretFile is a secret read from path into dst, for key.
+type secretFile struct {
+	key  string
+	path string
+	dst  *string
+}
+
 // readSecretFiles reads the secrets given as files into their fields, so
 // that a secret never has to sit in the configuration itself. Surrounding
 // white space (a trailing newline) is dropped.
 func (c *Config) readSecretFiles() error {
-	for _, s := range []struct {
-		key  string
-		path string
-		dst  *string
-	}{
+	secrets := []secretFile{
 		{"nats_password_file", c.NATSPasswordFile, &c.NATSPassword},
 		{"nats_token_file", c.NATSTokenFile, &c.NATSToken},
 		{"database_url_file", c.DatabaseURLFile, &c.DatabaseURL},
-	} {
+	}
+	for i := range c.Stores {
+		secrets = append(secrets, secretFile{fmt.Sprintf("stores[%d].database_url_file", i), c.Stores[i].DatabaseURLFile, &c.Stores[i].DatabaseURL})
+	}
+	for _, s := range secrets {
 		if s.path == "" {
 			continue
 		}
@@ -570,6 +625,8 @@ func (c Config) Validate() error {
 		return errors.New("config: nats_token and nats_token_file: set one")
 	case c.DatabaseURL != "" && c.DatabaseURLFile != "":
 		return errors.New("config: database_url and database_url_file: set one")
+	case len(c.Stores) > 0 && (c.DatabaseURL != "" || c.DatabaseURLFile != ""):
+		return errors.New("config: stores and database_url (or HARVEST_DATABASE_URL): set one; the first store is the one database_url would be")
 	case c.MetricsAddr != "" && c.MetricsAddr == c.AdminAddr:
 		return fmt.Errorf("config: metrics_addr %s is admin_addr, which serves /metrics already: leave metrics_addr empty or give it an address of its own", c.MetricsAddr)
 	case (c.NATSTLSCertFile == "") != (c.NATSTLSKeyFile == ""):
@@ -599,6 +656,14 @@ func (c Config) Validate() error {
 			}
 			return fmt.Errorf("config: workflows.%s.start_policy: %w", name, err)
 		}
+	}
+	for i, st := range c.Stores {
+		if (st.DatabaseURL == "") == (st.DatabaseURLFile == "") {
+			return fmt.Errorf("config: stores[%d] (%s): set one of database_url and database_url_file", i, st.Name)
+		}
+	}
+	if _, err := c.StoreSet(); err != nil {
+		return err
 	}
 	if err := binding.ValidateAll(c.Bindings); err != nil {
 		return fmt.Errorf("config: %w", err)

@@ -2,12 +2,15 @@ package devstack_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/devstack"
@@ -16,11 +19,31 @@ import (
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
+// dbCount runs a count query in every store of the stack and adds up
+// the counts.
 func dbCount(t *testing.T, s *devstack.Stack, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	require.NoError(t, s.DB.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
+	pools := s.Pools
+	if len(pools) == 0 {
+		pools = []*pgxpool.Pool{s.DB}
+	}
+	total := 0
+	for _, db := range pools {
+		var n int
+		if err := db.QueryRow(context.Background(), sql, args...).Scan(&n); !errors.Is(err, pgx.ErrNoRows) {
+			require.NoError(t, err)
+		}
+		total += n
+	}
+	return total
+}
+
+// execDB is the store of the stack that holds the execution id.
+func execDB(s *devstack.Stack, executionID string) *pgxpool.Pool {
+	if len(s.Pools) == 0 {
+		return s.DB
+	}
+	return s.Pools[s.Topology.Layout().StoreOf(executionID)]
 }
 
 func start(t *testing.T, s *devstack.Stack, workflow, key, body string) answer {

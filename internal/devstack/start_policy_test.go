@@ -63,7 +63,7 @@ func commandExecution(t *testing.T, s *devstack.Stack, commandID string) string 
 func createdAt(t *testing.T, s *devstack.Stack, executionID string) time.Time {
 	t.Helper()
 	var at time.Time
-	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT created_at FROM executions WHERE execution_id = $1`, executionID).Scan(&at))
+	require.NoError(t, execDB(s, executionID).QueryRow(context.Background(), `SELECT created_at FROM executions WHERE execution_id = $1`, executionID).Scan(&at))
 	return at
 }
 
@@ -147,13 +147,13 @@ func TestDebounceCollapsesStartsIntoOne(t *testing.T) {
 	// The configured policy: the last start's input.
 	last, _ := run(func(n int) string { return fmt.Sprintf(`{"input": {"user_id": 7, "n": %d}}`, n) })
 	var n int
-	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT (input->>'n')::int FROM executions WHERE execution_id = $1`, last).Scan(&n))
+	require.NoError(t, execDB(s, last).QueryRow(context.Background(), `SELECT (input->>'n')::int FROM executions WHERE execution_id = $1`, last).Scan(&n))
 	require.Equal(t, 3, n)
 	// A request's own policy: the first start's input.
 	first, _ := run(func(n int) string {
 		return fmt.Sprintf(`{"input": {"user_id": 8, "n": %d}, "start_policy": {"debounce": {"period": "1500ms", "key": "/user_id", "input": "first"}}}`, n)
 	})
-	require.NoError(t, s.DB.QueryRow(context.Background(), `SELECT (input->>'n')::int FROM executions WHERE execution_id = $1`, first).Scan(&n))
+	require.NoError(t, execDB(s, first).QueryRow(context.Background(), `SELECT (input->>'n')::int FROM executions WHERE execution_id = $1`, first).Scan(&n))
 	require.Equal(t, 1, n)
 	require.Equal(t, 2, dbCount(t, s, `SELECT count(*) FROM executions`), "one execution per burst")
 	require.Equal(t, 2, dbCount(t, s, `SELECT count(*) FROM history_events WHERE type = 'WorkflowStarted'`))

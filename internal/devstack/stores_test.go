@@ -3,6 +3,10 @@ package devstack_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,4 +180,52 @@ func TestADrainSendsNewStartsElsewhere(t *testing.T) {
 	eventually(t, 30*time.Second, "every execution to complete", func() bool {
 		return dbCount(t, s, `SELECT count(*) FROM executions WHERE status <> 'Completed'`) == 0
 	})
+}
+
+// testStores is how many stores the stacks of startStack have: 1, unless
+// HARVEST_TEST_STORES says more (TestTheContractHoldsOnTwoStores sets it).
+func testStores() int {
+	n, err := strconv.Atoi(os.Getenv("HARVEST_TEST_STORES"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// contractTests are the tests of the start, signal and activity paths'
+// contract that TestTheContractHoldsOnTwoStores runs again on stacks of
+// two stores.
+var contractTests = []string{
+	// Not TestDedupeIgnoresWorkflowIDAndRoutesMintedIDs: retries of one
+	// key with different explicit workflow_ids are placed by their
+	// workflow_ids, and keyed dedup is store-local (the seed's
+	// consistency caveat, docs/deploy.md).
+	"TestStartKeySources", "TestReusePolicies", "TestMalformedBodyReplaysACommittedKey",
+	"TestFingerprintChecking", "TestInputSchemaValidation",
+	"TestKeyedSignalsLandOnce", "TestSignalScopeAndErrors", "TestCollectManySignals", "TestSleepSurvivesOnADurableTimer", "TestSignalWithStart",
+	"TestActivityRetries", "TestHeartbeatsAndReconcile", "TestScheduleToCloseBoundsAllAttempts", "TestCancellingAWorkflowCancelsItsActivities",
+	"TestKeyedStartAndRetry", "TestConcurrentSameKeyStartsMakeOneExecution", "TestUnkeyedStartAndErrors",
+	"TestDelayedStartsWaitOnADurableTimer", "TestCompletionCallbacks", "TestOnceRunsAnEffectOncePerKey", "TestEveryInvocationGetsItsOwnKey",
+	"TestClientStartWaitAndRead", "TestClientSignals",
+	"TestThrottleDefersStartsAndBeginsThemInOrder", "TestDebounceCollapsesStartsIntoOne", "TestBatchStartsOneExecutionWithTheListOfInputs",
+}
+
+// TestTheContractHoldsOnTwoStores runs the contract tests of the start,
+// signal and activity paths again, in a process of their own (this test
+// binary, run again), on stacks whose executions are spread over two
+// stores.
+func TestTheContractHoldsOnTwoStores(t *testing.T) {
+	if testStores() > 1 {
+		t.Skip("runs the others")
+	}
+	if testing.Short() {
+		t.Skip("runs the contract tests again")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^("+strings.Join(contractTests, "|")+")$", "-test.count=1", "-test.timeout=10m", "-test.v")
+	cmd.Env = append(os.Environ(), "HARVEST_TEST_STORES=2")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the contract tests on two stores:\n%s", out)
+	for _, name := range contractTests {
+		require.Contains(t, string(out), "--- PASS: "+name+" ", "%s did not pass on two stores", name)
+	}
 }

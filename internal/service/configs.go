@@ -12,6 +12,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/streams"
 )
 
@@ -24,7 +25,8 @@ import (
 // and one task stream) is the max age of the effect ledger and the task
 // stream, with the scheduler's default.
 func StreamsConfig(cfg config.Config) streams.Config {
-	return streams.Config{Shards: cfg.Shards, OutcomeTTL: time.Duration(cfg.OutcomeTTL), WorkerTTL: time.Duration(cfg.WorkerTTL),
+	set, _ := cfg.StoreSet() // checked as the configuration loaded
+	return streams.Config{Shards: cfg.Shards, Stores: set, OutcomeTTL: time.Duration(cfg.OutcomeTTL), WorkerTTL: time.Duration(cfg.WorkerTTL),
 		Replicas: cfg.NATSReplicas, Retention: cmp.Or(time.Duration(cfg.Retention), scheduler.DefaultRetention),
 		CommandMaxBytes: cfg.NATSCommandStreamMaxBytes, TaskMaxBytes: cfg.NATSTaskStreamMaxBytes}
 }
@@ -80,10 +82,15 @@ func DevConfig(cfg config.Config, log *slog.Logger) (devstack.Config, error) {
 	if err != nil {
 		return devstack.Config{}, err
 	}
+	var stores []devstack.StoreConfig
+	for _, st := range cfg.Stores {
+		stores = append(stores, devstack.StoreConfig{Name: st.Name, DatabaseURL: st.DatabaseURL, Mode: storesMode(st.Mode)})
+	}
 	return devstack.Config{
 		NATSURL:     cfg.NATSURL,
 		NATSOptions: natsOpts,
-		DatabaseURL: cfg.DatabaseURL,
+		DatabaseURL: cfg.StoreURLs()[0],
+		Stores:      stores,
 		// The pool's size, as the services' own pools have it.
 		DatabaseMaxConns: cfg.DatabaseMaxConns,
 		Streams:          StreamsConfig(cfg),
@@ -93,4 +100,11 @@ func DevConfig(cfg config.Config, log *slog.Logger) (devstack.Config, error) {
 		Bindings:         cfg.Bindings,
 		Logger:           log,
 	}, nil
+}
+
+func storesMode(mode string) stores.Mode {
+	if mode == "" {
+		return stores.Writable
+	}
+	return stores.Mode(mode)
 }

@@ -38,12 +38,21 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer stopTracing()
 	top.Tracing = tr
 	// Reads only, and lazily: ingest accepts starts while PostgreSQL is down.
-	var db *pgxpool.Pool
-	if cfg.DatabaseURL != "" {
-		if db, err = store.NewPoolWith(ctx, cfg.DatabaseURL, PoolOptions(cfg)); err != nil {
+	var pools []*pgxpool.Pool
+	for _, url := range cfg.StoreURLs() {
+		if url == "" {
+			break
+		}
+		db, err := store.NewPoolWith(ctx, url, PoolOptions(cfg))
+		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		defer db.Close()
+		pools = append(pools, db)
+	}
+	var db *pgxpool.Pool
+	if len(pools) > 0 {
+		db = pools[0]
 	}
 	// Ingest's and the bindings' metrics, and the process's, on /metrics
 	// (and on metrics_addr, if set).
@@ -55,6 +64,9 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer ms.stop()
 	icfg := IngestConfig(cfg)
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Logger, icfg.Metrics = top, nc, db, log, metrics
+	if len(cfg.Stores) > 0 {
+		icfg.Stores = pools
+	}
 	icfg.Auth = authn
 	// Bindings consume the users' own streams; one whose stream does not
 	// exist yet waits for it, logging, and holds nothing else up. The API

@@ -92,12 +92,41 @@ func DialNATS(ctx context.Context, cfg config.Config, name string, log *slog.Log
 	return nc, nil
 }
 
-// ConnectDB connects to PostgreSQL, retrying until it answers.
+// ConnectDB connects to PostgreSQL, retrying until it answers: the first
+// store's, when the configuration has several (ConnectStores).
 func ConnectDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*pgxpool.Pool, error) {
-	if cfg.DatabaseURL == "" {
+	url := cfg.StoreURLs()[0]
+	if url == "" {
 		return nil, fmt.Errorf("no PostgreSQL: set database_url in the config file or HARVEST_DATABASE_URL")
 	}
-	db, err := store.NewPoolWith(ctx, cfg.DatabaseURL, PoolOptions(cfg))
+	return connectDB(ctx, cfg, url, log)
+}
+
+// ConnectStores connects to every store of the configuration, in their
+// order (database_url's alone, with none), retrying each until it answers.
+func ConnectStores(ctx context.Context, cfg config.Config, log *slog.Logger) ([]*pgxpool.Pool, error) {
+	var pools []*pgxpool.Pool
+	for i, url := range cfg.StoreURLs() {
+		if url == "" {
+			return nil, fmt.Errorf("no PostgreSQL: set database_url in the config file or HARVEST_DATABASE_URL")
+		}
+		db, err := connectDB(ctx, cfg, url, log)
+		if err != nil {
+			for _, p := range pools {
+				p.Close()
+			}
+			if len(cfg.Stores) > 0 {
+				err = fmt.Errorf("store %s: %w", cfg.Stores[i].Name, err)
+			}
+			return nil, err
+		}
+		pools = append(pools, db)
+	}
+	return pools, nil
+}
+
+func connectDB(ctx context.Context, cfg config.Config, url string, log *slog.Logger) (*pgxpool.Pool, error) {
+	db, err := store.NewPoolWith(ctx, url, PoolOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}

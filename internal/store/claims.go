@@ -212,3 +212,31 @@ func (r *Reads) ExecutionClaim(ref ClaimRef, executionID string, out **KeyClaim)
 		return nil
 	})
 }
+
+// DrainReport is what a store holds that a drain of it concerns.
+type DrainReport struct {
+	// LiveKeys are the start keys inside their idempotency window, and
+	// Until when the last of them expires: a same-key retry after a drain
+	// may start a second execution on another store.
+	LiveKeys int64
+	Until    *time.Time
+	// Running are the executions still running: they finish where they
+	// are.
+	Running int64
+	// Deferred are the starts start policies hold back there.
+	Deferred int64
+}
+
+// ReportDrain reads what a drain of the store db concerns.
+func ReportDrain(ctx context.Context, db DBTX) (DrainReport, error) {
+	var r DrainReport
+	err := db.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM start_claims WHERE expires_at > now()),
+			(SELECT max(expires_at) FROM start_claims WHERE expires_at > now()),
+			(SELECT count(*) FROM executions WHERE status = 'Running'),
+			(SELECT coalesce(sum(size), 0) FROM deferred_starts)`).Scan(&r.LiveKeys, &r.Until, &r.Running, &r.Deferred)
+	if err != nil {
+		return r, fmt.Errorf("report drain: %w", err)
+	}
+	return r, nil
+}

@@ -19,8 +19,10 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/bench"
 	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/service"
+	"github.com/harvest-engine/harvest/internal/stores"
 )
 
 // benchOptions are the flags of `harvest bench`.
@@ -28,6 +30,7 @@ type benchOptions struct {
 	workload    string
 	n           int
 	concurrency int
+	stores      int
 	addr        string
 	token       string
 	json        bool
@@ -87,6 +90,7 @@ It exits non-zero when a check fails.`,
 	f.BoolVar(&o.backlogKept, "backlog-kept", false, "in-process, with --backlog: insert them inside their retention instead, so the pruner leaves them (the same tables without the pruning, to compare with)")
 	f.DurationVar(&o.sampleEvery, "sample-every", 0, "in-process: sample every table's rows and size this often (default 10s with --retention or --backlog)")
 	f.DurationVar(&o.sampleAfter, "sample-after", 0, "in-process: go on sampling this long after the last completion (default twice --retention)")
+	f.IntVar(&o.stores, "stores", 0, "in-process: spread the executions over this many PostgreSQL stores, each a database of the stack's PostgreSQL, with a scheduler each (docs/deploy.md)")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
 	service.AddConfigFlag(f, devConfigFile)
 	f.Lookup("config").Usage = "YAML configuration of the in-process stack " + strings.TrimPrefix(f.Lookup("config").Usage, "YAML configuration file ")
@@ -219,6 +223,12 @@ func startBenchStack(ctx context.Context, o benchOptions, cfg config.Config, std
 	if o.retention > 0 {
 		dc.Scheduler.Retention, dc.Scheduler.RetentionByWorkflow = o.retention, nil
 		dc.Scheduler.StartIdempotencyWindow = min(cmp.Or(dc.Scheduler.StartIdempotencyWindow, scheduler.DefaultStartIdempotencyWindow), o.retention)
+	}
+	if o.stores > 1 {
+		dc.Stores = nil
+		for i := range o.stores {
+			dc.Stores = append(dc.Stores, devstack.StoreConfig{Name: fmt.Sprintf("s%d", i), Mode: stores.Writable})
+		}
 	}
 	local, err := bench.StartLocal(ctx, dc)
 	if err != nil {

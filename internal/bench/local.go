@@ -23,8 +23,10 @@ type Local struct {
 	// db is the bench's own pool on the stack's database, not traced, so
 	// the bench's reads are not counted as the stack's cost.
 	db *pgxpool.Pool
-	nc *nats.Conn
-	js jetstream.JetStream
+	// others are its pools on the stack's other stores, if it has some.
+	others []*pgxpool.Pool
+	nc     *nats.Conn
+	js     jetstream.JetStream
 	// pgPID is the private PostgreSQL's postmaster, 0 when the stack uses
 	// a server of its own.
 	pgPID int
@@ -50,6 +52,13 @@ func StartLocal(ctx context.Context, cfg devstack.Config) (_ *Local, err error) 
 	if l.db, err = store.NewPool(ctx, l.Stack.DB.Config().ConnString()); err != nil {
 		return nil, fmt.Errorf("bench: connect to the stack's database: %w", err)
 	}
+	for _, db := range l.Stack.Pools[min(1, len(l.Stack.Pools)):] {
+		other, err := store.NewPool(ctx, db.Config().ConnString())
+		if err != nil {
+			return nil, fmt.Errorf("bench: connect to the stack's stores: %w", err)
+		}
+		l.others = append(l.others, other)
+	}
 	if l.nc, err = nats.Connect(l.Stack.NATSURL(), nats.Name("harvest-bench")); err != nil {
 		return nil, fmt.Errorf("bench: connect to the stack's nats: %w", err)
 	}
@@ -74,6 +83,10 @@ func (l *Local) Stop(ctx context.Context) error {
 		l.db.Close()
 		l.db = nil
 	}
+	for _, db := range l.others {
+		db.Close()
+	}
+	l.others = nil
 	if l.nc != nil {
 		l.nc.Close()
 		l.nc = nil
@@ -85,3 +98,6 @@ func (l *Local) Stop(ctx context.Context) error {
 	l.Stack = nil
 	return err
 }
+
+// dbs are the bench's pools on every store of the stack.
+func (l *Local) dbs() []*pgxpool.Pool { return append([]*pgxpool.Pool{l.db}, l.others...) }

@@ -126,9 +126,9 @@ func (t *tracker) watch(ctx context.Context, submitting <-chan struct{}, stall t
 	}
 }
 
-// dbProbe reads closed executions from the stack's database, by primary
-// key, in one query per poll.
-type dbProbe struct{ db *pgxpool.Pool }
+// dbProbe reads closed executions from the stack's databases (its
+// stores), by primary key, in one query per store and poll.
+type dbProbe struct{ dbs []*pgxpool.Pool }
 
 func (p dbProbe) closed(ctx context.Context, ids []string) (map[string]closedExec, error) {
 	out := map[string]closedExec{}
@@ -136,9 +136,13 @@ func (p dbProbe) closed(ctx context.Context, ids []string) (map[string]closedExe
 	for len(ids) > 0 {
 		part := ids[:min(chunk, len(ids))]
 		ids = ids[len(part):]
-		execs, err := store.ClosedExecutions(ctx, p.db, part)
-		if err != nil {
-			return nil, err
+		var execs []*store.Execution
+		for _, db := range p.dbs {
+			found, err := store.ClosedExecutions(ctx, db, part)
+			if err != nil {
+				return nil, err
+			}
+			execs = append(execs, found...)
 		}
 		for _, e := range execs {
 			c := closedExec{status: e.Status, result: e.Result}

@@ -82,7 +82,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		workflow = examples.WorkflowCollect
 	}
 	if l := r.cfg.Local; l != nil {
-		r.track = newTracker(dbProbe{db: l.db}, 50*time.Millisecond)
+		r.track = newTracker(dbProbe{dbs: l.dbs()}, 50*time.Millisecond)
 	} else {
 		r.track = newTracker(httpProbe{api: r.api, workflow: workflow}, 250*time.Millisecond)
 	}

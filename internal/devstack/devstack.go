@@ -94,7 +94,8 @@ type Config struct {
 	// Stores, when set, spreads the stack's executions over several
 	// PostgreSQL stores (internal/stores), with a scheduler for each: the
 	// first is DatabaseURL's (or the private PostgreSQL's), and its own
-	// DatabaseURL is ignored; each other has its own database.
+	// DatabaseURL is ignored; each other has its own database (one of its
+	// own on the private PostgreSQL, when its DatabaseURL is empty).
 	Stores []StoreConfig
 	Logger *slog.Logger
 }
@@ -579,7 +580,16 @@ func (s *Stack) openStores(ctx context.Context) error {
 	s.cfg.Streams.Stores = set
 	s.Pools = []*pgxpool.Pool{s.DB}
 	for _, st := range s.cfg.Stores[1:] {
-		pcfg, err := store.PoolConfigWith(st.DatabaseURL, store.PoolOptions{MaxConns: s.cfg.DatabaseMaxConns})
+		url := st.DatabaseURL
+		if url == "" && s.pg != nil {
+			// A database of its own on the private PostgreSQL.
+			name := "harvest_" + st.Name
+			if err := createDatabase(ctx, s.pg.URL("postgres"), name); err != nil {
+				return fmt.Errorf("store %s: %w", st.Name, err)
+			}
+			url = s.pg.URL(name)
+		}
+		pcfg, err := store.PoolConfigWith(url, store.PoolOptions{MaxConns: s.cfg.DatabaseMaxConns})
 		if err != nil {
 			return fmt.Errorf("store %s: %w", st.Name, err)
 		}

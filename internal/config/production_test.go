@@ -103,3 +103,36 @@ func TestStartPoliciesLoadAndAreChecked(t *testing.T) {
 		require.ErrorContains(t, err, want, body)
 	}
 }
+
+func TestStoresLoadAndAreChecked(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	secret := filepath.Join(dir, "b.url")
+	require.NoError(t, os.WriteFile(secret, []byte("postgres://b/harvest\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(`stores:
+  - {name: a, database_url: "postgres://a/harvest"}
+  - {name: b, database_url_file: `+secret+`, mode: read_only}
+`), 0o600))
+	c, err := config.LoadEnv(path, func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, []string{"postgres://a/harvest", "postgres://b/harvest"}, c.StoreURLs())
+	set, err := c.StoreSet()
+	require.NoError(t, err)
+	require.Equal(t, 2, set.Len())
+	b, ok := set.Lookup("b")
+	require.True(t, ok)
+	require.Equal(t, "read_only", string(b.Mode))
+
+	for body, want := range map[string]string{
+		"database_url: postgres://x\nstores: [{name: a, database_url: postgres://a}]": "stores and database_url",
+		"stores: [{name: a}]":                             "set one of database_url and database_url_file",
+		"stores: [{name: A, database_url: postgres://a}]": "name",
+		"stores: [{name: a, database_url: postgres://a}, {name: a, database_url: postgres://b}]": "stores[0]'s too",
+		"stores: [{name: a, database_url: postgres://a, mode: draining}]":                        "mode",
+		"stores: [{name: a, database_url: postgres://a, mode: read_only}]":                       "no writable store",
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(body+"\n"), 0o600))
+		_, err := config.LoadEnv(path, func(string) string { return "" })
+		require.ErrorContains(t, err, want, body)
+	}
+}

@@ -71,6 +71,9 @@ type StartOptions struct {
 	// StartPolicy admits this start by its own policy instead of its
 	// workflow's configured one.
 	StartPolicy *StartPolicy
+	// Store pins the start to a PostgreSQL store of a deployment with
+	// several.
+	Store string
 }
 
 // StartResult is a start's answer.
@@ -122,7 +125,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 		return nil, fmt.Errorf("client: Start: encode input: %w", err)
 	}
 	b := StartRequest{Input: in, WorkflowID: optional(opts.WorkflowID), ReusePolicy: opts.ReusePolicy,
-		CompletionCallback: optional(opts.CompletionCallback), StartPolicy: opts.StartPolicy}
+		CompletionCallback: optional(opts.CompletionCallback), StartPolicy: opts.StartPolicy, Store: optional(opts.Store)}
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}

@@ -23,6 +23,7 @@ const (
 	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
 	CodeInvalidReusePolicy    = "invalid_reuse_policy"
 	CodeInvalidStartPolicy    = "invalid_start_policy"
+	CodeInvalidStore          = "invalid_store"
 	// CodeIdempotencyKeyNotAllowed refuses a keyed start of a workflow
 	// under a start policy: the policy defers the start, so there is no
 	// execution for a retry to converge on.

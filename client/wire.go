@@ -35,6 +35,10 @@ type StartRequest struct {
 	// StartPolicy, when set, admits this start by its own policy instead
 	// of the one its workflow is configured with (docs/start-policies.md).
 	StartPolicy *StartPolicy `json:"start_policy,omitempty"`
+	// Store pins the start to the named PostgreSQL store of a deployment
+	// with several: one that is unknown or read_only refuses it
+	// (docs/deploy.md#several-postgresql-stores).
+	Store *string `json:"store,omitempty"`
 }
 
 // StartPolicy says how a workflow's starts are admitted: throttled,

@@ -229,3 +229,32 @@ func TestTheContractHoldsOnTwoStores(t *testing.T) {
 		require.Contains(t, string(out), "--- PASS: "+name+" ", "%s did not pass on two stores", name)
 	}
 }
+
+// TestPinnedStartsGoToTheirStoreOrAreRefused: a start pinned to a store
+// goes there, its keyed retries meet there; one pinned to a drained or
+// unknown store is refused, never placed elsewhere.
+func TestPinnedStartsGoToTheirStoreOrAreRefused(t *testing.T) {
+	t.Parallel()
+	s := storesStack(t, natstest.RunServer(t, natstest.Options{}).ClientURL(), map[string]string{}, []string{"a", "b", "c"},
+		map[string]stores.Mode{"c": stores.ReadOnly}, 1)
+	layout := s.Topology.Layout()
+	for i := range 6 {
+		key := fmt.Sprintf("pin-%d", i)
+		a := start(t, s, "charge", key, `{`+chargeInput+`, "store": "b"}`)
+		require.Equal(t, 201, a.status, a.body)
+		id := a.body["execution_id"].(string)
+		require.Equal(t, 1, layout.StoreOf(id), "pinned to b")
+		again := start(t, s, "charge", key, `{`+chargeInput+`, "store": "b"}`)
+		require.Equal(t, 200, again.status, again.body)
+		require.Equal(t, id, again.body["execution_id"])
+		waitCompleted(t, s, id)
+	}
+	for store, why := range map[string]string{"c": "read_only", "z": "unknown store"} {
+		a := start(t, s, "charge", "", `{`+chargeInput+`, "store": "`+store+`"}`)
+		require.Equal(t, 400, a.status, a.body)
+		require.Equal(t, "invalid_store", a.body["error"])
+		require.Equal(t, "store", a.body["field"])
+		require.Contains(t, a.body["message"], why)
+	}
+	require.Equal(t, []int{0, 6, 0}, perStore(t, s, `SELECT count(*) FROM executions`))
+}

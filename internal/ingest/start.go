@@ -49,10 +49,13 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 	if p.policy != nil {
 		shard, err = startpolicy.Shard(layout, p.name, p.policy)
 	}
+	if p.store != "" {
+		shard, err = layout.PinnedStartShard(p.store, p.name, p.workflowID, p.key)
+	}
 	if err != nil {
 		return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: fmt.Sprintf("no store takes the start: %v", err)}
 	}
-	if p.key != "" && p.policy == nil && layout.HomeShard(p.name, p.workflowID, p.key) != shard {
+	if p.key != "" && p.policy == nil && p.store == "" && layout.HomeShard(p.name, p.workflowID, p.key) != shard {
 		// The key's home store is drained: a lookup, which ignores
 		// writability, finds a start committed there before.
 		if status, body, ok := s.replayFromClaim(ctx, p); ok {
@@ -139,7 +142,7 @@ func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire
 	if !s.hasDB() || st.IdempotencyKey == "" {
 		return nil
 	}
-	claim, e, err := s.liveClaim(ctx, st)
+	claim, e, err := s.liveClaim(ctx, st, out.ExecutionID)
 	if err != nil {
 		logattr.With(s.log, out.ExecutionID, st.WorkflowName, out.CommandID).Warn("read claim", "idempotency_key", st.IdempotencyKey, "err", err)
 		return nil
@@ -151,14 +154,21 @@ func (s *Server) withClaim(ctx context.Context, st *wire.StartCommand, out *wire
 	return claim
 }
 
-func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand) (*store.Claim, *store.Execution, error) {
+// liveClaim reads a keyed start's live claim: in the store of the
+// execution its outcome named (a claim lives with its execution), else
+// in the store of its key's home shard.
+func (s *Server) liveClaim(ctx context.Context, st *wire.StartCommand, executionID string) (*store.Claim, *store.Execution, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	workflowID := st.WorkflowID
 	if st.WorkflowIDMinted {
 		workflowID = ""
 	}
-	return store.LiveClaim(ctx, s.claimPool(st.WorkflowName, workflowID, st.IdempotencyKey), store.ClaimRef{WorkflowName: st.WorkflowName, IdempotencyKey: st.IdempotencyKey})
+	pool := s.claimPool(st.WorkflowName, workflowID, st.IdempotencyKey)
+	if executionID != "" {
+		pool = s.poolOf(executionID)
+	}
+	return store.LiveClaim(ctx, pool, store.ClaimRef{WorkflowName: st.WorkflowName, IdempotencyKey: st.IdempotencyKey})
 }
 
 // refuseOrReplay answers a start that fails its own checks: with the
@@ -235,7 +245,11 @@ func (s *Server) claimPool(workflowName, workflowID, key string) *pgxpool.Pool {
 func (s *Server) replayFromClaim(ctx context.Context, p parsedStart) (int, any, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	claim, e, err := store.LiveClaim(ctx, s.claimPool(p.name, p.workflowID, p.key), store.ClaimRef{WorkflowName: p.name, IdempotencyKey: p.key})
+	pool := s.claimPool(p.name, p.workflowID, p.key)
+	if i := s.cfg.Topology.Layout().Set.Index(p.store); p.store != "" && i >= 0 {
+		pool = s.pool(i) // a pinned start's claim is on its store
+	}
+	claim, e, err := store.LiveClaim(ctx, pool, store.ClaimRef{WorkflowName: p.name, IdempotencyKey: p.key})
 	if err != nil {
 		s.log.Warn("read the claim of a keyed start", "workflow", p.name, "idempotency_key", p.key, "err", err)
 		return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: "could not tell whether this key was used before; retry"}, true

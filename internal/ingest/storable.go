@@ -23,7 +23,7 @@ var (
 	startMembers = map[string]string{
 		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,
 		"delay": client.CodeInvalidDelay, "start_at": client.CodeInvalidStartAt, "completion_callback": client.CodeInvalidCompletionCallback,
-		"start_policy": client.CodeInvalidStartPolicy,
+		"start_policy": client.CodeInvalidStartPolicy, "store": client.CodeInvalidStore,
 	}
 	signalWithStartMembers = map[string]string{
 		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,

@@ -46,6 +46,8 @@ type parsedStart struct {
 	// policy is the start policy that admits the start, bound to its
 	// input; nil for a start under none.
 	policy *wire.StartPolicy
+	// store is the store the start is pinned to, "" for none.
+	store string
 }
 
 // parseStart reads and checks a start request. It returns the key it
@@ -123,6 +125,15 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 	}
 	if rej := s.checkPolicy(p); rej != nil {
 		return rej
+	}
+	if p.req.Store != nil {
+		if _, err := s.cfg.Topology.Layout().Set.Pinned(*p.req.Store); err != nil {
+			return reject(http.StatusBadRequest, client.CodeInvalidStore, "store", fmt.Sprintf("store: %v: a pinned start goes to its store or is refused", err))
+		}
+		if p.policy != nil {
+			return reject(http.StatusBadRequest, client.CodeInvalidStore, "store", "a start under a start policy goes to the store of its policy key: it takes no store")
+		}
+		p.store = *p.req.Store
 	}
 	if p.req.CompletionCallback != nil {
 		if rej := s.checkCallback(ctx, *p.req.CompletionCallback); rej != nil {

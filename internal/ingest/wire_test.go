@@ -219,8 +219,15 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		a.Status = client.CommandRejected
 		r, err := serve(t, http.StatusOK, a).Command(ctx, "c")
 		require.NoError(t, err)
-		// Status is told as Applied and Rejected.
+		require.False(t, r.Deferred)
+		// Status is told as Applied, Rejected and Deferred; a deferred
+		// one is the next check.
+		r.Deferred = true
 		requireCarries(t, a, *r, map[string]string{"Status": ""})
+		deferred, err := serve(t, http.StatusOK, client.AcceptedResponse{CommandID: "c", Status: client.CommandDeferred}).Command(ctx, "c")
+		require.NoError(t, err)
+		require.True(t, deferred.Deferred)
+		require.False(t, deferred.Applied)
 	})
 	t.Run("describe", func(t *testing.T) {
 		var a client.Execution

@@ -73,7 +73,12 @@ func (b *batch) policyStart(c seqCommand) {
 		g.Input = s.Input
 	case wire.PolicyDebounce:
 		st.StaleAt = b.now
-		if g = st.Open; g == nil {
+		if g = st.Open; g != nil && !g.DueAt.After(b.now) {
+			// Its period passed with no start, and it begins as soon as
+			// the shard fires it: this start is the next burst's.
+			g, st.Open = nil, nil
+		}
+		if g == nil {
 			g = b.openGroup(c, ref, b.now.Add(p.Period))
 			g.Input = s.Input
 			st.Open = g
@@ -89,7 +94,12 @@ func (b *batch) policyStart(c seqCommand) {
 	case wire.PolicyBatch:
 		st.StaleAt = b.now
 		size := int64(len(s.Input))
-		if g = st.Open; g != nil && g.Size > 0 && g.Bytes+size > b.batchBytes() {
+		if g = st.Open; g != nil && !g.DueAt.After(b.now) {
+			// Its max_wait passed: it begins as soon as the shard fires
+			// it, and this start is the next batch's.
+			g, st.Open = nil, nil
+		}
+		if g != nil && g.Size > 0 && g.Bytes+size > b.batchBytes() {
 			// Full by size: it begins now, before its list of inputs
 			// outgrows what a task carries, and this start opens the
 			// key's next batch.

@@ -232,3 +232,23 @@ func sizes(t *testing.T, db *pgxpool.Pool) []int {
 	require.NoError(t, err)
 	return out
 }
+
+// TestAStartAfterTheWindowOpensTheNextGroup: a group whose period (or
+// max_wait) has passed takes no more starts, even before it is released.
+func TestAStartAfterTheWindowOpensTheNextGroup(t *testing.T) {
+	t.Parallel()
+	db, l := leasedDB(t)
+	for i, p := range []wire.StartPolicy{
+		{Kind: wire.PolicyDebounce, Key: "d", Period: time.Millisecond},
+		{Kind: wire.PolicyBatch, Key: "b", MaxSize: 10, MaxWait: time.Millisecond},
+	} {
+		seq := uint64(2*i + 1)
+		applyOnce(t, db, "a", l, []seqCommand{{seq: seq, cmd: policyStartCmd(p.Kind+"-1", p, `{"n": 1}`)}})
+		waitFor(t, 5*time.Second, "the window to pass", func() bool {
+			return count(t, db, `SELECT count(*) FROM deferred_starts WHERE kind = $1 AND due_at < now()`, p.Kind) == 1
+		})
+		applyOnce(t, db, "a", l, []seqCommand{{seq: seq + 1, cmd: policyStartCmd(p.Kind+"-2", p, `{"n": 2}`)}})
+		require.Equal(t, 2, count(t, db, `SELECT count(*) FROM deferred_starts WHERE kind = $1`, p.Kind), p.Kind)
+		require.Equal(t, 1, count(t, db, `SELECT max(size) FROM deferred_starts WHERE kind = $1`, p.Kind), p.Kind)
+	}
+}

@@ -3,13 +3,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -101,41 +98,6 @@ func (p deferredPlan) body(attempt int) (string, string) {
 	return id, fmt.Sprintf(`{"input": {"group": %q, "attempt": %q}%s}`, p.group, id, policy)
 }
 
-// sendDeferred makes one unkeyed start request of the digest workflow to
-// ingest i.
-func (s *stack) sendDeferred(ctx context.Context, i int, body string) answer {
-	a := answer{ingest: i, at: time.Now()}
-	defer func() { a.took = time.Since(a.at) }()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURLs[i]+"/api/harvest/workflows/"+chaosPolicyWorkflow+"/start", bytes.NewBufferString(body))
-	if err != nil {
-		a.err = err.Error()
-		return a
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		a.err = err.Error()
-		return a
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	a.status = resp.StatusCode
-	var out struct {
-		ExecutionID string `json:"execution_id"`
-		CommandID   string `json:"command_id"`
-		Error       string `json:"error"`
-		Message     string `json:"message"`
-	}
-	if err := json.Unmarshal(data, &out); err != nil && a.ok() {
-		a.err = fmt.Sprintf("answer is not JSON: %v: %q", err, data)
-	}
-	a.executionID, a.commandID, a.code = out.ExecutionID, out.CommandID, out.Error
-	if !a.ok() {
-		a.err = out.Message
-	}
-	return a
-}
-
 // runDeferred sends the plans at their times; a start whose answer is not
 // final is sent again, as a new attempt, until one is or giveUp.
 func (s *stack) runDeferred(ctx context.Context, plans []deferredPlan, giveUp time.Time) []*deferredOutcome {
@@ -146,17 +108,13 @@ func (s *stack) runDeferred(ctx context.Context, plans []deferredPlan, giveUp ti
 		o := &deferredOutcome{plan: p}
 		out[j] = o
 		wg.Go(func() {
-			timer := time.NewTimer(time.Until(begin.Add(p.at)))
-			defer timer.Stop()
-			select {
-			case <-ctx.Done():
+			if !sendAt(ctx, begin.Add(p.at)) {
 				return
-			case <-timer.C:
 			}
 			backoff := 100 * time.Millisecond
 			for attempt := 1; ; attempt++ {
 				id, body := p.body(attempt)
-				a := s.sendDeferred(ctx, (j+attempt)%len(s.baseURLs), body)
+				a := s.startRequest(ctx, (j+attempt)%len(s.baseURLs), chaosPolicyWorkflow, "", body)
 				a.attempt = attempt
 				o.attempts = append(o.attempts, deferredAttempt{id: id, answer: a})
 				if !a.retryable() || time.Now().After(giveUp) || ctx.Err() != nil {

@@ -109,15 +109,23 @@ func (a answer) String() string {
 
 // send makes one start request to ingest i.
 func (s *stack) send(ctx context.Context, i int, key, body string) answer {
+	return s.startRequest(ctx, i, "charge", key, body)
+}
+
+// startRequest makes one start request of workflow to ingest i, keyed by
+// key unless it is empty.
+func (s *stack) startRequest(ctx context.Context, i int, workflow, key, body string) answer {
 	a := answer{ingest: i, at: time.Now()}
 	defer func() { a.took = time.Since(a.at) }()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURLs[i]+"/api/harvest/workflows/charge/start", bytes.NewBufferString(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURLs[i]+"/api/harvest/workflows/"+workflow+"/start", bytes.NewBufferString(body))
 	if err != nil {
 		a.err = err.Error()
 		return a
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		a.err = err.Error()
@@ -194,6 +202,19 @@ func (k *keyOutcome) acked() bool {
 	return false
 }
 
+// sendAt waits until at, the planned time of a send; false if ctx ended
+// first.
+func sendAt(ctx context.Context, at time.Time) bool {
+	timer := time.NewTimer(time.Until(at))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
 // runLoad sends the planned starts; it returns once every send has an
 // acknowledgement, a final refusal, or gave up at giveUp.
 func (s *stack) runLoad(ctx context.Context, plans []keyPlan, giveUp time.Time) []*keyOutcome {
@@ -205,12 +226,8 @@ func (s *stack) runLoad(ctx context.Context, plans []keyPlan, giveUp time.Time) 
 		outcomes[j] = k
 		for n, sp := range p.sends {
 			wg.Go(func() {
-				timer := time.NewTimer(time.Until(begin.Add(sp.at)))
-				defer timer.Stop()
-				select {
-				case <-ctx.Done():
+				if !sendAt(ctx, begin.Add(sp.at)) {
 					return
-				case <-timer.C:
 				}
 				s.sendRetrying(ctx, sp.ingest, p.key, p.body(), giveUp, func(a answer) {
 					a.send = n

@@ -74,12 +74,8 @@ func (s *stack) runPoison(ctx context.Context, plans []poisonPlan, giveUp time.T
 		o := &poisonOutcome{plan: p}
 		out[j] = o
 		wg.Go(func() {
-			timer := time.NewTimer(time.Until(begin.Add(p.at)))
-			defer timer.Stop()
-			select {
-			case <-ctx.Done():
+			if !sendAt(ctx, begin.Add(p.at)) {
 				return
-			case <-timer.C:
 			}
 			if !p.direct {
 				s.sendRetrying(ctx, j%len(s.baseURLs), p.key, `{"input": {"amount_cents": 1, "customer_id": "cus_\u0000"}}`, giveUp,

@@ -152,8 +152,7 @@ func (r *runner) refuseGroupTx(ctx context.Context, id string, cause error) erro
 	}
 	if writes != nil {
 		r.s.metrics.deadCommands.WithLabelValues(deadUnappliable).Add(float64(len(writes.Outcomes)))
-		r.published = nil
-		r.announce(writes.Outcomes)
+		return r.committed(ctx, writes)
 	}
 	return nil
 }
@@ -183,15 +182,23 @@ func (r *runner) releaseStartsTx(ctx context.Context, limit int, ids []string) (
 	}
 	if writes != nil {
 		r.s.metrics.releasedGroups(groups, writes.Policies.Released)
-		r.published = nil
-		r.known.remember(writes)
-		r.forgetTasks(writes)
-		r.announce(writes.Outcomes)
-		if err := r.publish(ctx, writes.Outbox); err != nil {
+		if err := r.committed(ctx, writes); err != nil {
 			return 0, err
 		}
 	}
 	return len(groups), nil
+}
+
+// committed does what follows the commit of a transaction of the shard's
+// timers or deferred starts: the published outbox rows it deleted are
+// forgotten, what it changed is remembered, its outcomes announced and
+// its outbox published.
+func (r *runner) committed(ctx context.Context, writes *store.Writes) error {
+	r.published = nil
+	r.known.remember(writes)
+	r.forgetTasks(writes)
+	r.announce(writes.Outcomes)
+	return r.publish(ctx, writes.Outbox)
 }
 
 // fireTimersTx fires up to limit due timers (only those of ids, when
@@ -223,11 +230,7 @@ func (r *runner) fireTimersTx(ctx context.Context, limit int, ids []int64) (int,
 	}
 	r.s.metrics.fired(due)
 	if writes != nil {
-		r.published = nil
-		r.known.remember(writes)
-		r.forgetTasks(writes)
-		r.announce(writes.Outcomes)
-		if err := r.publish(ctx, writes.Outbox); err != nil {
+		if err := r.committed(ctx, writes); err != nil {
 			return 0, err
 		}
 	}

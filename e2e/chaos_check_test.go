@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/examples/fakepay"
@@ -123,26 +124,24 @@ type trialCheck struct {
 func (c *trialCheck) executions(ctx context.Context) ([]execRow, error) {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := c.st.db.Query(qctx, `
+	var out []execRow
+	err := c.st.queryAll(qctx, `
 		SELECT execution_id::text, idempotency_key, status, coalesce(result->>'charge_id', ''),
 		       coalesce((input->>'amount_cents')::bigint, 0), coalesce(input->>'customer_id', ''), updated_at, closed_at
 		FROM executions WHERE workflow_name = 'charge' AND starts_with(idempotency_key, $1)
-		ORDER BY idempotency_key, created_at`, c.prefix)
+		ORDER BY idempotency_key, created_at`, []any{c.prefix}, func(rows pgx.Rows) error {
+		var e execRow
+		if err := rows.Scan(&e.id, &e.key, &e.status, &e.chargeID, &e.amount, &e.customer, &e.updated, &e.closed); err != nil {
+			return err
+		}
+		out = append(out, e)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read the trial's executions: %w", err)
 	}
-	defer rows.Close()
-	var out []execRow
-	for rows.Next() {
-		var e execRow
-		if err := rows.Scan(&e.id, &e.key, &e.status, &e.chargeID, &e.amount, &e.customer, &e.updated, &e.closed); err != nil {
-			return nil, fmt.Errorf("read the trial's executions: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the trial's executions: %w", err)
-	}
+	// Across the stores, in the order one store's query gives.
+	slices.SortStableFunc(out, func(a, b execRow) int { return strings.Compare(a.key, b.key) })
 	return out, nil
 }
 
@@ -206,6 +205,18 @@ func (c *trialCheck) invariants(ctx context.Context) {
 		return
 	}
 	c.rows = rows
+	if n := len(c.st.dbs); n > 1 && len(rows) >= 20 {
+		// Spread over the stores, as placement does: a store with none
+		// of 20 or more executions (odds below one in a million with
+		// two) means the stores are not in use.
+		for i := range n {
+			count, err := c.st.dbCount(ctx, i, `SELECT count(*) FROM executions WHERE workflow_name = 'charge' AND starts_with(idempotency_key, $1)`, c.prefix)
+			if err == nil && count == 0 {
+				res.Other++
+				res.fail("store %d holds none of the trial's %d executions", i, len(rows))
+			}
+		}
+	}
 	byKey := map[string][]execRow{}
 	for _, e := range rows {
 		byKey[e.key] = append(byKey[e.key], e)
@@ -294,23 +305,22 @@ func (c *trialCheck) invariants(ctx context.Context) {
 	err = retryFor(ctx, 30*time.Second, func() error {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		rs, err := c.st.db.Query(qctx, `
-			SELECT execution_id::text, count(*) FILTER (WHERE type = 'WorkflowStarted'), count(*) FILTER (WHERE type = 'WorkflowCompleted')
-			FROM history_events WHERE execution_id = ANY($1::uuid[]) GROUP BY 1`, ids)
-		if err != nil {
-			return fmt.Errorf("count history events: %w", err)
-		}
-		defer rs.Close()
 		clear(history)
-		for rs.Next() {
+		err := c.st.queryAll(qctx, `
+			SELECT execution_id::text, count(*) FILTER (WHERE type = 'WorkflowStarted'), count(*) FILTER (WHERE type = 'WorkflowCompleted')
+			FROM history_events WHERE execution_id = ANY($1::uuid[]) GROUP BY 1`, []any{ids}, func(rs pgx.Rows) error {
 			var id string
 			var n counts
 			if err := rs.Scan(&id, &n.started, &n.completed); err != nil {
-				return fmt.Errorf("count history events: %w", err)
+				return err
 			}
 			history[id] = n
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("count history events: %w", err)
 		}
-		return rs.Err()
+		return nil
 	})
 	if err != nil {
 		res.fail("harness: %v", err)
@@ -620,23 +630,19 @@ func interestingLine(line string) bool {
 func (s *stack) jsonRows(ctx context.Context, sql string, args ...any) string {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := s.db.Query(qctx, sql, args...)
-	if err != nil {
-		return "(query failed: " + err.Error() + ")"
-	}
-	defer rows.Close()
 	var out []string
-	for rows.Next() {
+	err := s.queryAll(qctx, sql, args, func(rows pgx.Rows) error {
 		var v *string
 		if err := rows.Scan(&v); err != nil {
-			return "(scan failed: " + err.Error() + ")"
+			return err
 		}
 		if v != nil {
 			out = append(out, *v)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		out = append(out, "(read failed: "+err.Error()+")")
+		return nil
+	})
+	if err != nil {
+		out = append(out, "(query failed: "+err.Error()+")")
 	}
 	if len(out) == 0 {
 		return "none"

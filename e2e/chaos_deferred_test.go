@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/harvest-engine/harvest/examples"
 )
 
@@ -153,8 +155,7 @@ func (c *trialCheck) deferredInvariants(ctx context.Context, outcomes []*deferre
 	deadline := time.Now().Add(chaosDeferredSettled)
 	var execs []digestExecution
 	for {
-		var waiting int
-		err := c.st.db.QueryRow(ctx, `SELECT count(*) FROM deferred_starts WHERE policy_key = ANY($1)`, names).Scan(&waiting)
+		waiting, err := c.st.countAll(ctx, `SELECT count(*) FROM deferred_starts WHERE policy_key = ANY($1)`, names)
 		if err == nil {
 			execs, err = c.digestExecutions(ctx, names)
 		}
@@ -192,13 +193,12 @@ func (c *trialCheck) deferredInvariants(ctx context.Context, outcomes []*deferre
 			res.DeferredAcked++
 			exec := at.answer.executionID
 			if exec == "" {
-				var raw []byte
-				err := c.st.db.QueryRow(ctx, `SELECT outcome::text FROM command_outcomes WHERE command_id = $1`, at.answer.commandID).Scan(&raw)
+				raw, err := c.st.outcomeOf(ctx, at.answer.commandID)
 				var out struct {
 					ExecutionID string `json:"execution_id"`
 					Deferred    bool   `json:"deferred"`
 				}
-				if err == nil {
+				if err == nil && raw != nil {
 					err = json.Unmarshal(raw, &out)
 				}
 				if err != nil || out.ExecutionID == "" {
@@ -248,18 +248,13 @@ func groupOf(attempt string) string {
 // digestExecutions reads the digest executions of the groups, with the
 // attempts their inputs hold (one object, or a batch's list of them).
 func (c *trialCheck) digestExecutions(ctx context.Context, groups []string) ([]digestExecution, error) {
-	rows, err := c.st.db.Query(ctx, `SELECT execution_id::text, status, created_at, input::text FROM executions
-		WHERE workflow_name = $1 AND (input->>'group' = ANY($2) OR input->0->>'group' = ANY($2))`, chaosPolicyWorkflow, groups)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out []digestExecution
-	for rows.Next() {
+	err := c.st.queryAll(ctx, `SELECT execution_id::text, status, created_at, input::text FROM executions
+		WHERE workflow_name = $1 AND (input->>'group' = ANY($2) OR input->0->>'group' = ANY($2))`, []any{chaosPolicyWorkflow, groups}, func(rows pgx.Rows) error {
 		var e digestExecution
 		var input string
 		if err := rows.Scan(&e.id, &e.status, &e.createdAt, &input); err != nil {
-			return nil, err
+			return err
 		}
 		type item struct {
 			Attempt string `json:"attempt"`
@@ -268,7 +263,7 @@ func (c *trialCheck) digestExecutions(ctx context.Context, groups []string) ([]d
 		if err := json.Unmarshal([]byte(input), &list); err != nil {
 			var one item
 			if err := json.Unmarshal([]byte(input), &one); err != nil {
-				return nil, fmt.Errorf("execution %s: input %s: %w", e.id, input, err)
+				return fmt.Errorf("execution %s: input %s: %w", e.id, input, err)
 			}
 			list = []item{one}
 		}
@@ -276,6 +271,7 @@ func (c *trialCheck) digestExecutions(ctx context.Context, groups []string) ([]d
 			e.attempts = append(e.attempts, it.Attempt)
 		}
 		out = append(out, e)
-	}
-	return out, rows.Err()
+		return nil
+	})
+	return out, err
 }

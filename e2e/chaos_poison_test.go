@@ -107,8 +107,8 @@ func (c *trialCheck) poisonInvariants(ctx context.Context, outcomes []*poisonOut
 	res := c.res
 	var bad []string
 	for _, o := range outcomes {
-		var execs int
-		if err := c.st.db.QueryRow(ctx, `SELECT count(*) FROM executions WHERE idempotency_key = $1`, o.plan.key).Scan(&execs); err != nil {
+		execs, err := c.st.countAll(ctx, `SELECT count(*) FROM executions WHERE idempotency_key = $1`, o.plan.key)
+		if err != nil {
 			bad = append(bad, fmt.Sprintf("%s: read executions: %v", o.plan.key, err))
 			continue
 		}
@@ -135,7 +135,8 @@ func (c *trialCheck) poisonInvariants(ctx context.Context, outcomes []*poisonOut
 		var dead int
 		var waited time.Duration
 		for {
-			if err := c.st.db.QueryRow(ctx, `SELECT count(*) FROM dead_commands WHERE command_id = $1`, cmd.CommandID).Scan(&dead); err != nil {
+			var err error
+			if dead, err = c.st.countAll(ctx, `SELECT count(*) FROM dead_commands WHERE command_id = $1`, cmd.CommandID); err != nil {
 				dead = -1
 			}
 			if dead != 0 || waited > 30*time.Second {
@@ -148,8 +149,8 @@ func (c *trialCheck) poisonInvariants(ctx context.Context, outcomes []*poisonOut
 			bad = append(bad, fmt.Sprintf("%s (command %s) set aside %d times, not once", o.plan.key, cmd.CommandID, dead))
 			continue
 		}
-		var outcome []byte
-		if err := c.st.db.QueryRow(ctx, `SELECT outcome::text FROM command_outcomes WHERE command_id = $1`, cmd.CommandID).Scan(&outcome); err != nil {
+		outcome, err := c.st.outcomeOf(ctx, cmd.CommandID)
+		if err != nil || outcome == nil {
 			bad = append(bad, fmt.Sprintf("%s: no outcome: %v", o.plan.key, err))
 			continue
 		}

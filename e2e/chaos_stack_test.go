@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,6 +76,10 @@ type stackConfig struct {
 	// natsNodes is 1 (one NATS server, nats_replicas 1) or the size of a
 	// NATS cluster whose streams and buckets have a replica on each node.
 	natsNodes int
+	// stores is 1 (database_url) or the number of PostgreSQL stores the
+	// executions are spread over, each a database of the one PostgreSQL
+	// server (so a postgres fault hits them all).
+	stores int
 }
 
 // stack is one running deployment.
@@ -89,10 +95,12 @@ type stack struct {
 	payments *httptest.Server
 	baseURLs []string // the ingests'
 	db       *pgxpool.Pool
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	tap      *tap
-	client   *http.Client
+	// dbs are the stores' pools, db the first.
+	dbs    []*pgxpool.Pool
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	tap    *tap
+	client *http.Client
 }
 
 // newStack starts a stack and waits until it serves. On error, whatever
@@ -170,20 +178,47 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	}
 	s.payments = httptest.NewServer(fakepay.NewHandler(s.provider))
 	dbURL := s.pg.srvURL()
+	storeURLs, err := s.pg.storeURLs(ctx, max(cfg.stores, 1))
+	if err != nil {
+		return nil, err
+	}
 	declared, err := writeDeclaredConfigWith(dir, chaosStartPolicies)
 	if err != nil {
 		return nil, err
 	}
+	dbEnv := "HARVEST_DATABASE_URL=" + dbURL
+	if cfg.stores > 1 {
+		// The stores, in the configuration: database_url stays unset.
+		f, err := os.OpenFile(declared, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		_, err = fmt.Fprint(f, "stores:\n")
+		for i, u := range storeURLs {
+			if err == nil {
+				_, err = fmt.Fprintf(f, "  - {name: s%d, database_url: %q}\n", i, u)
+			}
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stores config: %w", err)
+		}
+		dbEnv = ""
+	}
 	env := devEnv(
 		"HARVEST_CONFIG="+declared,
 		"HARVEST_NATS_URL="+natsURL,
-		"HARVEST_DATABASE_URL="+dbURL,
 		"HARVEST_LEASE_TTL="+cfg.leaseTTL.String(),
 		"HARVEST_TASK_ACK_WAIT="+cfg.ackWait.String(),
 		"HARVEST_FAKEPAY_URL="+s.payments.URL,
 		"HARVEST_LOG_LEVEL="+cfg.logLevel,
 		"HARVEST_NATS_REPLICAS="+strconv.Itoa(nodes),
 	)
+	if dbEnv != "" {
+		env = append(env, dbEnv)
+	}
 	service := func(kind string, i int, readyLine string, extra ...string) *chaosProc {
 		id := fmt.Sprintf("%s-%d", kind, i)
 		return &chaosProc{id: id, bin: filepath.Join(cfg.bins, kind), env: append(append([]string(nil), env...), extra...),
@@ -202,9 +237,14 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 			return nil, err
 		}
 	}
-	if s.db, err = pgxpool.New(ctx, dbURL); err != nil {
-		return nil, fmt.Errorf("harness pool: %w", err)
+	for _, u := range storeURLs {
+		db, err := pgxpool.New(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("harness pool: %w", err)
+		}
+		s.dbs = append(s.dbs, db)
 	}
+	s.db = s.dbs[0]
 	if s.nc, err = nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)); err != nil {
 		return nil, fmt.Errorf("harness NATS connection: %w", err)
 	}
@@ -225,6 +265,88 @@ func (p *pgMember) srvURL() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.srv.URL("postgres")
+}
+
+// storeURLs are the URLs of n stores on the server: its postgres
+// database, and databases store1 ... created for the others.
+func (p *pgMember) storeURLs(ctx context.Context, n int) ([]string, error) {
+	urls := []string{p.srvURL()}
+	if n < 2 {
+		return urls, nil
+	}
+	conn, err := pgx.Connect(ctx, urls[0])
+	if err != nil {
+		return nil, fmt.Errorf("stores: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for i := 1; i < n; i++ {
+		name := fmt.Sprintf("store%d", i)
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+			return nil, fmt.Errorf("stores: create %s: %w", name, err)
+		}
+		p.mu.Lock()
+		urls = append(urls, p.srv.URL(name))
+		p.mu.Unlock()
+	}
+	return urls, nil
+}
+
+// countAll runs a query of one count in every store and adds up the
+// counts.
+func (s *stack) countAll(ctx context.Context, sql string, args ...any) (int, error) {
+	total := 0
+	for _, db := range s.dbs {
+		var n int
+		if err := db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// dbCount runs a count query in store i.
+func (s *stack) dbCount(ctx context.Context, i int, sql string, args ...any) (int, error) {
+	var n int
+	err := s.dbs[i].QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+// queryAll runs a query in every store and calls each for each row.
+func (s *stack) queryAll(ctx context.Context, sql string, args []any, each func(pgx.Rows) error) error {
+	for _, db := range s.dbs {
+		rows, err := db.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := each(rows); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outcomeOf reads a command's stored outcome in whichever store has it;
+// nil when none has.
+func (s *stack) outcomeOf(ctx context.Context, commandID string) ([]byte, error) {
+	for _, db := range s.dbs {
+		var raw []byte
+		err := db.QueryRow(ctx, `SELECT outcome::text FROM command_outcomes WHERE command_id = $1`, commandID).Scan(&raw)
+		if err == nil {
+			return raw, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // members returns the fault targets of a role.
@@ -282,8 +404,8 @@ func (s *stack) close() {
 	if s.nc != nil {
 		s.nc.Close()
 	}
-	if s.db != nil {
-		s.db.Close()
+	for _, db := range s.dbs {
+		db.Close()
 	}
 	for _, group := range [][]*chaosProc{s.workers, s.ingests, s.scheds} {
 		for _, p := range group {
@@ -312,11 +434,19 @@ func (s *stack) waitHealthy(ctx context.Context, canaryKey string) error {
 	}
 	var owners, held int
 	err := pollUntil(ctx, 50*time.Millisecond, func() bool {
-		err := s.db.QueryRow(ctx, `SELECT count(DISTINCT owner), count(*) FROM shard_leases WHERE owner IS NOT NULL AND expires_at > now()`).Scan(&owners, &held)
-		return err == nil && owners == 2 && held == chaosShards
+		// Each store's shards are shared by both schedulers.
+		shared := true
+		owners, held = 0, 0
+		for _, db := range s.dbs {
+			var o, h int
+			err := db.QueryRow(ctx, `SELECT count(DISTINCT owner), count(*) FROM shard_leases WHERE owner IS NOT NULL AND expires_at > now()`).Scan(&o, &h)
+			shared = shared && err == nil && o == 2 && h == chaosShards
+			owners, held = owners+o, held+h
+		}
+		return shared
 	})
 	if err != nil {
-		return fmt.Errorf("shards not shared by both schedulers (%d owners hold %d of %d): %w", owners, held, chaosShards, err)
+		return fmt.Errorf("shards not shared by both schedulers (%d owners hold %d of %d, across %d store(s)): %w", owners, held, chaosShards*len(s.dbs), len(s.dbs), err)
 	}
 	for i := range s.baseURLs {
 		key := fmt.Sprintf("%s-%d", canaryKey, i)
@@ -327,7 +457,8 @@ func (s *stack) waitHealthy(ctx context.Context, canaryKey string) error {
 	}
 	var done int
 	err = pollUntil(ctx, 50*time.Millisecond, func() bool {
-		err := s.db.QueryRow(ctx, `SELECT count(*) FROM executions WHERE starts_with(idempotency_key, $1) AND status = 'Completed'`, canaryKey+"-").Scan(&done)
+		var err error
+		done, err = s.countAll(ctx, `SELECT count(*) FROM executions WHERE starts_with(idempotency_key, $1) AND status = 'Completed'`, canaryKey+"-")
 		return err == nil && done == len(s.baseURLs)
 	})
 	if err != nil {

@@ -134,13 +134,19 @@ func (c trialConfig) budget() time.Duration {
 }
 
 // TestChaos runs the suite on one NATS server.
-func TestChaos(t *testing.T) { runChaos(t, 1) }
+func TestChaos(t *testing.T) { runChaos(t, 1, 1, *chaosTrials) }
 
 // TestChaosCluster runs it on a 3-node NATS cluster with nats_replicas 3:
 // a NATS fault hits any node, the leaders of the streams included.
-func TestChaosCluster(t *testing.T) { runChaos(t, 3) }
+func TestChaosCluster(t *testing.T) { runChaos(t, 3, 1, *chaosTrials) }
 
-func runChaos(t *testing.T, natsNodes int) {
+// TestChaosStores runs it with the executions spread over two PostgreSQL
+// stores (two databases of the one server, a scheduler for each in every
+// scheduler process): half the trials per fault kind of the others, at
+// least one.
+func TestChaosStores(t *testing.T) { runChaos(t, 1, 2, max(1, *chaosTrials/2)) }
+
+func runChaos(t *testing.T, natsNodes, stores, trials int) {
 	if testing.Short() {
 		t.Skip("builds and runs a stack of real processes and kills them")
 	}
@@ -154,7 +160,7 @@ func runChaos(t *testing.T, natsNodes int) {
 	}
 	cfg := trialConfig{keys: *chaosKeys, load: *chaosLoad, faults: max(*chaosFaults, 1), downtime: *chaosDowntime,
 		grace: *chaosGrace, giveUp: *chaosGiveUp, bound: *chaosBound}
-	t.Logf("chaos: seed %d, %d trial(s) of %d fault kind(s), %d keys per trial, bound %s", seed, *chaosTrials, len(kinds), cfg.keys, cfg.bound)
+	t.Logf("chaos: seed %d, %d trial(s) of %d fault kind(s), %d keys per trial, %d store(s), bound %s", seed, trials, len(kinds), cfg.keys, stores, cfg.bound)
 
 	began := time.Now()
 	bins := t.TempDir()
@@ -164,13 +170,13 @@ func runChaos(t *testing.T, natsNodes int) {
 	t.Logf("chaos: built nats-server, ingest, scheduler, worker in %s", time.Since(began).Round(time.Millisecond))
 
 	sum := &chaosSummary{seed: seed, config: cfg, kinds: kinds, ackWait: *chaosAckWait, leaseTTL: *chaosLeaseTTL, natsNodes: natsNodes}
-	r := &trialRunner{cfg: cfg, stackCfg: stackConfig{bins: bins, leaseTTL: *chaosLeaseTTL, ackWait: *chaosAckWait, logLevel: *chaosLogLevel, natsNodes: natsNodes}}
+	r := &trialRunner{cfg: cfg, stackCfg: stackConfig{bins: bins, leaseTTL: *chaosLeaseTTL, ackWait: *chaosAckWait, logLevel: *chaosLogLevel, natsNodes: natsNodes, stores: stores}}
 	t.Cleanup(r.closeStack)
 
 	deadline, hasDeadline := t.Deadline()
 run:
 	for _, kind := range kinds {
-		for i := range *chaosTrials {
+		for i := range trials {
 			if hasDeadline && time.Until(deadline) < cfg.budget() {
 				sum.stoppedEarly = fmt.Sprintf("stopped before trial %d of %s: less than %s left before -timeout (run with -timeout 0)", i, kind, cfg.budget().Round(time.Second))
 				t.Log("chaos: " + sum.stoppedEarly)

@@ -1,9 +1,10 @@
 // Package stores owns the placement of executions over several
-// PostgreSQL stores (issue 21, docs/deploy.md once the stores are wired
-// into the services): which store a start goes to, by rendezvous hashing
-// over the stores' names, re-picked among the writable ones only when the
-// pick is draining (read_only), so that a drain moves only what it must;
-// and which store an execution id names, which its minting encodes.
+// PostgreSQL stores (docs/deploy.md#several-postgresql-stores): which
+// store a start goes to, by rendezvous hashing over the stores' names,
+// re-picked among the writable ones only when the pick is draining
+// (read_only), so that a drain moves only what it must; which shards a
+// store holds (Layout); and which store an execution id names, which its
+// minting encodes.
 //
 // Keyed dedup and (workflow_name, workflow_id) uniqueness are store-local:
 // they hold while the set of writable stores is stable (the seed's

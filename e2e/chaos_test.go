@@ -134,23 +134,30 @@ func (c trialConfig) budget() time.Duration {
 }
 
 // TestChaos runs the suite on one NATS server.
-func TestChaos(t *testing.T) { runChaos(t, 1, 1, *chaosTrials) }
+func TestChaos(t *testing.T) { runChaos(t, 1, 1, *chaosTrials, *chaosKinds) }
 
 // TestChaosCluster runs it on a 3-node NATS cluster with nats_replicas 3:
 // a NATS fault hits any node, the leaders of the streams included.
-func TestChaosCluster(t *testing.T) { runChaos(t, 3, 1, *chaosTrials) }
+func TestChaosCluster(t *testing.T) { runChaos(t, 3, 1, *chaosTrials, *chaosKinds) }
 
 // TestChaosStores runs it with the executions spread over two PostgreSQL
 // stores (two databases of the one server, a scheduler for each in every
 // scheduler process): half the trials per fault kind of the others, at
-// least one.
-func TestChaosStores(t *testing.T) { runChaos(t, 1, 2, max(1, *chaosTrials/2)) }
+// least one, and by default only the kinds that hit what the stores
+// change (the schedulers, PostgreSQL, NATS).
+func TestChaosStores(t *testing.T) {
+	kinds := *chaosKinds
+	if kinds == "" {
+		kinds = "sigkill-scheduler,sigterm-scheduler,sigkill-postgres,sigkill-nats"
+	}
+	runChaos(t, 1, 2, max(1, *chaosTrials/2), kinds)
+}
 
-func runChaos(t *testing.T, natsNodes, stores, trials int) {
+func runChaos(t *testing.T, natsNodes, stores, trials int, kindList string) {
 	if testing.Short() {
 		t.Skip("builds and runs a stack of real processes and kills them")
 	}
-	kinds, err := selectedFaultKinds(*chaosKinds)
+	kinds, err := selectedFaultKinds(kindList)
 	if err != nil {
 		t.Fatal(err)
 	}

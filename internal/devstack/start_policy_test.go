@@ -241,6 +241,13 @@ func TestStartsUnderAPolicyTakeNoKeyButReplaysAreAnswered(t *testing.T) {
 		400, "invalid_start_policy", "start_policy")
 	refused(start(t, s, "onboarding", "", `{"input": {"user_id": 1}, "start_policy": {"debounce": {"period": "soon"}}}`),
 		400, "invalid_start_policy", "start_policy.debounce.period")
+	// Hostile input: a key value, or a policy member, holding U+0000.
+	nul := start(t, s, "onboarding", "", `{"input": {"user_id": "a\u0000"}}`)
+	require.Equal(t, 400, nul.status, nul.body)
+	require.Equal(t, "input", nul.body["field"], nul.body)
+	nulPolicy := start(t, s, "onboarding", "", `{"input": {"user_id": 1}, "start_policy": {"debounce": {"period": "1s", "key": "/a\u0000"}}}`)
+	require.Equal(t, 400, nulPolicy.status, nulPolicy.body)
+	require.Equal(t, "start_policy", nulPolicy.body["field"], nulPolicy.body)
 	// None of them changed anything.
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions`))
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM start_claims`))

@@ -41,10 +41,7 @@ func (b *batch) policyStart(c seqCommand) {
 		st = &store.PolicyState{}
 		b.policyKeys[ref] = st
 	}
-	if b.writes.Policies.Keys == nil {
-		b.writes.Policies.Keys = map[store.PolicyRef]*store.PolicyState{}
-	}
-	b.writes.Policies.Keys[ref] = st
+	b.keyChanged(ref, st)
 	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindStart, WorkflowName: s.WorkflowName, AppliedAt: b.now}
 	var g *store.DeferredGroup
 	switch p.Kind {
@@ -180,12 +177,20 @@ func throttleStale(st *store.PolicyState, period time.Duration) time.Time {
 	return last.Add(period)
 }
 
+// keyChanged records that the batch rewrites the state of a policy key.
+func (b *batch) keyChanged(ref store.PolicyRef, st *store.PolicyState) {
+	if b.writes.Policies.Keys == nil {
+		b.writes.Policies.Keys = map[store.PolicyRef]*store.PolicyState{}
+	}
+	b.writes.Policies.Keys[ref] = st
+}
+
 // openGroup opens a deferred group for the start c, due at due.
 func (b *batch) openGroup(c seqCommand, ref store.PolicyRef, due time.Time) *store.DeferredGroup {
 	s := c.cmd.Start
 	return &store.DeferredGroup{
 		GroupID: dedup.NewID(), Shard: b.shard, WorkflowName: ref.WorkflowName, Kind: ref.Kind, Key: ref.Key,
-		DueAt: due, FirstSeq: c.seq, Policy: *s.Policy, WorkflowID: s.WorkflowID, TaskQueue: s.TaskQueue,
+		DueAt: due, FirstSeq: c.seq, Policy: *s.Policy, TaskQueue: s.TaskQueue,
 		CompletionCallback: optional(s.CompletionCallback), StartedBy: optional(s.StartedBy), TraceParent: optional(c.trace), CreatedAt: b.now,
 	}
 }
@@ -288,10 +293,7 @@ func (b *batch) throttleRelease(g *store.DeferredGroup, keys map[store.PolicyRef
 		st = &store.PolicyState{Queued: 1}
 		keys[g.Ref()] = st
 	}
-	if b.writes.Policies.Keys == nil {
-		b.writes.Policies.Keys = map[store.PolicyRef]*store.PolicyState{}
-	}
-	b.writes.Policies.Keys[g.Ref()] = st
+	b.keyChanged(g.Ref(), st)
 	if at := throttleSlot(st.Begun, b.now, p.Limit, p.Period); at.After(b.now) {
 		g.DueAt = at
 		if at.After(st.Tail) {
@@ -345,10 +347,7 @@ func refuseGroups(ctx context.Context, env applyEnv, applied int64, now time.Tim
 	for _, g := range groups {
 		if st := keys[g.Ref()]; g.Kind == wire.PolicyThrottle && st != nil {
 			st.Queued = max(0, st.Queued-1)
-			if b.writes.Policies.Keys == nil {
-				b.writes.Policies.Keys = map[store.PolicyRef]*store.PolicyState{}
-			}
-			b.writes.Policies.Keys[g.Ref()] = st
+			b.keyChanged(g.Ref(), st)
 		}
 		for _, m := range members[g.GroupID] {
 			b.refuse(wire.Outcome{CommandID: m.CommandID, StreamSeq: uint64(applied), Kind: wire.KindStart, WorkflowName: g.WorkflowName, AppliedAt: b.now},

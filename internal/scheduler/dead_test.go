@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -41,6 +42,12 @@ func TestPoisonCommandsAreSetAsideAndTheShardGoesOn(t *testing.T) {
 	nulID := startCmd("onboarding", "k-nul-id", "wf\x00nul")
 	nulInput := startCmd("onboarding", "k-nul-input", "wf-nul-input")
 	nulInput.Start.Input = json.RawMessage(`{"name": "a\u0000b"}`)
+	// Starts under a policy, sent past ingest: a key, and a batch
+	// member's input, that PostgreSQL refuses, as it applies them.
+	nulKey := policyStartCmd(dedup.NewID(), wire.StartPolicy{Kind: wire.PolicyDebounce, Key: "k\x00", Period: time.Hour}, `{"n": 1}`)
+	nulMember := policyStartCmd(dedup.NewID(), wire.StartPolicy{Kind: wire.PolicyBatch, Key: "k", MaxSize: 2, MaxWait: time.Hour}, `{"name": "a\u0000b"}`)
+	publish(nulKey)
+	publish(nulMember)
 	publish(startCmd("onboarding", "k1", "wf-1"))
 	publish(nulID)
 	publish(startCmd("onboarding", "k2", "wf-2"))
@@ -59,12 +66,12 @@ func TestPoisonCommandsAreSetAsideAndTheShardGoesOn(t *testing.T) {
 
 	dead, err := store.ListDeadCommands(ctx, db, store.DeadFilter{})
 	require.NoError(t, err)
-	require.Len(t, dead, 3)
+	require.Len(t, dead, 5)
 	byID := map[string]store.DeadCommand{}
 	for _, d := range dead {
 		byID[d.CommandID] = d
 	}
-	for _, c := range []wire.Command{nulID, nulInput} {
+	for _, c := range []wire.Command{nulID, nulInput, nulKey, nulMember} {
 		d, ok := byID[c.CommandID]
 		require.True(t, ok, "dead letter of %s", c.CommandID)
 		require.Equal(t, deadUnappliable, d.Error)
@@ -86,7 +93,8 @@ func TestPoisonCommandsAreSetAsideAndTheShardGoesOn(t *testing.T) {
 	garbage := byID[""]
 	require.Equal(t, deadMalformed, garbage.Error)
 	require.Equal(t, "not a command", string(mustDead(t, db, garbage.ID).Payload))
-	require.Equal(t, 2.0, testutil.ToFloat64(s.metrics.deadCommands.WithLabelValues(deadUnappliable)))
+	require.Equal(t, 4.0, testutil.ToFloat64(s.metrics.deadCommands.WithLabelValues(deadUnappliable)))
+	require.Zero(t, count(t, db, `SELECT count(*) FROM deferred_starts`), "nothing of them is kept")
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.deadCommands.WithLabelValues(deadMalformed)))
 
 	// The shard goes on.

@@ -181,8 +181,8 @@ func TestAGroupThatCannotBeginIsSetAside(t *testing.T) {
 	// scheduler writes.
 	insert := func(kind, commandID string) {
 		_, err := db.Exec(ctx, `WITH g AS (
-				INSERT INTO deferred_starts (group_id, shard, workflow_name, kind, policy_key, due_at, first_seq, policy, workflow_id, task_queue, input, size, created_at)
-				VALUES (gen_random_uuid(), 0, 'digest', $1, 'k', now() - interval '1 second', 1, '{}', 'w', 'default', '{"n": 1}', 1, now())
+				INSERT INTO deferred_starts (group_id, shard, workflow_name, kind, policy_key, due_at, first_seq, policy, task_queue, input, size, created_at)
+				VALUES (gen_random_uuid(), 0, 'digest', $1, 'k', now() - interval '1 second', 1, '{}', 'default', '{"n": 1}', 1, now())
 				RETURNING group_id)
 			INSERT INTO deferred_start_members (group_id, position, command_id, stream_seq) SELECT group_id, 0, $2, 1 FROM g`, kind, commandID)
 		require.NoError(t, err)

@@ -80,7 +80,6 @@ type DeferredGroup struct {
 	FirstSeq     uint64    `json:"first_seq"`
 	// Policy is the policy the group's (last) start came under.
 	Policy             wire.StartPolicy `json:"policy"`
-	WorkflowID         string           `json:"workflow_id"`
 	TaskQueue          string           `json:"task_queue"`
 	Input              json.RawMessage  `json:"input"`
 	CompletionCallback *string          `json:"completion_callback"`
@@ -326,23 +325,4 @@ func SweepStalePolicyKeys(ctx context.Context, db DBTX, limit int) (int64, error
 		return 0, fmt.Errorf("sweep stale start policy keys: %w", err)
 	}
 	return tag.RowsAffected(), nil
-}
-
-// DeferredCount is how many starts wait in deferred groups, by shard.
-func DeferredCount(ctx context.Context, db DBTX) (map[int]int64, error) {
-	rows, err := db.Query(ctx, `SELECT shard, sum(size) FROM deferred_starts GROUP BY shard`)
-	if err != nil {
-		return nil, fmt.Errorf("count deferred starts: %w", err)
-	}
-	out := map[int]int64{}
-	var shard int
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&shard, &n}, func() error {
-		out[shard] = n
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count deferred starts: %w", err)
-	}
-	return out, nil
 }

@@ -36,7 +36,6 @@ CREATE TABLE deferred_starts (
     first_seq bigint NOT NULL,
     -- policy is the wire.StartPolicy the group's (last) start came under.
     policy json NOT NULL,
-    workflow_id text NOT NULL,
     task_queue text NOT NULL,
     -- jsonb, as executions.input: what it refuses is refused as the start
     -- is applied (and set aside), not when its execution begins.

@@ -10,6 +10,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/service"
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/stores"
 )
 
 func newStores() *cobra.Command {
@@ -64,7 +65,7 @@ changes nothing itself: the drain is the configuration's mode.`,
 			}
 			fmt.Fprintf(out, "store %s: %d running execution(s) and %d deferred start(s) finish there once it is read_only; %d live start key(s)\n",
 				name, r.Running, r.Deferred, r.LiveKeys)
-			if cfg.Stores[i].Mode == "read_only" {
+			if cfg.Stores[i].Mode == string(stores.ReadOnly) {
 				fmt.Fprintf(out, "store %s is read_only already\n", name)
 				return nil
 			}

@@ -13,11 +13,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // storesStack starts a stack whose executions are spread over the named
@@ -159,9 +161,16 @@ func TestADrainSendsNewStartsElsewhere(t *testing.T) {
 			onB = append(onB, fmt.Sprintf("s-%d", i), id)
 		}
 	}
+	pinned := start(t, before, "sleep", "pinned-b", `{"input": {"duration": "1ms"}, "store": "b"}`)
+	require.Equal(t, 201, pinned.status, pinned.body)
 	stopStack(t, before)
 
 	s := storesStack(t, nats, dbs, []string{"a", "b"}, map[string]stores.Mode{"b": stores.ReadOnly}, 1)
+	// A keyed retry of a start pinned to b, now read_only: its replay
+	// comes first, from b.
+	again := start(t, s, "sleep", "pinned-b", `{"input": {"duration": "1ms"}, "store": "b"}`)
+	require.Equal(t, 200, again.status, again.body)
+	require.Equal(t, pinned.body["execution_id"], again.body["execution_id"])
 	bStarts := perStore(t, s, `SELECT count(*) FROM executions`)[1]
 	// b's running executions finish: its scheduler still applies it.
 	for i := 0; i < len(onB); i += 2 {
@@ -257,4 +266,39 @@ func TestPinnedStartsGoToTheirStoreOrAreRefused(t *testing.T) {
 		require.Contains(t, a.body["message"], why)
 	}
 	require.Equal(t, []int{0, 6, 0}, perStore(t, s, `SELECT count(*) FROM executions`))
+}
+
+// TestDeadCommandsAcrossStores: each store numbers its dead commands; the
+// API's ids keep the first store's numbers and tell the others' apart,
+// whatever stores come after.
+func TestDeadCommandsAcrossStores(t *testing.T) {
+	t.Parallel()
+	s := storesStack(t, natstest.RunServer(t, natstest.Options{}).ClientURL(), map[string]string{}, []string{"a", "b"}, nil, 1)
+	ctx := natstest.Context(t)
+	for shard := range 2 {
+		cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
+			WorkflowName: "charge", WorkflowID: fmt.Sprintf("poison\x00%d", shard), TaskQueue: wire.DefaultTaskQueue}}
+		_, err := s.Topology.PublishCommand(ctx, shard, cmd)
+		require.NoError(t, err)
+	}
+	var ids []float64
+	eventually(t, 30*time.Second, "both to be set aside", func() bool {
+		page := call(t, "GET", s.URL()+"/api/harvest/commands/dead", nil, "")
+		ids = nil
+		for _, d := range page.body["dead_commands"].([]any) {
+			ids = append(ids, d.(map[string]any)["id"].(float64))
+		}
+		return len(ids) == 2
+	})
+	require.Equal(t, []float64{1<<46 | 1, 1}, ids, "store b's first, then store a's, which keeps its own number")
+	for _, id := range ids {
+		d := call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead/%d", s.URL(), int64(id)), nil, "")
+		require.Equal(t, 200, d.status, d.body)
+		require.Equal(t, id, d.body["id"])
+		require.EqualValues(t, int64(id)>>46, d.body["shard"], "the shard of its store")
+	}
+	// Paging by id crosses from one store to the other.
+	page := call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead?before=%d", s.URL(), int64(ids[0])), nil, "")
+	require.Len(t, page.body["dead_commands"].([]any), 1)
+	require.Equal(t, 404, call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead/%d", s.URL(), int64(2)<<46|1), nil, "").status)
 }

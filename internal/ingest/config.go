@@ -152,7 +152,7 @@ func (c Config) Validate() error {
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("ingest config: MaxInFlight %d: want a positive number", c.MaxInFlight)
 	}
-	if n := c.Topology.Layout().Set.Len(); len(c.Stores) > 0 && len(c.Stores) != n {
+	if n := c.Topology.Layout().Set.Len(); (len(c.Stores) > 0 || (c.DB != nil && n > 1)) && len(c.Stores) != n {
 		return fmt.Errorf("ingest config: %d Stores for a layout of %d stores", len(c.Stores), n)
 	}
 	seen := map[string]bool{}

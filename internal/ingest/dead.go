@@ -78,10 +78,13 @@ func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %q", raw))
 		return
 	}
-	n := int64(len(s.pools()))
-	d, err := store.GetDeadCommand(r.Context(), s.pool(int(id%n)), id/n)
-	if err == nil {
-		d.ID = id
+	i, own := id>>deadStoreShift, id&(1<<deadStoreShift-1)
+	var d *store.DeadCommand
+	err = store.ErrDeadCommandNotFound
+	if db := s.pool(int(i)); db != nil && own > 0 {
+		if d, err = store.GetDeadCommand(r.Context(), db, own); err == nil {
+			d.ID = id
+		}
 	}
 	if errors.Is(err, store.ErrDeadCommandNotFound) {
 		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %d", id))
@@ -106,29 +109,29 @@ func deadView(d store.DeadCommand) client.DeadCommand {
 }
 
 // Dead commands are numbered in each store; the API numbers them across
-// the stores: a store's dead command i is i×stores + the store's index
-// (with one store, its own number).
+// the stores: store i's dead command n is n | i<<deadStoreShift, so store
+// 0's (a single-store deployment's) keep their numbers whatever stores are
+// added, and every id stays below 2^53 (stores.MaxStores is 64).
+const deadStoreShift = 46
 
-// listDead lists the dead commands f matches across the stores, newest
-// (highest API id) first.
+// listDead lists the dead commands f matches across the stores, highest
+// API id first: newest first within a store, the later stores' first.
 func (s *Server) listDead(ctx context.Context, f store.DeadFilter) ([]store.DeadCommand, error) {
-	n := int64(len(s.pools()))
 	layout := s.cfg.Topology.Layout()
 	per, err := eachStore(ctx, s, func(ctx context.Context, i int, db *pgxpool.Pool) ([]store.DeadCommand, error) {
-		if f.Shard != nil && layout.StoreOfShard(*f.Shard) != i {
+		base := int64(i) << deadStoreShift
+		if f.Shard != nil && layout.StoreOfShard(*f.Shard) != i || f.Before > 0 && f.Before <= base {
 			return nil, nil
 		}
 		own := f
-		if f.Before > 0 {
-			// API id < Before: own id < floor((Before - i - 1) / n) + 1.
-			own.Before = (f.Before-int64(i)-1)/n + 1
-			if own.Before < 1 {
-				return nil, nil
-			}
+		if f.Before > base+1<<deadStoreShift {
+			own.Before = 0 // every one of this store's is below it
+		} else if f.Before > 0 {
+			own.Before = f.Before - base
 		}
 		rows, err := store.ListDeadCommands(ctx, db, own)
 		for j := range rows {
-			rows[j].ID = rows[j].ID*n + int64(i)
+			rows[j].ID |= base
 		}
 		return rows, err
 	})

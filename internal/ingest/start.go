@@ -45,12 +45,21 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 // start publishes a checked start and answers it.
 func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 	layout := s.cfg.Topology.Layout()
-	shard, err := layout.StartShard(p.name, p.workflowID, p.key)
-	if p.policy != nil {
-		shard, err = startpolicy.Shard(layout, p.name, p.policy)
+	minted := false
+	if p.workflowID == "" && p.key == "" && p.policy == nil {
+		// Nothing else places it: its fresh workflow_id does, spreading
+		// such starts over the shards (and the stores).
+		p.workflowID, minted = dedup.NewID(), true
 	}
-	if p.store != "" {
+	var shard int
+	var err error
+	switch {
+	case p.policy != nil:
+		shard, err = startpolicy.Shard(layout, p.name, p.policy)
+	case p.store != "":
 		shard, err = layout.PinnedStartShard(p.store, p.name, p.workflowID, p.key)
+	default:
+		shard, err = layout.StartShard(p.name, p.workflowID, p.key)
 	}
 	if err != nil {
 		return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: fmt.Sprintf("no store takes the start: %v", err)}
@@ -62,7 +71,6 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 			return status, body
 		}
 	}
-	minted := false
 	if p.workflowID == "" {
 		p.workflowID, minted = layout.MintWorkflowID(shard, p.name), true
 	}
@@ -246,8 +254,12 @@ func (s *Server) replayFromClaim(ctx context.Context, p parsedStart) (int, any, 
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	pool := s.claimPool(p.name, p.workflowID, p.key)
-	if i := s.cfg.Topology.Layout().Set.Index(p.store); p.store != "" && i >= 0 {
-		pool = s.pool(i) // a pinned start's claim is on its store
+	if p.req.Store != nil {
+		// A pinned start's claim is on its store, writable or not (the
+		// request may be refused for it being read_only now).
+		if i := s.cfg.Topology.Layout().Set.Index(*p.req.Store); i >= 0 {
+			pool = s.pool(i)
+		}
 	}
 	claim, e, err := store.LiveClaim(ctx, pool, store.ClaimRef{WorkflowName: p.name, IdempotencyKey: p.key})
 	if err != nil {

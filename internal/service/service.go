@@ -92,16 +92,6 @@ func DialNATS(ctx context.Context, cfg config.Config, name string, log *slog.Log
 	return nc, nil
 }
 
-// ConnectDB connects to PostgreSQL, retrying until it answers: the first
-// store's, when the configuration has several (ConnectStores).
-func ConnectDB(ctx context.Context, cfg config.Config, log *slog.Logger) (*pgxpool.Pool, error) {
-	url := cfg.StoreURLs()[0]
-	if url == "" {
-		return nil, fmt.Errorf("no PostgreSQL: set database_url in the config file or HARVEST_DATABASE_URL")
-	}
-	return connectDB(ctx, cfg, url, log)
-}
-
 // ConnectStores connects to every store of the configuration, in their
 // order (database_url's alone, with none), retrying each until it answers.
 func ConnectStores(ctx context.Context, cfg config.Config, log *slog.Logger) ([]*pgxpool.Pool, error) {

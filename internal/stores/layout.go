@@ -2,7 +2,6 @@ package stores
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/google/uuid"
 
@@ -39,16 +38,18 @@ func (l Layout) StoreOfShard(shard int) int { return shard / l.Shards }
 // Base is the first shard of store i.
 func (l Layout) Base(i int) int { return i * l.Shards }
 
-// idMark is what bytes 12 and 13 of the execution ids of stores other
-// than the first hold; bytes 14 and 15 hold the store's index.
-const idMark = 0x6876 // "hv"
+// An execution id of store 0 is a version 7 UUID, as a single-store
+// deployment mints it. One of another store is a version 8 UUID (RFC
+// 9562's custom version): a v7's time and random bits, whose last two
+// bytes are the store's index. The version tells them apart, so no id of
+// store 0, however old, is taken for another store's.
+const storeVersion = 8
 
-// StoreOf is the index of the store an execution id names: the one its
-// mark names, 0 for an id without one (store 0's, or one minted before
-// the deployment had several stores) or one that names no store.
+// StoreOf is the index of the store an execution id names: 0 for a
+// version 7 id (store 0's) or anything else that names no store.
 func (l Layout) StoreOf(executionID string) int {
 	id, err := uuid.Parse(executionID)
-	if err != nil || binary.BigEndian.Uint16(id[12:]) != idMark {
+	if err != nil || id.Version() != storeVersion {
 		return 0
 	}
 	if i := int(binary.BigEndian.Uint16(id[14:])); i < l.Set.Len() {
@@ -72,7 +73,7 @@ func (l Layout) MintExecutionID(shard int) string {
 	}
 	for {
 		id := uuid.Must(uuid.NewV7())
-		binary.BigEndian.PutUint16(id[12:], idMark)
+		id[6] = id[6]&0x0f | storeVersion<<4
 		binary.BigEndian.PutUint16(id[14:], uint16(store))
 		if s := id.String(); dedup.ExecutionShard(l.Shards, s) == local {
 			return s
@@ -138,12 +139,4 @@ func (l Layout) MintWorkflowID(shard int, workflowName string) string {
 			return id
 		}
 	}
-}
-
-// Validate checks the layout's shard count.
-func (l Layout) Validate() error {
-	if l.Set == nil || l.Shards < 1 {
-		return fmt.Errorf("stores layout: %d shards per store: want at least 1", l.Shards)
-	}
-	return nil
 }

@@ -96,9 +96,6 @@ func New(stores []Store) (*Set, error) {
 	return s, nil
 }
 
-// Stores returns the stores, in configuration order.
-func (s *Set) Stores() []Store { return append([]Store(nil), s.stores...) }
-
 // Lookup returns the store named name.
 func (s *Set) Lookup(name string) (Store, bool) {
 	i, ok := s.byName[name]

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
@@ -123,6 +124,10 @@ func TestExecutionIDsNameTheirStoreAndShard(t *testing.T) {
 		}
 	}
 	require.Zero(t, l.StoreOf("not an id"))
+	// A version 7 id is store 0's, whatever its last bytes hold.
+	v7 := uuid.Must(uuid.NewV7())
+	v7[14], v7[15] = 0, 1
+	require.Zero(t, l.StoreOf(v7.String()))
 	require.Zero(t, l.StoreOf(dedup.NewID()), "an id without the mark is store 0's")
 }
 

@@ -19,6 +19,6 @@
 // What differs from a deployment is written down in docs/testing.md: tasks
 // run one at a time on the goroutine that called the Env, first attempts
 // never run eagerly, activity contexts carry no deadline, Once's ledger is
-// kept in memory, and ingest's own checks beyond input schemas are not
-// made.
+// kept in memory, and of ingest's own checks only input schemas and what
+// Harvest can store are made.
 package harvesttest

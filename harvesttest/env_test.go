@@ -198,7 +198,7 @@ func TestLostWorkflowTaskResultBetweenTwoSteps(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, svc.Users.Effects())
 	require.Equal(t, 0, svc.Mail.Calls(), "the second step was decided, never recorded")
-	require.Equal(t, 0, countEvents(t, x, "ActivityScheduled")-1)
+	require.Equal(t, 1, countEvents(t, x, "ActivityScheduled"))
 
 	require.NoError(t, env.Advance(ctx, time.Minute))
 	var out examples.OnboardingResult
@@ -465,4 +465,25 @@ func TestCancelClosesTheExecutionAndItsKeyStillResolves(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, again.Deduplicated)
 	require.Equal(t, x.ID, again.ID)
+}
+
+// TestWhatHarvestCannotStoreIsRefused: a start or signal carrying U+0000,
+// which PostgreSQL refuses, is refused as ingest refuses it, and changes
+// nothing.
+func TestWhatHarvestCannotStoreIsRefused(t *testing.T) {
+	env := newEnv(t, examples.NewServices())
+	ctx := context.Background()
+	_, err := env.Start(ctx, examples.WorkflowOnboarding, json.RawMessage(`{"user_id": 1, "name": "a\u0000"}`))
+	var apiErr *client.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, client.CodePayloadUnstorable, apiErr.Code)
+	require.Equal(t, "input", apiErr.Field)
+	_, err = env.Start(ctx, examples.WorkflowOnboarding, examples.OnboardingInput{UserID: 1}, harvesttest.IdempotencyKey("k\x00"))
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "idempotency_key", apiErr.Field)
+	x, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1})
+	require.NoError(t, err)
+	_, err = x.Signal(ctx, "item", "a\x00")
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "payload", apiErr.Field)
 }

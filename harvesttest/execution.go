@@ -13,6 +13,7 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/inproc"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -85,6 +86,14 @@ func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, er
 		return wire.Outcome{}, &client.APIError{StatusCode: http.StatusNotFound, Code: client.CodeUnknownWorkflow,
 			Message: fmt.Sprintf("no worker serves workflow %q", s.WorkflowName)}
 	}
+	// What ingest refuses before anything: what Harvest cannot store.
+	for field, err := range map[string]error{"idempotency_key": checkIdentifier(s.IdempotencyKey), "workflow_id": checkIdentifier(s.WorkflowID),
+		"input": checkJSON(s.Input)} {
+		if err != nil {
+			return wire.Outcome{}, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodePayloadUnstorable, Field: field,
+				Message: fmt.Sprintf("%s %v", field, err)}
+		}
+	}
 	_, replay := e.mem.LiveClaim(s.WorkflowName, s.IdempotencyKey, e.now)
 	if sch := e.worker.Schemas[s.WorkflowName]; sch != nil && !replay {
 		// Ingest checks a fresh start's input; a keyed replay of a
@@ -139,6 +148,12 @@ func (x *Execution) Signal(ctx context.Context, name string, payload any, opts .
 	sg := &wire.SignalCommand{ExecutionID: x.ID, SignalName: name, Payload: raw}
 	for _, o := range opts {
 		o.apply(sg)
+	}
+	for field, err := range map[string]error{"idempotency_key": checkIdentifier(sg.IdempotencyKey), "payload": checkJSON(raw)} {
+		if err != nil {
+			return false, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodePayloadUnstorable, Field: field,
+				Message: fmt.Sprintf("%s %v", field, err)}
+		}
 	}
 	id := dedup.NewID()
 	if sg.IdempotencyKey != "" {
@@ -302,4 +317,20 @@ func sameJSON(a, b json.RawMessage) bool {
 func describeDecisions(ds []wire.Decision) string {
 	raw, _ := json.Marshal(ds)
 	return string(raw)
+}
+
+// checkIdentifier and checkJSON are ingest's checks of what Harvest can
+// store: an empty identifier or document passes.
+func checkIdentifier(s string) error {
+	if s == "" {
+		return nil
+	}
+	return storable.CheckIdentifier(s)
+}
+
+func checkJSON(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	return storable.CheckJSON(raw)
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// errWrongRevision is what Update answers when the key has moved on.
+var errWrongRevision = errors.New("wrong last revision")
+
 // ledger is harvest.Once's effect ledger kept in memory: the bucket
 // operations Once makes (Get, Create, Update, Put, Delete), with each
 // entry expiring the retention after it was last written, on the Env's
@@ -18,9 +21,6 @@ import (
 // tests would fail if it did). Delete does not check the revision it is
 // given: the kit runs one attempt at a time, so no other caller can hold
 // the key meanwhile.
-// errWrongRevision is what Update answers when the key has moved on.
-var errWrongRevision = errors.New("wrong last revision")
-
 type ledger struct {
 	jetstream.KeyValue
 	now func() time.Time

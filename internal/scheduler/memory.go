@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -114,7 +113,7 @@ func (m *Memory) Apply(ctx context.Context, now time.Time, cmd *wire.Command) (D
 		// ClaimStartKeys: a new key, or an expired claim, is taken for a
 		// fresh execution id; a live claim is left as it is.
 		ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
-		id := dedup.MintExecutionID(1, 0)
+		id := b.mintExecutionID()
 		b.tentative[ref] = id
 		if c, ok := m.claims[ref]; !ok || !c.ExpiresAt.After(b.now) {
 			m.claims[ref] = store.Claim{ExecutionID: id, Fingerprint: s.Fingerprint, CreatedAt: b.now, ExpiresAt: b.now.Add(m.env.window)}

@@ -151,18 +151,35 @@ func (c *trialCheck) deferredInvariants(ctx context.Context, outcomes []*deferre
 	for g := range groups {
 		names = append(names, g)
 	}
-	// Settled: nothing of the trial waits, every execution completed.
+	// Settled: nothing of the trial waits (every acknowledged command is
+	// applied and out of its group: one answered 202 accepted may still
+	// be in the stream, its shard not leased again yet), every execution
+	// completed.
+	var acked []string
+	for _, o := range outcomes {
+		for _, at := range o.attempts {
+			if at.answer.ok() && at.answer.commandID != "" {
+				acked = append(acked, at.answer.commandID)
+			}
+		}
+	}
 	deadline := time.Now().Add(chaosDeferredSettled)
 	var execs []digestExecution
 	for {
 		waiting, err := c.st.countAll(ctx, `SELECT count(*) FROM deferred_starts WHERE policy_key = ANY($1)`, names)
+		var applied int
+		if err == nil {
+			applied, err = c.st.countAll(ctx, `SELECT count(*) FROM command_outcomes WHERE command_id = ANY($1)
+				AND NOT coalesce((outcome->>'deferred')::bool, false)`, acked)
+		}
 		if err == nil {
 			execs, err = c.digestExecutions(ctx, names)
 		}
-		settled := err == nil && waiting == 0 && !slices.ContainsFunc(execs, func(e digestExecution) bool { return e.status == "Running" })
+		settled := err == nil && waiting == 0 && applied == len(acked) && !slices.ContainsFunc(execs, func(e digestExecution) bool { return e.status == "Running" })
 		if settled || time.Now().After(deadline) {
 			if !settled {
-				bad = append(bad, fmt.Sprintf("not settled within %s: %d deferred group(s) wait (err %v)", chaosDeferredSettled, waiting, err))
+				bad = append(bad, fmt.Sprintf("not settled within %s: %d deferred group(s) wait, %d of %d acknowledged commands applied (err %v)",
+					chaosDeferredSettled, waiting, applied, len(acked), err))
 			}
 			break
 		}

@@ -79,9 +79,30 @@ func decodeEntry(value []byte) (Entry, error) {
 	return e, nil
 }
 
+// lookupAttempt bounds one watch of Lookup. A watch learns how many
+// values it is to deliver as it is created; a value that ages out of the
+// bucket (its TTL) before it is delivered never comes, and the watch
+// would wait for it for good. Lookup then watches again, up to
+// lookupAttempts times.
+const (
+	lookupAttempt  = 2 * time.Second
+	lookupAttempts = 3
+)
+
 // Lookup reads the bucket itself: whether a live worker has registered
 // name of kind on taskQueue at now.
 func Lookup(ctx context.Context, kv jetstream.KeyValue, kind, name, taskQueue string, now time.Time) (bool, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, lookupAttempt)
+		live, err := lookupOnce(actx, kv, kind, name, taskQueue, now)
+		cancel()
+		if err == nil || attempt == lookupAttempts || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return live, err
+		}
+	}
+}
+
+func lookupOnce(ctx context.Context, kv jetstream.KeyValue, kind, name, taskQueue string, now time.Time) (bool, error) {
 	w, err := kv.Watch(ctx, served(kind, name, taskQueue)+".*", jetstream.IgnoreDeletes())
 	if err != nil {
 		return false, fmt.Errorf("look up %s %q in %s: %w", kind, name, kv.Bucket(), err)

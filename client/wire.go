@@ -409,31 +409,48 @@ type HealthResponse struct {
 }
 
 // ReadinessResponse answers GET /readyz, on ingest's address and on the
-// scheduler's and the worker's admin_addr: 200 with Status "ready", or
-// 503 with Status and Error "not_ready" and Message saying why.
+// scheduler's and the worker's admin_addr: 200 with Status "ready" (or,
+// on ingest, "degraded"), or 503 with Status and Error "not_ready" and
+// Message saying why.
 type ReadinessResponse struct {
+	// Status is ReadyStatusReady, ReadyStatusDegraded (ingest only: it
+	// serves, but something every ingest shares is wrong; Reasons say
+	// what) or ReadyStatusNotReady.
 	Status  string `json:"status"`
 	Error   string `json:"error,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Reasons are the process's reasons not to be ready, one each
-	// (Message joins them): on ingest "JetStream unreachable",
-	// "PostgreSQL unreachable" and the failing shards.
+	// Reasons are why the process is not ready or degraded, one each
+	// (Message joins them): on ingest "JetStream unreachable" (not
+	// ready), "PostgreSQL unreachable" and the failing shards
+	// (degraded).
 	Reasons []string `json:"reasons,omitempty"`
 	// JetStream is "ok" or why it is not (ingest only).
 	JetStream string `json:"jetstream,omitempty"`
-	// Database is "ok", "none" (no database configured: ingest reads none
-	// and is ready without it) or "unavailable" (it cannot be read, and
-	// ingest is not ready) (ingest only).
+	// Database is "ok", "none" (no database configured: ingest reads
+	// none) or "unavailable" (it cannot be read: ingest is degraded)
+	// (ingest only).
 	Database string `json:"database,omitempty"`
-	// FailingShards are the shards whose applies have kept failing.
+	// FailingShards are the shards that have not applied commands for
+	// 10 s or more (ingest only).
 	FailingShards []FailingShard `json:"failing_shards,omitempty"`
 }
 
-// FailingShard is a shard whose applies have been failing since
+// ReadinessResponse's Status values.
+const (
+	ReadyStatusReady    = "ready"
+	ReadyStatusDegraded = "degraded"
+	ReadyStatusNotReady = "not_ready"
+)
+
+// FailingShard is a shard that has not applied commands since
 // FailingSince.
 type FailingShard struct {
 	Shard        int       `json:"shard"`
 	FailingSince time.Time `json:"failing_since"`
+	// Cause is "failing" (the scheduler that holds the shard keeps
+	// failing to apply its commands) or "unowned" (no scheduler has held
+	// it since FailingSince).
+	Cause string `json:"cause,omitempty"`
 	// LastError is empty on ingest's /readyz, which quotes no internal
 	// error: the scheduler's log and admin /readyz have it.
 	LastError string `json:"last_error,omitempty"`

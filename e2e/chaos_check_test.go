@@ -52,10 +52,13 @@ type trialResult struct {
 	// Completed, which the load's own length bounds from below.
 	Convergence time.Duration `json:"convergence_ns"`
 	Settled     time.Duration `json:"settled_ns"`
-	LoadTook    time.Duration `json:"load_took_ns"`
-	Faults      []faultRecord `json:"faults"`
-	Crashes     []string      `json:"crashes,omitempty"`
-	Violations  []string      `json:"violations,omitempty"`
+	// ReadyAfter is how long after every command was applied every
+	// process's /readyz said ready (see readiness).
+	ReadyAfter time.Duration `json:"ready_after_ns"`
+	LoadTook   time.Duration `json:"load_took_ns"`
+	Faults     []faultRecord `json:"faults"`
+	Crashes    []string      `json:"crashes,omitempty"`
+	Violations []string      `json:"violations,omitempty"`
 	// Slowest is the history of the execution that took longest, when it
 	// took longer than -chaos.explain.
 	Slowest     string `json:"slowest,omitempty"`
@@ -80,6 +83,9 @@ func (r *trialResult) line() string {
 			r.Convergence.Round(time.Millisecond), r.Settled.Round(time.Millisecond))
 	} else {
 		s += "did not converge"
+	}
+	if r.Converged && !r.failed() {
+		s += fmt.Sprintf("; every /readyz ready %s later", r.ReadyAfter.Round(time.Millisecond))
 	}
 	if r.DeferredAcked > 0 {
 		s += fmt.Sprintf("; %d deferred starts acknowledged", r.DeferredAcked)

@@ -169,7 +169,10 @@ type chaosProc struct {
 	bin       string
 	args, env []string
 	readyLine string
-	log       *runLogs
+	// readyURL is the member's /readyz, on its API or admin address
+	// (none for NATS).
+	readyURL string
+	log      *runLogs
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -299,6 +302,14 @@ func (p *chaosProc) waitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%s not ready (no %q in its log): %w", p.id, p.readyLine, ctx.Err())
 	}
+}
+
+// running says whether the member's current run has started and not
+// exited.
+func (p *chaosProc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !closedChan(p.exited)
 }
 
 func (p *chaosProc) crashes() []crash {

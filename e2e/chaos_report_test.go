@@ -55,6 +55,9 @@ type kindSummary struct {
 	PoisonSetAside int           `json:"poison_set_aside"`
 	ConvergenceP50 time.Duration `json:"convergence_p50_ns"`
 	ConvergenceMax time.Duration `json:"convergence_max_ns"`
+	// ReadyMax is the longest any trial's processes took to all say
+	// ready after its commands were applied.
+	ReadyMax time.Duration `json:"ready_max_ns"`
 }
 
 func (s *chaosSummary) byKind() []kindSummary {
@@ -92,6 +95,7 @@ func (s *chaosSummary) byKind() []kindSummary {
 			}
 			if r.Converged {
 				conv = append(conv, r.Convergence)
+				row.ReadyMax = max(row.ReadyMax, r.ReadyAfter)
 			}
 		}
 		row.Converged = len(conv)
@@ -124,12 +128,12 @@ func (s *chaosSummary) markdown() string {
 	}
 	fmt.Fprintf(&b, "%s; seed %d; per trial %d keyed charge starts (about a third sent twice at once, a third again later, through both ingests) over %s, 1 to %d fault(s), downtime up to %s, SIGTERM grace %s, bound %s; task ack wait %s, lease TTL %s; %s in all.\n\n",
 		nats, s.seed, c.keys, c.load, c.faults, c.downtime, c.grace, c.bound, s.ackWait, s.leaseTTL, s.elapsed.Round(time.Second))
-	b.WriteString("| fault | trials | failed | acknowledged starts | lost | duplicated executions | duplicated effects | stuck | other violations | unacknowledged | exits no fault caused | SIGTERM escalated | poison refused / set aside | convergence p50 | convergence max |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | trials | failed | acknowledged starts | lost | duplicated executions | duplicated effects | stuck | other violations | unacknowledged | exits no fault caused | SIGTERM escalated | poison refused / set aside | convergence p50 | convergence max | all ready after (max) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.byKind() {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d / %d | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d / %d | %s | %s | %s |\n",
 			r.Kind, r.Trials, r.Failed, r.Acked, r.Lost, r.DupExecutions, r.DupEffects, r.Stuck, r.Other, r.Unacked, r.Crashes, r.Escalated,
-			r.PoisonRefused, r.PoisonSetAside, seconds(r.ConvergenceP50, r.Converged), seconds(r.ConvergenceMax, r.Converged))
+			r.PoisonRefused, r.PoisonSetAside, seconds(r.ConvergenceP50, r.Converged), seconds(r.ConvergenceMax, r.Converged), seconds(r.ReadyMax, r.Converged))
 	}
 	s.mu.Lock()
 	var failed []string

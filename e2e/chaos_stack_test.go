@@ -128,16 +128,18 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 		return nil, fmt.Errorf("log dir: %w", err)
 	}
 	nodes := max(cfg.natsNodes, 1)
-	// PostgreSQL, two ingests, and a client and a route port per NATS node.
-	ports, err := freePorts(3 + 2*nodes)
+	// PostgreSQL, two ingests, and a client and a route port per NATS node,
+	// then the admin addresses of the two schedulers and two workers.
+	ports, err := freePorts(3 + 2*nodes + 4)
 	if err != nil {
 		return nil, err
 	}
+	adminPorts := ports[3+2*nodes:]
 	s.pg = &pgMember{dataDir: filepath.Join(dir, "pg"), port: ports[0], log: &runLogs{dir: logDir, name: "postgres"}}
 	if err := s.pg.start(ctx); err != nil {
 		return nil, err
 	}
-	natsPorts, routePorts := ports[3:3+nodes], ports[3+nodes:]
+	natsPorts, routePorts := ports[3:3+nodes], ports[3+nodes:3+2*nodes]
 	var urls, routes []string
 	for i := range nodes {
 		urls = append(urls, "nats://127.0.0.1:"+strconv.Itoa(natsPorts[i]))
@@ -227,9 +229,17 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	for i := range 2 {
 		addr := "127.0.0.1:" + strconv.Itoa(ports[1+i])
 		s.baseURLs = append(s.baseURLs, "http://"+addr)
-		s.ingests = append(s.ingests, service("ingest", i, "ingest ready", "HARVEST_HTTP_ADDR="+addr))
-		s.scheds = append(s.scheds, service("scheduler", i, "scheduler ready"))
-		s.workers = append(s.workers, service("worker", i, "worker ready"))
+		in := service("ingest", i, "ingest ready", "HARVEST_HTTP_ADDR="+addr)
+		in.readyURL = "http://" + addr + "/readyz"
+		s.ingests = append(s.ingests, in)
+		schedAdmin := "127.0.0.1:" + strconv.Itoa(adminPorts[i])
+		sched := service("scheduler", i, "scheduler ready", "HARVEST_ADMIN_ADDR="+schedAdmin)
+		sched.readyURL = "http://" + schedAdmin + "/readyz"
+		s.scheds = append(s.scheds, sched)
+		workerAdmin := "127.0.0.1:" + strconv.Itoa(adminPorts[2+i])
+		w := service("worker", i, "worker ready", "HARVEST_ADMIN_ADDR="+workerAdmin)
+		w.readyURL = "http://" + workerAdmin + "/readyz"
+		s.workers = append(s.workers, w)
 	}
 	// The schedulers first: they migrate the schema.
 	for _, m := range append(append(append([]*chaosProc(nil), s.scheds...), s.ingests...), s.workers...) {

@@ -32,6 +32,8 @@ import (
 //   - one charge per execution at the provider, the one its result names;
 //   - ingest's answers and reads agree with PostgreSQL, and a late retry
 //     of each key answers its execution;
+//   - once every command is applied, every process's /readyz says ready
+//     within -chaos.bound (ingest's with no failing shard);
 //   - afterwards the stack serves again (both schedulers hold shards, a
 //     start through each ingest completes).
 //
@@ -393,6 +395,9 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.invariants(ctx)
 	check.poisonInvariants(ctx, <-poisonDone)
 	check.deferredInvariants(ctx, <-deferredDone)
+	if !res.failed() {
+		check.readiness(ctx)
+	}
 	r.healthy = false
 	if !res.failed() {
 		hctx, hcancel := context.WithTimeout(ctx, time.Minute)

@@ -142,11 +142,11 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	reasons := s.cfg.Ready(ctx)
 	if len(reasons) == 0 {
-		writeJSON(w, http.StatusOK, client.ReadinessResponse{Status: "ready"})
+		writeJSON(w, http.StatusOK, client.ReadinessResponse{Status: client.ReadyStatusReady})
 		return
 	}
 	writeJSON(w, http.StatusServiceUnavailable, client.ReadinessResponse{
-		Status: "not_ready", Error: client.CodeNotReady, Message: strings.Join(reasons, "; "), Reasons: reasons,
+		Status: client.ReadyStatusNotReady, Error: client.CodeNotReady, Message: strings.Join(reasons, "; "), Reasons: reasons,
 	})
 }
 

@@ -99,8 +99,8 @@ func TestDeadCommandsAreAnsweredAndListed(t *testing.T) {
 // TestReadyzReportsAShardThatKeepsFailing: a shard whose applies fail for
 // a reason that is not the command's (here a table gone missing, as a
 // deploy gone wrong would leave it) is retried, never dead-lettered, and
-// reported by /readyz until it applies again, its error recorded by the
-// scheduler.
+// reported by /readyz (200 degraded: ingest still serves) and the
+// metrics until it applies again, its error recorded by the scheduler.
 func TestReadyzReportsAShardThatKeepsFailing(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, devstack.Config{Ingest: ingest.Config{ShardFailingAfter: 200 * time.Millisecond}})
@@ -110,22 +110,30 @@ func TestReadyzReportsAShardThatKeepsFailing(t *testing.T) {
 	cmd := wire.Command{CommandID: dedup.StartCommandID("charge", "while-broken"), Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: "charge", WorkflowID: "order-while-broken", IdempotencyKey: "while-broken", TaskQueue: wire.DefaultTaskQueue,
 		Input: json.RawMessage(`{"amount_cents": 100, "customer_id": "cus_1"}`)}}
-	_, err = s.Topology.PublishCommand(ctx, dedup.StartShard(s.Topology.Shards(), "charge", cmd.Start.WorkflowID, "while-broken"), &cmd)
+	shard := dedup.StartShard(s.Topology.Shards(), "charge", cmd.Start.WorkflowID, "while-broken")
+	_, err = s.Topology.PublishCommand(ctx, shard, &cmd)
 	require.NoError(t, err)
 
 	var ready answer
 	eventually(t, 30*time.Second, "readyz to report the failing shard", func() bool {
 		ready = call(t, "GET", s.URL()+"/readyz", nil, "")
-		return ready.status == 503
+		return ready.body["failing_shards"] != nil
 	})
-	require.Equal(t, "not_ready", ready.body["error"])
+	require.Equal(t, 200, ready.status, "ingest serves: %v", ready.body)
+	require.Equal(t, "degraded", ready.body["status"])
+	require.Nil(t, ready.body["error"])
 	failing := ready.body["failing_shards"].([]any)
 	require.Len(t, failing, 1)
+	require.Equal(t, float64(shard), failing[0].(map[string]any)["shard"])
+	require.Equal(t, "failing", failing[0].(map[string]any)["cause"])
 	require.NotContains(t, failing[0], "last_error", "ingest's public answer quotes no PostgreSQL error")
 	var lastError string
 	require.NoError(t, s.DB.QueryRow(ctx, `SELECT last_error FROM shard_offsets WHERE failing_since IS NOT NULL`).Scan(&lastError))
 	require.Contains(t, lastError, "history_events", "the scheduler records it")
-	require.Contains(t, metricsText(t, s), "harvest_scheduler_shards_failing 1")
+	metrics := metricsText(t, s)
+	require.Contains(t, metrics, "harvest_scheduler_failing_shards 1")
+	require.Contains(t, metrics, `harvest_ingest_failing_shards{cause="failing"} 1`)
+	require.Contains(t, metrics, `harvest_ingest_failing_shards{cause="unowned"} 0`)
 
 	_, err = s.DB.Exec(ctx, `ALTER TABLE history_events_away RENAME TO history_events`)
 	require.NoError(t, err)
@@ -133,8 +141,12 @@ func TestReadyzReportsAShardThatKeepsFailing(t *testing.T) {
 		return dbCount(t, s, `SELECT count(*) FROM executions WHERE idempotency_key = 'while-broken' AND status = 'Completed'`) == 1
 	})
 	eventually(t, 30*time.Second, "readyz to be ready again", func() bool {
-		return call(t, "GET", s.URL()+"/readyz", nil, "").status == 200
+		r := call(t, "GET", s.URL()+"/readyz", nil, "")
+		return r.status == 200 && r.body["status"] == "ready"
 	})
+	metrics = metricsText(t, s)
+	require.Contains(t, metrics, "harvest_scheduler_failing_shards 0")
+	require.Contains(t, metrics, `harvest_ingest_failing_shards{cause="failing"} 0`)
 	require.Zero(t, dbCount(t, s, `SELECT count(*) FROM dead_commands`), "a failure that is not the command's dead-letters nothing")
 }
 

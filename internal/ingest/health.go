@@ -8,44 +8,45 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/store"
 )
+
+// readyTimeout bounds what /readyz asks of JetStream and PostgreSQL.
+const readyTimeout = 2 * time.Second
 
 // handleHealth answers 200 while the process serves.
 func handleHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, client.HealthResponse{Status: "ok"})
 }
 
-// handleReady answers 200 when ingest can accept commands, answer from
-// PostgreSQL and every shard applies commands: 503 when JetStream is
-// unreachable, when PostgreSQL cannot be read (with a database
-// configured: the read routes, keyed replays and late outcomes need it),
-// or when a shard's applies have kept failing for longer than
-// ShardFailingAfter. The reasons name what fails; NATS's and PostgreSQL's
-// own errors go to the log.
+// handleReady answers whether this process can serve: 503 not_ready when
+// it cannot accept commands (JetStream unreachable from it), else 200,
+// with status "ready", or "degraded" when something every ingest shares
+// is wrong: PostgreSQL cannot be read (the read routes, keyed replays and
+// late outcomes answer 503 one by one; commands are still accepted), or
+// shards cannot apply commands (their commands wait in the stream).
+// Taking ingest out of service for those would turn a partial outage
+// into a total one, since every replica shares them. The reasons name
+// what fails; NATS's and PostgreSQL's own errors go to the log.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	body := client.ReadinessResponse{Status: "ready", JetStream: "ok", Database: "none"}
+	body := client.ReadinessResponse{Status: client.ReadyStatusReady, JetStream: "ok", Database: "none"}
+	var degraded []string
 	if _, err := s.cfg.Topology.JS.AccountInfo(ctx); err != nil {
 		s.log.Warn("readiness: JetStream unreachable", "err", err)
 		body.JetStream = "unreachable"
 		body.Reasons = append(body.Reasons, "JetStream unreachable")
 	}
 	if s.hasDB() {
-		per, err := eachStore(ctx, s, func(ctx context.Context, _ int, db *pgxpool.Pool) ([]store.ShardFailure, error) {
-			return store.FailingShards(ctx, db, s.cfg.ShardFailingAfter)
-		})
-		var failing []store.ShardFailure
-		for _, f := range per {
-			failing = append(failing, f...)
-		}
+		failing, err := s.failingShards(ctx)
 		if err != nil {
 			s.log.Warn("readiness: PostgreSQL unreachable", "err", err)
 			body.Database = "unavailable"
-			body.Reasons = append(body.Reasons, "PostgreSQL unreachable")
+			degraded = append(degraded, "PostgreSQL unreachable")
 		} else {
 			body.Database = "ok"
 		}
@@ -53,18 +54,80 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		// in the scheduler's log, its admin /readyz and
 		// shard_offsets.last_error, not in this public answer.
 		for _, f := range failing {
-			body.FailingShards = append(body.FailingShards, client.FailingShard{Shard: f.Shard, FailingSince: f.FailingSince})
+			body.FailingShards = append(body.FailingShards, client.FailingShard{Shard: f.Shard, FailingSince: f.FailingSince, Cause: f.Cause})
 		}
 		if len(failing) > 0 {
 			f := failing[0]
-			body.Reasons = append(body.Reasons, fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s (the scheduler's log says why)",
-				len(failing), f.Shard, f.FailingSince.Format(time.RFC3339)))
+			why := "the scheduler's log says why"
+			if f.Cause == store.UnownedCause {
+				why = "no scheduler holds it"
+			}
+			degraded = append(degraded, fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s (%s)",
+				len(failing), f.Shard, f.FailingSince.UTC().Format(time.RFC3339), why))
 		}
 	}
 	status := http.StatusOK
-	if len(body.Reasons) > 0 {
+	switch {
+	case len(body.Reasons) > 0:
 		status = http.StatusServiceUnavailable
-		body.Status, body.Error, body.Message = "not_ready", client.CodeNotReady, strings.Join(body.Reasons, "; ")
+		body.Reasons = append(body.Reasons, degraded...)
+		body.Status, body.Error, body.Message = client.ReadyStatusNotReady, client.CodeNotReady, strings.Join(body.Reasons, "; ")
+	case len(degraded) > 0:
+		body.Reasons = degraded
+		body.Status, body.Message = client.ReadyStatusDegraded, strings.Join(degraded, "; ")
 	}
 	writeJSON(w, status, body)
+}
+
+// failingShards reads the shards that have not applied for longer than
+// ShardFailingAfter, in every store.
+func (s *Server) failingShards(ctx context.Context) ([]store.ShardFailure, error) {
+	per, err := eachStore(ctx, s, func(ctx context.Context, _ int, db *pgxpool.Pool) ([]store.ShardFailure, error) {
+		return store.FailingShards(ctx, db, s.cfg.ShardFailingAfter)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []store.ShardFailure
+	for _, f := range per {
+		out = append(out, f...)
+	}
+	return out, nil
+}
+
+// failingCollector reports harvest_ingest_failing_shards, what /readyz
+// lists in failing_shards, read when Prometheus scrapes. A read that
+// fails reports nothing (the series are absent rather than stale), and
+// an ingest with no database none.
+type failingCollector struct {
+	s    *Server
+	desc *prometheus.Desc
+}
+
+func newFailingCollector(s *Server) *failingCollector {
+	return &failingCollector{s: s, desc: prometheus.NewDesc("harvest_ingest_failing_shards",
+		"Shards that have not applied commands for 10 s or more, as PostgreSQL says (read at scrape time), by cause: failing (the scheduler holding the shard keeps failing to apply) or unowned (no scheduler holds it). The same as /readyz's failing_shards; every ingest reports the same.",
+		[]string{"cause"}, nil)}
+}
+
+func (c *failingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *failingCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.s.hasDB() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	failing, err := c.s.failingShards(ctx)
+	if err != nil {
+		c.s.log.Debug("metrics: cannot read the failing shards", "err", err)
+		return
+	}
+	counts := map[string]int{store.FailingCause: 0, store.UnownedCause: 0}
+	for _, f := range failing {
+		counts[f.Cause]++
+	}
+	for cause, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), cause)
+	}
 }

@@ -24,83 +24,6 @@ import (
 	"github.com/harvest-engine/harvest/internal/streams"
 )
 
-// cutProxy forwards TCP connections from its address to target until it
-// is cut: then its listener and every connection close, and connecting
-// is refused until it is restored, on the same address.
-type cutProxy struct {
-	t      *testing.T
-	addr   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	p := &cutProxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(func() {
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *cutProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Go(func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", p.target)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[in], p.conns[out] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			pipe := func(dst, src net.Conn) {
-				_, _ = io.Copy(dst, src)
-				_ = dst.Close()
-				_ = src.Close()
-			}
-			p.wg.Go(func() { pipe(out, in) })
-			p.wg.Go(func() { pipe(in, out) })
-		}
-	})
-}
-
-// cut closes the listener and every connection.
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		_ = p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	clear(p.conns)
-}
-
-// restore listens on the proxy's address again.
-func (p *cutProxy) restore() {
-	ln, err := net.Listen("tcp", p.addr)
-	require.NoError(p.t, err)
-	p.serve(ln)
-}
-
 // syncBuffer is a log destination safe for concurrent writes.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -119,12 +42,13 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestReadyzAnswers503WhilePostgreSQLCannotBeRead: ingest reads
-// PostgreSQL (its reads, keyed replays, late outcomes), so /readyz
-// answers 503 not_ready while it cannot, naming PostgreSQL without
-// quoting its error (which is logged), and 200 again once it can; the
-// JetStream side stays ok. An ingest with no database is ready.
-func TestReadyzAnswers503WhilePostgreSQLCannotBeRead(t *testing.T) {
+// TestReadyzIsDegradedWhilePostgreSQLCannotBeRead: ingest accepts
+// commands without PostgreSQL, and every ingest shares it, so /readyz
+// answers 200 degraded while it cannot be read, naming PostgreSQL
+// without quoting its error (which is logged), and ready again once it
+// can; the JetStream side stays ok. An ingest with no database is ready.
+// One that cannot reach JetStream cannot accept commands: not ready.
+func TestReadyzIsDegradedWhilePostgreSQLCannotBeRead(t *testing.T) {
 	t.Parallel()
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
@@ -132,10 +56,9 @@ func TestReadyzAnswers503WhilePostgreSQLCannotBeRead(t *testing.T) {
 	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 
-	u, err := url.Parse(pgtest.NewDatabase(t))
+	proxy := pgtest.NewProxy(t, pgtest.NewDatabase(t))
+	u, err := url.Parse(proxy.URL())
 	require.NoError(t, err)
-	proxy := newCutProxy(t, u.Host)
-	u.Host = proxy.addr
 	q := u.Query()
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
@@ -167,12 +90,12 @@ func TestReadyzAnswers503WhilePostgreSQLCannotBeRead(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, raw)
 	require.Equal(t, client.ReadinessResponse{Status: "ready", JetStream: "ok", Database: "ok"}, a)
 
-	proxy.cut()
+	proxy.Cut()
 	status, a, raw = ready()
-	require.Equal(t, http.StatusServiceUnavailable, status, raw)
-	require.Equal(t, client.ReadinessResponse{Status: "not_ready", Error: client.CodeNotReady, Message: "PostgreSQL unreachable",
+	require.Equal(t, http.StatusOK, status, raw)
+	require.Equal(t, client.ReadinessResponse{Status: "degraded", Message: "PostgreSQL unreachable",
 		Reasons: []string{"PostgreSQL unreachable"}, JetStream: "ok", Database: "unavailable"}, a)
-	_, port, _ := net.SplitHostPort(proxy.addr)
+	_, port, _ := net.SplitHostPort(u.Host)
 	for _, leak := range []string{port, "dial", "connect", "refused", "EOF", "pgx", "SQLSTATE"} {
 		require.NotContains(t, raw, leak, "the public answer quotes no PostgreSQL error")
 	}
@@ -184,10 +107,10 @@ func TestReadyzAnswers503WhilePostgreSQLCannotBeRead(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 
-	proxy.restore()
+	proxy.Restore()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if status, _, _ = ready(); status == http.StatusOK {
+		if status, a, _ = ready(); status == http.StatusOK && a.Status == "ready" {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "ingest did not become ready again within 30s")
@@ -201,4 +124,21 @@ func TestReadyzAnswers503WhilePostgreSQLCannotBeRead(t *testing.T) {
 	bare.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.True(t, strings.Contains(rec.Body.String(), `"database":"none"`), rec.Body.String())
+
+	// What ingest cannot serve without: JetStream, to accept commands.
+	// Then it is not ready, and says what else is wrong.
+	proxy.Cut()
+	nc2, js2 := natstest.Connect(t, ns)
+	top2, err := streams.Declare(ctx, js2, streams.Config{Shards: 2, MemoryStorage: true})
+	require.NoError(t, err)
+	cutOff, err := New(Config{Topology: top2, NC: nc2, DB: db})
+	require.NoError(t, err)
+	nc2.Close()
+	rec = httptest.NewRecorder()
+	cutOff.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	var off client.ReadinessResponse
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &off))
+	require.Equal(t, client.ReadinessResponse{Status: "not_ready", Error: client.CodeNotReady, Message: "JetStream unreachable; PostgreSQL unreachable",
+		Reasons: []string{"JetStream unreachable", "PostgreSQL unreachable"}, JetStream: "unreachable", Database: "unavailable"}, off)
 }

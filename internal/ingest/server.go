@@ -62,6 +62,9 @@ func New(cfg Config) (*Server, error) {
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile),
 		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg), started: time.Now().UTC()}
+	if err := cfg.Metrics.Register(newFailingCollector(s)); err != nil {
+		return nil, fmt.Errorf("ingest metrics: %w", err)
+	}
 	s.hooks, s.hookSchemas = map[string]webhook.Endpoint{}, map[string]*schema.Schema{}
 	for _, e := range cfg.Webhooks {
 		s.hooks[e.Name] = e

@@ -281,8 +281,8 @@ var Routes = []Route{
 		Method: "GET", Path: "/readyz", ID: "ready", Tag: "operations",
 		Summary: "The process can take requests",
 		Responses: map[int]Answer{
-			200: {"Ready.", client.ReadinessResponse{}},
-			503: {"Not ready, and why.", client.ReadinessResponse{}},
+			200: {"Ready (status ready), or serving with something every ingest shares wrong (status degraded: PostgreSQL unreadable, shards not applying; reasons say what).", client.ReadinessResponse{}},
+			503: {"Not ready (this process cannot accept commands), and why.", client.ReadinessResponse{}},
 		},
 	},
 	{

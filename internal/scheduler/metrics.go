@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,9 +21,13 @@ type metrics struct {
 	deadTimers   prometheus.Counter
 	failures     prometheus.Counter
 	gaps         prometheus.Counter
-	failing      prometheus.Gauge
-	owned        prometheus.GaugeFunc
-	info         prometheus.Gauge
+	// failing counts the shards of this scheduler that are failing; two
+	// gauges report it (failingShards, and its deprecated first name).
+	failing       atomic.Int64
+	failingShards prometheus.GaugeFunc
+	failingOld    prometheus.GaugeFunc
+	owned         prometheus.GaugeFunc
+	info          prometheus.Gauge
 
 	batchSize     prometheus.Histogram
 	applySeconds  prometheus.Histogram
@@ -89,10 +94,6 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 			Name: "harvest_scheduler_delivery_gaps_total",
 			Help: "Command deliveries lost in flight (a broken connection): the shard applied again from its oldest unacknowledged command.",
 		}),
-		failing: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "harvest_scheduler_shards_failing",
-			Help: "Shards of this scheduler whose last session failed and that have not applied since.",
-		}),
 		owned: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "harvest_scheduler_shards_owned",
 			Help: "Shards this scheduler holds the lease of and applies.",
@@ -144,7 +145,15 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 		commands:    map[string]prometheus.Counter{},
 		timersFired: map[string]prometheus.Counter{},
 	}
-	for _, c := range []prometheus.Collector{commands, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failing, m.owned, m.info,
+	m.failingShards = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "harvest_scheduler_failing_shards",
+		Help: "Shards of this scheduler whose last session failed and that have not applied since.",
+	}, func() float64 { return float64(m.failing.Load()) })
+	m.failingOld = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "harvest_scheduler_shards_failing",
+		Help: "Deprecated: harvest_scheduler_failing_shards, under its first name; it goes in a later release.",
+	}, func() float64 { return float64(m.failing.Load()) })
+	for _, c := range []prometheus.Collector{commands, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failingShards, m.failingOld, m.owned, m.info,
 		m.batchSize, m.applySeconds, m.transactions, m.statements, m.leaseAcquired, m.leaseLost, fired, m.callbacks, m.deferred, m.released, shards} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

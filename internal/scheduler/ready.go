@@ -18,10 +18,11 @@ const failingAfter = 10 * time.Second
 // pingTimeout bounds Ready's PostgreSQL ping.
 const pingTimeout = time.Second
 
-// shardFailure is a failing shard's state: failing since when (the last
-// error is logged, and recorded on the shard's lease row).
+// shardFailure is a failing shard's state: failing since when, and the
+// last error (logged, and recorded on the shard's mark).
 type shardFailure struct {
 	since time.Time
+	msg   string // the last error, for the shard's mark
 }
 
 // Ready says why the scheduler cannot apply commands now, one reason

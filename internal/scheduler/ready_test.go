@@ -38,9 +38,9 @@ func TestReadyFollowsNATSAndTheShards(t *testing.T) {
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 	waitFor(t, 20*time.Second, "the scheduler to be ready", func() bool { return len(s.Ready(ctx)) == 0 })
 	require.Len(t, s.OwnedShards(), 2)
-	n, err := testutil.GatherAndCount(reg, "harvest_scheduler_shards_owned", "harvest_scheduler_shards_failing", "harvest_scheduler_commands_total")
+	n, err := testutil.GatherAndCount(reg, "harvest_scheduler_shards_owned", "harvest_scheduler_failing_shards", "harvest_scheduler_shards_failing", "harvest_scheduler_commands_total")
 	require.NoError(t, err)
-	require.Equal(t, 2+len(commandKinds), n, "the commands' series are by kind")
+	require.Equal(t, 3+len(commandKinds), n, "the commands' series are by kind")
 	require.Equal(t, 2.0, testutil.ToFloat64(s.metrics.owned))
 
 	ns.Shutdown()

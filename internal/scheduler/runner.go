@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -32,10 +34,11 @@ type runner struct {
 	tasks   map[string]taskSeq
 	taskStr jetstream.Stream
 	// failure is set while the shard's last session failed and it has
-	// not applied since (see failing); recorded says PostgreSQL may hold
-	// a failure mark for it.
-	failure  atomic.Pointer[shardFailure]
-	recorded bool
+	// not applied since (see failing). While it is, tendMark keeps the
+	// shard's failure mark in PostgreSQL fresh; markMu orders those
+	// writes with markHealthy's clear.
+	failure atomic.Pointer[shardFailure]
+	markMu  sync.Mutex
 	// consuming says the session's consumer is in place and pulled. Ready
 	// reads it and failure (ready.go).
 	consuming atomic.Bool
@@ -52,7 +55,7 @@ type runner struct {
 
 func (s *Scheduler) newRunner(parent context.Context, l store.Lease) *runner {
 	ctx, cancel := context.WithCancel(parent)
-	return &runner{s: s, lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{}), recorded: true, tasks: map[string]taskSeq{},
+	return &runner{s: s, lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{}), tasks: map[string]taskSeq{},
 		log: s.log.With("shard", l.Shard, "epoch", l.Epoch)}
 }
 
@@ -74,9 +77,14 @@ func (r *runner) env() applyEnv {
 
 func (r *runner) run() {
 	defer close(r.done)
+	var marks conc.WaitGroup
+	markCtx, stopMarks := context.WithCancel(r.ctx)
+	marks.Go(func() { r.tendMark(markCtx) })
 	defer func() {
+		stopMarks()
+		marks.Wait()
 		if r.failing() {
-			r.s.metrics.failing.Dec()
+			r.s.metrics.failing.Add(-1)
 		}
 	}()
 	r.log.Info("applying shard")
@@ -116,22 +124,62 @@ func (r *runner) run() {
 	}
 }
 
+// markRefresh is how often a failing shard's runner refreshes its mark
+// in PostgreSQL: well within store.MarkStaleAfter, whatever its sessions
+// do meanwhile (a session may take seconds to fail, and backs off up to
+// 5 s before the next).
+const markRefresh = 2 * time.Second
+
+// markWriteTimeout bounds a write of the shard's failure mark.
+const markWriteTimeout = 2 * time.Second
+
 // markFailing records that the shard's session failed: in the gauge, and
 // in PostgreSQL for the readiness checks of other processes (best effort:
-// PostgreSQL down is a common cause).
+// PostgreSQL down is a common cause; tendMark writes it again).
 func (r *runner) markFailing(err error) {
 	r.s.metrics.failures.Inc()
 	since := time.Now()
 	if f := r.failure.Load(); f != nil {
 		since = f.since
 	} else {
-		r.s.metrics.failing.Inc()
+		r.s.metrics.failing.Add(1)
 	}
-	r.failure.Store(&shardFailure{since: since})
-	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
+	r.failure.Store(&shardFailure{since: since, msg: err.Error()})
+	r.refreshMark(r.ctx)
+}
+
+// tendMark refreshes the shard's failure mark every markRefresh while the
+// shard is failing, until ctx ends. A mark its runner stops refreshing
+// (the runner died, lost its lease, or no longer fails but could not
+// clear it) stops counting after store.MarkStaleAfter.
+func (r *runner) tendMark(ctx context.Context) {
+	t := time.NewTicker(markRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.refreshMark(ctx)
+		}
+	}
+}
+
+// refreshMark writes the shard's failure mark if it is failing. A write
+// whose answer is lost may have been made: that is no harm, as the mark
+// is cleared by the next apply whoever wrote it, and stops counting when
+// no longer refreshed.
+func (r *runner) refreshMark(ctx context.Context) {
+	r.markMu.Lock()
+	defer r.markMu.Unlock()
+	f := r.failure.Load()
+	if f == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, markWriteTimeout)
 	defer cancel()
-	if rerr := store.RecordShardFailure(ctx, r.s.cfg.DB, r.lease.Shard, err.Error()); rerr == nil {
-		r.recorded = true
+	if err := store.RecordShardFailure(wctx, r.s.cfg.DB, r.s.cfg.Owner, r.lease, f.msg); err != nil && ctx.Err() == nil {
+		r.log.Debug("could not record the shard's failure", "err", err)
 	}
 }
 
@@ -139,14 +187,21 @@ func (r *runner) markFailing(err error) {
 // since.
 func (r *runner) failing() bool { return r.failure.Load() != nil }
 
-// markHealthy records that the shard applies again. A new runner starts
-// with recorded set, to clear a mark an earlier owner left.
+// markHealthy records that the shard applies again: the gauge, and its
+// mark in PostgreSQL, which an apply's transaction has cleared already
+// but a refresh in flight may have written again. A clear that fails
+// leaves a mark no longer refreshed, which stops counting on its own.
 func (r *runner) markHealthy(ctx context.Context) {
-	if r.failing() {
-		r.failure.Store(nil)
-		r.s.metrics.failing.Dec()
+	r.markMu.Lock()
+	defer r.markMu.Unlock()
+	if r.failure.Load() == nil {
+		return
 	}
-	if r.recorded && store.ClearShardFailure(ctx, r.s.cfg.DB, r.lease.Shard) == nil {
-		r.recorded = false
+	r.failure.Store(nil)
+	r.s.metrics.failing.Add(-1)
+	wctx, cancel := context.WithTimeout(ctx, markWriteTimeout)
+	defer cancel()
+	if err := store.ClearShardFailure(wctx, r.s.cfg.DB, r.s.cfg.Owner, r.lease); err != nil && ctx.Err() == nil {
+		r.log.Debug("could not clear the shard's failure mark", "err", err)
 	}
 }

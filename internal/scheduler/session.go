@@ -114,7 +114,7 @@ func (r *runner) session() error {
 	flush.Stop()
 	defer flush.Stop()
 	var healthy <-chan time.Time
-	if r.failing() || r.recorded {
+	if r.failing() {
 		t := time.NewTimer(healthyAfter)
 		defer t.Stop()
 		healthy = t.C
@@ -197,7 +197,7 @@ drain:
 	if err != nil {
 		return err
 	}
-	if r.failing() || r.recorded {
+	if r.failing() {
 		r.markHealthy(ctx)
 	}
 	if gap != nil {

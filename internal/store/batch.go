@@ -109,7 +109,9 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	if len(w.PublishedOutbox) > 0 {
 		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, w.PublishedOutbox)
 	}
-	b.Queue(`UPDATE shard_offsets SET applied_seq = $2 WHERE shard = $1`, w.Shard, w.AppliedSeq)
+	// An apply clears the shard's failure mark, whoever wrote it and
+	// whatever its runner believes it recorded: the shard applies.
+	b.Queue(`UPDATE shard_offsets SET applied_seq = $2, `+clearMarkSQL+` WHERE shard = $1`, w.Shard, w.AppliedSeq)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write batch of shard %d: %w", w.Shard, wrapPrecondition(err))
 	}

@@ -76,7 +76,7 @@ func Heartbeat(ctx context.Context, db *pgxpool.Pool, owner string, ttl time.Dur
 // others take its shards at once instead of after the lease expires.
 func Leave(ctx context.Context, db *pgxpool.Pool, owner string) error {
 	_, err := db.Exec(ctx, `
-		WITH l AS (UPDATE shard_leases SET owner = NULL, expires_at = '-infinity' WHERE owner = $1)
+		WITH l AS (UPDATE shard_leases SET owner = NULL, expires_at = now() WHERE owner = $1)
 		DELETE FROM schedulers WHERE owner = $1`, owner)
 	if err != nil {
 		return fmt.Errorf("scheduler leave %s: %w", owner, err)
@@ -125,7 +125,7 @@ func AcquireLeases(ctx context.Context, db *pgxpool.Pool, owner string, ttl time
 // ReleaseLease gives a shard up, if owner still holds it at epoch.
 func ReleaseLease(ctx context.Context, db *pgxpool.Pool, owner string, l Lease) error {
 	_, err := db.Exec(ctx, `
-		UPDATE shard_leases SET owner = NULL, expires_at = '-infinity'
+		UPDATE shard_leases SET owner = NULL, expires_at = now()
 		WHERE shard = $1 AND owner = $2 AND epoch = $3`, l.Shard, owner, l.Epoch)
 	if err != nil {
 		return fmt.Errorf("release shard %d: %w", l.Shard, err)
@@ -199,6 +199,13 @@ func BindShardStream(ctx context.Context, db *pgxpool.Pool, owner string, l Leas
 		if err != nil {
 			return err
 		}
+		// A failure mark of an earlier lease no longer counts
+		// (FailingShards); it goes, so that shard_offsets shows this
+		// lease's health alone.
+		if _, err := tx.Exec(ctx, `UPDATE shard_offsets SET `+clearMarkSQL+` WHERE shard = $1 AND failing_since IS NOT NULL
+			AND (failing_owner IS DISTINCT FROM $2 OR failing_epoch IS DISTINCT FROM $3)`, l.Shard, owner, l.Epoch); err != nil {
+			return fmt.Errorf("clear an earlier lease's failure mark of shard %d: %w", l.Shard, err)
+		}
 		created, lastSeq, err := stream(ctx)
 		if err != nil {
 			return err
@@ -229,38 +236,91 @@ func BindShardStream(ctx context.Context, db *pgxpool.Pool, owner string, l Leas
 	return b, err
 }
 
-// ShardFailure is a shard whose applies keep failing.
+// Shard failure marks. A shard's runner marks the shard failing while its
+// sessions fail (RecordShardFailure, refreshed every few seconds while
+// the failure lasts) and clears the mark when it applies again; every
+// apply batch also clears it in its own transaction (Write), whoever
+// wrote it. A mark counts (FailingShards) only while it names the shard's
+// current lease (owner and epoch) and has been refreshed within
+// MarkStaleAfter: one left by a runner that died, lost its lease, or
+// never heard its clear answered stops counting on its own.
+
+// MarkStaleAfter is how long a failure mark counts after its runner last
+// refreshed it. Runners refresh every few seconds (the scheduler's
+// markRefresh) whatever their session does, so a mark older than this
+// was left by a runner that no longer sees the failure.
+const MarkStaleAfter = 10 * time.Second
+
+// UnownedCause and FailingCause are ShardFailure.Cause's values.
+const (
+	// FailingCause: the lease holder's sessions keep failing.
+	FailingCause = "failing"
+	// UnownedCause: no scheduler has held the shard's lease since
+	// FailingSince.
+	UnownedCause = "unowned"
+)
+
+// ShardFailure is a shard whose commands are not applied: its applies
+// keep failing, or no scheduler holds it.
 type ShardFailure struct {
 	Shard        int
 	FailingSince time.Time
 	LastError    string
+	// Cause is FailingCause or UnownedCause.
+	Cause string
 }
 
-// RecordShardFailure marks shard as failing (since now, unless it was
-// already) with err's message.
-func RecordShardFailure(ctx context.Context, db DBTX, shard int, msg string) error {
-	_, err := db.Exec(ctx, `UPDATE shard_offsets SET failing_since = coalesce(failing_since, now()), last_error = $2 WHERE shard = $1`,
-		shard, Storable(msg))
+// RecordShardFailure marks shard as failing under owner's lease l with
+// msg as its last error, and refreshes the mark: failing since now,
+// unless the mark already names this lease and is not stale. It writes
+// nothing when owner no longer holds l.
+func RecordShardFailure(ctx context.Context, db DBTX, owner string, l Lease, msg string) error {
+	_, err := db.Exec(ctx, `
+		UPDATE shard_offsets o SET
+			failing_since = CASE WHEN o.failing_since IS NOT NULL AND o.failing_owner = $2 AND o.failing_epoch = $3
+				AND o.failing_refreshed_at > now() - $5::interval THEN o.failing_since ELSE now() END,
+			last_error = $4, failing_owner = $2, failing_epoch = $3, failing_refreshed_at = now()
+		FROM shard_leases l
+		WHERE o.shard = $1 AND l.shard = $1 AND l.owner = $2 AND l.epoch = $3`,
+		l.Shard, owner, l.Epoch, Storable(msg), MarkStaleAfter)
 	if err != nil {
-		return fmt.Errorf("record failure of shard %d: %w", shard, err)
+		return fmt.Errorf("record failure of shard %d: %w", l.Shard, err)
 	}
 	return nil
 }
 
-// ClearShardFailure marks shard as applying again.
-func ClearShardFailure(ctx context.Context, db DBTX, shard int) error {
-	_, err := db.Exec(ctx, `UPDATE shard_offsets SET failing_since = NULL, last_error = NULL WHERE shard = $1 AND failing_since IS NOT NULL`, shard)
+// ClearShardFailure marks shard as applying again, if owner still holds
+// its lease l.
+func ClearShardFailure(ctx context.Context, db DBTX, owner string, l Lease) error {
+	_, err := db.Exec(ctx, `
+		UPDATE shard_offsets o SET failing_since = NULL, last_error = NULL, failing_owner = NULL, failing_epoch = NULL, failing_refreshed_at = NULL
+		FROM shard_leases l
+		WHERE o.shard = $1 AND o.failing_since IS NOT NULL AND l.shard = $1 AND l.owner = $2 AND l.epoch = $3`, l.Shard, owner, l.Epoch)
 	if err != nil {
-		return fmt.Errorf("clear failure of shard %d: %w", shard, err)
+		return fmt.Errorf("clear failure of shard %d: %w", l.Shard, err)
 	}
 	return nil
 }
 
-// FailingShards returns the shards that have been failing for longer
-// than longer.
+// clearMarkSQL is the SET list that clears a shard's failure mark.
+const clearMarkSQL = `failing_since = NULL, last_error = NULL, failing_owner = NULL, failing_epoch = NULL, failing_refreshed_at = NULL`
+
+// FailingShards returns the shards whose commands have not been applied
+// for longer than longer: those whose current lease holder has marked
+// them failing since then and keeps refreshing the mark (a stale mark,
+// or one written under another lease, does not count), and those no
+// scheduler has held since then.
 func FailingShards(ctx context.Context, db DBTX, longer time.Duration) ([]ShardFailure, error) {
-	rows, err := db.Query(ctx, `SELECT shard, failing_since, coalesce(last_error, '') FROM shard_offsets
-		WHERE failing_since IS NOT NULL AND failing_since <= now() - $1::interval ORDER BY shard`, longer)
+	rows, err := db.Query(ctx, `
+		SELECT o.shard, o.failing_since, coalesce(o.last_error, ''), $3::text
+		FROM shard_offsets o JOIN shard_leases l USING (shard)
+		WHERE o.failing_since IS NOT NULL AND o.failing_since <= now() - $1::interval
+			AND l.expires_at > now() AND o.failing_owner = l.owner AND o.failing_epoch = l.epoch
+			AND o.failing_refreshed_at > now() - $2::interval
+		UNION ALL
+		SELECT shard, expires_at, '', $4::text FROM shard_leases
+		WHERE expires_at <= now() - $1::interval AND expires_at > '-infinity'
+		ORDER BY 1`, longer, MarkStaleAfter, FailingCause, UnownedCause)
 	if err != nil {
 		return nil, fmt.Errorf("read failing shards: %w", err)
 	}

@@ -148,10 +148,20 @@ func failureOf(err error) *wire.Failure {
 		f.NonRetryable = true
 		f.Type = errorType(nr.Err)
 	}
-	var ae *ApplicationError
-	if errors.As(err, &ae) {
-		f.Type = ae.Type
-		f.NonRetryable = f.NonRetryable || ae.NonRetryable
+	// The first typed error in the chain names the type: an
+	// *ApplicationError its own, an *ActivityError (a workflow returning
+	// a failed activity's error) harvest.ActivityError, not the type of
+	// the activity's error it wraps.
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if ae, ok := e.(*ApplicationError); ok {
+			f.Type = ae.Type
+			f.NonRetryable = f.NonRetryable || ae.NonRetryable
+			break
+		}
+		if ae, ok := e.(*ActivityError); ok {
+			f.Type = errorType(ae)
+			break
+		}
 	}
 	return f
 }

@@ -1,7 +1,6 @@
 package harvest
 
 import (
-	"encoding/json"
 	"strconv"
 	"testing"
 
@@ -9,23 +8,16 @@ import (
 )
 
 // replayHistory is the history of a workflow that has run steps
-// activities, one after another, each completed.
+// activities, one after another, each completed: as the scheduler writes
+// it, one workflow task per step.
 func replayHistory(b *testing.B, steps int) []wire.Event {
 	b.Helper()
-	enc := func(v any) json.RawMessage {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return raw
-	}
-	h := []wire.Event{{Seq: 1, Type: wire.EventWorkflowStarted, Attrs: enc(wire.WorkflowStartedAttrs{Input: json.RawMessage(`0`)})}}
+	s := newSim(b, stepsWorkflow(steps), 0)
 	for i := 1; i <= steps; i++ {
-		h = append(h,
-			wire.Event{Seq: len(h) + 1, Type: wire.EventActivityScheduled, Attrs: enc(wire.ActivityScheduledAttrs{ActivityID: i, ActivityName: "step"})},
-			wire.Event{Seq: len(h) + 2, Type: wire.EventActivityCompleted, Attrs: enc(wire.ActivityClosedAttrs{ActivityID: i, ActivityName: "step", Attempt: 1, Result: json.RawMessage(strconv.Itoa(i))})})
+		s.task()
+		s.complete(i, i)
 	}
-	return h
+	return s.hist
 }
 
 // steps runs n activities in a row, each fed the last one's result.

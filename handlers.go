@@ -24,8 +24,8 @@ func (w *Worker) workflowTask(name string) (workerrt.WorkflowFunc, bool) {
 	if fn == nil {
 		return nil, false
 	}
-	return func(task *wire.WorkflowTask) ([]wire.Decision, error) {
-		return runWorkflowTask(fn, task, opts)
+	return func(task *wire.WorkflowTask) (workerrt.WorkflowRun, error) {
+		return w.cache.run(fn, task, opts)
 	}, true
 }
 

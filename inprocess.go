@@ -1,9 +1,11 @@
 package harvest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 
 	"github.com/harvest-engine/harvest/internal/inproc"
@@ -29,11 +31,40 @@ func BindInProcess(b *inproc.Binding, logger *slog.Logger, register func(*Worker
 	}
 	w.started = true
 	b.Handlers = w.handlers()
+	b.Close = w.cache.close
+	b.Replace = w.replaceActivity
 	b.Schemas = w.schemas
 	b.Workflows = b.Workflows[:0]
 	for name := range w.workflows {
 		b.Workflows = append(b.Workflows, name)
 	}
 	slices.Sort(b.Workflows)
+	return nil
+}
+
+// replaceActivity makes fn the activity name (registered or not), for
+// the test kit's OnActivity. fn has an activity's form:
+// func(*ActivityContext, In) (Out, error).
+func (w *Worker) replaceActivity(name string, fn any) error {
+	v := reflect.ValueOf(fn)
+	t := v.Type()
+	if t.Kind() != reflect.Func || t.NumIn() != 2 || t.In(0) != reflect.TypeFor[*ActivityContext]() ||
+		t.NumOut() != 2 || !t.Out(1).Implements(reflect.TypeFor[error]()) {
+		return fmt.Errorf("activity %q: %T is not an activity: want func(*harvest.ActivityContext, In) (Out, error)", name, fn)
+	}
+	in := t.In(1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.activities[name] = func(ctx *ActivityContext, raw json.RawMessage) (any, error) {
+		arg := reflect.New(in)
+		if len(raw) > 0 && string(raw) != "null" {
+			if err := json.Unmarshal(raw, arg.Interface()); err != nil {
+				return nil, NonRetryable(fmt.Errorf("decode input: %w", err))
+			}
+		}
+		out := v.Call([]reflect.Value{reflect.ValueOf(ctx), arg.Elem()})
+		err, _ := out[1].Interface().(error)
+		return out[0].Interface(), err
+	}
 	return nil
 }

@@ -3,52 +3,59 @@ package harvest
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-type receivedSignal struct {
-	seq     int
-	payload json.RawMessage
-}
-
 // SignalChannel delivers the signals of one name to a workflow, in the
 // order they arrived; signals that arrive before the workflow waits are
 // buffered.
 type SignalChannel struct {
-	r    *replayer
+	x    *execution
 	name string
 }
 
 // GetSignalChannel returns the channel of the named signal.
 func GetSignalChannel(ctx *WorkflowContext, name string) *SignalChannel {
-	return &SignalChannel{r: ctx.r, name: name}
+	return &SignalChannel{x: ctx.x, name: name}
 }
 
-// readySeq is the history position of the next signal, or 0 if none waits.
-func (c *SignalChannel) readySeq() int {
-	i := c.r.consumed[c.name]
-	if q := c.r.signals[c.name]; i < len(q) {
-		return q[i].seq
+// readyTick orders the channel's next signal among a Selector's cases.
+func (c *SignalChannel) readyTick() (int, bool) {
+	q := c.x.signals[c.name]
+	if q == nil || q.consumed >= len(q.items) {
+		return 0, false
 	}
-	return 0
+	return q.items[q.consumed].tick, true
+}
+
+// HasPending says whether a signal is waiting to be received.
+func (c *SignalChannel) HasPending() bool {
+	_, ok := c.readyTick()
+	return ok
 }
 
 // Receive blocks until a signal arrives, then decodes its payload into out
 // (a pointer, or nil to discard it).
 func (c *SignalChannel) Receive(out any) error {
-	if c.readySeq() == 0 {
-		c.r.block()
-	}
+	c.x.d.block(c.HasPending)
 	return c.take(out)
 }
 
+// ReceiveAsync receives a waiting signal without blocking: ok is false
+// when none waits.
+func (c *SignalChannel) ReceiveAsync(out any) (ok bool, err error) {
+	if !c.HasPending() {
+		return false, nil
+	}
+	return true, c.take(out)
+}
+
 func (c *SignalChannel) take(out any) error {
-	i := c.r.consumed[c.name]
-	sig := c.r.signals[c.name][i]
-	c.r.consumed[c.name] = i + 1
+	q := c.x.signals[c.name]
+	sig := q.items[q.consumed]
+	q.consumed++
 	if out == nil || len(sig.payload) == 0 {
 		return nil
 	}
@@ -59,13 +66,20 @@ func (c *SignalChannel) take(out any) error {
 }
 
 // ReceiveWithTimeout waits up to d for a signal; ok is false if the time
-// ran out first.
+// ran out first. The timer it waits with is cancelled when the signal
+// comes first.
 func (c *SignalChannel) ReceiveWithTimeout(ctx *WorkflowContext, d time.Duration, out any) (ok bool, err error) {
+	if c.HasPending() {
+		return true, c.take(out)
+	}
 	timer := NewTimer(ctx, d)
 	NewSelector(ctx).
 		AddReceive(c, func(c *SignalChannel) { ok, err = true, c.Receive(out) }).
 		AddTimer(timer, func(*Timer) {}).
 		Select()
+	if ok {
+		timer.Cancel()
+	}
 	return ok, err
 }
 
@@ -85,6 +99,13 @@ func (s Signal[T]) Receive(ctx *WorkflowContext) (T, error) {
 	return v, err
 }
 
+// ReceiveAsync returns a waiting signal's payload without blocking; ok is
+// false when none waits.
+func (s Signal[T]) ReceiveAsync(ctx *WorkflowContext) (v T, ok bool, err error) {
+	ok, err = GetSignalChannel(ctx, s.Name).ReceiveAsync(&v)
+	return v, ok, err
+}
+
 // ReceiveWithTimeout waits up to d for the signal.
 func (s Signal[T]) ReceiveWithTimeout(ctx *WorkflowContext, d time.Duration) (v T, ok bool, err error) {
 	ok, err = GetSignalChannel(ctx, s.Name).ReceiveWithTimeout(ctx, d, &v)
@@ -96,29 +117,49 @@ func (s Signal[T]) Channel(ctx *WorkflowContext) *SignalChannel { return GetSign
 
 // Timer is a durable timer: it survives every process restart.
 type Timer struct {
-	r  *replayer
+	x  *execution
 	id int
 }
 
 // NewTimer starts a durable timer that fires after d.
 func NewTimer(ctx *WorkflowContext, d time.Duration) *Timer {
-	r := ctx.r
-	r.nextTimer++
-	t := &Timer{r: r, id: r.nextTimer}
-	if !r.timerStarted[t.id] {
-		r.decisions = append(r.decisions, wire.Decision{Type: wire.DecisionStartTimer, TimerID: t.id, DurationMS: max(d.Milliseconds(), 0)})
+	x := ctx.x
+	x.nextTimer++
+	t := &Timer{x: x, id: x.nextTimer}
+	if x.timers[t.id] == nil {
+		x.timers[t.id] = &timerState{}
 	}
+	x.decide(wire.Decision{Type: wire.DecisionStartTimer, TimerID: t.id, DurationMS: max(d.Milliseconds(), 0)})
 	return t
 }
 
-// IsReady reports whether the timer has fired.
-func (t *Timer) IsReady() bool { return t.r.timerFired[t.id] != 0 }
+func (t *Timer) state() *timerState { return t.x.timers[t.id] }
 
-// Wait blocks until the timer fires.
+// readyTick orders the timer among a Selector's cases.
+func (t *Timer) readyTick() (int, bool) {
+	st := t.state()
+	return st.tick, st.fired
+}
+
+// IsReady reports whether the timer has fired, as far as the workflow has
+// seen its history. A cancelled timer never fires.
+func (t *Timer) IsReady() bool { return t.state().fired }
+
+// Wait blocks until the timer fires; a cancelled timer never does, and
+// Wait returns at once.
 func (t *Timer) Wait() {
-	if !t.IsReady() {
-		t.r.block()
+	t.x.d.block(func() bool { st := t.state(); return st.fired || st.cancelled })
+}
+
+// Cancel cancels the timer: it never fires, and costs nothing more. A
+// timer that has fired, or was cancelled, is left as it is.
+func (t *Timer) Cancel() {
+	st := t.state()
+	if st.fired || st.cancelled {
+		return
 	}
+	st.cancelled = true
+	t.x.decide(wire.Decision{Type: wire.DecisionCancelTimer, TimerID: t.id})
 }
 
 // Sleep blocks the workflow for d, on a durable timer.
@@ -126,57 +167,81 @@ func Sleep(ctx *WorkflowContext, d time.Duration) {
 	NewTimer(ctx, d).Wait()
 }
 
-// Selector waits on several signal channels, timers and activity futures
-// at once. Select runs the callback of the case that became ready first in
-// the execution's history, so it picks the same case on every replay.
+// Selector waits on several signal channels, workflow channels, timers
+// and activity futures at once. Select runs the callback of the case that
+// became ready first, as the workflow saw its history, so it picks the
+// same case on every replay; with a default case it never blocks.
 type Selector struct {
-	r     *replayer
+	x     *execution
 	cases []selectCase
+	dflt  func()
 }
 
 type selectCase struct {
-	ready func() int // history seq at which the case became ready; 0 if not
+	ready func() (int, bool) // when the case became ready (a tick), if it is
 	run   func()
 }
 
 // NewSelector returns an empty selector.
-func NewSelector(ctx *WorkflowContext) *Selector { return &Selector{r: ctx.r} }
+func NewSelector(ctx *WorkflowContext) *Selector { return &Selector{x: ctx.x} }
 
 // AddReceive adds a case that is ready when c has a signal; fn must
 // receive it.
 func (s *Selector) AddReceive(c *SignalChannel, fn func(c *SignalChannel)) *Selector {
-	s.cases = append(s.cases, selectCase{ready: c.readySeq, run: func() { fn(c) }})
+	s.cases = append(s.cases, selectCase{ready: c.readyTick, run: func() { fn(c) }})
+	return s
+}
+
+// AddChannel adds a case that is ready when c, a channel made with
+// NewChannel, has a value to receive or is closed; fn must receive it.
+func (s *Selector) AddChannel(c ReceiveChannel, fn func()) *Selector {
+	s.cases = append(s.cases, selectCase{ready: c.readyTick, run: fn})
 	return s
 }
 
 // AddFuture adds a case that is ready when the activity has finished.
 func (s *Selector) AddFuture(f *Future, fn func(f *Future)) *Selector {
-	s.cases = append(s.cases, selectCase{ready: func() int {
-		if f.encodeErr != nil {
-			return 1
-		}
-		return f.r.closedSeq[f.id]
-	}, run: func() { fn(f) }})
+	s.cases = append(s.cases, selectCase{ready: f.readyTick, run: func() { fn(f) }})
 	return s
 }
 
 // AddTimer adds a case that is ready when the timer has fired.
 func (s *Selector) AddTimer(t *Timer, fn func(t *Timer)) *Selector {
-	s.cases = append(s.cases, selectCase{ready: func() int { return t.r.timerFired[t.id] }, run: func() { fn(t) }})
+	s.cases = append(s.cases, selectCase{ready: t.readyTick, run: func() { fn(t) }})
 	return s
 }
 
-// Select blocks until a case is ready, then runs the one that became
-// ready first.
-func (s *Selector) Select() {
-	best, bestSeq := -1, math.MaxInt
+// AddDefault adds the case that runs when no other case is ready, so
+// that Select does not block.
+func (s *Selector) AddDefault(fn func()) *Selector {
+	s.dflt = fn
+	return s
+}
+
+// ready returns the case that became ready first (the first added of
+// those that became ready together), or -1.
+func (s *Selector) ready() int {
+	best, bestTick := -1, 0
 	for i, c := range s.cases {
-		if seq := c.ready(); seq != 0 && seq < bestSeq {
-			best, bestSeq = i, seq
+		if tick, ok := c.ready(); ok && (best < 0 || tick < bestTick) {
+			best, bestTick = i, tick
 		}
 	}
-	if best < 0 {
-		s.r.block()
-	}
-	s.cases[best].run()
+	return best
 }
+
+// Select blocks until a case is ready, then runs the one that became
+// ready first; with a default case and none ready, it runs the default.
+func (s *Selector) Select() {
+	i := s.ready()
+	if i < 0 && s.dflt != nil {
+		s.dflt()
+		return
+	}
+	s.x.d.block(func() bool { i = s.ready(); return i >= 0 })
+	s.cases[i].run()
+}
+
+// HasPending says whether Select would run a case other than the
+// default without blocking.
+func (s *Selector) HasPending() bool { return s.ready() >= 0 }

@@ -70,6 +70,12 @@ type WorkerConfig struct {
 	// ShutdownGrace bounds how long Stop lets running tasks finish,
 	// default 30 s; a context given to Stop that ends sooner shortens it.
 	ShutdownGrace time.Duration
+	// WorkflowCacheSize is how many executions the worker keeps in
+	// memory between their workflow tasks, default 1000 (negative: none).
+	// A task of a cached execution runs on from where the last one
+	// stopped; any other replays the execution's history first. Each
+	// execution kept holds its workflow goroutines, parked.
+	WorkflowCacheSize int
 	// DisableEagerActivities turns eager dispatch off: every activity
 	// attempt then goes through the task stream. By default a worker that
 	// completes a workflow task scheduling only activities it has, none
@@ -106,6 +112,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	c.WorkflowTaskConcurrency = cmp.Or(c.WorkflowTaskConcurrency, DefaultWorkflowTaskConcurrency)
 	c.TaskAckWait = cmp.Or(c.TaskAckWait, DefaultTaskAckWait)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
+	c.WorkflowCacheSize = cmp.Or(c.WorkflowCacheSize, DefaultWorkflowCacheSize)
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
@@ -150,6 +157,8 @@ type Worker struct {
 	stop            func(ctx context.Context) error
 	// rt pulls and runs the tasks (internal/workerrt).
 	rt *workerrt.Runtime
+	// cache keeps executions' workflow code between their tasks.
+	cache *workflowCache
 }
 
 // NewWorker checks cfg and returns a Worker.
@@ -178,6 +187,7 @@ func newWorker(cfg WorkerConfig) *Worker {
 		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
 		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
 		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{},
+		cache: newWorkflowCache(cfg.WorkflowCacheSize, cfg.Logger),
 	}
 }
 
@@ -338,7 +348,10 @@ func (w *Worker) Stop(ctx context.Context) error {
 	if stop == nil {
 		return nil
 	}
-	return stop(ctx)
+	err := stop(ctx)
+	// Nothing runs any more: the executions kept in memory end.
+	w.cache.close()
+	return err
 }
 
 // tracingOf is the runtime's tracing with tp; nil (off) without one.

@@ -2,17 +2,12 @@ package harvest
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"runtime"
-	"runtime/debug"
+	"log/slog"
+	"time"
 
 	"github.com/harvest-engine/harvest/internal/wire"
 )
-
-// ErrNonDeterministic is returned (wrapped) when workflow code, replayed
-// over its history, makes calls that differ from those the history records.
-var ErrNonDeterministic = errors.New("workflow is not deterministic")
 
 // WorkflowInfo describes the execution a workflow function runs in.
 type WorkflowInfo struct {
@@ -20,61 +15,105 @@ type WorkflowInfo struct {
 	WorkflowName string
 	WorkflowID   string
 	TaskQueue    string
+	// StartTime is when the execution started (its WorkflowStarted).
+	StartTime time.Time
+	// Attempt is the execution's attempt, from 1. Harvest does not run
+	// an execution again as a whole, so it is 1.
+	Attempt int
+	// HistoryLength and HistorySize are the history the current
+	// workflow task saw: its events, and their size in bytes (their
+	// types and attributes), as the replay stands.
+	HistoryLength int
+	HistorySize   int
 }
 
-// WorkflowContext is what workflow code receives. It is only valid inside
-// the workflow function and must not be shared with other goroutines.
+// WorkflowContext is what workflow code receives. It is valid only inside
+// the workflow function and the goroutines it starts with Go, never in a
+// goroutine started with the go statement.
 type WorkflowContext struct {
-	info WorkflowInfo
-	r    *replayer
-	// activityOptions are the worker's registration options by activity.
-	activityOptions map[string]ActivityOptions
+	x *execution
 }
 
 // Info describes the running execution.
-func (c *WorkflowContext) Info() WorkflowInfo { return c.info }
+func (c *WorkflowContext) Info() WorkflowInfo {
+	info := c.x.info
+	info.HistoryLength, info.HistorySize = c.x.seenLen, c.x.seenSize
+	return info
+}
+
+// Logger is a logger for workflow code: its records carry the
+// execution's execution_id, workflow and workflow_id, and it writes
+// nothing while the workflow replays its history, so that each line is
+// written once, when the code first runs past it.
+func (c *WorkflowContext) Logger() *slog.Logger { return c.x.log }
+
+// IsReplaying says whether the workflow code is replaying its history
+// (running again past what an earlier workflow task ran) rather than
+// running for the first time.
+func IsReplaying(ctx *WorkflowContext) bool { return ctx.x.replaying }
+
+// Now is the workflow's time: the time of the workflow task the code runs
+// in, the same on every replay. Use it instead of time.Now.
+func Now(ctx *WorkflowContext) time.Time { return ctx.x.now }
 
 // ExecuteActivity schedules the named activity with input (encoded as JSON)
 // and returns a Future for its result. Options given here override, field
 // by field, those the activity was registered with. Scheduling is recorded
 // when the workflow task completes; on replay the call is matched with its
-// history.
+// history (name, input and options).
 func ExecuteActivity(ctx *WorkflowContext, name string, input any, opts ...ActivityOptions) *Future {
-	r := ctx.r
-	r.nextActivity++
-	id := r.nextActivity
-	f := &Future{r: r, id: id, name: name}
+	x := ctx.x
+	x.nextActivity++
+	id := x.nextActivity
+	f := &Future{x: x, id: id, name: name}
 	raw, err := json.Marshal(input)
 	if err != nil {
 		f.encodeErr = fmt.Errorf("encode input of activity %q: %w", name, err)
 		return f
 	}
-	if sched, ok := r.scheduled[id]; ok {
-		if sched.ActivityName != name {
-			r.fail(fmt.Errorf("%w: activity %d is %q in history, code asks for %q", ErrNonDeterministic, id, sched.ActivityName, name))
-		}
-		return f
+	if x.activities[id] == nil {
+		x.activities[id] = &activityState{name: name}
 	}
-	o := ctx.activityOptions[name]
+	o := x.opts[name]
 	for _, over := range opts {
 		o = o.merge(over)
 	}
-	r.decisions = append(r.decisions, wire.Decision{Type: wire.DecisionScheduleActivity, ActivityID: id, ActivityName: name, Input: raw, Options: o.wire()})
+	x.decide(wire.Decision{Type: wire.DecisionScheduleActivity, ActivityID: id, ActivityName: name, Input: raw, Options: o.wire()})
 	return f
 }
 
 // Future is the eventual result of an activity.
 type Future struct {
-	r         *replayer
+	x         *execution
 	id        int
 	name      string
 	encodeErr error
 }
 
-// IsReady reports whether Get would return without blocking.
+// result is the activity's result, if the history has shown it.
+func (f *Future) result() *wire.ActivityClosedAttrs {
+	if st := f.x.activities[f.id]; st != nil {
+		return st.result
+	}
+	return nil
+}
+
+// readyTick orders the future among a Selector's cases.
+func (f *Future) readyTick() (int, bool) {
+	if f.encodeErr != nil {
+		return 0, true
+	}
+	if st := f.x.activities[f.id]; st != nil && st.result != nil {
+		return st.tick, true
+	}
+	return 0, false
+}
+
+// IsReady reports whether Get would return without blocking: the
+// activity's result is in the history as far as the workflow has seen it.
 func (f *Future) IsReady() bool {
-	_, ok := f.r.closed[f.id]
-	return ok || f.encodeErr != nil
+	_, ok := f.readyTick()
+	return ok
 }
 
 // Get blocks until the activity has finished, then decodes its result into
@@ -84,10 +123,8 @@ func (f *Future) Get(out any) error {
 	if f.encodeErr != nil {
 		return f.encodeErr
 	}
-	res, ok := f.r.closed[f.id]
-	if !ok {
-		f.r.block()
-	}
+	f.x.d.block(f.IsReady)
+	res := f.result()
 	if res.Failure != nil {
 		return &ActivityError{Activity: f.name, Message: res.Failure.Message, Type: res.Failure.Type, Attempts: res.Attempt}
 	}
@@ -120,139 +157,3 @@ func (e *ActivityError) Unwrap() error {
 
 // workflowFunc is a registered workflow, with JSON in and out.
 type workflowFunc func(ctx *WorkflowContext, input json.RawMessage) (any, error)
-
-// replayer runs one workflow task: it indexes the history, runs the
-// workflow function until it returns or blocks on a future the history
-// cannot resolve, and collects the decisions taken past the history.
-type replayer struct {
-	scheduled    map[int]wire.ActivityScheduledAttrs
-	closed       map[int]wire.ActivityClosedAttrs
-	closedSeq    map[int]int
-	nextActivity int
-	decisions    []wire.Decision
-
-	// signals holds each channel's signals in arrival order; consumed
-	// counts those the workflow has received.
-	signals  map[string][]receivedSignal
-	consumed map[string]int
-	// timers started and fired, by timer id, with the fired event's seq.
-	timerStarted map[int]bool
-	timerFired   map[int]int
-	nextTimer    int
-
-	blocked chan struct{}
-	release chan struct{}
-	err     error
-}
-
-// blockSignal unwinds a workflow goroutine that can make no more progress.
-func (r *replayer) block() {
-	r.blocked <- struct{}{}
-	<-r.release
-	runtime.Goexit()
-}
-
-func (r *replayer) fail(err error) {
-	if r.err == nil {
-		r.err = err
-	}
-	r.block()
-}
-
-type workflowOutcome struct {
-	result any
-	err    error
-	panic  *wire.Failure
-}
-
-// runWorkflowTask replays fn over task's history and returns the decisions
-// of this task. An error means the task cannot complete (non-determinism,
-// a panic, a corrupt history) and should be retried later.
-func runWorkflowTask(fn workflowFunc, task *wire.WorkflowTask, activityOptions map[string]ActivityOptions) ([]wire.Decision, error) {
-	r := &replayer{
-		scheduled:    map[int]wire.ActivityScheduledAttrs{},
-		closed:       map[int]wire.ActivityClosedAttrs{},
-		closedSeq:    map[int]int{},
-		signals:      map[string][]receivedSignal{},
-		consumed:     map[string]int{},
-		timerStarted: map[int]bool{},
-		timerFired:   map[int]int{},
-		blocked:      make(chan struct{}),
-		release:      make(chan struct{}),
-	}
-	var input json.RawMessage
-	for _, ev := range task.History {
-		switch ev.Type {
-		case wire.EventWorkflowStarted:
-			var a wire.WorkflowStartedAttrs
-			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
-				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
-			}
-			input = a.Input
-		case wire.EventActivityScheduled:
-			var a wire.ActivityScheduledAttrs
-			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
-				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
-			}
-			r.scheduled[a.ActivityID] = a
-		case wire.EventActivityCompleted, wire.EventActivityFailed:
-			var a wire.ActivityClosedAttrs
-			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
-				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
-			}
-			r.closed[a.ActivityID] = a
-			r.closedSeq[a.ActivityID] = ev.Seq
-		case wire.EventSignalReceived:
-			var a wire.SignalReceivedAttrs
-			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
-				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
-			}
-			r.signals[a.SignalName] = append(r.signals[a.SignalName], receivedSignal{seq: ev.Seq, payload: a.Payload})
-		case wire.EventTimerStarted, wire.EventTimerFired:
-			var a wire.TimerAttrs
-			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
-				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
-			}
-			if ev.Type == wire.EventTimerStarted {
-				r.timerStarted[a.TimerID] = true
-			} else {
-				r.timerFired[a.TimerID] = ev.Seq
-			}
-		}
-	}
-	ctx := &WorkflowContext{r: r, activityOptions: activityOptions, info: WorkflowInfo{
-		ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, WorkflowID: task.WorkflowID, TaskQueue: task.TaskQueue,
-	}}
-	done := make(chan workflowOutcome, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- workflowOutcome{panic: &wire.Failure{Message: fmt.Sprint(p), Type: "panic", Stack: string(debug.Stack())}}
-			}
-		}()
-		res, err := fn(ctx, input)
-		done <- workflowOutcome{result: res, err: err}
-	}()
-	select {
-	case <-r.blocked:
-		close(r.release)
-		if r.err != nil {
-			return nil, r.err
-		}
-		return r.decisions, nil
-	case out := <-done:
-		if out.panic != nil {
-			return nil, fmt.Errorf("workflow %q panicked: %s", task.WorkflowName, out.panic.Message)
-		}
-		if out.err != nil {
-			return append(r.decisions, wire.Decision{Type: wire.DecisionFailWorkflow, Failure: failureOf(out.err)}), nil
-		}
-		raw, err := json.Marshal(out.result)
-		if err != nil {
-			return append(r.decisions, wire.Decision{Type: wire.DecisionFailWorkflow, Failure: &wire.Failure{
-				Message: fmt.Sprintf("encode workflow result: %v", err), Type: "encoding",
-			}}), nil
-		}
-		return append(r.decisions, wire.Decision{Type: wire.DecisionCompleteWorkflow, Result: raw}), nil
-	}
-}

@@ -35,6 +35,11 @@ type Execution struct {
 	// worker serves its workflow on its task queue: it makes no progress
 	// until one starts.
 	WaitingForWorker bool `json:"waiting_for_worker,omitempty"`
+	// WaitingForActivityWorkers names the activities the execution has
+	// scheduled and waits for that no live worker registers on its task
+	// queue: they make no progress until one starts (a misspelt name, a
+	// worker not deployed). Sent by describe only.
+	WaitingForActivityWorkers []string `json:"waiting_for_activity_workers,omitempty"`
 	// IdempotencyClaim is the claim of the start's idempotency key, while
 	// PostgreSQL keeps it (until the sweep after it expires): its window
 	// and the duplicates it absorbed. Sent by describe only.

@@ -45,6 +45,9 @@ type trialResult struct {
 	// DeferredAcked counts the trial's deferred starts (attempts) that
 	// were acknowledged.
 	DeferredAcked int `json:"deferred_acknowledged"`
+	// FanoutCompleted counts the trial's fanout starts whose execution
+	// completed as it must (see fanoutInvariants).
+	FanoutCompleted int `json:"fanout_completed"`
 	// Convergence is the longest any execution took to complete after the
 	// later of the last restart and its key's first send: how long after
 	// the fault the stack needed to finish each piece of work. Settled is
@@ -86,6 +89,9 @@ func (r *trialResult) line() string {
 	}
 	if r.Converged && !r.failed() {
 		s += fmt.Sprintf("; every /readyz ready %s later", r.ReadyAfter.Round(time.Millisecond))
+	}
+	if r.FanoutCompleted > 0 {
+		s += fmt.Sprintf("; %d fanout executions right", r.FanoutCompleted)
 	}
 	if r.DeferredAcked > 0 {
 		s += fmt.Sprintf("; %d deferred starts acknowledged", r.DeferredAcked)

@@ -157,10 +157,15 @@ func (s *stack) startRequest(ctx context.Context, i int, workflow, key, body str
 // sendRetrying sends until an answer is final or giveUp passes, switching
 // ingest after each failed attempt, and records every answer.
 func (s *stack) sendRetrying(ctx context.Context, first int, key, body string, giveUp time.Time, record func(answer)) answer {
+	return s.startRetrying(ctx, "charge", first, key, body, giveUp, record)
+}
+
+// startRetrying is sendRetrying for a start of workflow.
+func (s *stack) startRetrying(ctx context.Context, workflow string, first int, key, body string, giveUp time.Time, record func(answer)) answer {
 	backoff := 100 * time.Millisecond
 	ingest := first
 	for attempt := 1; ; attempt++ {
-		a := s.send(ctx, ingest, key, body)
+		a := s.startRequest(ctx, ingest, workflow, key, body)
 		a.attempt = attempt
 		record(a)
 		if !a.retryable() || time.Now().After(giveUp) || ctx.Err() != nil {

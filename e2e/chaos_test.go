@@ -322,6 +322,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	plans := planLoad(rng, prefix, r.cfg.keys, r.cfg.load)
 	poison := planPoison(rng, prefix, *chaosPoison, r.cfg.load)
 	deferred := planDeferred(rng, prefix, *chaosDeferred, r.cfg.load)
+	fanout := planFanout(rng, prefix, *chaosFanout, r.cfg.load)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -347,6 +348,8 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	go func() { poisonDone <- st.runPoison(ctx, poison, giveUp) }()
 	deferredDone := make(chan []*deferredOutcome, 1)
 	go func() { deferredDone <- st.runDeferred(ctx, deferred, giveUp) }()
+	fanoutDone := make(chan []*fanoutOutcome, 1)
+	go func() { fanoutDone <- st.runFanout(ctx, fanout, giveUp) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -395,6 +398,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.invariants(ctx)
 	check.poisonInvariants(ctx, <-poisonDone)
 	check.deferredInvariants(ctx, <-deferredDone)
+	check.fanoutInvariants(ctx, <-fanoutDone)
 	if !res.failed() {
 		check.readiness(ctx)
 	}

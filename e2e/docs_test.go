@@ -31,6 +31,8 @@ var docPages = []string{
 	"docs/idempotency.md",
 	"docs/start-policies.md",
 	"docs/signals.md",
+	"docs/determinism.md",
+	"docs/coming-from-temporal.md",
 	"docs/activities.md",
 	"docs/testing.md",
 	"docs/webhooks.md",

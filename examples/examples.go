@@ -117,7 +117,7 @@ type ChargeResult struct {
 // Workflows are the example workflows Register registers, for a
 // deployment's configuration to declare (workflows.<name>).
 func Workflows() []string {
-	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest}
+	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest, WorkflowFanout}
 }
 
 // Register registers the example workflows and activities on w.
@@ -128,6 +128,7 @@ func Register(w *harvest.Worker, svc *Services) {
 	harvest.RegisterWorkflow(w, WorkflowSleep, SleepWorkflow)
 	harvest.RegisterWorkflow(w, WorkflowDigest, Digest)
 	registerBench(w, svc.Bench)
+	registerFanout(w)
 
 	quick := harvest.ActivityOptions{StartToClose: 10 * time.Second}
 	harvest.RegisterActivity(w, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {

@@ -109,6 +109,8 @@ type Env struct {
 	attempts []Attempt
 	// ledger is harvest.Once's effect ledger.
 	ledger *ledger
+	// fakes replace activities (OnActivity), on every worker.
+	fakes map[string]any
 }
 
 // delivery is a task on its way to a worker: due at at, and redelivered
@@ -177,16 +179,62 @@ func (e *Env) startWorker(register func(*harvest.Worker)) error {
 	if err := harvest.BindInProcess(&b, e.log, register); err != nil {
 		return fmt.Errorf("harvesttest: start worker: %w", err)
 	}
+	for name, fake := range e.fakes {
+		if err := b.Replace(name, fake); err != nil {
+			b.Close()
+			return fmt.Errorf("harvesttest: start worker: %w", err)
+		}
+	}
+	if e.worker.Close != nil {
+		// The worker it replaces dies: the workflow code it kept in
+		// memory ends with it.
+		e.worker.Close()
+	}
 	e.worker = b
 	e.workers++
 	return nil
 }
 
+// OnActivity replaces the activity name, for this Env, with fake: a
+// function of an activity's form, func(*harvest.ActivityContext, In)
+// (Out, error), which runs instead of the registered activity (or as an
+// activity no registration names) from the next attempt on, on this
+// worker and on those RestartWorker starts. A fake of another form is
+// refused.
+func (e *Env) OnActivity(name string, fake any) error {
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.worker.Replace(name, fake); err != nil {
+		return fmt.Errorf("harvesttest: %w", err)
+	}
+	if e.fakes == nil {
+		e.fakes = map[string]any{}
+	}
+	e.fakes[name] = fake
+	return nil
+}
+
+// Close ends the workflow code the Env's worker keeps in memory between
+// workflow tasks (the goroutines of executions still running), as a
+// stopping worker does. Call it when the test is done with the Env:
+// defer env.Close(). Safe to call twice.
+func (e *Env) Close() {
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.worker.Close != nil {
+		e.worker.Close()
+	}
+}
+
 // RestartWorker stops the worker, as a crash or a deploy would, between
 // two tasks, and starts a new one that registers with register (nil: the
 // same registrations as before; other code tests a deploy). The new
-// worker replays each execution's history at its next task: workers keep
-// no state between tasks, so nothing else is lost. A workflow whose new
+// worker replays each execution's history at its next task (the workflow
+// code the old one kept in memory ends with it), so nothing is lost. A workflow whose new
 // code decides differently over its history fails its next task with
 // harvest.ErrNonDeterministic, returned by the call that runs it.
 func (e *Env) RestartWorker(ctx context.Context, register func(*harvest.Worker)) error {
@@ -392,7 +440,8 @@ func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Binding, d *del
 		e.mu.Unlock()
 		return fmt.Errorf("harvesttest: workflow %q is not registered on the worker", task.WorkflowName)
 	}
-	decisions, err := run(task)
+	ran, err := run(task)
+	decisions := ran.Decisions
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {

@@ -26,6 +26,7 @@ func newEnv(t *testing.T, svc *examples.Services) *harvesttest.Env {
 	t.Helper()
 	env, err := harvesttest.New(func(w *harvest.Worker) { examples.Register(w, svc) }, harvesttest.Config{})
 	require.NoError(t, err)
+	t.Cleanup(env.Close)
 	return env
 }
 
@@ -170,6 +171,7 @@ func TestLostActivityResultRunsTheActivityAgainWithTheSameKey(t *testing.T) {
 	rec := &keyRecorder{}
 	env, err := harvesttest.New(rec.register(svc), harvesttest.Config{})
 	require.NoError(t, err)
+	t.Cleanup(env.Close)
 
 	env.Inject(harvesttest.LoseActivityResult("pay"))
 	x, err := env.Start(ctx, "pay", charge)
@@ -243,6 +245,7 @@ func TestRestartWithChangedCodeIsNonDeterministic(t *testing.T) {
 	ctx := context.Background()
 	env, err := harvesttest.New(steps("a"), harvesttest.Config{})
 	require.NoError(t, err)
+	t.Cleanup(env.Close)
 	x, err := env.Start(ctx, "steps", nil)
 	require.NoError(t, err)
 
@@ -315,6 +318,7 @@ func TestRetryBackoffRunsOnTheClock(t *testing.T) {
 		}, harvest.ActivityOptions{RetryPolicy: harvest.RetryExponential(3, 2*time.Second)})
 	}, harvesttest.Config{})
 	require.NoError(t, err)
+	t.Cleanup(env.Close)
 	x, err := env.Start(ctx, "flaky", nil)
 	require.NoError(t, err)
 
@@ -343,7 +347,8 @@ func TestNonRetryableErrorFailsTheWorkflow(t *testing.T) {
 	err = x.Result(nil)
 	var ae *harvest.ApplicationError
 	require.ErrorAs(t, err, &ae)
-	require.Equal(t, "CardDeclined", ae.Type)
+	require.Equal(t, "github.com/harvest-engine/harvest.ActivityError", ae.Type, "the workflow returned the activity's error as it is")
+	require.Contains(t, ae.Message, "CardDeclined: customer cus_declined: card declined")
 	require.Len(t, env.Attempts(), 1, "not retried")
 }
 
@@ -378,6 +383,7 @@ func TestHeartbeatDetailsReachTheNextAttempt(t *testing.T) {
 		}, harvest.ActivityOptions{HeartbeatTimeout: time.Minute})
 	}, harvesttest.Config{})
 	require.NoError(t, err)
+	t.Cleanup(env.Close)
 	x, err := env.Start(ctx, "beat", nil)
 	require.NoError(t, err)
 	require.NoError(t, env.Advance(ctx, time.Second))
@@ -399,9 +405,9 @@ func TestHistoryIsTheAPIs(t *testing.T) {
 	for _, ev := range events {
 		types = append(types, ev.Type)
 	}
-	require.Equal(t, []string{"WorkflowStarted", "TimerStarted", "TimerFired", "WorkflowCompleted"}, types)
-	require.Equal(t, env.Now(), events[2].At)
-	raw, err := json.Marshal(events[3])
+	require.Equal(t, []string{"WorkflowStarted", "WorkflowTaskCompleted", "TimerStarted", "TimerFired", "WorkflowTaskCompleted", "WorkflowCompleted"}, types)
+	require.Equal(t, env.Now(), events[3].At)
+	raw, err := json.Marshal(events[5])
 	require.NoError(t, err)
 	require.Contains(t, string(raw), `"result"`)
 }
@@ -426,6 +432,7 @@ func TestOnceRunsItsEffectOnceAcrossALostResult(t *testing.T) {
 		})
 	}, harvesttest.Config{})
 	require.NoError(t, err)
+	t.Cleanup(env.Close)
 
 	env.Inject(harvesttest.LoseActivityResult("send_sms"))
 	x, err := env.Start(ctx, "send_sms", nil)
@@ -486,4 +493,79 @@ func TestWhatHarvestCannotStoreIsRefused(t *testing.T) {
 	_, err = x.Signal(ctx, "item", "a\x00")
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "payload", apiErr.Field)
+}
+
+// TestOnActivityReplacesAnActivity: a fake runs instead of the registered
+// activity, from the next attempt on and after a worker restart; a fake
+// that is not an activity's form is refused.
+func TestOnActivityReplacesAnActivity(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newEnv(t, examples.NewServices())
+	require.ErrorContains(t, env.OnActivity(examples.ActivityChargeCard, func(string) error { return nil }), "is not an activity")
+	var charged []int64
+	require.NoError(t, env.OnActivity(examples.ActivityChargeCard, func(_ *harvest.ActivityContext, in examples.ChargeInput) (examples.ChargeResult, error) {
+		charged = append(charged, in.AmountCents)
+		return examples.ChargeResult{ChargeID: "fake_ch"}, nil
+	}))
+	x, err := env.Start(ctx, examples.WorkflowCharge, examples.ChargeInput{AmountCents: 250, CustomerID: "cus_1"})
+	require.NoError(t, err)
+	var res examples.ChargeResult
+	require.NoError(t, x.Result(&res))
+	require.Equal(t, "fake_ch", res.ChargeID)
+	require.NoError(t, env.RestartWorker(ctx, nil))
+	y, err := env.Start(ctx, examples.WorkflowCharge, examples.ChargeInput{AmountCents: 300, CustomerID: "cus_1"})
+	require.NoError(t, err)
+	require.NoError(t, y.Result(&res))
+	require.Equal(t, []int64{250, 300}, charged, "the fake outlives the restart")
+}
+
+// TestStartsWithAReusePolicyAndSignalWithStart: the kit's starts take a
+// reuse policy and signal-with-start, as the API's do.
+func TestStartsWithAReusePolicyAndSignalWithStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newEnv(t, examples.NewServices())
+	x, err := env.SignalWithStart(ctx, examples.WorkflowCollect, "order-9", "item", map[string]int{"n": 1}, examples.CollectInput{Count: 2})
+	require.NoError(t, err)
+	require.True(t, x.StartedFresh)
+	again, err := env.SignalWithStart(ctx, examples.WorkflowCollect, "order-9", "item", map[string]int{"n": 2}, examples.CollectInput{Count: 2})
+	require.NoError(t, err)
+	require.Equal(t, x.ID, again.ID, "the running execution gets the signal")
+	require.False(t, again.StartedFresh)
+	var res examples.CollectResult
+	require.NoError(t, x.Result(&res))
+	require.Len(t, res.Items, 2)
+
+	_, err = env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.WorkflowID("order-9"),
+		harvesttest.ReusePolicy("reject_duplicate"))
+	require.ErrorIs(t, err, client.ErrWorkflowIDConflict)
+	_, err = env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.ReusePolicy("sometimes"))
+	var apiErr *client.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, client.CodeInvalidReusePolicy, apiErr.Code)
+	_, err = env.SignalWithStart(ctx, examples.WorkflowCollect, "", "item", nil, nil)
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, client.CodeInvalidWorkflowID, apiErr.Code)
+}
+
+// TestFanoutReplaysAsItRan: the fanout example, which uses the
+// determinism helpers (goroutines, a channel, a selector with a timer it
+// cancels, a side effect, Now), decides on every replay as it did.
+func TestFanoutReplaysAsItRan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := newEnv(t, examples.NewServices())
+	x, err := env.Start(ctx, examples.WorkflowFanout, examples.FanoutInput{Items: []int{3, 1, 2}, Deadline: "1m"})
+	require.NoError(t, err)
+	var res examples.FanoutResult
+	require.NoError(t, x.Result(&res))
+	require.Equal(t, []int{9, 1, 4}, res.Squares)
+	require.Equal(t, 14, res.Sum)
+	require.False(t, res.TimedOut)
+	require.Len(t, res.BatchID, 16)
+	require.Equal(t, 1, countEvents(t, x, "MarkerRecorded"), "the batch id is drawn once")
+	require.Equal(t, 1, countEvents(t, x, "TimerCancelled"), "the deadline is cancelled once every square is in")
+	require.NoError(t, env.RestartWorker(ctx, nil))
+	require.NoError(t, x.Replay(nil))
 }

@@ -41,6 +41,7 @@ func ExampleEnv_Start_charge() {
 	ctx := context.Background()
 	svc := examples.NewServices()
 	env := exampleEnv(svc)
+	defer env.Close()
 	in := examples.ChargeInput{AmountCents: 1250, CustomerID: "cus_1"}
 
 	first, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.IdempotencyKey("order-1"))
@@ -63,6 +64,7 @@ func ExampleLoseActivityResult_charge() {
 	ctx := context.Background()
 	svc := examples.NewServices()
 	env := exampleEnv(svc)
+	defer env.Close()
 
 	env.Inject(harvesttest.LoseActivityResult(examples.ActivityChargeCard))
 	x, _ := env.Start(ctx, examples.WorkflowCharge, examples.ChargeInput{AmountCents: 1250, CustomerID: "cus_1"})
@@ -97,6 +99,7 @@ func ExampleLoseWorkflowTaskResult_charge() {
 	ctx := context.Background()
 	svc := examples.NewServices()
 	env := exampleEnv(svc)
+	defer env.Close()
 
 	env.Inject(harvesttest.LoseWorkflowTaskResult(examples.WorkflowCharge))
 	x, _ := env.Start(ctx, examples.WorkflowCharge, examples.ChargeInput{AmountCents: 1250, CustomerID: "cus_1"})
@@ -125,6 +128,7 @@ func ExampleEnv_Advance_charge() {
 	ctx := context.Background()
 	svc := examples.NewServices()
 	env := exampleEnv(svc)
+	defer env.Close()
 	in := examples.ChargeInput{AmountCents: 1250, CustomerID: "cus_1"}
 
 	first, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.IdempotencyKey("order-1"))
@@ -150,6 +154,7 @@ func ExampleEnv_Advance_charge() {
 func ExampleExecution_Signal_collect() {
 	ctx := context.Background()
 	env := exampleEnv(examples.NewServices())
+	defer env.Close()
 
 	x, _ := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 2})
 	delivered, _ := x.Signal(ctx, "item", "apples", harvesttest.SignalKey("line-1"))
@@ -173,6 +178,7 @@ func ExampleExecution_Signal_collect() {
 func ExampleEnv_RestartWorker_collect() {
 	ctx := context.Background()
 	env := exampleEnv(examples.NewServices())
+	defer env.Close()
 
 	x, _ := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 3})
 	_, _ = x.Signal(ctx, "item", "apples", harvesttest.SignalKey("line-1"))

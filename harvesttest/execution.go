@@ -36,6 +36,12 @@ func WorkflowID(id string) StartOption {
 	return StartOption{func(s *wire.StartCommand) { s.WorkflowID = id }}
 }
 
+// ReusePolicy is the start's reuse_policy (client.ReuseAllowDuplicate,
+// ...): what a start with the workflow_id of an earlier execution does.
+func ReusePolicy(policy string) StartOption {
+	return StartOption{func(s *wire.StartCommand) { s.ReusePolicy = policy }}
+}
+
 // Execution is a handle on one execution of the Env.
 type Execution struct {
 	env *Env
@@ -80,19 +86,26 @@ func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...Sta
 	return x, e.drain(ctx)
 }
 
-// start checks a start as ingest does and applies it. Call with mu held.
-func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, error) {
+// checkStart refuses, as ingest does, a start of a workflow no worker
+// serves, one holding what Harvest cannot store, one with an unknown
+// reuse policy, and a fresh start whose input fails the workflow's
+// schema. Call with mu held.
+func (e *Env) checkStart(s *wire.StartCommand) error {
 	if !slices.Contains(e.worker.Workflows, s.WorkflowName) {
-		return wire.Outcome{}, &client.APIError{StatusCode: http.StatusNotFound, Code: client.CodeUnknownWorkflow,
+		return &client.APIError{StatusCode: http.StatusNotFound, Code: client.CodeUnknownWorkflow,
 			Message: fmt.Sprintf("no worker serves workflow %q", s.WorkflowName)}
 	}
 	// What ingest refuses before anything: what Harvest cannot store.
 	for field, err := range map[string]error{"idempotency_key": checkIdentifier(s.IdempotencyKey), "workflow_id": checkIdentifier(s.WorkflowID),
 		"input": checkJSON(s.Input)} {
 		if err != nil {
-			return wire.Outcome{}, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodePayloadUnstorable, Field: field,
+			return &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodePayloadUnstorable, Field: field,
 				Message: fmt.Sprintf("%s %v", field, err)}
 		}
+	}
+	if !wire.ValidReusePolicy(s.ReusePolicy) {
+		return &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidReusePolicy, Field: "reuse_policy",
+			Message: fmt.Sprintf("reuse_policy %q is not one of the policies", s.ReusePolicy)}
 	}
 	_, replay := e.mem.LiveClaim(s.WorkflowName, s.IdempotencyKey, e.now)
 	if sch := e.worker.Schemas[s.WorkflowName]; sch != nil && !replay {
@@ -104,8 +117,64 @@ func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, er
 			for _, v := range vs {
 				apiErr.Violations = append(apiErr.Violations, client.Violation(v))
 			}
-			return wire.Outcome{}, apiErr
+			return apiErr
 		}
+	}
+	return nil
+}
+
+// SignalWithStart sends the signal name with payload to the running
+// execution of workflow whose workflow_id is workflowID, starting it
+// first with input when there is none (then the signal is its history's
+// first event after WorkflowStarted), as the API's signal-with-start
+// does, and runs the tasks that follow. The options apply to the start
+// (ReusePolicy; a workflowID is required, so WorkflowID is not needed).
+func (e *Env) SignalWithStart(ctx context.Context, workflow, workflowID, name string, payload, input any, opts ...StartOption) (*Execution, error) {
+	if workflowID == "" {
+		return nil, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidWorkflowID, Field: "workflow_id",
+			Message: "signal-with-start needs a workflow_id"}
+	}
+	rawIn, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("harvesttest: signal-with-start %s: encode input: %w", workflow, err)
+	}
+	rawSig, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("harvesttest: signal-with-start %s: encode payload: %w", workflow, err)
+	}
+	s := &wire.StartCommand{WorkflowName: workflow, WorkflowID: workflowID, Input: rawIn, TaskQueue: wire.DefaultTaskQueue}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.mu.Lock()
+	if err := e.checkStart(s); err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	if err := checkJSON(rawSig); err != nil {
+		e.mu.Unlock()
+		return nil, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodePayloadUnstorable, Field: "signal_payload", Message: "signal_payload " + err.Error()}
+	}
+	s.AcceptedAt = e.now
+	out, err := e.apply(ctx, &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignalWithStart, SignalWithStart: true, Start: s,
+		Signal: &wire.SignalCommand{SignalName: name, Payload: rawSig}})
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if out.Error != "" {
+		return nil, refused(out)
+	}
+	x := &Execution{env: e, ID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, StartedFresh: out.StartedFresh}
+	return x, e.drain(ctx)
+}
+
+// start checks a start as ingest does and applies it. Call with mu held.
+func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, error) {
+	if err := e.checkStart(s); err != nil {
+		return wire.Outcome{}, err
 	}
 	if s.WorkflowID == "" {
 		s.WorkflowID, s.WorkflowIDMinted = dedup.MintWorkflowID(1, 0, s.WorkflowName), true
@@ -254,9 +323,10 @@ func (x *Execution) History() ([]client.Event, error) {
 // (nil: the Env's), as a worker that took over after a crash at that point
 // would, and checks that it decides the same as the original did. A
 // difference, or a replay that fails, is returned wrapping
-// harvest.ErrNonDeterministic. This is stricter than a deployment, whose
-// replayer notices only an activity of another name at a position the
-// history records: changed inputs, timers or results are caught here too.
+// harvest.ErrNonDeterministic. A deployment's replayer checks the same
+// (each decision's kind, name, input and options against the history);
+// this also checks the decisions of the task being replayed, which the
+// history does not record yet.
 func (x *Execution) Replay(register func(*harvest.Worker)) error {
 	e := x.env
 	e.mu.Lock()
@@ -269,21 +339,47 @@ func (x *Execution) Replay(register func(*harvest.Worker)) error {
 	if err := harvest.BindInProcess(&b, e.log, register); err != nil {
 		return fmt.Errorf("harvesttest: replay: %w", err)
 	}
+	// Each task replays its whole history on fresh workflow code: the
+	// worker keeps nothing between them.
+	b.Close()
 	run, ok := b.Handlers.Workflow(x.WorkflowName)
 	if !ok {
 		return fmt.Errorf("harvesttest: replay: workflow %q is not registered", x.WorkflowName)
 	}
-	for _, t := range tasks {
-		got, err := run(t.task)
+	check := func(what string, task *wire.WorkflowTask) ([]wire.Decision, error) {
+		ran, err := run(task)
+		got := ran.Decisions
 		if err != nil {
 			if errors.Is(err, harvest.ErrNonDeterministic) {
-				return fmt.Errorf("execution %s: replay of workflow task %d: %w", x.ID, t.task.TaskID, err)
+				return nil, fmt.Errorf("execution %s: replay of %s: %w", x.ID, what, err)
 			}
-			return fmt.Errorf("execution %s: replay of workflow task %d: %w: %w", x.ID, t.task.TaskID, harvest.ErrNonDeterministic, err)
+			return nil, fmt.Errorf("execution %s: replay of %s: %w: %w", x.ID, what, harvest.ErrNonDeterministic, err)
+		}
+		return got, nil
+	}
+	for _, t := range tasks {
+		what := fmt.Sprintf("workflow task %d", t.task.TaskID)
+		got, err := check(what, t.task)
+		if err != nil {
+			return err
 		}
 		if !sameDecisions(got, t.decisions) {
-			return fmt.Errorf("execution %s: replay of workflow task %d: %w: decided %s, the original decided %s",
-				x.ID, t.task.TaskID, harvest.ErrNonDeterministic, describeDecisions(got), describeDecisions(t.decisions))
+			return fmt.Errorf("execution %s: replay of %s: %w: decided %s, the original decided %s",
+				x.ID, what, harvest.ErrNonDeterministic, describeDecisions(got), describeDecisions(t.decisions))
+		}
+	}
+	// The whole history as it stands, replayed: the replayer checks every
+	// decision it records, with the side effects' recorded values (which
+	// a replay of the task that first ran them runs again).
+	e.mu.Lock()
+	_, events, ok := e.mem.Execution(x.ID)
+	e.mu.Unlock()
+	if ok && len(tasks) > 0 {
+		last := *tasks[len(tasks)-1].task
+		last.TaskID++
+		last.History = events
+		if _, err := check("the whole history", &last); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -296,6 +392,15 @@ func sameDecisions(a, b []wire.Decision) bool {
 	for i := range a {
 		x, y := a[i], b[i]
 		x.PossiblyStarted, y.PossiblyStarted = false, false
+		if x.Marker != nil && y.Marker != nil && !sameJSON(x.Marker.Value, y.Marker.Value) {
+			// A side effect's value is its first run's: a replay of the
+			// task that ran it runs it again, and what follows in the
+			// task may depend on the value. The replay of the whole
+			// history, with the value recorded, checks the rest.
+			xm, ym := *x.Marker, *y.Marker
+			xm.Value, ym.Value = nil, nil
+			return reflect.DeepEqual(xm, ym)
+		}
 		xi, yi := x.Input, y.Input
 		xr, yr := x.Result, y.Result
 		x.Input, y.Input, x.Result, y.Result = nil, nil, nil, nil

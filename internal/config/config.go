@@ -159,6 +159,11 @@ type Config struct {
 	// instead of running attempt 1 of a workflow task's activities at
 	// once (docs/activities.md, "Eager dispatch").
 	DisableEagerActivities bool `yaml:"disable_eager_activities"`
+	// WorkflowCacheSize is how many executions a worker keeps in memory
+	// between their workflow tasks (HARVEST_WORKFLOW_CACHE_SIZE), default
+	// 1000; -1 keeps none, every task then replaying its history
+	// (docs/determinism.md).
+	WorkflowCacheSize int `yaml:"workflow_cache_size"`
 	// LeaseTTL is how long a scheduler's shard lease lasts unrenewed
 	// (HARVEST_LEASE_TTL), default 5s.
 	LeaseTTL Duration `yaml:"lease_ttl"`
@@ -571,6 +576,7 @@ func (c *Config) applyEnv(get func(string) string) error {
 		num(&c.NATSReplicas, "HARVEST_NATS_REPLICAS"),
 		num(&c.DatabaseMaxConns, "HARVEST_DATABASE_MAX_CONNS"),
 		num(&c.MaxInFlight, "HARVEST_MAX_IN_FLIGHT"),
+		num(&c.WorkflowCacheSize, "HARVEST_WORKFLOW_CACHE_SIZE"),
 		num64(&c.MaxBodyBytes, "HARVEST_MAX_BODY_BYTES"),
 		num64(&c.NATSCommandStreamMaxBytes, "HARVEST_NATS_COMMAND_STREAM_MAX_BYTES"),
 		num64(&c.NATSTaskStreamMaxBytes, "HARVEST_NATS_TASK_STREAM_MAX_BYTES"),
@@ -615,6 +621,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: nats_task_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSTaskStreamMaxBytes, streams.MinStreamMaxBytes)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("config: max_body_bytes %d: want a positive size", c.MaxBodyBytes)
+	case c.WorkflowCacheSize < -1:
+		return fmt.Errorf("config: workflow_cache_size %d: want a number of executions, or -1 for none", c.WorkflowCacheSize)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("config: max_in_flight %d: want a positive number", c.MaxInFlight)
 	case c.DatabaseMaxConns < 0:

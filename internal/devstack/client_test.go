@@ -137,9 +137,9 @@ func TestClientStartWaitAndRead(t *testing.T) {
 		types = append(types, ev.Type)
 	}
 	require.Equal(t, historyTypes(t, s, first.ExecutionID), types)
-	require.Equal(t, []string{"WorkflowStarted", "ActivityScheduled", "ActivityCompleted", "WorkflowCompleted"}, types)
-	require.Equal(t, examples.ActivityChargeCard, events[1].Attrs["activity_name"])
-	require.NotEmpty(t, events[1].Attrs["idempotency_key"])
+	require.Equal(t, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled", "ActivityCompleted", "WorkflowTaskCompleted", "WorkflowCompleted"}, types)
+	require.Equal(t, examples.ActivityChargeCard, events[2].Attrs["activity_name"])
+	require.NotEmpty(t, events[2].Attrs["idempotency_key"])
 	require.Equal(t, "cl-evt-1", events[0].Attrs["idempotency_key"])
 
 	all, err := c.List(ctx, client.ListOptions{Workflow: examples.WorkflowCharge})

@@ -153,9 +153,9 @@ func TestKeyedStartAndRetry(t *testing.T) {
 
 	require.Equal(t, []string{
 		"WorkflowStarted",
-		"ActivityScheduled", "ActivityCompleted",
-		"ActivityScheduled", "ActivityCompleted",
-		"WorkflowCompleted",
+		"WorkflowTaskCompleted", "ActivityScheduled", "ActivityCompleted",
+		"WorkflowTaskCompleted", "ActivityScheduled", "ActivityCompleted",
+		"WorkflowTaskCompleted", "WorkflowCompleted",
 	}, historyTypes(t, s, id))
 
 	// A retry after completion still converges on the same execution.
@@ -198,7 +198,7 @@ func TestConcurrentSameKeyStartsMakeOneExecution(t *testing.T) {
 	require.Equal(t, 1, fresh, "exactly one start is fresh")
 	exec := waitCompleted(t, s, id.(string))
 	require.NotEmpty(t, exec["result"].(map[string]any)["charge_id"])
-	require.Equal(t, []string{"WorkflowStarted", "ActivityScheduled", "ActivityCompleted", "WorkflowCompleted"}, historyTypes(t, s, id.(string)))
+	require.Equal(t, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled", "ActivityCompleted", "WorkflowTaskCompleted", "WorkflowCompleted"}, historyTypes(t, s, id.(string)))
 	require.Equal(t, 1, s.Services.Payments.Charges())
 
 	count := dbCount(t, s, `SELECT count(*) FROM executions`)

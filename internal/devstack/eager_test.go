@@ -80,9 +80,9 @@ func TestEagerDispatch(t *testing.T) {
 	require.Equal(t, "hi!", exec["result"])
 	require.EqualValues(t, 1, tasks, "the first workflow task carried the activity and the next task")
 	id := exec["execution_id"].(string)
-	require.Equal(t, []string{"WorkflowStarted", "ActivityScheduled", "ActivityCompleted", "WorkflowCompleted"}, historyTypes(t, s, id))
+	require.Equal(t, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled", "ActivityCompleted", "WorkflowTaskCompleted", "WorkflowCompleted"}, historyTypes(t, s, id))
 	h := call(t, "GET", s.URL()+"/api/harvest/executions/"+id+"/history", nil, "")
-	scheduled := h.body["events"].([]any)[1].(map[string]any)
+	scheduled := h.body["events"].([]any)[2].(map[string]any)
 	mu.Lock()
 	require.Equal(t, []string{scheduled["idempotency_key"].(string)}, keys[id], "the attempt's key is the recorded one")
 	mu.Unlock()
@@ -97,7 +97,7 @@ func TestEagerDispatch(t *testing.T) {
 	exec, tasks = run("eager_chain")
 	require.Equal(t, "hi!!", exec["result"])
 	require.EqualValues(t, 3, tasks)
-	require.Equal(t, []string{"WorkflowStarted", "ActivityScheduled", "ActivityCompleted", "ActivityScheduled", "ActivityCompleted", "WorkflowCompleted"},
+	require.Equal(t, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled", "ActivityCompleted", "WorkflowTaskCompleted", "ActivityScheduled", "ActivityCompleted", "WorkflowTaskCompleted", "WorkflowCompleted"},
 		historyTypes(t, s, exec["execution_id"].(string)))
 
 	// With eager dispatch off, every attempt goes through the task stream.

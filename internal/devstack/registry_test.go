@@ -164,3 +164,25 @@ func TestAVanishedWorkersRegistrationLapses(t *testing.T) {
 	require.Equal(t, 404, b.status, b.body)
 	require.Equal(t, "unknown_workflow", b.body["error"])
 }
+
+// TestAnActivityNoWorkerRegistersIsVisibleAtOnce: an execution waiting
+// for an activity no live worker registers (a misspelt name) says so on
+// describe at once, not when the attempt's start-to-close runs out; one
+// that a worker serves is not listed.
+func TestAnActivityNoWorkerRegistersIsVisibleAtOnce(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, devstack.Config{Register: func(w *harvest.Worker) {
+		harvest.RegisterWorkflow(w, "misspelt", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+			var out string
+			err := harvest.ExecuteActivity(ctx, "chrage_card", nil).Get(&out)
+			return out, err
+		})
+	}})
+	id := start(t, s, "misspelt", "", `{}`).body["execution_id"].(string)
+	eventually(t, 30*time.Second, "the execution to wait for chrage_card", func() bool {
+		waiting, _ := describe(t, s, id).body["waiting_for_activity_workers"].([]any)
+		return len(waiting) == 1 && waiting[0] == "chrage_card"
+	})
+	onboarding := start(t, s, "onboarding", "", `{"input": {"user_id": 7}}`)
+	require.NotContains(t, describe(t, s, onboarding.body["execution_id"].(string)).body, "waiting_for_activity_workers")
+}

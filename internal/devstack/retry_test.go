@@ -124,7 +124,7 @@ func TestActivityRetries(t *testing.T) {
 		require.Equal(t, i+1, a.attempt)
 		require.Equal(t, got[0].key, a.key, "the same key for every attempt")
 	}
-	require.Equal(t, []string{"WorkflowStarted", "ActivityScheduled", "ActivityCompleted", "WorkflowCompleted"}, historyTypes(t, s, ids["flaky"]))
+	require.Equal(t, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled", "ActivityCompleted", "WorkflowTaskCompleted", "WorkflowCompleted"}, historyTypes(t, s, ids["flaky"]))
 
 	failedWith := func(name string) string {
 		e := waitStatus(t, s, ids[name], "Failed")
@@ -267,7 +267,7 @@ func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
 	})
 	t.Run("dispatched", func(t *testing.T) {
 		t.Parallel()
-		testCancellingCancelsActivities(t, true, []string{"WorkflowStarted", "ActivityScheduled", "WorkflowCancelled"})
+		testCancellingCancelsActivities(t, true, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled", "WorkflowCancelled"})
 	})
 }
 

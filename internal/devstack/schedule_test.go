@@ -23,7 +23,7 @@ func TestDelayedStartsWaitOnADurableTimer(t *testing.T) {
 	created, err := time.Parse(time.RFC3339Nano, exec["created_at"].(string))
 	require.NoError(t, err)
 	h := call(t, "GET", s.URL()+"/api/harvest/executions/"+id+"/history", nil, "")
-	scheduled := h.body["events"].([]any)[1].(map[string]any)
+	scheduled := h.body["events"].([]any)[2].(map[string]any)
 	require.Equal(t, "ActivityScheduled", scheduled["type"])
 	at, err := time.Parse(time.RFC3339Nano, scheduled["at"].(string))
 	require.NoError(t, err)

@@ -136,7 +136,7 @@ func TestSleepSurvivesOnADurableTimer(t *testing.T) {
 	created, _ := time.Parse(time.RFC3339Nano, exec["created_at"].(string))
 	closed, _ := time.Parse(time.RFC3339Nano, exec["closed_at"].(string))
 	require.GreaterOrEqual(t, closed.Sub(created), 1200*time.Millisecond)
-	require.Equal(t, []string{"WorkflowStarted", "TimerStarted", "TimerFired", "WorkflowCompleted"}, historyTypes(t, s, id))
+	require.Equal(t, []string{"WorkflowStarted", "WorkflowTaskCompleted", "TimerStarted", "TimerFired", "WorkflowTaskCompleted", "WorkflowCompleted"}, historyTypes(t, s, id))
 }
 
 func TestSignalWithStart(t *testing.T) {

@@ -78,9 +78,9 @@ func TestTerminateClosesARunningExecution(t *testing.T) {
 		t.Fatal("the activity never started")
 	}
 	eventually(t, 30*time.Second, "the timer and the activity to be recorded", func() bool {
-		return len(historyTypes(t, s, id)) == 3
+		return len(historyTypes(t, s, id)) == 4
 	})
-	require.Equal(t, []string{"WorkflowStarted", "TimerStarted", "ActivityScheduled"}, historyTypes(t, s, id))
+	require.Equal(t, []string{"WorkflowStarted", "WorkflowTaskCompleted", "TimerStarted", "ActivityScheduled"}, historyTypes(t, s, id))
 	terminate := func(target, body string) answer {
 		return call(t, "POST", s.URL()+"/api/harvest/executions/"+target, nil, body)
 	}
@@ -111,11 +111,11 @@ func TestTerminateClosesARunningExecution(t *testing.T) {
 	require.Equal(t, "Terminated", exec["status"])
 	require.NotNil(t, exec["closed_at"])
 	require.Equal(t, map[string]any{"type": "Terminated", "message": "stuck on a bad deploy"}, exec["error"])
-	want := []string{"WorkflowStarted", "TimerStarted", "ActivityScheduled", "WorkflowTerminated"}
+	want := []string{"WorkflowStarted", "WorkflowTaskCompleted", "TimerStarted", "ActivityScheduled", "WorkflowTerminated"}
 	require.Equal(t, want, historyTypes(t, s, id))
 	h, err := c.History(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, "stuck on a bad deploy", h[3].Attrs["reason"])
+	require.Equal(t, "stuck on a bad deploy", h[4].Attrs["reason"])
 
 	// The timer fires, finds the execution closed, and is dropped; the
 	// activity's late failure is ignored.

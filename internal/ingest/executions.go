@@ -42,6 +42,7 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 	}
 	view := e.View()
 	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
+	view.WaitingForActivityWorkers = s.unservedActivities(r.Context(), details.PendingActivities, e.TaskQueue)
 	withDetails(&view, e, details, time.Now())
 	writeJSON(w, http.StatusOK, view)
 }

@@ -34,14 +34,36 @@ func declaredWorkflows(cfg Config) map[string]bool {
 // taskQueue. A look-up that fails counts as served: the start goes on,
 // as it would have before workers registered.
 func (s *Server) served(ctx context.Context, name, taskQueue string) bool {
+	return s.servedAs(ctx, registry.KindWorkflow, name, taskQueue)
+}
+
+// servedAs says whether a live worker registers name as kind on
+// taskQueue; a look-up that fails counts as served (and is logged).
+func (s *Server) servedAs(ctx context.Context, kind, name, taskQueue string) bool {
 	ctx, cancel := context.WithTimeout(ctx, workerLookupTimeout)
 	defer cancel()
-	ok, err := s.workers.Serves(ctx, registry.KindWorkflow, name, taskQueue, time.Now())
+	ok, err := s.workers.Serves(ctx, kind, name, taskQueue, time.Now())
 	if err != nil {
-		s.log.Warn("look up the workers of a workflow; accepting its start", "workflow", name, "err", err)
+		what := "workflow"
+		if kind == registry.KindActivity {
+			what = "activity"
+		}
+		s.log.Warn("look up the workers of a "+what+"; taking it as served", what, name, "err", err)
 		return true
 	}
 	return ok
+}
+
+// unservedActivities are those of names (activities an execution waits
+// for) that no live worker registers on taskQueue.
+func (s *Server) unservedActivities(ctx context.Context, names []string, taskQueue string) []string {
+	var out []string
+	for _, name := range names {
+		if !s.servedAs(ctx, registry.KindActivity, name, taskQueue) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // checkKnown refuses a start of a workflow that no live worker serves

@@ -14,4 +14,11 @@ type Binding struct {
 	Handlers  workerrt.Handlers
 	Workflows []string
 	Schemas   map[string]*schema.Schema
+	// Close ends the executions the worker keeps in memory between their
+	// workflow tasks (their workflow goroutines): call it when done with
+	// the handlers.
+	Close func()
+	// Replace makes fn, a function of an activity's form, the activity
+	// name (the test kit's OnActivity).
+	Replace func(name string, fn any) error
 }

@@ -174,7 +174,7 @@ func (b *batch) redispatchWorkflowTasks(ctx context.Context, histories historyLo
 		e, at := b.execs[id], again[id]
 		task := wire.WorkflowTask{
 			ExecutionID: id, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
-			TaskQueue: e.TaskQueue, TaskID: at.TaskID, History: append(stored[id], b.newEvents[id]...), Redispatch: at.Redispatch,
+			TaskQueue: e.TaskQueue, TaskID: at.TaskID, History: append(stored[id], b.newEvents[id]...), Redispatch: at.Redispatch, Time: b.now,
 		}
 		data, err := json.Marshal(task)
 		if err != nil {

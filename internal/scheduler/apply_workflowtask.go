@@ -37,6 +37,13 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			speculate = false
 		}
 	}
+	// What the task saw and its time come first, then its decisions: a
+	// replay gives the workflow code the history as the task saw it.
+	taskTime := r.Time
+	if taskTime.IsZero() {
+		taskTime = b.now // a worker that does not say
+	}
+	b.appendEvent(e, wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: r.TaskID, BaseSeq: r.BaseSeq, Time: taskTime.UTC()})
 	for _, d := range r.Decisions {
 		if e.Status != wire.StatusRunning {
 			break
@@ -74,9 +81,21 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			}
 		case wire.DecisionStartTimer:
 			fireAt := b.now.Add(time.Duration(d.DurationMS) * time.Millisecond)
-			b.appendEvent(e, wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &fireAt})
+			b.appendEvent(e, wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &fireAt, DurationMS: d.DurationMS})
 			attrs, _ := json.Marshal(wire.TimerAttrs{TimerID: d.TimerID})
 			b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerWorkflow, FireAt: fireAt, Attrs: attrs})
+		case wire.DecisionCancelTimer:
+			// A timer that fired already has no row left; its TimerFired,
+			// recorded after what the task saw, is not seen by the
+			// workflow.
+			b.writes.CancelledTimers = append(b.writes.CancelledTimers, store.WorkflowTimerRef{ExecutionID: e.ExecutionID, TimerID: d.TimerID})
+			b.appendEvent(e, wire.EventTimerCancelled, wire.TimerAttrs{TimerID: d.TimerID})
+		case wire.DecisionRecordMarker:
+			if d.Marker == nil {
+				b.logFor(e.ExecutionID).Warn("ignoring a record_marker decision without its marker")
+				continue
+			}
+			b.appendEvent(e, wire.EventMarkerRecorded, *d.Marker)
 		case wire.DecisionCompleteWorkflow:
 			e.Result = d.Result
 			b.close(e, wire.StatusCompleted, wire.EventWorkflowCompleted, wire.WorkflowClosedAttrs{Result: d.Result})
@@ -188,7 +207,7 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoad
 		b.changed[id] = true
 		task := wire.WorkflowTask{
 			ExecutionID: id, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
-			TaskQueue: e.TaskQueue, TaskID: e.WFTID, History: append(stored[id], b.newEvents[id]...),
+			TaskQueue: e.TaskQueue, TaskID: e.WFTID, History: append(stored[id], b.newEvents[id]...), Time: b.now,
 		}
 		data, err := json.Marshal(task)
 		if err != nil {

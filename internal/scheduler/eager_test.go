@@ -89,7 +89,7 @@ func eagerResult(task wire.WorkflowTask, failure *wire.Failure) wire.Command {
 		Decisions: []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "charge", Input: json.RawMessage(`{"amount":5}`)}},
 		Eager:     []wire.ActivityResult{{ExecutionID: task.ExecutionID, ActivityID: 1, Attempt: 1, Result: json.RawMessage(`"ch_1"`), Failure: failure}},
 		Next: &wire.WorkflowTaskResult{
-			ExecutionID: task.ExecutionID, TaskID: task.TaskID + 1, BaseSeq: base + 2,
+			ExecutionID: task.ExecutionID, TaskID: task.TaskID + 1, BaseSeq: base + 3,
 			Decisions: []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`"done"`)}},
 		},
 	}
@@ -107,7 +107,7 @@ func TestEagerAttemptAndNextTaskApplyTogether(t *testing.T) {
 	tasks := tasksIn(t, w)
 	require.Empty(t, tasks.activity, "the eager attempt is not dispatched again")
 	require.Empty(t, tasks.workflow, "the speculative next task is taken, not dispatched")
-	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventActivityScheduled, wire.EventActivityCompleted, wire.EventWorkflowCompleted},
+	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventWorkflowTaskCompleted, wire.EventActivityScheduled, wire.EventActivityCompleted, wire.EventWorkflowTaskCompleted, wire.EventWorkflowCompleted},
 		historyTypes(t, f.db, f.exec))
 	var status, result string
 	var wftID int
@@ -140,13 +140,13 @@ func TestSpeculativeTaskIsDroppedWhenTheHistoryMoved(t *testing.T) {
 
 	// The eager attempt stands; the next task is dispatched over the
 	// history as it is, signal included, instead of the worker's guess.
-	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventSignalReceived, wire.EventActivityScheduled, wire.EventActivityCompleted},
+	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventSignalReceived, wire.EventWorkflowTaskCompleted, wire.EventActivityScheduled, wire.EventActivityCompleted},
 		historyTypes(t, f.db, f.exec))
 	tasks := tasksIn(t, w)
 	require.Empty(t, tasks.activity)
 	require.Len(t, tasks.workflow, 1)
 	require.Equal(t, 2, tasks.workflow[0].TaskID)
-	require.Len(t, tasks.workflow[0].History, 4)
+	require.Len(t, tasks.workflow[0].History, 5)
 	require.Equal(t, wire.StatusRunning, statusOf(t, f.db, f.exec))
 }
 
@@ -158,7 +158,7 @@ func TestAFailedEagerAttemptIsRetriedByTheScheduler(t *testing.T) {
 	// The worker's next task assumed success: it is not taken. Attempt 2
 	// waits on a retry timer, as after any failed attempt.
 	require.Empty(t, tasksIn(t, w).workflow)
-	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventActivityScheduled}, historyTypes(t, f.db, f.exec))
+	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventWorkflowTaskCompleted, wire.EventActivityScheduled}, historyTypes(t, f.db, f.exec))
 	var attempt int
 	require.NoError(t, f.db.QueryRow(t.Context(), `SELECT attempt FROM activities WHERE execution_id = $1 AND activity_id = 1`, f.exec).Scan(&attempt))
 	require.Equal(t, 2, attempt)
@@ -186,7 +186,7 @@ func TestPossiblyStartedActivitiesReconcileFirst(t *testing.T) {
 		ExecutionID: f.exec, TaskID: 1,
 		Decisions: []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "charge", Input: json.RawMessage(`{}`), Options: once, PossiblyStarted: true}},
 	}})
-	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventActivityScheduled, wire.EventActivityFailed}, historyTypes(t, f.db, f.exec))
+	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventWorkflowTaskCompleted, wire.EventActivityScheduled, wire.EventActivityFailed}, historyTypes(t, f.db, f.exec))
 }
 
 func TestEagerResultsForActivitiesNotScheduledAreIgnored(t *testing.T) {
@@ -198,7 +198,7 @@ func TestEagerResultsForActivitiesNotScheduledAreIgnored(t *testing.T) {
 	tasks := tasksIn(t, w)
 	require.Len(t, tasks.activity, 1, "activity 1 is dispatched as usual")
 	require.Empty(t, tasks.workflow)
-	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventActivityScheduled}, historyTypes(t, f.db, f.exec))
+	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventWorkflowTaskCompleted, wire.EventActivityScheduled}, historyTypes(t, f.db, f.exec))
 	require.Equal(t, wire.StatusRunning, statusOf(t, f.db, f.exec))
 }
 

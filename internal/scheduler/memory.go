@@ -293,7 +293,8 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 }
 
 // deleteTimers deletes the timers a batch fired, and those of the
-// activities, executions and workflow tasks it finished (as
+// activities, executions and workflow tasks it finished and the workflow
+// timers it cancelled (as
 // store.queueDeleteTimers does).
 func (m *Memory) deleteTimers(w *store.Writes) {
 	for _, id := range w.FiredTimers {
@@ -311,14 +312,20 @@ func (m *Memory) deleteTimers(w *store.Writes) {
 	for _, id := range w.ExecutionsClosed {
 		closed[id] = true
 	}
+	cancelled := map[string]bool{}
+	for _, ref := range w.CancelledTimers {
+		cancelled[ref.ExecutionID+"/"+strconv.Itoa(ref.TimerID)] = true
+	}
 	for id, tm := range m.timers {
 		var at struct {
 			ActivityID int `json:"activity_id"`
 			TaskID     int `json:"task_id"`
+			TimerID    int `json:"timer_id"`
 		}
 		_ = json.Unmarshal(tm.Attrs, &at)
 		switch {
 		case closed[tm.ExecutionID]:
+		case tm.Kind == store.TimerWorkflow && cancelled[tm.ExecutionID+"/"+strconv.Itoa(at.TimerID)]:
 		case (tm.Kind == store.TimerActivityTimeout || tm.Kind == store.TimerActivityRetry || tm.Kind == store.TimerActivityHeartbeat) &&
 			done[tm.ExecutionID+"/"+strconv.Itoa(at.ActivityID)]:
 		case tm.Kind == store.TimerWorkflowTask && tasks[tm.ExecutionID+"/"+strconv.Itoa(at.TaskID)]:

@@ -71,6 +71,7 @@ func WorkerConfig(cfg config.Config) harvest.WorkerConfig {
 		TaskAckWait:            time.Duration(cfg.TaskAckWait),
 		ShutdownGrace:          time.Duration(cfg.ShutdownGrace),
 		DisableEagerActivities: cfg.DisableEagerActivities,
+		WorkflowCacheSize:      cfg.WorkflowCacheSize,
 	}
 }
 

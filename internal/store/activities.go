@@ -132,3 +132,17 @@ func queueUpdateActivities(b *pgx.Batch, as []*Activity) {
 		WHERE a.execution_id = v.execution_id AND a.activity_id = v.activity_id AND a.execution_id = ANY($1::uuid[])`,
 		ids, actIDs, statuses, attempts, details, heartbeats, unknown)
 }
+
+// PendingActivityNames sets *out to the names of the execution's
+// activities that are scheduled and not closed, each once, in order.
+func (r *Reads) PendingActivityNames(executionID string, out *[]string) {
+	r.b.Queue(`SELECT DISTINCT activity_name FROM activities WHERE execution_id = $1 AND status = 'Scheduled' ORDER BY activity_name`,
+		executionID).Query(func(rows pgx.Rows) error {
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("read pending activities of %s: %w", executionID, err)
+		}
+		*out = names
+		return nil
+	})
+}

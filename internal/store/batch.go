@@ -49,6 +49,9 @@ type Writes struct {
 	// ExecutionsClosed clears every timer of executions that closed.
 	ActivityDone     []ActivityRef
 	ExecutionsClosed []string
+	// CancelledTimers are workflow timers the workflow cancelled: they
+	// never fire.
+	CancelledTimers []WorkflowTimerRef
 	// WorkflowTasksDone clears the deadlines of workflow tasks that
 	// completed.
 	WorkflowTasksDone []WorkflowTaskRef
@@ -94,7 +97,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueUpdateActivities(b, w.UpdatedActivities)
 	queueRepointClaims(b, w.RepointClaims)
 	queueInsertTimers(b, w.Shard, w.NewTimers)
-	queueDeleteTimers(b, w.ActivityDone, w.ExecutionsClosed, w.WorkflowTasksDone)
+	queueDeleteTimers(b, w.ActivityDone, w.ExecutionsClosed, w.WorkflowTasksDone, w.CancelledTimers)
 	if len(w.FiredTimers) > 0 {
 		b.Queue(`DELETE FROM timers WHERE timer_id = ANY($1)`, w.FiredTimers)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // ErrExecutionNotFound is returned for an execution id that does not exist.
@@ -382,6 +384,9 @@ type ExecutionDetails struct {
 	Claim      *KeyClaim
 	SignalKeys []SignalKey
 	Callback   *CallbackState
+	// PendingActivities are the names of the activities scheduled and
+	// not closed, each once (a running execution's only).
+	PendingActivities []string
 }
 
 // GetExecutionDetails reads e's details in one round trip.
@@ -392,6 +397,9 @@ func GetExecutionDetails(ctx context.Context, db Tx, e *Execution) (*ExecutionDe
 		r.ExecutionClaim(ClaimRef{WorkflowName: e.WorkflowName, IdempotencyKey: *e.IdempotencyKey}, e.ExecutionID, &d.Claim)
 	}
 	r.SignalKeys(e.ExecutionID, &d.SignalKeys)
+	if e.Status == wire.StatusRunning {
+		r.PendingActivityNames(e.ExecutionID, &d.PendingActivities)
+	}
 	if e.CompletionCallback != nil {
 		r.Callback(e.ExecutionID, &d.Callback)
 	}

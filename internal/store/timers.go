@@ -29,6 +29,12 @@ const (
 // TimerWorkflow fires a timer the workflow started (Sleep, NewTimer).
 const TimerWorkflow = "workflow"
 
+// WorkflowTimerRef names one timer a workflow started (its timer id).
+type WorkflowTimerRef struct {
+	ExecutionID string
+	TimerID     int
+}
+
 // WorkflowTaskRef names one workflow task of one execution.
 type WorkflowTaskRef struct {
 	ExecutionID string
@@ -100,15 +106,18 @@ func queueInsertTimers(b *pgx.Batch, shard int, timers []Timer) {
 // deadlines of workflow tasks that completed, and every timer of
 // executions that closed, in one statement: a pair with a NULL activity id
 // stands for all of its execution's timers.
-func queueDeleteTimers(b *pgx.Batch, done []ActivityRef, closed []string, tasks []WorkflowTaskRef) {
-	if len(done)+len(closed)+len(tasks) == 0 {
+func queueDeleteTimers(b *pgx.Batch, done []ActivityRef, closed []string, tasks []WorkflowTaskRef, cancelled []WorkflowTimerRef) {
+	if len(done)+len(closed)+len(tasks)+len(cancelled) == 0 {
 		return
 	}
-	ids := make([]string, 0, len(done)+len(closed)+len(tasks))
+	ids := make([]string, 0, len(done)+len(closed)+len(tasks)+len(cancelled))
 	for _, ref := range done {
 		ids = append(ids, ref.ExecutionID)
 	}
 	for _, ref := range tasks {
+		ids = append(ids, ref.ExecutionID)
+	}
+	for _, ref := range cancelled {
 		ids = append(ids, ref.ExecutionID)
 	}
 	ids = append(ids, closed...)
@@ -120,6 +129,10 @@ func queueDeleteTimers(b *pgx.Batch, done []ActivityRef, closed []string, tasks 
 	for i, ref := range tasks {
 		wfts[i] = ref.ExecutionID + "/" + strconv.Itoa(ref.TaskID)
 	}
+	timers := make([]string, len(cancelled))
+	for i, ref := range cancelled {
+		timers[i] = ref.ExecutionID + "/" + strconv.Itoa(ref.TimerID)
+	}
 	// One table, no join: PostgreSQL plans it on every call
 	// (PoolConfig), and a join with the unnested arrays cost more to plan
 	// than to run.
@@ -129,8 +142,10 @@ func queueDeleteTimers(b *pgx.Batch, done []ActivityRef, closed []string, tasks 
 				OR (t.kind IN ('activity_timeout', 'activity_retry', 'activity_heartbeat')
 					AND t.execution_id::text || '/' || (t.attrs->>'activity_id') = ANY($3::text[]))
 				OR (t.kind = 'workflow_task'
-					AND t.execution_id::text || '/' || (t.attrs->>'task_id') = ANY($4::text[])))`,
-		ids, closed, activities, wfts)
+					AND t.execution_id::text || '/' || (t.attrs->>'task_id') = ANY($4::text[]))
+				OR (t.kind = 'workflow'
+					AND t.execution_id::text || '/' || (t.attrs->>'timer_id') = ANY($5::text[])))`,
+		ids, closed, activities, wfts, timers)
 }
 
 // TimerCounts are a shard's timers: all of them, and those due.

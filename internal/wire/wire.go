@@ -50,7 +50,31 @@ const (
 	EventTimerStarted       = "TimerStarted"
 	EventTimerFired         = "TimerFired"
 	EventWorkflowCancelled  = "WorkflowCancelled"
+	// EventWorkflowTaskCompleted comes before the events of a workflow
+	// task's decisions: it records what the task saw (the history up to
+	// BaseSeq) and its time, so that a replay gives the workflow code
+	// what it saw then, task by task.
+	EventWorkflowTaskCompleted = "WorkflowTaskCompleted"
+	// EventTimerCancelled records a cancel_timer decision: the timer
+	// never fires for the workflow (a TimerFired already in the history,
+	// recorded while the task that cancelled it ran, is not seen).
+	EventTimerCancelled = "TimerCancelled"
+	// EventMarkerRecorded records a record_marker decision: a value the
+	// workflow computed once (SideEffect), returned as recorded on every
+	// replay.
+	EventMarkerRecorded = "MarkerRecorded"
 )
+
+// IsDecisionEvent says whether events of typ record a workflow task's
+// decisions (they follow its WorkflowTaskCompleted, in decision order).
+func IsDecisionEvent(typ string) bool {
+	switch typ {
+	case EventActivityScheduled, EventTimerStarted, EventTimerCancelled, EventMarkerRecorded,
+		EventWorkflowCompleted, EventWorkflowFailed:
+		return true
+	}
+	return false
+}
 
 // ValidStatus reports whether s names an execution status.
 func ValidStatus(s string) bool {
@@ -182,11 +206,35 @@ type SignalReceivedAttrs struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 }
 
-// TimerAttrs are the attributes of TimerStarted and TimerFired events.
+// TimerAttrs are the attributes of TimerStarted, TimerFired and
+// TimerCancelled events.
 type TimerAttrs struct {
 	TimerID int        `json:"timer_id"`
 	FireAt  *time.Time `json:"fire_at,omitempty"`
+	// DurationMS is the duration the workflow asked for (TimerStarted).
+	DurationMS int64 `json:"duration_ms,omitempty"`
 }
+
+// WorkflowTaskCompletedAttrs are the attributes of a
+// WorkflowTaskCompleted event.
+type WorkflowTaskCompletedAttrs struct {
+	TaskID int `json:"task_id"`
+	// BaseSeq is the seq of the last history event the task saw.
+	BaseSeq int `json:"base_seq"`
+	// Time is the task's time, what the workflow's Now read.
+	Time time.Time `json:"time"`
+}
+
+// MarkerAttrs are the attributes of a MarkerRecorded event.
+type MarkerAttrs struct {
+	// Kind is what recorded it: MarkerSideEffect.
+	Kind     string          `json:"kind"`
+	MarkerID int             `json:"marker_id"`
+	Value    json.RawMessage `json:"value,omitempty"`
+}
+
+// MarkerSideEffect is the Kind of a SideEffect's marker.
+const MarkerSideEffect = "side_effect"
 
 // StartCommand asks for a workflow execution.
 type StartCommand struct {
@@ -255,6 +303,9 @@ type WorkflowTaskResult struct {
 	Decisions   []Decision `json:"decisions"`
 	// BaseSeq is the seq of the last history event the task saw.
 	BaseSeq int `json:"base_seq,omitempty"`
+	// Time is the task's time (the task's own, or the worker's clock for
+	// a speculative next task), recorded in its WorkflowTaskCompleted.
+	Time time.Time `json:"time,omitzero"`
 	// Eager holds the first attempts the worker ran at once, on its own
 	// slots, of activities these decisions schedule (eager dispatch). The
 	// scheduler records each as that activity's attempt 1, instead of
@@ -274,6 +325,8 @@ const (
 	DecisionCompleteWorkflow = "complete_workflow"
 	DecisionFailWorkflow     = "fail_workflow"
 	DecisionStartTimer       = "start_timer"
+	DecisionCancelTimer      = "cancel_timer"
+	DecisionRecordMarker     = "record_marker"
 )
 
 // Decision is one thing a workflow task asks the scheduler to do.
@@ -289,9 +342,11 @@ type Decision struct {
 	// counts attempt 1 as failed with type WorkerLost, its outcome
 	// unknown, so attempt 2 follows the retry policy and reconciles first.
 	PossiblyStarted bool `json:"possibly_started,omitempty"`
-	// start_timer
+	// start_timer, cancel_timer
 	TimerID    int   `json:"timer_id,omitempty"`
 	DurationMS int64 `json:"duration_ms,omitempty"`
+	// record_marker
+	Marker *MarkerAttrs `json:"marker,omitempty"`
 	// complete_workflow
 	Result json.RawMessage `json:"result,omitempty"`
 	// fail_workflow
@@ -371,6 +426,9 @@ type WorkflowTask struct {
 	TaskQueue    string  `json:"task_queue"`
 	TaskID       int     `json:"task_id"`
 	History      []Event `json:"history"`
+	// Time is when the scheduler dispatched the task: the workflow's
+	// Now while it runs.
+	Time time.Time `json:"time,omitzero"`
 	// Redispatch counts the times the scheduler dispatched this task
 	// again because its deadline passed while the task stream no longer
 	// held it (a task or its result lost). A worker treats a redispatched

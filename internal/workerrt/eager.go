@@ -66,6 +66,12 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	next := *task
 	next.TaskID++
 	next.History = eagerHistory(task, decisions, res.Eager)
+	// The next task's time is this worker's clock, never before the
+	// task's own (a workflow's Now does not go back).
+	next.Time = time.Now().UTC()
+	if next.Time.Before(task.Time) {
+		next.Time = task.Time
+	}
 	nd, err := rt.replay(run, &next, replaySpeculative)
 	if err != nil {
 		// The scheduler dispatches the next task as usual, and its worker
@@ -73,13 +79,13 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 		rt.taskLog(t).Warn("speculative workflow task failed", "err", err)
 		return res, nil
 	}
-	res.Next = &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: next.TaskID, Decisions: nd, BaseSeq: lastSeq(next.History)}
+	res.Next = NewWorkflowTaskResult(&next, nd)
 	return res, nil
 }
 
 // NewWorkflowTaskResult is the result of task that took decisions.
 func NewWorkflowTaskResult(task *wire.WorkflowTask, decisions []wire.Decision) *wire.WorkflowTaskResult {
-	return &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions, BaseSeq: lastSeq(task.History)}
+	return &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions, BaseSeq: lastSeq(task.History), Time: task.Time}
 }
 
 // MarkPossiblyStarted marks the activities decisions schedule as possibly
@@ -101,11 +107,16 @@ func MarkPossiblyStarted(decisions []wire.Decision) bool {
 func (rt *Runtime) replay(run WorkflowFunc, task *wire.WorkflowTask, kind string) ([]wire.Decision, error) {
 	name := rt.workflowLabel(task.WorkflowName)
 	began := time.Now()
-	decisions, err := run(task)
+	res, err := run(task)
 	rt.metrics.replaySeconds.WithLabelValues(name).Observe(time.Since(began).Seconds())
 	rt.metrics.replays.WithLabelValues(name, kind).Inc()
-	rt.metrics.replayEvents.WithLabelValues(name).Add(float64(len(task.History)))
-	return decisions, err
+	rt.metrics.replayEvents.WithLabelValues(name).Add(float64(res.Events))
+	cache := cacheMiss
+	if res.Cached {
+		cache = cacheHit
+	}
+	rt.metrics.cache.WithLabelValues(name, cache).Inc()
+	return res.Decisions, err
 }
 
 // eagerShape says whether a worker may run decisions' activities eagerly:
@@ -230,11 +241,11 @@ func activityOptionsOf(d wire.Decision) wire.ActivityOptions {
 }
 
 // eagerHistory is task's history followed by the events the scheduler
-// writes when it applies decisions and their eager results: the
-// activities' ActivityScheduled events in decision order, then their
-// ActivityCompleted events in result order.
+// writes when it applies decisions and their eager results: the task's
+// WorkflowTaskCompleted, the activities' ActivityScheduled events in
+// decision order, then their ActivityCompleted events in result order.
 func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []wire.ActivityResult) []wire.Event {
-	hist := make([]wire.Event, len(task.History), len(task.History)+len(decisions)+len(results))
+	hist := make([]wire.Event, len(task.History), len(task.History)+1+len(decisions)+len(results))
 	copy(hist, task.History)
 	seq := lastSeq(task.History)
 	add := func(typ string, attrs any) {
@@ -242,6 +253,7 @@ func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []
 		seq++
 		hist = append(hist, wire.Event{Seq: seq, Type: typ, Attrs: raw})
 	}
+	add(wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: task.TaskID, BaseSeq: seq, Time: task.Time})
 	names := map[int]string{}
 	for _, d := range decisions {
 		names[d.ActivityID] = d.ActivityName
@@ -254,6 +266,15 @@ func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []
 		add(wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: r.ActivityID, ActivityName: names[r.ActivityID], Attempt: 1, Result: r.Result})
 	}
 	return hist
+}
+
+// TaskTime is the time of a task that does not say its own: that of the
+// last event it carries, else now.
+func TaskTime(task *wire.WorkflowTask) time.Time {
+	if n := len(task.History); n > 0 && !task.History[n-1].At.IsZero() {
+		return task.History[n-1].At.UTC()
+	}
+	return time.Now().UTC()
 }
 
 // lastSeq is the seq of history's last event, 0 for none.

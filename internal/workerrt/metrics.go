@@ -78,6 +78,13 @@ const (
 	replaySpeculative = "speculative"
 )
 
+// Results of a workflow task's look-up in the worker's cache, the
+// result label of harvest_worker_workflow_cache_total.
+const (
+	cacheHit  = "hit"
+	cacheMiss = "miss"
+)
+
 // otherName is the workflow or activity label of a name this worker has
 // not registered: tasks name what workflow code asked for, which the
 // worker does not control, so a label takes only the names it knows.
@@ -96,6 +103,7 @@ type metrics struct {
 	workflowTasks  *prometheus.CounterVec // workflow, outcome
 	replays        *prometheus.CounterVec // workflow, kind
 	replayEvents   *prometheus.CounterVec // workflow
+	cache          *prometheus.CounterVec // workflow, result
 	replaySeconds  prometheus.ObserverVec // workflow
 	attempts       *prometheus.CounterVec // activity, outcome
 	attemptSeconds prometheus.ObserverVec // activity
@@ -140,11 +148,14 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 			"Workflow tasks the worker settled, by workflow (other: one not registered here) and outcome: completed, failed, handed_back, dropped.",
 			"workflow", "outcome"),
 		replays: counterBy("harvest_worker_workflow_replays_total",
-			"Replays of workflow code over a history, by workflow and kind: task (a workflow task delivered) or speculative (the next task after eager attempts). There is no workflow cache: every replay starts from the history's first event.",
+			"Workflow tasks run, by workflow and kind: task (a workflow task delivered) or speculative (the next task after eager attempts).",
 			"workflow", "kind"),
 		replayEvents: counterBy("harvest_worker_workflow_replay_events_total",
-			"History events replayed, by workflow: each workflow task carries its execution's whole history, and is replayed from its first event.",
+			"History events the workflow tasks run consumed, by workflow: the whole history for a task whose execution was not in the worker's cache (it is replayed), only what the last task did not see for one that was.",
 			"workflow"),
+		cache: counterBy("harvest_worker_workflow_cache_total",
+			"Workflow tasks by what the worker's workflow cache held, by workflow and result: hit (the execution's code was kept, parked, and ran on) or miss (it was not, or did not continue the task's history: the history was replayed).",
+			"workflow", "result"),
 		replaySeconds: histogramBy("harvest_worker_workflow_replay_duration_seconds",
 			"How long one replay of workflow code over its history took to decide, by workflow (eager attempts not included).",
 			seconds, "workflow"),
@@ -215,6 +226,8 @@ func (m *metrics) known(workflows, activities []string) {
 		m.replays.WithLabelValues(w, replayTask)
 		m.replays.WithLabelValues(w, replaySpeculative)
 		m.replayEvents.WithLabelValues(w)
+		m.cache.WithLabelValues(w, cacheHit)
+		m.cache.WithLabelValues(w, cacheMiss)
 	}
 	for _, a := range activities {
 		for _, o := range attemptOutcomes {

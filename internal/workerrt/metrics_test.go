@@ -17,10 +17,10 @@ import (
 // completed, failed and handed back, by kind, how long it held them, and
 // the attempts running; on the registry given, under their names.
 func TestRuntimeCountsTasks(t *testing.T) {
-	complete := func(*wire.WorkflowTask) ([]wire.Decision, error) {
-		return []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`1`)}}, nil
+	complete := func(task *wire.WorkflowTask) (WorkflowRun, error) {
+		return WorkflowRun{Decisions: []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`1`)}}, Events: len(task.History)}, nil
 	}
-	broken := func(*wire.WorkflowTask) ([]wire.Decision, error) { return nil, errors.New("nondeterminism") }
+	broken := func(*wire.WorkflowTask) (WorkflowRun, error) { return WorkflowRun{}, errors.New("nondeterminism") }
 	nc, commands, rt := startRuntime(t, Handlers{
 		Workflow: func(name string) (WorkflowFunc, bool) {
 			switch name {
@@ -65,7 +65,8 @@ func TestRuntimeCountsTasks(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(m.workflowTasks.WithLabelValues("hello", "completed")))
 	require.GreaterOrEqual(t, testutil.ToFloat64(m.workflowTasks.WithLabelValues("broken", "failed")), 1.0)
 	require.Equal(t, 1.0, testutil.ToFloat64(m.replays.WithLabelValues("hello", replayTask)))
-	require.Equal(t, 1.0, testutil.ToFloat64(m.replayEvents.WithLabelValues("hello")), "hello's task carried one event")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.replayEvents.WithLabelValues("hello")), "hello's task consumed one event")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.cache.WithLabelValues("hello", cacheMiss)))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.attempts.WithLabelValues("double", attemptCompleted)))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.attempts.WithLabelValues("double", attemptFailed)))
 	require.Zero(t, testutil.ToFloat64(m.attempts.WithLabelValues("double", attemptTimedOut)))

@@ -49,10 +49,20 @@ type Config struct {
 	Tracing *tracing.Tracing
 }
 
-// WorkflowFunc replays one workflow task of a registered workflow and
+// WorkflowFunc runs one workflow task of a registered workflow and
 // returns its decisions. An error means the task cannot complete (a
 // non-determinism, a panic, a corrupt history) and is retried later.
-type WorkflowFunc func(task *wire.WorkflowTask) ([]wire.Decision, error)
+type WorkflowFunc func(task *wire.WorkflowTask) (WorkflowRun, error)
+
+// WorkflowRun is what running a workflow task took: its decisions,
+// whether the execution was in the worker's cache (the task ran on from
+// where the last one stopped), and how many history events it consumed
+// (only those the last task did not see, on a cache hit).
+type WorkflowRun struct {
+	Decisions []wire.Decision
+	Cached    bool
+	Events    int
+}
 
 // Attempt is what the user's code for one activity attempt needs from the
 // runtime.

@@ -113,17 +113,17 @@ func TestRuntimeReportsActivityAttempts(t *testing.T) {
 // attempt's result and the next workflow task, replayed over the history
 // the scheduler will write.
 func TestRuntimeRunsActivitiesEagerly(t *testing.T) {
-	replay := func(task *wire.WorkflowTask) ([]wire.Decision, error) {
+	replay := func(task *wire.WorkflowTask) (WorkflowRun, error) {
 		for _, ev := range task.History {
 			if ev.Type == wire.EventActivityCompleted {
 				var a wire.ActivityClosedAttrs
 				if err := json.Unmarshal(ev.Attrs, &a); err != nil {
-					return nil, err
+					return WorkflowRun{}, err
 				}
-				return []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: a.Result}}, nil
+				return WorkflowRun{Decisions: []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: a.Result}}}, nil
 			}
 		}
-		return []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "greet", Input: json.RawMessage(`"ada"`)}}, nil
+		return WorkflowRun{Decisions: []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "greet", Input: json.RawMessage(`"ada"`)}}}, nil
 	}
 	nc, commands, _ := startRuntime(t, Handlers{
 		Workflow:    func(name string) (WorkflowFunc, bool) { return replay, name == "hello" },
@@ -150,6 +150,6 @@ func TestRuntimeRunsActivitiesEagerly(t *testing.T) {
 	require.JSONEq(t, `"hello ada"`, string(res.Eager[0].Result))
 	require.NotNil(t, res.Next)
 	require.Equal(t, 2, res.Next.TaskID)
-	require.Equal(t, 3, res.Next.BaseSeq, "started, scheduled, completed")
+	require.Equal(t, 4, res.Next.BaseSeq, "started, task completed, scheduled, completed")
 	require.Equal(t, []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`"hello ada"`)}}, res.Next.Decisions)
 }

@@ -65,6 +65,11 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 		rt.handBack(t, UnknownTaskDelay)
 		return outcomeHandedBack
 	}
+	if task.Time.IsZero() {
+		// A task from a scheduler that does not say its time: the time of
+		// the last event it carries, else this worker's clock.
+		task.Time = TaskTime(&task)
+	}
 	result, err := rt.completeWorkflowTask(ctx, t, run, &task)
 	if err != nil {
 		// Nothing ran: the task failed before any eager attempt.

@@ -1,0 +1,208 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harvest-engine/harvest/examples"
+)
+
+// Fanout starts ride along with each trial's load, so that the decisions
+// workflow code takes with the determinism helpers (a side effect's
+// marker, a timer cancelled, goroutines and a channel, the workflow's
+// time) are applied exactly once and replay as they ran under the
+// trial's faults: a worker killed mid-fanout leaves its executions to
+// another, which replays their histories.
+//
+// Each is a keyed start of the fanout example over a few items, with a
+// deadline far beyond the trial. After the trial, every acknowledged one
+// must have exactly one execution, Completed with every item squared, its
+// batch id the value of its one MarkerRecorded, one TimerStarted and one
+// TimerCancelled (the deadline, cancelled once every square was in).
+
+var chaosFanout = flag.Int("chaos.fanout", 4, "chaos: fanout starts per trial (the determinism helpers' decisions under faults)")
+
+// fanoutPlan is one fanout start.
+type fanoutPlan struct {
+	key    string
+	items  []int
+	at     time.Duration
+	ingest int
+}
+
+func planFanout(rng *rand.Rand, prefix string, n int, window time.Duration) []fanoutPlan {
+	plans := make([]fanoutPlan, n)
+	for j := range plans {
+		items := make([]int, 2+rng.IntN(4))
+		for i := range items {
+			items[i] = rng.IntN(1000)
+		}
+		plans[j] = fanoutPlan{key: fmt.Sprintf("fanout-%sf%02d", prefix, j), items: items,
+			at: time.Duration(rng.Int64N(int64(window))), ingest: rng.IntN(2)}
+	}
+	return plans
+}
+
+func (p fanoutPlan) body() string {
+	raw, _ := json.Marshal(map[string]any{"input": examples.FanoutInput{Items: p.items, Deadline: "1h"}})
+	return string(raw)
+}
+
+// fanoutOutcome is what the client of one fanout start heard.
+type fanoutOutcome struct {
+	plan    fanoutPlan
+	mu      sync.Mutex
+	answers []answer
+}
+
+func (o *fanoutOutcome) acked() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.ContainsFunc(o.answers, answer.ok)
+}
+
+// runFanout sends the fanout starts at their times, retrying as the load
+// does.
+func (s *stack) runFanout(ctx context.Context, plans []fanoutPlan, giveUp time.Time) []*fanoutOutcome {
+	begin := time.Now()
+	out := make([]*fanoutOutcome, len(plans))
+	var wg sync.WaitGroup
+	for j, p := range plans {
+		o := &fanoutOutcome{plan: p}
+		out[j] = o
+		wg.Go(func() {
+			if !sendAt(ctx, begin.Add(p.at)) {
+				return
+			}
+			s.startRetrying(ctx, examples.WorkflowFanout, p.ingest, p.key, p.body(), giveUp, func(a answer) {
+				o.mu.Lock()
+				o.answers = append(o.answers, a)
+				o.mu.Unlock()
+			})
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// fanoutExecution is a fanout execution and what its history holds.
+type fanoutExecution struct {
+	id, key, status string
+	result          examples.FanoutResult
+	events          map[string]int // by type
+	markers         []string       // the MarkerRecorded values
+}
+
+// fanoutInvariants checks the trial's fanout starts, once they have all
+// completed or the bound passed.
+func (c *trialCheck) fanoutInvariants(ctx context.Context, outcomes []*fanoutOutcome) {
+	if len(outcomes) == 0 {
+		return
+	}
+	prefix := "fanout-" + c.prefix
+	var execs []fanoutExecution
+	deadline := time.Now().Add(c.cfg.bound)
+	for {
+		var err error
+		execs, err = c.fanoutExecutions(ctx, prefix)
+		done := err == nil
+		for _, e := range execs {
+			done = done && e.status == "Completed"
+		}
+		if done || time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil {
+				c.res.fail("fanout: read the executions: %v", err)
+				return
+			}
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval, not synchronisation
+	}
+	byKey := map[string][]fanoutExecution{}
+	for _, e := range execs {
+		byKey[e.key] = append(byKey[e.key], e)
+	}
+	var bad []string
+	for _, o := range outcomes {
+		p := o.plan
+		got := byKey[p.key]
+		switch {
+		case len(got) > 1:
+			bad = append(bad, fmt.Sprintf("%s: %d executions", p.key, len(got)))
+			continue
+		case len(got) == 0 && o.acked():
+			bad = append(bad, p.key+": acknowledged, no execution")
+			continue
+		case len(got) == 0:
+			continue
+		}
+		e := got[0]
+		want := make([]int, len(p.items))
+		sum := 0
+		for i, v := range p.items {
+			want[i] = v * v
+			sum += v * v
+		}
+		switch {
+		case e.status != "Completed":
+			bad = append(bad, fmt.Sprintf("%s: %s, not Completed within %s", p.key, e.status, c.cfg.bound))
+		case !slices.Equal(e.result.Squares, want) || e.result.Sum != sum || e.result.Done != len(p.items) || e.result.TimedOut:
+			bad = append(bad, fmt.Sprintf("%s: result %+v for items %v", p.key, e.result, p.items))
+		case len(e.markers) != 1 || e.markers[0] != e.result.BatchID:
+			bad = append(bad, fmt.Sprintf("%s: batch id %q, recorded %q", p.key, e.result.BatchID, e.markers))
+		case e.events["TimerStarted"] != 1 || e.events["TimerCancelled"] != 1 || e.events["WorkflowCompleted"] != 1:
+			bad = append(bad, fmt.Sprintf("%s: history holds %v", p.key, e.events))
+		default:
+			c.res.FanoutCompleted++
+		}
+	}
+	if len(bad) > 0 {
+		c.res.Other += len(bad)
+		c.res.fail("fanout: %d wrong: %s", len(bad), strings.Join(bad, "; "))
+	}
+}
+
+// fanoutExecutions reads the fanout executions whose keys start with
+// prefix, with their histories' event counts and markers.
+func (c *trialCheck) fanoutExecutions(ctx context.Context, prefix string) ([]fanoutExecution, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var out []fanoutExecution
+	err := c.st.queryAll(qctx, `
+		SELECT e.execution_id::text, e.idempotency_key, e.status, coalesce(e.result::text, 'null'),
+			(SELECT coalesce(json_object_agg(t, n), '{}')::text FROM (SELECT type AS t, count(*) AS n FROM history_events h
+				WHERE h.execution_id = e.execution_id GROUP BY type) c),
+			(SELECT coalesce(json_agg(h.attrs->'value' ORDER BY h.seq), '[]')::text FROM history_events h
+				WHERE h.execution_id = e.execution_id AND h.type = 'MarkerRecorded')
+		FROM executions e WHERE e.workflow_name = $1 AND starts_with(e.idempotency_key, $2)`,
+		[]any{examples.WorkflowFanout, prefix}, func(rows pgx.Rows) error {
+			var e fanoutExecution
+			var result, events, markers string
+			if err := rows.Scan(&e.id, &e.key, &e.status, &result, &events, &markers); err != nil {
+				return err
+			}
+			if err := json.Unmarshal([]byte(result), &e.result); err != nil {
+				return fmt.Errorf("execution %s: result %s: %w", e.id, result, err)
+			}
+			if err := json.Unmarshal([]byte(events), &e.events); err != nil {
+				return fmt.Errorf("execution %s: events %s: %w", e.id, events, err)
+			}
+			if err := json.Unmarshal([]byte(markers), &e.markers); err != nil {
+				return fmt.Errorf("execution %s: markers %s: %w", e.id, markers, err)
+			}
+			out = append(out, e)
+			return nil
+		})
+	return out, err
+}

@@ -1,0 +1,486 @@
+package harvest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// How a workflow task is replayed.
+//
+// The history holds, for each workflow task completed, a
+// WorkflowTaskCompleted event saying what the task saw (the events up to
+// its base_seq) and its time, followed by the events of its decisions
+// (ActivityScheduled, TimerStarted, ..., maybe among events that came
+// meanwhile). Other events (a result, a signal, a timer firing) become
+// visible to workflow code only at the first task that saw them. So a
+// replay goes task by task: it makes visible what task k saw, runs the
+// coroutines until they block, and checks that they decided what the
+// history records after task k's WorkflowTaskCompleted, kind, name, input
+// and options; then task k+1. Every call that reads state (Future.IsReady,
+// a Selector, a signal channel, a timer, Now) sees the history only up to
+// where the replay stands, as the first run did. At the end of the
+// history it runs the task at hand, and what its coroutines decide is the
+// task's result.
+//
+// A history written before WorkflowTaskCompleted existed has none: each
+// run of decision events is then taken as a task that saw the history up
+// to the event before it, and decisions are matched in order across
+// them, as Harvest's first replayer did.
+
+// ErrNonDeterministic is returned (wrapped) when workflow code, replayed
+// over its history, makes calls that differ from those the history records.
+var ErrNonDeterministic = errors.New("workflow is not deterministic")
+
+// NonDeterminismError says where a replay diverged from its history: at
+// event Seq (of workflow task TaskID), what the history had and what the
+// code asked for. It matches ErrNonDeterministic (errors.Is).
+type NonDeterminismError struct {
+	TaskID int
+	Seq    int
+	// History is the recorded event, or "nothing" when the code decided
+	// more than the history records.
+	History string
+	// Code is the decision the code took, or "nothing" when it decided
+	// less.
+	Code string
+}
+
+func (e *NonDeterminismError) Error() string {
+	return fmt.Sprintf("%s: at history event %d (workflow task %d) the history has %s, the code asked for %s", ErrNonDeterministic, e.Seq, e.TaskID, e.History, e.Code)
+}
+
+func (e *NonDeterminismError) Is(target error) bool { return target == ErrNonDeterministic }
+
+// errStale says a cached execution does not continue the task's history:
+// the task is run on a fresh one.
+var errStale = errors.New("cached execution does not continue the history")
+
+// activityState is an activity the workflow scheduled.
+type activityState struct {
+	name   string
+	result *wire.ActivityClosedAttrs // visible result
+	tick   int
+}
+
+// timerState is a timer the workflow started.
+type timerState struct {
+	fired     bool
+	cancelled bool
+	tick      int
+}
+
+type signalItem struct {
+	payload json.RawMessage
+	tick    int
+}
+
+type signalQueue struct {
+	items    []signalItem
+	consumed int
+}
+
+// execution is one execution's workflow code and what the history has
+// shown it: kept in the worker's cache between workflow tasks.
+type execution struct {
+	fn   workflowFunc
+	opts map[string]ActivityOptions
+	log  *slog.Logger
+	info WorkflowInfo
+	d    *dispatcher
+
+	// applied counts the history events consumed; lastSeq and lastType
+	// are the last one's, to check that a task continues the history.
+	applied  int
+	lastSeq  int
+	lastType string
+	// sizes are the history's cumulated sizes, by event consumed.
+	sizes []int
+	// taskID is the task run last at the end of its history, and
+	// awaiting its decisions, to be found after its WorkflowTaskCompleted
+	// in the next task's history.
+	taskID   int
+	awaiting []wire.Decision
+	// expect are decisions taken at the last boundary replayed that the
+	// history has not matched yet; legacy says the history has no
+	// WorkflowTaskCompleted there (decisions match in order, across
+	// boundaries).
+	expect    []wire.Decision
+	inBlock   bool
+	legacy    bool
+	blockTask int
+	// unseen are events consumed that no task has seen yet.
+	unseen []wire.Event
+	// markers are the recorded markers, by id: a replay returns them.
+	markers map[int]json.RawMessage
+
+	// What workflow code sees.
+	tick       int // bumped as anything becomes visible; orders Select
+	startTime  time.Time
+	activities map[int]*activityState
+	timers     map[int]*timerState
+	signals    map[string]*signalQueue
+	now        time.Time
+	replaying  bool
+	seenLen    int
+	seenSize   int
+
+	nextActivity, nextTimer, nextMarker int
+	// decisions are those taken since the last boundary.
+	decisions []wire.Decision
+	// returned says the workflow function returned (its complete or fail
+	// decision is taken).
+	returned bool
+	// failed is a replay's divergence, or another reason the execution
+	// cannot go on.
+	failed error
+}
+
+func newExecution(fn workflowFunc, task *wire.WorkflowTask, opts map[string]ActivityOptions, log *slog.Logger) *execution {
+	x := &execution{
+		fn: fn, opts: opts, d: newDispatcher(),
+		info:       WorkflowInfo{ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, WorkflowID: task.WorkflowID, TaskQueue: task.TaskQueue, Attempt: 1},
+		activities: map[int]*activityState{}, timers: map[int]*timerState{}, signals: map[string]*signalQueue{},
+		markers: map[int]json.RawMessage{},
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	x.log = slog.New(&replayHandler{x: x, h: log.Handler()}).With("execution_id", task.ExecutionID, "workflow", task.WorkflowName, "workflow_id", task.WorkflowID)
+	return x
+}
+
+// continues says whether task continues the history this execution has
+// consumed, so that it can run the task without replaying.
+func (x *execution) continues(task *wire.WorkflowTask) bool {
+	if x.failed != nil || x.returned || task.TaskID != x.taskID+1 || len(task.History) < x.applied {
+		return false
+	}
+	if x.applied == 0 {
+		return true
+	}
+	last := task.History[x.applied-1]
+	return last.Seq == x.lastSeq && last.Type == x.lastType
+}
+
+// close ends the execution's coroutines.
+func (x *execution) close() { x.d.close() }
+
+// runTask consumes the rest of task's history, replaying the tasks it
+// records, then runs task itself and returns its decisions.
+func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
+	hist := task.History
+	for _, ev := range hist[x.applied:] {
+		if ev.Type == wire.EventMarkerRecorded {
+			var a wire.MarkerAttrs
+			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
+			}
+			x.markers[a.MarkerID] = a.Value
+		}
+	}
+	for x.applied < len(hist) {
+		ev := hist[x.applied]
+		prevSeq := x.lastSeq
+		x.applied++
+		x.lastSeq, x.lastType = ev.Seq, ev.Type
+		size := len(ev.Type) + len(ev.Attrs)
+		if n := len(x.sizes); n > 0 {
+			size += x.sizes[n-1]
+		}
+		x.sizes = append(x.sizes, size)
+		switch {
+		case ev.Type == wire.EventWorkflowTaskCompleted:
+			var a wire.WorkflowTaskCompletedAttrs
+			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
+			}
+			if err := x.endBlock(ev.Seq); err != nil {
+				return nil, err
+			}
+			if x.awaiting != nil {
+				// The task this execution ran last, recorded.
+				if a.TaskID != x.taskID {
+					return nil, errStale
+				}
+				x.expect, x.awaiting = x.awaiting, nil
+			} else {
+				if err := x.boundary(a.BaseSeq, a.Time, true); err != nil {
+					return nil, err
+				}
+				// After a history without WorkflowTaskCompleted, what its
+				// tasks decided beyond it comes first.
+				x.expect = append(x.expect, x.takeDecisions()...)
+			}
+			x.inBlock, x.legacy, x.blockTask = true, false, a.TaskID
+		case wire.IsDecisionEvent(ev.Type):
+			if !x.inBlock {
+				if x.awaiting != nil {
+					return nil, errStale
+				}
+				// A history from before WorkflowTaskCompleted: the task
+				// saw what came before this event.
+				if err := x.boundary(prevSeq, ev.At, true); err != nil {
+					return nil, err
+				}
+				x.expect = append(x.expect, x.takeDecisions()...)
+				x.inBlock, x.legacy = true, true
+			}
+			if err := x.match(ev); err != nil {
+				return nil, err
+			}
+		default:
+			if x.legacy {
+				x.inBlock = false
+			}
+			x.unseen = append(x.unseen, ev)
+		}
+	}
+	if x.awaiting != nil {
+		// The task run last is not in this history: its result was not
+		// taken.
+		return nil, errStale
+	}
+	if err := x.endBlock(x.lastSeq); err != nil {
+		return nil, err
+	}
+	leftover := x.expect
+	x.expect, x.inBlock, x.legacy = nil, false, false
+	if task.Time.IsZero() {
+		task.Time = x.now
+	}
+	if err := x.boundary(x.lastSeq, task.Time, false); err != nil {
+		return nil, err
+	}
+	out := append(leftover, x.takeDecisions()...)
+	x.taskID = task.TaskID
+	x.awaiting = append([]wire.Decision{}, out...)
+	return out, nil
+}
+
+// endBlock checks, as a task's decision events end (at seq), that the
+// history recorded every decision its replay took. A history without
+// WorkflowTaskCompleted carries them over to the next.
+func (x *execution) endBlock(seq int) error {
+	if !x.inBlock || x.legacy || len(x.expect) == 0 {
+		return nil
+	}
+	return x.diverged(&NonDeterminismError{TaskID: x.blockTask, Seq: seq, History: "nothing more", Code: describeDecision(x.expect[0])})
+}
+
+// boundary makes visible the events a task saw (up to base), sets the
+// task's time, and runs the coroutines until they block.
+func (x *execution) boundary(base int, at time.Time, replaying bool) error {
+	keep := x.unseen[:0]
+	for _, ev := range x.unseen {
+		if ev.Seq <= base {
+			if err := x.see(ev); err != nil {
+				return err
+			}
+		} else {
+			keep = append(keep, ev)
+		}
+	}
+	x.unseen = keep
+	if !at.IsZero() && at.After(x.now) {
+		x.now = at.UTC()
+	}
+	x.replaying = replaying
+	x.seenLen = base
+	if base >= 1 && base <= len(x.sizes) {
+		// Events are numbered from 1 without gaps, and a task carries
+		// the whole history: sizes[s-1] is the size up to seq s.
+		x.seenSize = x.sizes[base-1]
+	}
+	x.d.run()
+	if p := x.d.panicked; p != nil {
+		return x.diverged(fmt.Errorf("workflow %q panicked: %s", x.info.WorkflowName, p.Message))
+	}
+	return x.failed
+}
+
+func (x *execution) diverged(err error) error {
+	if x.failed == nil {
+		x.failed = err
+	}
+	return x.failed
+}
+
+// see makes one event visible to workflow code.
+func (x *execution) see(ev wire.Event) error {
+	x.tick++
+	switch ev.Type {
+	case wire.EventWorkflowStarted:
+		var a wire.WorkflowStartedAttrs
+		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+			return fmt.Errorf("history event %d: %w", ev.Seq, err)
+		}
+		x.startTime = ev.At
+		x.info.StartTime = ev.At
+		if x.now.IsZero() {
+			x.now = ev.At
+		}
+		ctx := &WorkflowContext{x: x}
+		x.d.spawn("workflow function", func() {
+			res, err := x.fn(ctx, a.Input)
+			x.finish(res, err)
+		})
+	case wire.EventActivityCompleted, wire.EventActivityFailed:
+		var a wire.ActivityClosedAttrs
+		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+			return fmt.Errorf("history event %d: %w", ev.Seq, err)
+		}
+		st := x.activities[a.ActivityID]
+		if st == nil {
+			// A result of an activity the code has not scheduled (yet):
+			// kept for when it does.
+			st = &activityState{name: a.ActivityName}
+			x.activities[a.ActivityID] = st
+		}
+		st.result, st.tick = &a, x.tick
+	case wire.EventSignalReceived:
+		var a wire.SignalReceivedAttrs
+		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+			return fmt.Errorf("history event %d: %w", ev.Seq, err)
+		}
+		q := x.signalQueue(a.SignalName)
+		q.items = append(q.items, signalItem{payload: a.Payload, tick: x.tick})
+	case wire.EventTimerFired:
+		var a wire.TimerAttrs
+		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+			return fmt.Errorf("history event %d: %w", ev.Seq, err)
+		}
+		st := x.timers[a.TimerID]
+		if st == nil {
+			st = &timerState{}
+			x.timers[a.TimerID] = st
+		}
+		if !st.cancelled {
+			st.fired, st.tick = true, x.tick
+		}
+	}
+	return nil
+}
+
+func (x *execution) signalQueue(name string) *signalQueue {
+	q := x.signals[name]
+	if q == nil {
+		q = &signalQueue{}
+		x.signals[name] = q
+	}
+	return q
+}
+
+// finish takes the decision the workflow function's return makes.
+func (x *execution) finish(res any, err error) {
+	x.returned, x.d.done = true, true
+	switch {
+	case err != nil:
+		x.decide(wire.Decision{Type: wire.DecisionFailWorkflow, Failure: failureOf(err)})
+	default:
+		raw, merr := json.Marshal(res)
+		if merr != nil {
+			x.decide(wire.Decision{Type: wire.DecisionFailWorkflow, Failure: &wire.Failure{Message: fmt.Sprintf("encode workflow result: %v", merr), Type: "encoding"}})
+			return
+		}
+		x.decide(wire.Decision{Type: wire.DecisionCompleteWorkflow, Result: raw})
+	}
+}
+
+// decide takes a decision, unless the coroutines are being ended.
+func (x *execution) decide(d wire.Decision) {
+	if x.d.closing {
+		return
+	}
+	x.decisions = append(x.decisions, d)
+}
+
+func (x *execution) takeDecisions() []wire.Decision {
+	out := x.decisions
+	x.decisions = nil
+	return out
+}
+
+// match checks a recorded decision event against the next decision the
+// replay took.
+func (x *execution) match(ev wire.Event) error {
+	if len(x.expect) == 0 {
+		return x.diverged(&NonDeterminismError{TaskID: x.blockTask, Seq: ev.Seq, History: describeEvent(ev), Code: "nothing"})
+	}
+	d := x.expect[0]
+	x.expect = x.expect[1:]
+	if !decisionMatches(d, ev) {
+		return x.diverged(&NonDeterminismError{TaskID: x.blockTask, Seq: ev.Seq, History: describeEvent(ev), Code: describeDecision(d)})
+	}
+	return nil
+}
+
+// decisionMatches says whether ev records d: the same kind, and the same
+// name, input and options (an activity), duration (a timer), marker or
+// result.
+func decisionMatches(d wire.Decision, ev wire.Event) bool {
+	switch ev.Type {
+	case wire.EventActivityScheduled:
+		var a wire.ActivityScheduledAttrs
+		if d.Type != wire.DecisionScheduleActivity || json.Unmarshal(ev.Attrs, &a) != nil {
+			return false
+		}
+		opts := wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
+		if d.Options != nil {
+			opts = *d.Options
+		}
+		return a.ActivityID == d.ActivityID && a.ActivityName == d.ActivityName && sameJSON(a.Input, d.Input) && reflect.DeepEqual(a.Options, opts)
+	case wire.EventTimerStarted:
+		var a wire.TimerAttrs
+		if d.Type != wire.DecisionStartTimer || json.Unmarshal(ev.Attrs, &a) != nil {
+			return false
+		}
+		return a.TimerID == d.TimerID && (a.DurationMS == 0 || a.DurationMS == d.DurationMS)
+	case wire.EventTimerCancelled:
+		var a wire.TimerAttrs
+		return d.Type == wire.DecisionCancelTimer && json.Unmarshal(ev.Attrs, &a) == nil && a.TimerID == d.TimerID
+	case wire.EventMarkerRecorded:
+		var a wire.MarkerAttrs
+		return d.Type == wire.DecisionRecordMarker && d.Marker != nil && json.Unmarshal(ev.Attrs, &a) == nil &&
+			a.Kind == d.Marker.Kind && a.MarkerID == d.Marker.MarkerID
+	case wire.EventWorkflowCompleted:
+		var a wire.WorkflowClosedAttrs
+		return d.Type == wire.DecisionCompleteWorkflow && json.Unmarshal(ev.Attrs, &a) == nil && sameJSON(a.Result, d.Result)
+	case wire.EventWorkflowFailed:
+		var a wire.WorkflowClosedAttrs
+		return d.Type == wire.DecisionFailWorkflow && json.Unmarshal(ev.Attrs, &a) == nil && a.Failure != nil && d.Failure != nil &&
+			a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type
+	}
+	return false
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(wire.OrNull(a), &x) != nil || json.Unmarshal(wire.OrNull(b), &y) != nil {
+		return string(a) == string(b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func describeEvent(ev wire.Event) string {
+	return fmt.Sprintf("%s %s", ev.Type, ev.Attrs)
+}
+
+func describeDecision(d wire.Decision) string {
+	raw, _ := json.Marshal(d)
+	return fmt.Sprintf("%s %s", d.Type, raw)
+}
+
+// runWorkflowTask runs task on a fresh execution of fn, which it then
+// ends: a replay of the whole history, as a worker without the execution
+// in its cache runs it.
+func runWorkflowTask(fn workflowFunc, task *wire.WorkflowTask, opts map[string]ActivityOptions) ([]wire.Decision, error) {
+	x := newExecution(fn, task, opts, nil)
+	defer x.close()
+	return x.runTask(task)
+}

@@ -56,6 +56,14 @@ type Config struct {
 	// Logger takes the worker's and the scheduler's logs; nil discards
 	// them.
 	Logger *slog.Logger
+	// ConcurrentActivities runs activity attempts on goroutines of their
+	// own, as a deployment's worker does, instead of on the goroutine
+	// that called the Env: Start, Signal and Advance then return once no
+	// workflow task is due, while attempts may still run, and the test
+	// can signal an execution while one of its activities runs. Settle
+	// waits until nothing runs. Off, every attempt runs to its end before
+	// the call returns.
+	ConcurrentActivities bool
 }
 
 // Validate names the first bad field.
@@ -111,6 +119,15 @@ type Env struct {
 	ledger *ledger
 	// fakes replace activities (OnActivity), on every worker.
 	fakes map[string]any
+	// running counts the attempts running on goroutines of their own
+	// (ConcurrentActivities); settled is closed, and replaced, each time
+	// one ends; asyncErrs are what their tasks returned, for Settle.
+	running   int
+	settled   chan struct{}
+	asyncErrs []error
+	// stop cancels the attempts still running when the Env closes.
+	stop context.CancelFunc
+	bg   context.Context
 }
 
 // delivery is a task on its way to a worker: due at at, and redelivered
@@ -141,7 +158,9 @@ func New(register func(*harvest.Worker), cfg Config) (*Env, error) {
 	if cfg.Now.IsZero() {
 		cfg.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	e := &Env{cfg: cfg, register: register, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), now: cfg.Now.UTC(), tasks: map[string][]recordedTask{}}
+	e := &Env{cfg: cfg, register: register, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), now: cfg.Now.UTC(), tasks: map[string][]recordedTask{},
+		settled: make(chan struct{})}
+	e.bg, e.stop = context.WithCancel(context.Background())
 	mem, err := scheduler.NewMemory(scheduler.MemoryConfig{
 		StartIdempotencyWindow: cfg.StartIdempotencyWindow, WorkflowTaskTimeout: cfg.WorkflowTaskTimeout,
 		Retention: cfg.Retention, RetentionByWorkflow: cfg.RetentionByWorkflow, TaskQueued: e.taskQueued, Logger: e.log,
@@ -221,6 +240,18 @@ func (e *Env) OnActivity(name string, fake any) error {
 // stopping worker does. Call it when the test is done with the Env:
 // defer env.Close(). Safe to call twice.
 func (e *Env) Close() {
+	// Attempts still running (ConcurrentActivities) are cancelled, and
+	// waited for.
+	e.stop()
+	for {
+		e.mu.Lock()
+		running, settled := e.running, e.settled
+		e.mu.Unlock()
+		if running == 0 {
+			break
+		}
+		<-settled
+	}
 	e.run.Lock()
 	defer e.run.Unlock()
 	e.mu.Lock()
@@ -228,6 +259,59 @@ func (e *Env) Close() {
 	if e.worker.Close != nil {
 		e.worker.Close()
 	}
+}
+
+// Settle waits until no activity attempt runs (ConcurrentActivities) and
+// no task is due, running the tasks that fall due meanwhile, and returns
+// the errors of the tasks that ran since the last Settle on the attempts'
+// goroutines (see Start). Without ConcurrentActivities there is nothing
+// to wait for.
+func (e *Env) Settle(ctx context.Context) error {
+	for {
+		e.run.Lock()
+		err := e.drain(ctx)
+		e.run.Unlock()
+		e.mu.Lock()
+		if err != nil {
+			e.asyncErrs = append(e.asyncErrs, err)
+		}
+		running, settled := e.running, e.settled
+		if running == 0 {
+			errs := e.asyncErrs
+			e.asyncErrs = nil
+			e.mu.Unlock()
+			return joinDistinct(errs)
+		}
+		e.mu.Unlock()
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return fmt.Errorf("harvesttest: settle: %w", ctx.Err())
+		}
+	}
+}
+
+// runConcurrently runs an activity attempt on a goroutine of its own,
+// then the tasks its result leads to.
+func (e *Env) runConcurrently(worker inproc.Binding, d *delivery) {
+	e.mu.Lock()
+	e.running++
+	e.mu.Unlock()
+	go func() {
+		ctx := e.bg
+		errs := []error{e.runActivityTask(ctx, worker, d)}
+		e.run.Lock()
+		errs = append(errs, e.drain(ctx))
+		e.run.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if err := joinDistinct(errs); err != nil && ctx.Err() == nil {
+			e.asyncErrs = append(e.asyncErrs, err)
+		}
+		e.running--
+		close(e.settled)
+		e.settled = make(chan struct{})
+	}()
 }
 
 // RestartWorker stops the worker, as a crash or a deploy would, between
@@ -373,9 +457,12 @@ func (e *Env) drain(ctx context.Context) error {
 			return joinDistinct(errs)
 		}
 		var err error
-		if d.wft != nil {
+		switch {
+		case d.wft != nil:
 			err = e.runWorkflowTask(ctx, worker, d)
-		} else {
+		case e.cfg.ConcurrentActivities:
+			e.runConcurrently(worker, d)
+		default:
 			err = e.runActivityTask(ctx, worker, d)
 		}
 		errs = append(errs, err)

@@ -569,3 +569,49 @@ func TestFanoutReplaysAsItRan(t *testing.T) {
 	require.NoError(t, env.RestartWorker(ctx, nil))
 	require.NoError(t, x.Replay(nil))
 }
+
+// TestASignalArrivesWhileAnActivityRuns: with ConcurrentActivities an
+// attempt runs on a goroutine of its own, Start returns while it runs,
+// and a signal reaches the execution meanwhile; Settle waits for the
+// attempt to end.
+func TestASignalArrivesWhileAnActivityRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	env, err := harvesttest.New(func(w *harvest.Worker) {
+		harvest.RegisterWorkflow(w, "hurry", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+			long := harvest.ExecuteActivity(ctx, "long", nil)
+			out := ""
+			harvest.NewSelector(ctx).
+				AddFuture(long, func(f *harvest.Future) { _ = f.Get(&out) }).
+				AddReceive(harvest.GetSignalChannel(ctx, "hurry"), func(c *harvest.SignalChannel) { _ = c.Receive(nil); out = "hurried" }).
+				Select()
+			return out, nil
+		})
+		harvest.RegisterActivity(w, "long", func(ctx *harvest.ActivityContext, _ struct{}) (string, error) {
+			started <- struct{}{}
+			select {
+			case <-release:
+				return "done", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})
+	}, harvesttest.Config{ConcurrentActivities: true})
+	require.NoError(t, err)
+	t.Cleanup(env.Close)
+
+	x, err := env.Start(ctx, "hurry", nil)
+	require.NoError(t, err, "Start returns while the activity runs")
+	<-started
+	delivered, err := x.Signal(ctx, "hurry", nil)
+	require.NoError(t, err)
+	require.True(t, delivered)
+	var out string
+	require.NoError(t, x.Result(&out), "the workflow completed while its activity ran")
+	require.Equal(t, "hurried", out)
+	close(release)
+	require.NoError(t, env.Settle(ctx))
+	require.Len(t, env.Attempts(), 1)
+}

@@ -162,7 +162,10 @@ func TestEveryReplayDecidesAsTheFirstRun(t *testing.T) {
 			rng := rand.New(rand.NewPCG(s, 29))
 			steps := randomProgram(rng)
 			ctx := context.Background()
-			env, err := harvesttest.New(registerProgram, harvesttest.Config{})
+			// Half the programs run their activities concurrently, as a
+			// deployment does.
+			concurrent := rng.IntN(2) == 0
+			env, err := harvesttest.New(registerProgram, harvesttest.Config{ConcurrentActivities: concurrent})
 			require.NoError(t, err)
 			t.Cleanup(env.Close)
 			x, err := env.Start(ctx, "program", steps)
@@ -182,6 +185,7 @@ func TestEveryReplayDecidesAsTheFirstRun(t *testing.T) {
 					err = env.Advance(ctx, time.Duration(rng.IntN(1500))*time.Millisecond)
 				}
 				require.NoError(t, err)
+				require.NoError(t, env.Settle(ctx))
 			}
 			// Then time runs on until the program is done (the selects
 			// and waits end on their timers).
@@ -190,6 +194,7 @@ func TestEveryReplayDecidesAsTheFirstRun(t *testing.T) {
 					break
 				}
 				require.NoError(t, env.Advance(ctx, time.Second))
+				require.NoError(t, env.Settle(ctx))
 			}
 			var notes []string
 			require.NoError(t, x.Result(&notes), "program %v", steps)

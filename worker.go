@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -45,10 +47,14 @@ var ErrRegistration = errors.New("registration refused")
 // WorkerConfig configures a Worker. Zero values mean the documented
 // defaults.
 type WorkerConfig struct {
-	// NATS is the connection to the deployment's NATS server, required.
-	// Start binds to the streams and buckets the deployment's scheduler
-	// and ingest declared (it fails with an error wrapping ErrNotDeclared
-	// when there are none yet), and never changes them.
+	// NATS is the connection to the deployment's NATS server. Without
+	// one, NewWorker connects to the URL in the HARVEST_NATS_URL
+	// environment variable (which harvest dev prints, and writes to its
+	// state dir's nats.url), and Stop closes that connection; with
+	// neither, NewWorker fails. Start binds to the streams and buckets
+	// the deployment's scheduler and ingest declared (it fails with an
+	// error wrapping ErrNotDeclared when there are none yet), and never
+	// changes them.
 	NATS *nats.Conn
 	// TaskQueue to pull from, default "default".
 	TaskQueue string
@@ -100,11 +106,17 @@ type WorkerConfig struct {
 	// execution), and carries each span's context in the commands the
 	// worker publishes. An activity's ctx holds its span, so calls the
 	// activity makes with an instrumented client join the trace. Nil
-	// traces nothing (the `harvest worker` command sets it from the
+	// traces nothing (the `worker` binary, cmd/worker, sets it from the
 	// standard OTEL_EXPORTER_OTLP_* environment).
 	TracerProvider trace.TracerProvider
-	Logger         *slog.Logger
+	// Logger takes the worker's logs; nil logs to standard error, at
+	// info, as text.
+	Logger *slog.Logger
 }
+
+// EnvNATSURL is the environment variable NewWorker connects to when
+// WorkerConfig.NATS is nil.
+const EnvNATSURL = "HARVEST_NATS_URL"
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
 	c.TaskQueue = cmp.Or(c.TaskQueue, wire.DefaultTaskQueue)
@@ -113,7 +125,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	c.TaskAckWait = cmp.Or(c.TaskAckWait, DefaultTaskAckWait)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	c.WorkflowCacheSize = cmp.Or(c.WorkflowCacheSize, DefaultWorkflowCacheSize)
-	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
 	return c
 }
 
@@ -122,7 +136,7 @@ func (c WorkerConfig) Validate() error {
 	c = c.withDefaults()
 	switch {
 	case c.NATS == nil:
-		return errors.New("worker config: NATS is required")
+		return fmt.Errorf("worker config: NATS is required: give a connection, or set %s to the deployment's NATS URL", EnvNATSURL)
 	case c.ActivityConcurrency < 1:
 		return fmt.Errorf("worker config: ActivityConcurrency %d: want at least 1", c.ActivityConcurrency)
 	case c.WorkflowTaskConcurrency < 1:
@@ -159,21 +173,42 @@ type Worker struct {
 	rt *workerrt.Runtime
 	// cache keeps executions' workflow code between their tasks.
 	cache *workflowCache
+	// ownedConn is the connection NewWorker made (HARVEST_NATS_URL),
+	// closed by Stop.
+	ownedConn *nats.Conn
 }
 
-// NewWorker checks cfg and returns a Worker.
+// NewWorker checks cfg and returns a Worker. With no NATS connection in
+// cfg it connects to HARVEST_NATS_URL.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	var owned *nats.Conn
+	if cfg.NATS == nil {
+		if u := os.Getenv(EnvNATSURL); u != "" {
+			nc, err := nats.Connect(u, nats.Name("harvest worker"), nats.MaxReconnects(-1))
+			if err != nil {
+				return nil, fmt.Errorf("worker: connect to %s (%s): %w", EnvNATSURL, redactURL(u), err)
+			}
+			cfg.NATS, owned = nc, nc
+		}
+	}
 	if err := cfg.Validate(); err != nil {
+		if owned != nil {
+			owned.Close()
+		}
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	w := newWorker(cfg)
+	w.ownedConn = owned
 	rt, err := workerrt.New(workerrt.Config{
 		NATS: cfg.NATS, TaskQueue: cfg.TaskQueue, ActivityConcurrency: cfg.ActivityConcurrency,
 		WorkflowTaskConcurrency: cfg.WorkflowTaskConcurrency, TaskAckWait: cfg.TaskAckWait, ShutdownGrace: cfg.ShutdownGrace,
 		DisableEagerActivities: cfg.DisableEagerActivities, Metrics: cfg.Metrics, Log: w.log, Tracing: tracingOf(cfg.TracerProvider),
 	}, w.handlers())
 	if err != nil {
+		if owned != nil {
+			owned.Close()
+		}
 		return nil, err
 	}
 	w.rt = rt
@@ -340,18 +375,33 @@ func (w *Worker) Start(ctx context.Context) error {
 // other workers to run. It lets the tasks running finish within
 // ShutdownGrace, or until ctx ends if that is sooner; then it cancels
 // them and reports their attempts as WorkerShutdown failures, which the
-// scheduler retries after the policy's wait. Safe to call twice.
+// scheduler retries after the policy's wait. A worker that made its own
+// connection (HARVEST_NATS_URL) closes it, started or not. Safe to call
+// twice.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	stop := w.stop
 	w.mu.Unlock()
-	if stop == nil {
-		return nil
+	var err error
+	if stop != nil {
+		err = stop(ctx)
 	}
-	err := stop(ctx)
-	// Nothing runs any more: the executions kept in memory end.
+	// Nothing runs any more: the executions kept in memory end, and the
+	// connection the worker made closes.
 	w.cache.close()
+	if w.ownedConn != nil {
+		w.ownedConn.Close()
+	}
 	return err
+}
+
+// redactURL hides a URL's password, for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the URL"
+	}
+	return u.Redacted()
 }
 
 // tracingOf is the runtime's tracing with tp; nil (off) without one.

@@ -2,6 +2,7 @@ package harvest_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -57,4 +58,32 @@ func TestAWorkerWithARefusedRegistrationDoesNotStart(t *testing.T) {
 	err = w.Start(natstest.Context(t))
 	require.ErrorIs(t, err, harvest.ErrRegistration)
 	require.ErrorContains(t, err, `register activity "echo": already registered`)
+}
+
+// TestAWorkerConnectsToHARVEST_NATS_URL: given no connection, a worker
+// connects to HARVEST_NATS_URL (what harvest dev prints), and Stop closes
+// that connection; with neither it says what to do.
+func TestAWorkerConnectsToHARVEST_NATS_URL(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	_, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
+	require.NoError(t, err)
+
+	t.Setenv(harvest.EnvNATSURL, "")
+	_, err = harvest.NewWorker(harvest.WorkerConfig{})
+	require.ErrorContains(t, err, "set HARVEST_NATS_URL")
+
+	t.Setenv(harvest.EnvNATSURL, ns.ClientURL())
+	w, err := harvest.NewWorker(harvest.WorkerConfig{})
+	require.NoError(t, err)
+	harvest.RegisterWorkflow(w, "hello", func(_ *harvest.WorkflowContext, in string) (string, error) { return in, nil })
+	require.NoError(t, w.Start(ctx))
+	require.NoError(t, w.Stop(ctx))
+	require.Eventually(t, func() bool { return ns.NumClients() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the worker's own connection is closed; the test's stays")
+
+	t.Setenv(harvest.EnvNATSURL, "nats://127.0.0.1:1")
+	_, err = harvest.NewWorker(harvest.WorkerConfig{})
+	require.ErrorContains(t, err, "connect to HARVEST_NATS_URL")
 }

@@ -31,6 +31,7 @@ var docPages = []string{
 	"docs/idempotency.md",
 	"docs/start-policies.md",
 	"docs/signals.md",
+	"docs/own-worker.md",
 	"docs/determinism.md",
 	"docs/coming-from-temporal.md",
 	"docs/activities.md",

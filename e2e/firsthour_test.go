@@ -168,12 +168,18 @@ func TestHarvestDevTheFirstHour(t *testing.T) {
 	require.Equal(t, "Completed", status("http://"+addr))
 	dev.stop(t)
 	sc := bufio.NewScanner(strings.NewReader(dev.logs.String()))
-	n := 0
+	n, exports := 0, 0
 	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "export HARVEST_NATS_URL=") {
+			// The one line on standard output, for the user's shell.
+			exports++
+			continue
+		}
 		var obj map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &obj), "not JSON: %s", sc.Text())
 		n++
 	}
+	require.Equal(t, 1, exports, "harvest dev prints the NATS URL for workers of your own")
 	require.Greater(t, n, 3)
 	require.Contains(t, dev.logs.String(), `"msg":"no configuration file: `)
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -14,6 +16,10 @@ import (
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/service"
 )
+
+// natsURLFile is where, in its state dir, harvest dev writes the NATS URL
+// its workers connect to.
+const natsURLFile = "nats.url"
 
 // devConfigFile is the configuration harvest dev reads from the
 // repository's root: the examples' webhooks and bindings.
@@ -28,6 +34,7 @@ func newDev() *cobra.Command {
 	var (
 		stateDir string
 		natsPort int
+		worker   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -38,9 +45,17 @@ their data under --state-dir, or the servers named by --nats-url and
 --database-url (HARVEST_NATS_URL, HARVEST_DATABASE_URL).
 
 One harvest dev at a time uses a state dir, and the state dir keeps the
-shard count it was created with.`,
+shard count it was created with.
+
+Once ready it prints export HARVEST_NATS_URL=..., and writes the URL to
+nats.url in the state dir: a worker of your own (harvest.NewWorker with no
+connection) connects with it. --no-worker runs the stack without the
+example worker.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if noWorker, _ := cmd.Flags().GetBool("no-worker"); noWorker {
+				worker = false
+			}
 			cfg, log, file, err := service.LoadConfig(cmd, devConfigFile)
 			if err != nil {
 				return err
@@ -52,7 +67,7 @@ shard count it was created with.`,
 			if err != nil {
 				return err
 			}
-			dc.StateDir, dc.Addr, dc.NATSPort = stateDir, cfg.HTTPAddr, natsPort
+			dc.StateDir, dc.Addr, dc.NATSPort, dc.NoWorker = stateDir, cfg.HTTPAddr, natsPort, !worker
 			tr, stopTracing, err := service.StartTracing(ctx, "harvest-dev", log)
 			if err != nil {
 				return err
@@ -66,8 +81,16 @@ shard count it was created with.`,
 			if err != nil {
 				return devStartError(err)
 			}
-			log.Info("harvest dev ready", "url", stack.URL(), "nats", stack.NATSURL(), "state_dir", stateDir)
+			log.Info("harvest dev ready", "url", stack.URL(), "nats", stack.NATSURL(), "state_dir", stateDir, "worker", worker)
+			// A worker of the user's own connects with this alone
+			// (harvest.WorkerConfig reads HARVEST_NATS_URL).
+			urlFile := filepath.Join(stateDir, natsURLFile)
+			if err := os.WriteFile(urlFile, []byte(stack.NATSURL()+"\n"), 0o600); err != nil {
+				log.Warn("could not write the NATS URL for your workers", "file", urlFile, "err", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "export %s=%s\n", harvest.EnvNATSURL, stack.NATSURL())
 			<-ctx.Done()
+			_ = os.Remove(urlFile)
 			stop() // a second signal kills the process
 			log.Info("harvest dev stopping")
 			// The worker lets running activities finish within
@@ -84,6 +107,8 @@ shard count it was created with.`,
 	service.AddFlags(f, service.FlagShards)
 	f.Lookup(string(service.FlagShards)).Usage = "logical shards, fixed for a state dir's life (default $HARVEST_SHARDS, else the config file's shards, else the state dir's, else 1)"
 	f.IntVar(&natsPort, "nats-port", 0, "the embedded NATS server's client port (0 picks a free one)")
+	f.BoolVar(&worker, "worker", true, "run the example worker; --worker=false (or --no-worker) leaves the workflows to workers of your own")
+	f.Bool("no-worker", false, "the same as --worker=false")
 	service.AddConfigFlag(f, devConfigFile)
 	service.AddFlags(f, service.FlagNATSURL, service.FlagDatabaseURL, service.FlagLogLevel, service.FlagLogFormat)
 	return cmd

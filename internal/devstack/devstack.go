@@ -91,6 +91,9 @@ type Config struct {
 	// Register, if set, registers workflows and activities of the caller's
 	// on the stack's worker, beside the examples.
 	Register func(w *harvest.Worker)
+	// NoWorker runs the stack without its worker (and the examples): the
+	// caller's workers, connected to the stack's NATS, run the workflows.
+	NoWorker bool
 	// Stores, when set, spreads the stack's executions over several
 	// PostgreSQL stores (internal/stores), with a scheduler for each: the
 	// first is DatabaseURL's (or the private PostgreSQL's), and its own
@@ -301,25 +304,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}
 
-	wcfg := cfg.Worker
-	wcfg.NATS, wcfg.Logger = s.nc, s.log.With("service", "worker")
-	if wcfg.TracerProvider == nil {
-		wcfg.TracerProvider = cfg.Tracing.Provider()
+	if !cfg.NoWorker {
+		if err := s.startWorker(ctx, cfg); err != nil {
+			return nil, err
+		}
 	}
-	if wcfg.Metrics == nil {
-		wcfg.Metrics = cfg.Ingest.Metrics
-	}
-	if s.worker, err = harvest.NewWorker(wcfg); err != nil {
-		return nil, err
-	}
-	examples.Register(s.worker, s.Services)
-	if cfg.Register != nil {
-		cfg.Register(s.worker)
-	}
-	if err := s.worker.Start(ctx); err != nil {
-		return nil, err
-	}
-	s.stops = append(s.stops, s.worker.Stop)
 
 	icfg := cfg.Ingest
 	icfg.Topology, icfg.NC, icfg.DB, icfg.Stores, icfg.Logger = s.Topology, s.nc, s.DB, s.Pools, s.log.With("service", "ingest")
@@ -504,7 +493,33 @@ func createDatabase(ctx context.Context, adminURL, name string) error {
 	return nil
 }
 
-// Worker is the stack's worker.
+// startWorker starts the stack's worker, with the examples and what
+// cfg.Register registers.
+func (s *Stack) startWorker(ctx context.Context, cfg Config) error {
+	wcfg := cfg.Worker
+	wcfg.NATS, wcfg.Logger = s.nc, s.log.With("service", "worker")
+	if wcfg.TracerProvider == nil {
+		wcfg.TracerProvider = cfg.Tracing.Provider()
+	}
+	if wcfg.Metrics == nil {
+		wcfg.Metrics = cfg.Ingest.Metrics
+	}
+	var err error
+	if s.worker, err = harvest.NewWorker(wcfg); err != nil {
+		return err
+	}
+	examples.Register(s.worker, s.Services)
+	if cfg.Register != nil {
+		cfg.Register(s.worker)
+	}
+	if err := s.worker.Start(ctx); err != nil {
+		return err
+	}
+	s.stops = append(s.stops, s.worker.Stop)
+	return nil
+}
+
+// Worker is the stack's worker, nil with NoWorker.
 func (s *Stack) Worker() *harvest.Worker { return s.worker }
 
 // NC is the stack's NATS connection.

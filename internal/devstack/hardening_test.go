@@ -92,8 +92,15 @@ func TestTheAPIBoundsWhatItServesAtOnce(t *testing.T) {
 		return resp
 	}
 	var resp *http.Response
-	eventually(t, 10*time.Second, "both slots to be held", func() bool {
+	statuses := map[int]int{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("GET /api/harvest/executions answered, by status: %v; the held requests: %s", statuses, heldState(held))
+		}
+	})
+	eventually(t, 30*time.Second, "both slots to be held", func() bool {
 		resp = get("/api/harvest/executions", "")
+		statuses[resp.StatusCode]++
 		return resp.StatusCode == http.StatusServiceUnavailable
 	})
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
@@ -189,4 +196,17 @@ func TestNoAnswerQuotesAnInternalError(t *testing.T) {
 		require.NotContains(t, string(body), leak)
 	}
 	require.NotEmpty(t, resp.Header.Get("X-Request-Id"))
+}
+
+// heldState says, for a failed test, whether the server answered (or
+// closed) the requests meant to hold the slots.
+func heldState(conns []net.Conn) string {
+	var out []string
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		buf := make([]byte, 200)
+		n, err := c.Read(buf)
+		out = append(out, fmt.Sprintf("%d: read %q, %v", i, buf[:n], err))
+	}
+	return strings.Join(out, "; ")
 }

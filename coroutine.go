@@ -146,7 +146,6 @@ func (d *dispatcher) block(cond func() bool) {
 		if !<-c.resume {
 			runtime.Goexit()
 		}
-		d.current = c
 	}
 	c.cond = nil
 }

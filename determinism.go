@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -63,8 +64,9 @@ func AwaitWithTimeout(ctx *WorkflowContext, d time.Duration, cond func() bool) (
 // must not change on a replay: a random number, a UUID, a value read
 // from the environment. The value travels as JSON: T must encode and
 // decode as itself (the first run returns it decoded too, so that it is
-// the same on every run). fn must not fail; an error belongs in an
-// activity.
+// the same on every run), and be storable (no U+0000). fn must not fail;
+// an error belongs in an activity. A value that breaks these rules fails
+// the workflow task, naming the SideEffect.
 func SideEffect[T any](ctx *WorkflowContext, fn func() T) T {
 	x := ctx.x
 	x.nextMarker++
@@ -80,6 +82,11 @@ func SideEffect[T any](ctx *WorkflowContext, fn func() T) T {
 	raw, err := json.Marshal(fn())
 	if err != nil {
 		panic(fmt.Sprintf("harvest: SideEffect %d: encode the value: %v", id, err))
+	}
+	if err := storable.CheckJSON(raw); err != nil {
+		// Refused here, where the code can be fixed, rather than as a
+		// workflow task result the scheduler cannot record.
+		panic(fmt.Sprintf("harvest: SideEffect %d: the value cannot be recorded: %v", id, err))
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
 		panic(fmt.Sprintf("harvest: SideEffect %d: the value does not decode as itself: %v", id, err))

@@ -63,7 +63,6 @@ var errStale = errors.New("cached execution does not continue the history")
 
 // activityState is an activity the workflow scheduled.
 type activityState struct {
-	name   string
 	result *wire.ActivityClosedAttrs // visible result
 	tick   int
 }
@@ -121,7 +120,6 @@ type execution struct {
 
 	// What workflow code sees.
 	tick       int // bumped as anything becomes visible; orders Select
-	startTime  time.Time
 	activities map[int]*activityState
 	timers     map[int]*timerState
 	signals    map[string]*signalQueue
@@ -320,7 +318,6 @@ func (x *execution) see(ev wire.Event) error {
 		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
 			return fmt.Errorf("history event %d: %w", ev.Seq, err)
 		}
-		x.startTime = ev.At
 		x.info.StartTime = ev.At
 		if x.now.IsZero() {
 			x.now = ev.At
@@ -339,7 +336,7 @@ func (x *execution) see(ev wire.Event) error {
 		if st == nil {
 			// A result of an activity the code has not scheduled (yet):
 			// kept for when it does.
-			st = &activityState{name: a.ActivityName}
+			st = &activityState{}
 			x.activities[a.ActivityID] = st
 		}
 		st.result, st.tick = &a, x.tick
@@ -430,11 +427,8 @@ func decisionMatches(d wire.Decision, ev wire.Event) bool {
 		if d.Type != wire.DecisionScheduleActivity || json.Unmarshal(ev.Attrs, &a) != nil {
 			return false
 		}
-		opts := wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
-		if d.Options != nil {
-			opts = *d.Options
-		}
-		return a.ActivityID == d.ActivityID && a.ActivityName == d.ActivityName && sameJSON(a.Input, d.Input) && reflect.DeepEqual(a.Options, opts)
+		return a.ActivityID == d.ActivityID && a.ActivityName == d.ActivityName && wire.SameJSON(a.Input, d.Input) &&
+			reflect.DeepEqual(a.Options, d.ScheduledOptions())
 	case wire.EventTimerStarted:
 		var a wire.TimerAttrs
 		if d.Type != wire.DecisionStartTimer || json.Unmarshal(ev.Attrs, &a) != nil {
@@ -450,21 +444,13 @@ func decisionMatches(d wire.Decision, ev wire.Event) bool {
 			a.Kind == d.Marker.Kind && a.MarkerID == d.Marker.MarkerID
 	case wire.EventWorkflowCompleted:
 		var a wire.WorkflowClosedAttrs
-		return d.Type == wire.DecisionCompleteWorkflow && json.Unmarshal(ev.Attrs, &a) == nil && sameJSON(a.Result, d.Result)
+		return d.Type == wire.DecisionCompleteWorkflow && json.Unmarshal(ev.Attrs, &a) == nil && wire.SameJSON(a.Result, d.Result)
 	case wire.EventWorkflowFailed:
 		var a wire.WorkflowClosedAttrs
 		return d.Type == wire.DecisionFailWorkflow && json.Unmarshal(ev.Attrs, &a) == nil && a.Failure != nil && d.Failure != nil &&
 			a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type
 	}
 	return false
-}
-
-func sameJSON(a, b json.RawMessage) bool {
-	var x, y any
-	if json.Unmarshal(wire.OrNull(a), &x) != nil || json.Unmarshal(wire.OrNull(b), &y) != nil {
-		return string(a) == string(b)
-	}
-	return reflect.DeepEqual(x, y)
 }
 
 func describeEvent(ev wire.Event) string {

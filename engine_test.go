@@ -423,3 +423,46 @@ func TestTypedActivities(t *testing.T) {
 	s.task()
 	require.JSONEq(t, `"ch_9"`, string(s.result()))
 }
+
+// TestAnUnrecordableSideEffectFailsItsTask: a side effect whose value
+// PostgreSQL could not store (a U+0000) fails the workflow task, naming
+// the call, instead of sending a result the scheduler must set aside.
+func TestAnUnrecordableSideEffectFailsItsTask(t *testing.T) {
+	t.Parallel()
+	s := newSim(t, registered(func(ctx *WorkflowContext, _ struct{}) (string, error) {
+		return SideEffect(ctx, func() string { return "a\x00b" }), nil
+	}), nil)
+	_, err := s.tryTask()
+	require.ErrorContains(t, err, "SideEffect 1: the value cannot be recorded")
+}
+
+// TestTheCacheLetsTheLeastRecentlyUsedGo: beyond its size the cache ends
+// the execution used least recently (its goroutines end: goleak), whose
+// next task replays; the others run on.
+func TestTheCacheLetsTheLeastRecentlyUsedGo(t *testing.T) {
+	t.Parallel()
+	cache := newWorkflowCache(2, nil)
+	defer cache.close()
+	fn := registered(func(ctx *WorkflowContext, _ struct{}) (int, error) {
+		Sleep(ctx, time.Hour)
+		return 1, nil
+	})
+	started := ev(t, 1, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{})
+	run := func(id string, taskID int, hist ...wire.Event) bool {
+		t.Helper()
+		ran, err := cache.run(fn, &wire.WorkflowTask{ExecutionID: id, TaskID: taskID, History: append([]wire.Event{started}, hist...)}, nil)
+		require.NoError(t, err)
+		return ran.Cached
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		require.False(t, run(id, 1))
+	}
+	require.Equal(t, 2, cache.len())
+	recorded := []wire.Event{
+		ev(t, 2, wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: 1, BaseSeq: 1}),
+		ev(t, 3, wire.EventTimerStarted, wire.TimerAttrs{TimerID: 1, DurationMS: 3600000}),
+		ev(t, 4, wire.EventTimerFired, wire.TimerAttrs{TimerID: 1}),
+	}
+	require.True(t, run("c", 2, recorded...), "the most recent runs on")
+	require.False(t, run("a", 2, recorded...), "the least recent was let go, and replays")
+}

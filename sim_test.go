@@ -122,12 +122,8 @@ func (s *sim) record(base int, decisions []wire.Decision) {
 	for _, d := range decisions {
 		switch d.Type {
 		case wire.DecisionScheduleActivity:
-			opts := wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
-			if d.Options != nil {
-				opts = *d.Options
-			}
 			s.add(wire.EventActivityScheduled, wire.ActivityScheduledAttrs{ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input,
-				IdempotencyKey: "key", Options: opts})
+				IdempotencyKey: "key", Options: d.ScheduledOptions()})
 		case wire.DecisionStartTimer:
 			at := s.now.Add(time.Duration(d.DurationMS) * time.Millisecond)
 			s.add(wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &at, DurationMS: d.DurationMS})

@@ -72,7 +72,7 @@ func ExecuteActivity(ctx *WorkflowContext, name string, input any, opts ...Activ
 		return f
 	}
 	if x.activities[id] == nil {
-		x.activities[id] = &activityState{name: name}
+		x.activities[id] = &activityState{}
 	}
 	o := x.opts[name]
 	for _, over := range opts {

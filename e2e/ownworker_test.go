@@ -20,7 +20,7 @@ import (
 )
 
 // TestTheREADMEWorkerRuns builds the README's "Writing a workflow"
-// program, as it is written, in a module of its own, starts harvest dev
+// program (which docs/own-worker.md shows too), as it is written, in a module of its own, starts harvest dev
 // --no-worker,
 // runs the program with nothing but the URL harvest dev printed, starts
 // its workflow through the API and sees it complete; then Ctrl-C stops
@@ -34,6 +34,10 @@ func TestTheREADMEWorkerRuns(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
 	program := goBlockAfter(t, string(readme), "## Writing a workflow")
+	page, err := os.ReadFile(filepath.Join(root, "docs", "own-worker.md"))
+	require.NoError(t, err)
+	require.Equal(t, program, goBlockAfter(t, string(page), "## 1. A module with a worker"),
+		"docs/own-worker.md shows the README's program, as it is")
 
 	// The user's module, Harvest replaced by this repository.
 	mod := t.TempDir()

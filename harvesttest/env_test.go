@@ -566,6 +566,8 @@ func TestFanoutReplaysAsItRan(t *testing.T) {
 	require.Len(t, res.BatchID, 16)
 	require.Equal(t, 1, countEvents(t, x, "MarkerRecorded"), "the batch id is drawn once")
 	require.Equal(t, 1, countEvents(t, x, "TimerCancelled"), "the deadline is cancelled once every square is in")
+	require.NoError(t, env.Advance(ctx, 2*time.Minute))
+	require.Zero(t, countEvents(t, x, "TimerFired"), "a cancelled timer never fires")
 	require.NoError(t, env.RestartWorker(ctx, nil))
 	require.NoError(t, x.Replay(nil))
 }

@@ -392,7 +392,7 @@ func sameDecisions(a, b []wire.Decision) bool {
 	for i := range a {
 		x, y := a[i], b[i]
 		x.PossiblyStarted, y.PossiblyStarted = false, false
-		if x.Marker != nil && y.Marker != nil && !sameJSON(x.Marker.Value, y.Marker.Value) {
+		if x.Marker != nil && y.Marker != nil && !wire.SameJSON(x.Marker.Value, y.Marker.Value) {
 			// A side effect's value is its first run's: a replay of the
 			// task that ran it runs it again, and what follows in the
 			// task may depend on the value. The replay of the whole
@@ -404,19 +404,11 @@ func sameDecisions(a, b []wire.Decision) bool {
 		xi, yi := x.Input, y.Input
 		xr, yr := x.Result, y.Result
 		x.Input, y.Input, x.Result, y.Result = nil, nil, nil, nil
-		if !reflect.DeepEqual(x, y) || !sameJSON(xi, yi) || !sameJSON(xr, yr) {
+		if !reflect.DeepEqual(x, y) || !wire.SameJSON(xi, yi) || !wire.SameJSON(xr, yr) {
 			return false
 		}
 	}
 	return true
-}
-
-func sameJSON(a, b json.RawMessage) bool {
-	var x, y any
-	if json.Unmarshal(wire.OrNull(a), &x) != nil || json.Unmarshal(wire.OrNull(b), &y) != nil {
-		return string(a) == string(b)
-	}
-	return reflect.DeepEqual(x, y)
 }
 
 func describeDecisions(ds []wire.Decision) string {

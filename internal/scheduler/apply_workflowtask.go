@@ -50,10 +50,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		}
 		switch d.Type {
 		case wire.DecisionScheduleActivity:
-			opts := wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
-			if d.Options != nil {
-				opts = *d.Options
-			}
+			opts := d.ScheduledOptions()
 			rawOpts, _ := json.Marshal(opts)
 			ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: d.ActivityID}
 			a := &store.Activity{

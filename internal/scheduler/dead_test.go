@@ -178,3 +178,39 @@ func TestATimerThatCannotFireIsDropped(t *testing.T) {
 	})
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.deadTimers))
 }
+
+// TestAnUnstorableDecisionIsSetAsideAndTheShardGoesOn: a workflow task
+// result sent past the SDK whose side-effect marker PostgreSQL refuses
+// (a \u0000 escape in its value) is set aside as dead, the execution is
+// left as it was, and the shard goes on.
+func TestAnUnstorableDecisionIsSetAsideAndTheShardGoesOn(t *testing.T) {
+	t.Parallel()
+	db, _, top := oneShard(t)
+	ctx := natstest.Context(t)
+	startScheduler(t, Config{DB: db, Topology: top, Metrics: prometheus.NewRegistry()})
+	publish := func(cmd wire.Command) {
+		_, err := top.PublishCommand(ctx, 0, &cmd)
+		require.NoError(t, err)
+	}
+	publish(startCmd("onboarding", "k-marker", "wf-marker"))
+	var exec string
+	var taskID, lastSeq int
+	waitFor(t, 20*time.Second, "the start to apply", func() bool {
+		return db.QueryRow(ctx, `SELECT execution_id::text, wft_id, last_seq FROM executions WHERE workflow_id = 'wf-marker'`).Scan(&exec, &taskID, &lastSeq) == nil
+	})
+	bad := wire.Command{CommandID: dedup.WorkflowTaskCommandID(exec, taskID), Kind: wire.KindWorkflowTaskCompleted, WorkflowTask: &wire.WorkflowTaskResult{
+		ExecutionID: exec, TaskID: taskID, BaseSeq: lastSeq, Time: time.Now(),
+		Decisions: []wire.Decision{{Type: wire.DecisionRecordMarker, Marker: &wire.MarkerAttrs{Kind: wire.MarkerSideEffect, MarkerID: 1, Value: json.RawMessage(`"a\u0000b"`)}}},
+	}}
+	publish(bad)
+	publish(startCmd("onboarding", "k-after", "wf-after"))
+	waitFor(t, 20*time.Second, "a later start to apply", func() bool {
+		return count(t, db, `SELECT count(*) FROM executions WHERE workflow_id = 'wf-after'`) == 1
+	})
+	dead, err := store.ListDeadCommands(ctx, db, store.DeadFilter{})
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, bad.CommandID, dead[0].CommandID)
+	require.Equal(t, deadUnappliable, dead[0].Error)
+	require.Equal(t, lastSeq, count(t, db, `SELECT last_seq FROM executions WHERE execution_id = $1`, exec), "the execution is as it was")
+}

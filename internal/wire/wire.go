@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"reflect"
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
@@ -328,6 +329,25 @@ const (
 	DecisionCancelTimer      = "cancel_timer"
 	DecisionRecordMarker     = "record_marker"
 )
+
+// ScheduledOptions are a schedule_activity decision's options as the
+// scheduler records them: its own, else the default retry policy.
+func (d Decision) ScheduledOptions() ActivityOptions {
+	if d.Options != nil {
+		return *d.Options
+	}
+	return ActivityOptions{Retry: DefaultRetryPolicy()}
+}
+
+// SameJSON says whether a and b are the same JSON value (an absent one is
+// null); two documents that do not parse are compared as bytes.
+func SameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(OrNull(a), &x) != nil || json.Unmarshal(OrNull(b), &y) != nil {
+		return string(a) == string(b)
+	}
+	return reflect.DeepEqual(x, y)
+}
 
 // Decision is one thing a workflow task asks the scheduler to do.
 type Decision struct {

@@ -218,7 +218,7 @@ func (rt *Runtime) runEager(ctx context.Context, t *heldTask, task *wire.Workflo
 // eagerTask is attempt 1 of the activity d schedules, as the scheduler
 // would dispatch it at now.
 func eagerTask(task *wire.WorkflowTask, d wire.Decision, now time.Time) *wire.ActivityTask {
-	opts := activityOptionsOf(d)
+	opts := d.ScheduledOptions()
 	deadline := now.Add(opts.StartToClose())
 	if total := opts.ScheduleToClose(); total > 0 && now.Add(total).Before(deadline) {
 		deadline = now.Add(total)
@@ -229,15 +229,6 @@ func eagerTask(task *wire.WorkflowTask, d wire.Decision, now time.Time) *wire.Ac
 		IdempotencyKey: dedup.ActivityKeyFor(task.ExecutionID, d.ActivityID).String(),
 		Attempt:        1, ScheduledAt: now, Deadline: deadline,
 	}
-}
-
-// activityOptionsOf is a schedule decision's options as the scheduler
-// resolves them.
-func activityOptionsOf(d wire.Decision) wire.ActivityOptions {
-	if d.Options != nil {
-		return *d.Options
-	}
-	return wire.ActivityOptions{Retry: wire.DefaultRetryPolicy()}
 }
 
 // eagerHistory is task's history followed by the events the scheduler
@@ -259,7 +250,7 @@ func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []
 		names[d.ActivityID] = d.ActivityName
 		add(wire.EventActivityScheduled, wire.ActivityScheduledAttrs{
 			ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input,
-			IdempotencyKey: dedup.ActivityKeyFor(task.ExecutionID, d.ActivityID).String(), Options: activityOptionsOf(d),
+			IdempotencyKey: dedup.ActivityKeyFor(task.ExecutionID, d.ActivityID).String(), Options: d.ScheduledOptions(),
 		})
 	}
 	for _, r := range results {

@@ -116,9 +116,17 @@ func (c *trialCheck) fanoutInvariants(ctx context.Context, outcomes []*fanoutOut
 	for {
 		var err error
 		execs, err = c.fanoutExecutions(ctx, prefix)
+		// Settled: every acknowledged start has its execution (one
+		// answered 202 accepted may still be in the stream while its
+		// shard is leased again), and every execution completed.
+		have := map[string]bool{}
 		done := err == nil
 		for _, e := range execs {
+			have[e.key] = true
 			done = done && e.status == "Completed"
+		}
+		for _, o := range outcomes {
+			done = done && (have[o.plan.key] || !o.acked())
 		}
 		if done || time.Now().After(deadline) || ctx.Err() != nil {
 			if err != nil {

@@ -39,8 +39,8 @@ func procRSS(t *testing.T, pid int) int64 {
 
 // TestIngestRefusesHugeBodiesWithFlatMemory runs ingest as a process and
 // sends it twenty 100 MB bodies, half announced by Content-Length and half
-// streamed: each is answered 413 payload_too_large, and the process's RSS
-// stays within a few MB.
+// streamed: each is answered 413 payload_too_large, and the process's
+// peak RSS stays within a few MB (8, against 100 for one body read).
 func TestIngestRefusesHugeBodiesWithFlatMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs ingest as a process")
@@ -79,17 +79,27 @@ func TestIngestRefusesHugeBodiesWithFlatMemory(t *testing.T) {
 		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", body)
 		require.Contains(t, string(body), `"error":"payload_too_large"`)
 	}
-	for i := range 4 { // what the first requests allocate for good
-		post(i%2 == 1)
-	}
+	// RSS moves by a few MB either way as the runtime grows and returns
+	// its heap, so peaks are compared: the highest seen over the last
+	// warm-up requests (once the first ones have allocated what they
+	// keep), and the highest over the twenty that follow.
 	pid := ing.cmd.Process.Pid
-	before := procRSS(t, pid)
+	var before, after int64
+	for i := range 24 {
+		post(i%2 == 1)
+		if i >= 12 {
+			before = max(before, procRSS(t, pid))
+		}
+	}
 	for i := range 20 {
 		post(i%2 == 1)
+		after = max(after, procRSS(t, pid))
 	}
-	after := procRSS(t, pid)
-	t.Logf("ingest RSS %d KiB before, %d KiB after twenty 100 MB bodies", before>>10, after>>10)
-	require.Less(t, after-before, int64(4<<20), "ingest's memory stays flat")
+	t.Logf("ingest RSS peak %d KiB before, %d KiB over twenty 100 MB bodies", before>>10, after>>10)
+	// The runtime's own swing is 4 to 5 MB on this machine (the bound
+	// was 4 MB, and failed now and then); a body read into memory would
+	// add 100 MB.
+	require.Less(t, after-before, int64(8<<20), "ingest's memory stays flat")
 }
 
 // TestAnIngestOpenToTheNetworkRefusesToStart: ingest listening beyond

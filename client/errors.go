@@ -24,6 +24,7 @@ const (
 	CodeInvalidReusePolicy    = "invalid_reuse_policy"
 	CodeInvalidStartPolicy    = "invalid_start_policy"
 	CodeInvalidStore          = "invalid_store"
+	CodeInvalidTaskQueue      = "invalid_task_queue"
 	// CodeIdempotencyKeyNotAllowed refuses a keyed start of a workflow
 	// under a start policy: the policy defers the start, so there is no
 	// execution for a retry to converge on.

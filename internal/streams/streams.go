@@ -469,11 +469,26 @@ func CommandFilter(shard int) string {
 	return "harvest.cmd." + strconv.Itoa(shard) + ".>"
 }
 
-// TaskSubject is the subject of a task of kind on a task queue:
-// harvest.task.<queue>.<kind>. Queue names are validated by
-// dedup.ValidateName, so they are safe subject tokens.
+// TaskSubject is the subject tasks of kind on a task queue had before
+// they were routed by name: harvest.task.<queue>.<kind>. Schedulers
+// publish to NameTaskSubject; workers still drain this subject, for tasks
+// an older scheduler wrote.
 func TaskSubject(queue, kind string) string {
 	return "harvest.task." + queue + "." + kind
+}
+
+// NameTaskSubject is the subject of a task of kind (wire.TaskWorkflow,
+// wire.TaskActivity) for the workflow or activity name on a task queue:
+// harvest.task.<queue>.<kind>.<name>. Only the workers that register name
+// on queue consume it. Queue and names are validated by
+// dedup.ValidateName, so they are safe subject tokens.
+func NameTaskSubject(queue, kind, name string) string {
+	return "harvest.task." + queue + "." + kind + "." + name
+}
+
+// TaskQueueFilter matches every task of a task queue, by name or not.
+func TaskQueueFilter(queue string) string {
+	return "harvest.task." + queue + ".>"
 }
 
 // OutcomeSubject is the core NATS subject on which the scheduler announces

@@ -19,6 +19,11 @@ type ActivityOptions struct {
 	HeartbeatTimeout time.Duration
 	// RetryPolicy, default DefaultRetryPolicy.
 	RetryPolicy *RetryPolicy
+	// TaskQueue sends the activity's attempts to the workers of another
+	// task queue (a GPU box that registers only "render", say); empty
+	// means the workflow's own. Letters, digits, '_' and '-', at most
+	// 128 bytes: an activity given another fails at once, not retried.
+	TaskQueue string
 }
 
 // RetryPolicy says how failed attempts are retried: after attempt n fails,
@@ -75,6 +80,9 @@ func (o ActivityOptions) merge(over ActivityOptions) ActivityOptions {
 	if over.RetryPolicy != nil {
 		o.RetryPolicy = over.RetryPolicy
 	}
+	if over.TaskQueue != "" {
+		o.TaskQueue = over.TaskQueue
+	}
 	return o
 }
 
@@ -85,6 +93,6 @@ func (o ActivityOptions) wire() *wire.ActivityOptions {
 	}
 	return &wire.ActivityOptions{
 		StartToCloseMS: o.StartToClose.Milliseconds(), ScheduleToCloseMS: o.ScheduleToClose.Milliseconds(),
-		HeartbeatTimeoutMS: o.HeartbeatTimeout.Milliseconds(), Retry: p.wire(),
+		HeartbeatTimeoutMS: o.HeartbeatTimeout.Milliseconds(), Retry: p.wire(), TaskQueue: o.TaskQueue,
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -365,9 +367,17 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	w.started = true
-	w.log.Info("worker started", "workflows", len(w.workflows), "activities", len(w.activities))
+	w.log.Info("worker started", "workflows", slices.Sorted(maps.Keys(w.workflows)), "activities", slices.Sorted(maps.Keys(w.activities)))
 	w.stop = stop
 	return nil
+}
+
+// Ready says why the worker cannot take tasks now, one reason each, or
+// nothing when it can: it is started, its NATS connection is up, and the
+// consumers of the names it registered are in place. It asks the server
+// nothing, so a readiness probe may call it as often as it likes.
+func (w *Worker) Ready(ctx context.Context) []string {
+	return w.rt.Ready(ctx)
 }
 
 // Stop stops pulling tasks and hands back at once, unacknowledged, those

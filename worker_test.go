@@ -22,6 +22,7 @@ func TestWorkerBindsToTheDeployedStreamsAndNeverDeclaresThem(t *testing.T) {
 
 	w, err := harvest.NewWorker(harvest.WorkerConfig{NATS: nc})
 	require.NoError(t, err)
+	harvest.RegisterWorkflow(w, "hello", func(*harvest.WorkflowContext, struct{}) (string, error) { return "hello", nil })
 	require.ErrorIs(t, w.Start(ctx), harvest.ErrNotDeclared)
 	n, err := streams.DeployedShards(ctx, js)
 	require.NoError(t, err)
@@ -33,7 +34,7 @@ func TestWorkerBindsToTheDeployedStreamsAndNeverDeclaresThem(t *testing.T) {
 	// stream's consumer cannot be made while another holds its subject,
 	// after the worker bound the streams.
 	blocker, err := js.CreateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
-		Durable: "blocker", FilterSubject: streams.TaskSubject("default", "workflow"), AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: "blocker", FilterSubject: streams.TaskQueueFilter("default"), AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	require.NoError(t, err)
 	err = w.Start(ctx)

@@ -74,6 +74,9 @@ type StartOptions struct {
 	// Store pins the start to a PostgreSQL store of a deployment with
 	// several.
 	Store string
+	// TaskQueue is the task queue the execution's tasks go to; empty is
+	// the workflow's configured queue, else "default".
+	TaskQueue string
 }
 
 // StartResult is a start's answer.
@@ -125,7 +128,8 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 		return nil, fmt.Errorf("client: Start: encode input: %w", err)
 	}
 	b := StartRequest{Input: in, WorkflowID: optional(opts.WorkflowID), ReusePolicy: opts.ReusePolicy,
-		CompletionCallback: optional(opts.CompletionCallback), StartPolicy: opts.StartPolicy, Store: optional(opts.Store)}
+		CompletionCallback: optional(opts.CompletionCallback), StartPolicy: opts.StartPolicy, Store: optional(opts.Store),
+		TaskQueue: optional(opts.TaskQueue)}
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}
@@ -345,6 +349,9 @@ type SignalWithStartOptions struct {
 	// IdempotencyKey makes the signal land once per key.
 	IdempotencyKey string
 	ReusePolicy    string
+	// TaskQueue is the task queue of the execution, if one starts; empty
+	// is the workflow's configured queue, else "default".
+	TaskQueue string
 }
 
 // SignalWithStartResult is a signal-with-start's answer.
@@ -383,7 +390,7 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 		return nil, fmt.Errorf("client: SignalWithStart: encode signal payload: %w", err)
 	}
 	body, err := json.Marshal(SignalWithStartRequest{WorkflowID: &opts.WorkflowID, Input: in, SignalName: opts.SignalName,
-		SignalPayload: payload, ReusePolicy: opts.ReusePolicy})
+		SignalPayload: payload, ReusePolicy: opts.ReusePolicy, TaskQueue: optional(opts.TaskQueue)})
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
 	}

@@ -14,12 +14,15 @@ import (
 
 // Execution is an execution as the API describes it.
 type Execution struct {
-	ExecutionID  string          `json:"execution_id"`
-	WorkflowName string          `json:"workflow_name"`
-	WorkflowID   string          `json:"workflow_id"`
-	Status       string          `json:"status"`
-	Input        json.RawMessage `json:"input"`
-	Result       json.RawMessage `json:"result"`
+	ExecutionID  string `json:"execution_id"`
+	WorkflowName string `json:"workflow_name"`
+	WorkflowID   string `json:"workflow_id"`
+	Status       string `json:"status"`
+	// TaskQueue is the task queue the execution's tasks go to, chosen
+	// when it started.
+	TaskQueue string          `json:"task_queue"`
+	Input     json.RawMessage `json:"input"`
+	Result    json.RawMessage `json:"result"`
 	// Error is the failure of an execution that did not complete, null
 	// otherwise: {"message", "type"?, "non_retryable"?}.
 	Error     json.RawMessage `json:"error"`
@@ -40,6 +43,12 @@ type Execution struct {
 	// queue: they make no progress until one starts (a misspelt name, a
 	// worker not deployed). Sent by describe only.
 	WaitingForActivityWorkers []string `json:"waiting_for_activity_workers,omitempty"`
+	// WaitingForWorkers says what the execution waits for that no live
+	// worker serves, each workflow or activity with the task queue its
+	// tasks go to: its workflow's (as WaitingForWorker says) and its
+	// activities' (as WaitingForActivityWorkers says, an activity sent to
+	// another queue with that queue). Sent by describe only.
+	WaitingForWorkers []WaitingFor `json:"waiting_for_workers,omitempty"`
 	// IdempotencyClaim is the claim of the start's idempotency key, while
 	// PostgreSQL keeps it (until the sweep after it expires): its window
 	// and the duplicates it absorbed. Sent by describe only.
@@ -342,3 +351,18 @@ func (c *Client) WaitResult(ctx context.Context, executionID string, out any) (*
 	}
 	return e, nil
 }
+
+// WaitingFor is a workflow or an activity whose tasks no live worker
+// serves on the task queue they go to.
+type WaitingFor struct {
+	// Kind is WaitingForWorkflow or WaitingForActivity.
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	TaskQueue string `json:"task_queue"`
+}
+
+// Kinds of WaitingFor.
+const (
+	WaitingForWorkflow = "workflow"
+	WaitingForActivity = "activity"
+)

@@ -39,6 +39,13 @@ type StartRequest struct {
 	// with several: one that is unknown or read_only refuses it
 	// (docs/deploy.md#several-postgresql-stores).
 	Store *string `json:"store,omitempty"`
+	// TaskQueue is the task queue the execution's tasks go to: 1 to 128
+	// bytes of letters, digits, '_' and '-' (else 400
+	// invalid_task_queue). Absent: the workflow's configured
+	// workflows.<name>.task_queue, else "default". A start on a queue no
+	// live worker serves is 404 unknown_workflow unless the configuration
+	// declares the workflow on that queue (docs/deploy.md#task-queues).
+	TaskQueue *string `json:"task_queue,omitempty"`
 }
 
 // StartPolicy says how a workflow's starts are admitted: throttled,
@@ -134,6 +141,9 @@ type SignalWithStartRequest struct {
 	SignalPayload  json.RawMessage `json:"signal_payload,omitempty"`
 	IdempotencyKey *string         `json:"idempotency_key,omitempty"`
 	ReusePolicy    string          `json:"reuse_policy,omitempty"`
+	// TaskQueue is the task queue of the execution, if one starts, as
+	// StartRequest's.
+	TaskQueue *string `json:"task_queue,omitempty"`
 }
 
 // SignalWithStartResponse answers a signal-with-start: 201 when it

@@ -26,8 +26,12 @@ func (c *trialCheck) readiness(ctx context.Context) {
 	defer cancel()
 	var unready map[string]string
 	err := pollUntil(dctx, 200*time.Millisecond, func() bool {
-		unready = c.st.unready(dctx)
-		return len(unready) == 0
+		asked := c.st.unready(dctx)
+		if dctx.Err() == nil || unready == nil {
+			// What the processes said; not the requests the deadline cut.
+			unready = asked
+		}
+		return len(asked) == 0
 	})
 	if err != nil {
 		names := make([]string, 0, len(unready))

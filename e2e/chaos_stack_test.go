@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/examples/fakepay"
 )
 
@@ -238,6 +239,14 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 		s.scheds = append(s.scheds, sched)
 		workerAdmin := "127.0.0.1:" + strconv.Itoa(adminPorts[2+i])
 		w := service("worker", i, "worker ready", "HARVEST_ADMIN_ADDR="+workerAdmin)
+		if i == 1 {
+			// A fleet of different workers: the second registers some of
+			// the examples (testdata/fleetworker), so that charge, collect,
+			// sleep, digest and fanout run only on the first, onboarding
+			// and its activities, charge_card and square on both.
+			w.bin = filepath.Join(cfg.bins, "fleetworker")
+			w.env = append(w.env, "FLEET_NAMES="+strings.Join(chaosSecondWorker, ","))
+		}
 		w.readyURL = "http://" + workerAdmin + "/readyz"
 		s.workers = append(s.workers, w)
 	}
@@ -510,12 +519,19 @@ func freePorts(n int) ([]int, error) {
 	return out, nil
 }
 
-// buildChaosBinaries builds nats-server and the three services into dir.
+// chaosSecondWorker are the names the chaos stack's second worker
+// registers; the first registers every example.
+var chaosSecondWorker = []string{examples.WorkflowOnboarding, examples.ActivityCreateDBUser, examples.ActivitySendWelcome,
+	examples.ActivityChargeCard, examples.ActivitySquare}
+
+// buildChaosBinaries builds nats-server, the three services and the fleet
+// worker into dir.
 func buildChaosBinaries(dir string) error {
 	for _, args := range [][]string{
 		{"build", "-o", filepath.Join(dir, "nats-server"), "github.com/nats-io/nats-server/v2"},
 		{"build", "-o", dir + string(filepath.Separator),
-			"github.com/harvest-engine/harvest/cmd/ingest", "github.com/harvest-engine/harvest/cmd/scheduler", "github.com/harvest-engine/harvest/cmd/worker"},
+			"github.com/harvest-engine/harvest/cmd/ingest", "github.com/harvest-engine/harvest/cmd/scheduler", "github.com/harvest-engine/harvest/cmd/worker",
+			"./testdata/fleetworker"},
 	} {
 		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {

@@ -156,7 +156,7 @@ func TestWorkflowCLI(t *testing.T) {
 	// describe for people: aligned "key: value" lines.
 	desc := ok("describe", id)
 	lines := strings.Split(strings.TrimSuffix(desc, "\n"), "\n")
-	require.Len(t, lines, 10, desc)
+	require.Len(t, lines, 11, desc)
 	col := -1
 	values := map[string]string{}
 	for _, line := range lines {
@@ -173,6 +173,7 @@ func TestWorkflowCLI(t *testing.T) {
 	require.Equal(t, id, values["execution_id"])
 	require.Equal(t, "collect", values["workflow_name"])
 	require.Equal(t, "Completed", values["status"])
+	require.Equal(t, "default", values["task_queue"])
 	require.Equal(t, `{"count":1}`, values["input"])
 	require.Equal(t, `{"items":[{"n":1}]}`, values["result"])
 	require.Equal(t, "-", values["error"])

@@ -499,7 +499,7 @@ func (r segResult) statuses() []int {
 	return s
 }
 
-var toolReads = regexp.MustCompile(`^(harvest (workflow (describe|history|list)|commands|version|admission list)|nats (stream (get|info|ls|view)|kv get))\b`)
+var toolReads = regexp.MustCompile(`^(harvest (workflow (describe|history|list)|commands|version|admission list|worker list|task-queue show)|nats (stream (get|info|ls|view)|kv get))\b`)
 
 // repeatable says whether running the segment again is safe: every call
 // it made is, and the harvest and nats commands it ran only read.

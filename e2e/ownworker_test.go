@@ -17,12 +17,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
 // TestTheREADMEWorkerRuns builds the README's "Writing a workflow"
-// program (which docs/own-worker.md shows too), as it is written, in a module of its own, starts harvest dev
-// --no-worker,
-// runs the program with nothing but the URL harvest dev printed, starts
+// program (which docs/own-worker.md shows too), as it is written, in a
+// module of its own, starts harvest dev (its example worker on the same
+// task queue), runs the program with nothing but the URL harvest dev printed, starts
 // its workflow through the API and sees it complete; then Ctrl-C stops
 // the worker cleanly.
 func TestTheREADMEWorkerRuns(t *testing.T) {
@@ -56,10 +58,9 @@ func TestTheREADMEWorkerRuns(t *testing.T) {
 	bin := buildHarvest(t)
 	addr := freeAddr(t)
 	stateDir := filepath.Join(t.TempDir(), "state")
-	// Without the example worker: until tasks are routed by what a
-	// worker registered, the example worker would take place_order's
-	// tasks first and hand them back.
-	dev := exec.Command(bin, "dev", "--addr", addr, "--state-dir", stateDir, "--no-worker")
+	// With the example worker, on the same task queue: place_order's
+	// tasks go only to the program, which registers it.
+	dev := exec.Command(bin, "dev", "--addr", addr, "--state-dir", stateDir)
 	dev.Env = devEnv()
 	stdout, err := dev.StdoutPipe()
 	require.NoError(t, err)
@@ -123,8 +124,10 @@ func TestTheREADMEWorkerRuns(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(body, &started))
 	var exec struct {
-		Status string `json:"status"`
-		Result struct {
+		Status    string     `json:"status"`
+		CreatedAt time.Time  `json:"created_at"`
+		ClosedAt  *time.Time `json:"closed_at"`
+		Result    struct {
 			OrderID     string `json:"order_id"`
 			Reservation string `json:"reservation"`
 		} `json:"result"`
@@ -149,6 +152,9 @@ func TestTheREADMEWorkerRuns(t *testing.T) {
 	})
 	require.Equal(t, "o-1", exec.Result.OrderID)
 	require.True(t, strings.HasPrefix(exec.Result.Reservation, "rsv-2-"), exec.Result.Reservation)
+	require.NotNil(t, exec.ClosedAt)
+	require.Less(t, exec.ClosedAt.Sub(exec.CreatedAt), workerrt.UnknownTaskDelay,
+		"no task went to the example worker first, to be handed back")
 
 	// Ctrl-C.
 	require.NoError(t, worker.Process.Signal(syscall.SIGINT))

@@ -37,12 +37,12 @@ func BenchEcho(ctx *harvest.WorkflowContext, in json.RawMessage) (json.RawMessag
 
 // registerBench registers bench_echo and its activity on w, counting
 // activity runs on c (nil counts nowhere).
-func registerBench(w *harvest.Worker, c *BenchCounter) {
+func registerBench(r registrar, c *BenchCounter) {
 	if c == nil {
 		c = &BenchCounter{}
 	}
-	harvest.RegisterWorkflow(w, WorkflowBenchEcho, BenchEcho)
-	harvest.RegisterActivity(w, ActivityBenchEcho, func(_ *harvest.ActivityContext, in json.RawMessage) (json.RawMessage, error) {
+	workflow(r, WorkflowBenchEcho, BenchEcho)
+	activity(r, ActivityBenchEcho, func(_ *harvest.ActivityContext, in json.RawMessage) (json.RawMessage, error) {
 		c.runs.Add(1)
 		return in, nil
 	}, harvest.ActivityOptions{StartToClose: 30 * time.Second})

@@ -122,23 +122,54 @@ func Workflows() []string {
 
 // Register registers the example workflows and activities on w.
 func Register(w *harvest.Worker, svc *Services) {
-	harvest.RegisterWorkflow(w, WorkflowOnboarding, Onboarding)
-	harvest.RegisterWorkflow(w, WorkflowCharge, ChargeWorkflow, harvest.WithInputSchema([]byte(ChargeInputSchema)))
-	harvest.RegisterWorkflow(w, WorkflowCollect, Collect, harvest.WithInputSchema([]byte(CollectInputSchema)))
-	harvest.RegisterWorkflow(w, WorkflowSleep, SleepWorkflow)
-	harvest.RegisterWorkflow(w, WorkflowDigest, Digest)
-	registerBench(w, svc.Bench)
-	registerFanout(w)
+	RegisterOnly(w, svc, nil)
+}
+
+// registrar registers on w what keep keeps (everything when keep is nil).
+type registrar struct {
+	w    *harvest.Worker
+	keep func(name string) bool
+}
+
+func (r registrar) has(name string) bool { return r.keep == nil || r.keep(name) }
+
+func workflow[In, Out any](r registrar, name string, fn func(*harvest.WorkflowContext, In) (Out, error), opts ...harvest.WorkflowOption) {
+	if r.has(name) {
+		harvest.RegisterWorkflow(r.w, name, fn, opts...)
+	}
+}
+
+func activity[In, Out any](r registrar, name string, fn func(*harvest.ActivityContext, In) (Out, error), opts ...harvest.ActivityOptions) {
+	if r.has(name) {
+		harvest.RegisterActivity(r.w, name, fn, opts...)
+	}
+}
+
+// RegisterOnly registers on w the example workflows and activities keep
+// keeps, by name (all of them when keep is nil): a fleet of workers that
+// each serve some of them, as a deployment's services would.
+func RegisterOnly(w *harvest.Worker, svc *Services, keep func(name string) bool) {
+	r := registrar{w: w, keep: keep}
+	workflow(r, WorkflowOnboarding, Onboarding)
+	workflow(r, WorkflowCharge, ChargeWorkflow, harvest.WithInputSchema([]byte(ChargeInputSchema)))
+	workflow(r, WorkflowCollect, Collect, harvest.WithInputSchema([]byte(CollectInputSchema)))
+	workflow(r, WorkflowSleep, SleepWorkflow)
+	workflow(r, WorkflowDigest, Digest)
+	registerBench(r, svc.Bench)
+	registerFanout(r)
 
 	quick := harvest.ActivityOptions{StartToClose: 10 * time.Second}
-	harvest.RegisterActivity(w, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
+	activity(r, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
 		key := ctx.IdempotencyKey().Subkey("db")
 		return svc.Users.Do(key.String(), fmt.Sprintf("db-user-%d", in.UserID)), nil
 	}, quick)
-	harvest.RegisterActivity(w, ActivitySendWelcome, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
+	activity(r, ActivitySendWelcome, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
 		key := ctx.IdempotencyKey().Subkey("email")
 		return svc.Mail.Do(key.String(), fmt.Sprintf("welcome-%d-%s", in.UserID, key)), nil
 	}, quick)
+	if !r.has(ActivityChargeCard) {
+		return
+	}
 	harvest.RegisterActivity(w, ActivityChargeCard, func(ctx *harvest.ActivityContext, in ChargeInput) (ChargeResult, error) {
 		// The activity's key is the provider's Idempotency-Key: every
 		// attempt of this invocation asks for the same charge.

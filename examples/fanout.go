@@ -91,9 +91,12 @@ func Fanout(ctx *harvest.WorkflowContext, in FanoutInput) (FanoutResult, error) 
 }
 
 // registerFanout registers fanout and its activity on w.
-func registerFanout(w *harvest.Worker) {
-	harvest.RegisterWorkflow(w, WorkflowFanout, Fanout)
-	Square.Register(w, func(_ *harvest.ActivityContext, n int) (int, error) {
+func registerFanout(r registrar) {
+	workflow(r, WorkflowFanout, Fanout)
+	if !r.has(Square.Name()) {
+		return
+	}
+	Square.Register(r.w, func(_ *harvest.ActivityContext, n int) (int, error) {
 		const most = 3_037_000_499 // the square of a larger int overflows
 		if n > most || n < -most {
 			return 0, harvest.NewNonRetryableError("invalid_input", "%d squared overflows", n)

@@ -271,7 +271,9 @@ func (x *Execution) Describe() (client.Execution, error) {
 	if !ok {
 		return client.Execution{}, notFound(x.ID)
 	}
-	return ex.View(), nil
+	view := ex.View()
+	view.TaskQueue = ex.TaskQueue
+	return view, nil
 }
 
 // Status is the execution's status (client.StatusRunning, ...).

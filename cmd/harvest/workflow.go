@@ -80,13 +80,14 @@ terminating an execution that has closed changes nothing.`,
 }
 
 func newWorkflowStart() *cobra.Command {
-	var input, key, workflowID, reusePolicy string
+	var input, key, workflowID, reusePolicy, taskQueue string
 	var delay time.Duration
 	cmd := &cobra.Command{
 		Use:   "start <workflow>",
 		Short: "Start a workflow execution",
 		Example: `  harvest workflow start onboarding --input '{"user_id": 42}' --idempotency-key webhook-evt-abc123
-  harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --workflow-id order-1`,
+  harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --workflow-id order-1
+  harvest workflow start approve_order --input '{"order_id": "o-1"}' --task-queue mine`,
 		Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			in, err := parseInput("input", input)
@@ -98,7 +99,7 @@ func newWorkflowStart() *cobra.Command {
 				inArg = in
 			}
 			r, err := c.Start(ctx, args[0], inArg, client.StartOptions{
-				IdempotencyKey: key, WorkflowID: workflowID, ReusePolicy: reusePolicy, Delay: delay,
+				IdempotencyKey: key, WorkflowID: workflowID, ReusePolicy: reusePolicy, Delay: delay, TaskQueue: taskQueue,
 			})
 			if err != nil {
 				return err
@@ -122,6 +123,7 @@ func newWorkflowStart() *cobra.Command {
 	cmd.Flags().StringVar(&workflowID, "workflow-id", "", "the execution's business id (default: minted)")
 	cmd.Flags().StringVar(&reusePolicy, "reuse-policy", "", "allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running")
 	cmd.Flags().DurationVar(&delay, "delay", 0, "run the first workflow task after this long")
+	cmd.Flags().StringVar(&taskQueue, "task-queue", "", "the task queue the execution's tasks go to (default: the workflow's configured one, else default)")
 	return cmd
 }
 
@@ -190,6 +192,7 @@ func newWorkflowDescribe() *cobra.Command {
 				{"workflow_name", e.WorkflowName},
 				{"workflow_id", e.WorkflowID},
 				{"status", e.Status},
+				{"task_queue", e.TaskQueue},
 				{"input", compactJSON(e.Input)},
 				{"result", compactJSON(e.Result)},
 				{"error", compactJSON(e.Error)},

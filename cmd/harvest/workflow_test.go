@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/ingest"
 )
 
 // TestWorkflowCancelAndTerminate: `harvest workflow cancel` and
@@ -65,4 +66,36 @@ func TestWorkflowCancelAndTerminate(t *testing.T) {
 	require.ErrorContains(t, err, "execution_not_found")
 	_, _, err = runCLI(t, "workflow", "cancel", "--addr", s.URL())
 	require.Error(t, err, "an execution id is required")
+}
+
+// TestWorkflowStartTaskQueue: `harvest workflow start --task-queue`
+// starts the execution on that queue, and describe shows it; without the
+// flag the start goes to the workflow's configured queue. A queue the
+// workflow is neither served nor declared on is an error naming
+// unknown_workflow and the queue, and a name no task queue can have one
+// naming invalid_task_queue.
+func TestWorkflowStartTaskQueue(t *testing.T) {
+	s := startStack(t, devstack.Config{Ingest: ingest.Config{
+		DeclaredWorkflows: []string{"tq_declared"}, TaskQueues: map[string]string{"tq_declared": "mine"}}})
+	startOn := func(args ...string) string {
+		t.Helper()
+		out, _, err := runCLI(t, append([]string{"workflow", "start", "tq_declared", "--addr", s.URL(), "--json"}, args...)...)
+		require.NoError(t, err)
+		var a struct {
+			ExecutionID string `json:"execution_id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &a), out)
+		return a.ExecutionID
+	}
+	for _, id := range []string{startOn("--task-queue", "mine"), startOn()} {
+		out, _, err := runCLI(t, "workflow", "describe", id, "--addr", s.URL())
+		require.NoError(t, err)
+		require.Contains(t, out, "task_queue:    mine\n")
+	}
+
+	_, _, err := runCLI(t, "workflow", "start", "tq_declared", "--task-queue", "other", "--addr", s.URL())
+	require.ErrorContains(t, err, "unknown_workflow")
+	require.ErrorContains(t, err, `on task queue "other"`)
+	_, _, err = runCLI(t, "workflow", "start", "tq_declared", "--task-queue", "my queue", "--addr", s.URL())
+	require.ErrorContains(t, err, "invalid_task_queue")
 }

@@ -98,6 +98,10 @@ type Config struct {
 	// StartPolicies are the workflows' start policies: a rule's start of
 	// such a workflow goes under its policy.
 	StartPolicies map[string]*startpolicy.Policy
+	// TaskQueues are the workflows' configured task queues
+	// (workflows.<name>.task_queue): a rule's start of such a workflow
+	// goes to its queue, of any other to "default".
+	TaskQueues map[string]string
 	// AckWait is the consumers' ack wait: how long a message delivered to
 	// a runner that vanished waits before it is delivered again; default
 	// 30s. It must exceed twice PublishTimeout.
@@ -389,7 +393,7 @@ func (r *Runner) handle(ctx context.Context, b Binding, log *slog.Logger, m jets
 		r.deadLetter(ctx, d, ReasonUnstorable, fmt.Errorf("the message body %w", err))
 		return
 	}
-	cmd, shard, err := rule.Command(r.cfg.Topology.Layout(), key, event, time.Now())
+	cmd, shard, err := rule.Command(r.cfg.Topology.Layout(), r.cfg.TaskQueues[rule.Workflow], key, event, time.Now())
 	if err != nil {
 		r.deadLetter(ctx, d, ReasonUnroutable, err)
 		return

@@ -234,6 +234,25 @@ func TestMessagesBecomeKeyedCommands(t *testing.T) {
 	require.Equal(t, 0, count(t, reg, "orders", "dead_lettered"))
 }
 
+// TestARulesStartGoesToItsWorkflowsTaskQueue: a rule's start, and a
+// signal-with-start's, go to the task queue configured for the rule's
+// workflow; a workflow with none starts on the default queue.
+func TestARulesStartGoesToItsWorkflowsTaskQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.runner(binding.Config{Bindings: []binding.Binding{ordersBinding()}, TaskQueues: map[string]string{"collect": "mine"}})
+
+	e.publish("orders.created", `{"type": "order.created", "order": {"id": 1}}`, nil)
+	last := e.publish("orders.items", `{"type": "order.item_added", "order_id": 7, "item": {"sku": "a"}}`, nil)
+	e.settled("ORDERS", "harvest_bind_orders", last)
+
+	queues := map[string]string{}
+	for _, c := range e.commands() {
+		queues[c.Start.WorkflowName] = c.Start.TaskQueue
+	}
+	require.Equal(t, map[string]string{"fulfil": wire.DefaultTaskQueue, "collect": "mine"}, queues)
+}
+
 func TestARedeliveredMessageMakesTheSameCommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

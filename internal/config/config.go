@@ -391,6 +391,11 @@ type WorkflowConfig struct {
 	// StartPolicy throttles, debounces or batches the workflow's starts
 	// (docs/start-policies.md).
 	StartPolicy *client.StartPolicy `yaml:"start_policy"`
+	// TaskQueue is the task queue the workflow's starts go to when the
+	// start names none (every start ingest makes: the API's, webhook and
+	// binding rules', ArcFlow runs), default "default". A declared
+	// workflow is accepted on this queue while no worker serves it.
+	TaskQueue string `yaml:"task_queue"`
 }
 
 // DeclaredWorkflows are the workflows the configuration declares: those
@@ -423,6 +428,18 @@ func (c Config) StartPolicies() map[string]*startpolicy.Policy {
 	for name, w := range c.Workflows {
 		if p, err := startpolicy.Parse(w.StartPolicy); err == nil && p != nil {
 			out[name] = p
+		}
+	}
+	return out
+}
+
+// TaskQueues returns the workflows' configured task queues, by workflow;
+// a workflow with none is absent (its starts go to "default").
+func (c Config) TaskQueues() map[string]string {
+	out := map[string]string{}
+	for name, w := range c.Workflows {
+		if w.TaskQueue != "" {
+			out[name] = w.TaskQueue
 		}
 	}
 	return out
@@ -656,6 +673,10 @@ func (c Config) Validate() error {
 		}
 		if w.Retention < 0 {
 			return fmt.Errorf("config: workflows.%s.retention %s: want a positive duration", name, time.Duration(w.Retention))
+		}
+		if w.TaskQueue != "" && dedup.ValidateName(w.TaskQueue) != nil {
+			return fmt.Errorf("config: workflows.%s.task_queue %q: want a task queue name, 1 to %d bytes of letters, digits, '_' and '-'",
+				name, w.TaskQueue, dedup.MaxNameBytes)
 		}
 		if _, err := startpolicy.Parse(w.StartPolicy); err != nil {
 			var perr *startpolicy.Error

@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -97,6 +98,34 @@ func TestStartPoliciesLoadAndAreChecked(t *testing.T) {
 		"workflows: {charge: {start_policy: {debounce: {period: 30s, key: customer_id}}}}":                  "workflows.charge.start_policy.debounce.key",
 		"workflows: {charge: {start_policy: {debounce: {period: 1s}, batch: {max_size: 2, max_wait: 1s}}}}": "workflows.charge.start_policy",
 		"workflows: {charge: {start_policy: {throttle: {limit: 1, period: 1m, burst: 2}}}}":                 "burst",
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(body+"\n"), 0o600))
+		_, err := config.Load(path)
+		require.ErrorContains(t, err, want, body)
+	}
+}
+
+// TestWorkflowTaskQueuesLoadAndAreChecked: workflows.<name>.task_queue
+// loads into TaskQueues (a workflow without one is absent from it, its
+// starts going to "default"), and a name a task queue cannot have is
+// refused at load, naming the key, the value and the rule.
+func TestWorkflowTaskQueuesLoadAndAreChecked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`workflows:
+  approve_order:
+    task_queue: mine
+  onboarding: {}
+`), 0o600))
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"approve_order": "mine"}, c.TaskQueues())
+	require.ElementsMatch(t, []string{"approve_order", "onboarding"}, c.DeclaredWorkflows())
+
+	for body, want := range map[string]string{
+		"workflows: {approve_order: {task_queue: my queue}}":                         `config: workflows.approve_order.task_queue "my queue": want a task queue name, 1 to 128 bytes of letters, digits, '_' and '-'`,
+		"workflows: {approve_order: {task_queue: a.b}}":                              `workflows.approve_order.task_queue "a.b"`,
+		"workflows: {approve_order: {task_queue: " + strings.Repeat("q", 129) + "}}": "workflows.approve_order.task_queue",
+		"workflows: {approve_order: {taskqueue: mine}}":                              "taskqueue",
 	} {
 		require.NoError(t, os.WriteFile(path, []byte(body+"\n"), 0o600))
 		_, err := config.Load(path)

@@ -52,7 +52,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
-	for _, page := range []string{"executions", "execution", "confirm", "workflows", "webhooks", "login", "problem"} {
+	for _, page := range []string{"executions", "execution", "confirm", "workflows", "webhooks", "workers", "taskqueue", "login", "problem"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse %s: %w", page, err)
@@ -77,6 +77,8 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/workflows", c.signedIn(c.handleWorkflows))
 	c.mux.HandleFunc("POST /ui/workflows/{name}/admission", c.signedIn(c.handleAdmission))
 	c.mux.HandleFunc("GET /ui/webhooks", c.signedIn(c.handleWebhooks))
+	c.mux.HandleFunc("GET /ui/workers", c.signedIn(c.handleWorkers))
+	c.mux.HandleFunc("GET /ui/task-queues/{name}", c.signedIn(c.handleTaskQueue))
 	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, r, http.StatusNotFound, "Not found", "The console has no page at "+r.URL.Path+".")
 	})

@@ -319,7 +319,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	// What the bindings start is declared, as the configuration has it.
 	icfg.DeclaredWorkflows = append(slices.Clip(icfg.DeclaredWorkflows), binding.Workflows(cfg.Bindings)...)
-	s.bindings, err = binding.New(binding.Config{Topology: s.Topology, Bindings: cfg.Bindings, StartPolicies: icfg.StartPolicies, Metrics: icfg.Metrics,
+	s.bindings, err = binding.New(binding.Config{Topology: s.Topology, Bindings: cfg.Bindings, StartPolicies: icfg.StartPolicies, TaskQueues: icfg.TaskQueues, Metrics: icfg.Metrics,
 		Logger: s.log.With("service", "bindings")})
 	if err != nil {
 		return nil, err

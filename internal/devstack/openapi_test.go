@@ -128,6 +128,14 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	status, _ = call("GET", "/api/harvest/webhooks", "/api/harvest/webhooks", "")
 	require.Equal(t, http.StatusOK, status)
+	status, data = call("GET", "/api/harvest/workers", "/api/harvest/workers", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(data), `"started_at"`, "the stack's worker says who it is")
+	taskQueue := "/api/harvest/task-queues/{name}"
+	status, _ = call("GET", taskQueue, "/api/harvest/task-queues/default", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", taskQueue, "/api/harvest/task-queues/no.such", "")
+	require.Equal(t, http.StatusBadRequest, status)
 
 	cancel := "/api/harvest/executions/{execution_id}/cancel"
 	status, _ = call("POST", cancel, "/api/harvest/executions/"+waiting+"/cancel", `{"reason": "openapi test"}`)

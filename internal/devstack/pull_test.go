@@ -10,9 +10,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
 // TestConsumersPullWithAShortExpiry checks that the scheduler's and the
@@ -45,8 +48,8 @@ func TestConsumersPullWithAShortExpiry(t *testing.T) {
 	startStack(t, devstack.Config{NATSURL: ns.ClientURL()})
 	want := []string{
 		streams.CommandStream + ".harvest_sched_0",
-		streams.TaskStream + ".harvest_worker_default_workflow",
-		streams.TaskStream + ".harvest_worker_default_activity",
+		streams.TaskStream + "." + workerrt.NameConsumerName(wire.DefaultTaskQueue, wire.TaskWorkflow, examples.WorkflowCharge),
+		streams.TaskStream + "." + workerrt.NameConsumerName(wire.DefaultTaskQueue, wire.TaskActivity, examples.ActivityChargeCard),
 	}
 	require.Eventually(t, func() bool {
 		mu.Lock()
@@ -81,8 +84,8 @@ func TestConsumersDeletedUnderTheStackAreCreatedAgain(t *testing.T) {
 
 	consumers := [][2]string{
 		{streams.CommandStream, "harvest_sched_0"},
-		{streams.TaskStream, "harvest_worker_default_workflow"},
-		{streams.TaskStream, "harvest_worker_default_activity"},
+		{streams.TaskStream, workerrt.NameConsumerName(wire.DefaultTaskQueue, wire.TaskWorkflow, examples.WorkflowCharge)},
+		{streams.TaskStream, workerrt.NameConsumerName(wire.DefaultTaskQueue, wire.TaskActivity, examples.ActivityChargeCard)},
 	}
 	for _, c := range consumers {
 		require.NoError(t, js.DeleteConsumer(ctx, c[0], c[1]), c[1])

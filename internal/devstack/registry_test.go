@@ -80,7 +80,7 @@ func TestAStartOfAWorkflowNoWorkerServesIsRefused(t *testing.T) {
 		a := start(t, s, "nosuch", key, `{"input": {}}`)
 		require.Equal(t, 404, a.status, a.body)
 		require.Equal(t, "unknown_workflow", a.body["error"])
-		require.Contains(t, a.body["message"], `no worker serves workflow "nosuch" and the configuration does not declare it`)
+		require.Contains(t, a.body["message"], `no worker serves workflow "nosuch" on task queue "default" and the configuration does not declare it`)
 	}
 	swst := call(t, "POST", s.URL()+"/api/harvest/workflows/nosuch/signal-with-start", nil,
 		`{"workflow_id": "o-1", "signal_name": "item"}`)

@@ -17,6 +17,8 @@ import (
 	"github.com/harvest-engine/harvest/examples/fakepay"
 	"github.com/harvest-engine/harvest/internal/devstack"
 	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
 // runActivity registers workflow name, which runs activity act once and
@@ -33,11 +35,12 @@ func runActivity(w *harvest.Worker, name, act string) {
 	})
 }
 
-// activityTasksHeld is how many activity tasks of the default queue are
-// delivered and not acknowledged, and how many wait for delivery.
-func activityTasksHeld(t *testing.T, s *devstack.Stack) (held, waiting uint64) {
+// activityTasksHeld is how many tasks of the activity name on the
+// default queue are delivered and not acknowledged, and how many wait for
+// delivery.
+func activityTasksHeld(t *testing.T, s *devstack.Stack, name string) (held, waiting uint64) {
 	t.Helper()
-	cons, err := s.Topology.JS.Consumer(t.Context(), streams.TaskStream, "harvest_worker_default_activity")
+	cons, err := s.Topology.JS.Consumer(t.Context(), streams.TaskStream, workerrt.NameConsumerName(wire.DefaultTaskQueue, wire.TaskActivity, name))
 	require.NoError(t, err)
 	info, err := cons.Info(t.Context())
 	require.NoError(t, err)
@@ -91,7 +94,7 @@ func TestAStoppingWorkerHandsBackTasksNotStarted(t *testing.T) {
 	<-holding
 	quickID := start(t, s, "stop_quick", "", `{}`).body["execution_id"].(string)
 	eventually(t, 30*time.Second, "the worker to hold the quick activity's task", func() bool {
-		held, waiting := activityTasksHeld(t, s)
+		held, waiting := activityTasksHeld(t, s, "stop_quick")
 		return held == 1 && waiting == 0 &&
 			dbCount(t, s, `SELECT count(*) FROM history_events WHERE execution_id = $1 AND type = 'ActivityScheduled'`, quickID) == 1
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/callback"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -84,6 +85,13 @@ type Config struct {
 	// (workflows.<name>.start_policy): their starts are throttled,
 	// debounced or batched, and take no idempotency key.
 	StartPolicies map[string]*startpolicy.Policy
+	// TaskQueues are the workflows' configured task queues
+	// (workflows.<name>.task_queue): a start of such a workflow that names
+	// no task_queue goes to its queue (every start ingest makes: the API's,
+	// signal-with-start, webhook rules', ArcFlow runs), and a declared
+	// workflow is accepted there while no worker serves it. A workflow
+	// absent here starts on "default".
+	TaskQueues map[string]string
 	// Webhooks are the sources POST /hooks/{source} accepts.
 	Webhooks []webhook.Endpoint
 	// Bindings, when set, runs the NATS subject bindings of this
@@ -154,6 +162,11 @@ func (c Config) Validate() error {
 	}
 	if n := c.Topology.Layout().Set.Len(); (len(c.Stores) > 0 || (c.DB != nil && n > 1)) && len(c.Stores) != n {
 		return fmt.Errorf("ingest config: %d Stores for a layout of %d stores", len(c.Stores), n)
+	}
+	for w, q := range c.TaskQueues {
+		if err := dedup.ValidateName(q); err != nil {
+			return fmt.Errorf("ingest config: TaskQueues[%q]: %w", w, err)
+		}
 	}
 	seen := map[string]bool{}
 	for _, e := range c.Webhooks {

@@ -3,9 +3,9 @@
 // deliveries and ArcFlow-compatible runs) into commands on the command
 // stream, waits a bounded time for their outcome, and serves executions
 // (and ArcFlow runs), their history, commands and dead commands,
-// workflows, admission gates, /healthz, /readyz and /metrics. It mounts
-// the web console (internal/console) at /ui/, which calls these routes in
-// the process with its user's token.
+// workflows, live workers and task queues, admission gates, /healthz,
+// /readyz and /metrics. It mounts the web console (internal/console) at
+// /ui/, which calls these routes in the process with its user's token.
 //
 // It owns the routes, the checks a request passes before anything is
 // published (names, keys, schedules, input schemas, admission gates,
@@ -35,7 +35,7 @@
 // submit.go and outcomes.go (publishing a command and waiting for its
 // outcome), signal.go, cancel.go (cancel and terminate), hooks.go,
 // arcflow.go and admission.go (the other writing routes), reads.go,
-// executions.go, workflows.go, history.go, commands.go and dead.go (the
-// read routes), health.go (/healthz, /readyz), errors.go (the JSON
-// writer).
+// executions.go, workflows.go, history.go, commands.go, dead.go,
+// workers_api.go and taskqueues.go (the read routes), health.go
+// (/healthz, /readyz), errors.go (the JSON writer).
 package ingest

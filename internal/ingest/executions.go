@@ -40,11 +40,25 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
-	view := e.View()
+	view := executionView(e)
 	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
-	view.WaitingForActivityWorkers = s.unservedActivities(r.Context(), details.PendingActivities, e.TaskQueue)
+	if view.WaitingForWorker {
+		view.WaitingForWorkers = append(view.WaitingForWorkers, client.WaitingFor{Kind: client.WaitingForWorkflow, Name: e.WorkflowName, TaskQueue: e.TaskQueue})
+	}
+	for _, a := range s.unservedActivities(r.Context(), details.PendingActivities, e.TaskQueue) {
+		view.WaitingForActivityWorkers = append(view.WaitingForActivityWorkers, a.Name)
+		view.WaitingForWorkers = append(view.WaitingForWorkers, a)
+	}
 	withDetails(&view, e, details, time.Now())
 	writeJSON(w, http.StatusOK, view)
+}
+
+// executionView is an execution's row as the API shows it, in a
+// description and in a list: its view with its task queue.
+func executionView(e *store.Execution) client.Execution {
+	view := e.View()
+	view.TaskQueue = e.TaskQueue
+	return view
 }
 
 // withDetails adds to an execution's view what describe shows besides
@@ -162,7 +176,7 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		out.NextCursor = encodeCursor(store.ListCursor{CreatedAt: last.CreatedAt, ExecutionID: last.ExecutionID})
 	}
 	for _, e := range execs {
-		out.Executions = append(out.Executions, e.View())
+		out.Executions = append(out.Executions, executionView(e))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

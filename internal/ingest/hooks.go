@@ -109,7 +109,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidEventID, "event_id", "the event id "+err.Error())
 		return hookRejected
 	}
-	cmd, shard, err := rule.Command(s.cfg.Topology.Layout(), dedup.HookKey(name, delivery.ID), event, time.Now())
+	cmd, shard, err := rule.Command(s.cfg.Topology.Layout(), s.configuredQueue(rule.Workflow), dedup.HookKey(name, delivery.ID), event, time.Now())
 	var unstorableID *storable.Error
 	switch {
 	case errors.As(err, &unstorableID), errors.Is(err, webhook.ErrWorkflowID):

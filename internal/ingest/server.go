@@ -99,6 +99,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", external)
 	s.mux.HandleFunc("GET /api/harvest/workflows", s.guard(auth.ScopeRead, params(s.handleListWorkflows)))
 	s.mux.HandleFunc("GET /api/harvest/webhooks", s.guard(auth.ScopeRead, params(s.handleListWebhooks)))
+	s.mux.HandleFunc("GET /api/harvest/workers", s.guard(auth.ScopeRead, params(s.handleListWorkers)))
+	s.mux.HandleFunc("GET /api/harvest/task-queues/{name}", s.guard(auth.ScopeRead, params(s.handleTaskQueue)))
 	s.mux.HandleFunc("GET /api/harvest/executions", s.guard(auth.ScopeRead, params(s.handleListExecutions,
 		"workflow", "status", "key_prefix", "workflow_id_prefix", "created_after", "created_before", "limit", "cursor")))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.guard(auth.ScopeCancel, params(s.handleCancel)))

@@ -189,8 +189,12 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, key, rej := s.parseSignalWithStart(w, r)
+	var queue string
 	if rej == nil {
-		rej = s.checkKnown(r.Context(), name)
+		queue, rej = s.startQueue(name, req.TaskQueue)
+	}
+	if rej == nil {
+		rej = s.checkKnown(r.Context(), name, queue)
 	}
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
@@ -205,7 +209,7 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	}
 	workflowID := *req.WorkflowID
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignalWithStart, SignalWithStart: true,
-		Start: &wire.StartCommand{WorkflowName: name, WorkflowID: workflowID, Input: req.Input, TaskQueue: wire.DefaultTaskQueue,
+		Start: &wire.StartCommand{WorkflowName: name, WorkflowID: workflowID, Input: req.Input, TaskQueue: queue,
 			ReusePolicy: req.ReusePolicy, StartedBy: callerName(r.Context())},
 		Signal: &wire.SignalCommand{SignalName: req.SignalName, Payload: req.SignalPayload, IdempotencyKey: key},
 	}

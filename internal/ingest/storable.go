@@ -23,11 +23,11 @@ var (
 	startMembers = map[string]string{
 		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,
 		"delay": client.CodeInvalidDelay, "start_at": client.CodeInvalidStartAt, "completion_callback": client.CodeInvalidCompletionCallback,
-		"start_policy": client.CodeInvalidStartPolicy, "store": client.CodeInvalidStore,
+		"start_policy": client.CodeInvalidStartPolicy, "store": client.CodeInvalidStore, "task_queue": client.CodeInvalidTaskQueue,
 	}
 	signalWithStartMembers = map[string]string{
 		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,
-		"signal_name": client.CodeInvalidSignalName,
+		"signal_name": client.CodeInvalidSignalName, "task_queue": client.CodeInvalidTaskQueue,
 	}
 	runMembers   = map[string]string{"workflow": client.CodeInvalidWorkflowName}
 	closeMembers = map[string]string{"reason": client.CodeInvalidReason}

@@ -48,6 +48,9 @@ type parsedStart struct {
 	policy *wire.StartPolicy
 	// store is the store the start is pinned to, "" for none.
 	store string
+	// taskQueue is the task queue the start goes to: the request's, else
+	// its workflow's configured one, else the default.
+	taskQueue string
 }
 
 // parseStart reads and checks a start request. It returns the key it
@@ -96,11 +99,15 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 	return p, nil, s.checkStart(r.Context(), &p)
 }
 
-// checkStart checks that a worker serves the workflow or the
-// configuration declares it, then a decoded start request's fields, the
-// workflow's input schema and its admission gate.
+// checkStart finds the task queue the start goes to and checks that a
+// worker serves the workflow there or the configuration declares it
+// there, then a decoded start request's fields, the workflow's input
+// schema and its admission gate.
 func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection) {
-	if rej := s.checkKnown(ctx, p.name); rej != nil {
+	if p.taskQueue, rej = s.startQueue(p.name, p.req.TaskQueue); rej != nil {
+		return rej
+	}
+	if rej := s.checkKnown(ctx, p.name, p.taskQueue); rej != nil {
 		return rej
 	}
 	if p.req.WorkflowID != nil {

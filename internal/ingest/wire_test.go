@@ -39,9 +39,11 @@ var wireTypes = []any{
 	client.CancelRequest{}, client.CancelResponse{}, client.TerminateRequest{}, client.TerminateResponse{},
 	// Reads.
 	client.CommandResponse{}, client.Execution{}, client.ListExecutionsResponse{},
-	client.KeyClaim{}, client.DuplicateCounts{}, client.SignalKey{}, client.CallbackDelivery{},
+	client.KeyClaim{}, client.DuplicateCounts{}, client.SignalKey{}, client.CallbackDelivery{}, client.WaitingFor{},
 	client.Event{}, client.HistoryResponse{}, client.DeadCommand{}, client.ListDeadCommandsResponse{},
 	client.RetentionResponse{}, client.WorkflowRetention{},
+	client.Worker{}, client.WorkerSlots{}, client.SlotUsage{}, client.ListWorkersResponse{},
+	client.TaskQueueResponse{}, client.NameBacklog{}, client.UnroutedBacklog{},
 	// Admission, webhooks, ArcFlow runs, health.
 	client.AdmissionGate{}, client.CloseAdmissionRequest{}, client.ListAdmissionResponse{},
 	client.WorkflowSummary{}, client.ListWorkflowsResponse{},
@@ -267,6 +269,20 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, a, *r)
 		r, err = serve(t, http.StatusAccepted, a).PruneNow(ctx)
+		require.NoError(t, err)
+		require.Equal(t, a, *r)
+	})
+	t.Run("workers", func(t *testing.T) {
+		var a client.ListWorkersResponse
+		fill(t, reflect.ValueOf(&a).Elem(), "workers")
+		r, err := serve(t, http.StatusOK, a).Workers(ctx)
+		require.NoError(t, err)
+		requireCarriesEach(t, a.Workers, r)
+	})
+	t.Run("task queue", func(t *testing.T) {
+		var a client.TaskQueueResponse
+		fill(t, reflect.ValueOf(&a).Elem(), "queue")
+		r, err := serve(t, http.StatusOK, a).TaskQueue(ctx, "q")
 		require.NoError(t, err)
 		require.Equal(t, a, *r)
 	})

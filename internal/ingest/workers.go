@@ -1,13 +1,16 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/registry"
+	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -54,27 +57,64 @@ func (s *Server) servedAs(ctx context.Context, kind, name, taskQueue string) boo
 	return ok
 }
 
-// unservedActivities are those of names (activities an execution waits
-// for) that no live worker registers on taskQueue.
-func (s *Server) unservedActivities(ctx context.Context, names []string, taskQueue string) []string {
-	var out []string
-	for _, name := range names {
-		if !s.servedAs(ctx, registry.KindActivity, name, taskQueue) {
-			out = append(out, name)
+// unservedActivities are those of pending (activities an execution
+// waits for) that no live worker registers on the task queue each goes
+// to: its own, else the execution's, taskQueue.
+func (s *Server) unservedActivities(ctx context.Context, pending []store.PendingActivity, taskQueue string) []client.WaitingFor {
+	var out []client.WaitingFor
+	for _, a := range pending {
+		queue := cmp.Or(a.TaskQueue, taskQueue)
+		if !s.servedAs(ctx, registry.KindActivity, a.Name, queue) {
+			out = append(out, client.WaitingFor{Kind: client.WaitingForActivity, Name: a.Name, TaskQueue: queue})
 		}
 	}
 	return out
 }
 
-// checkKnown refuses a start of a workflow that no live worker serves
-// and the configuration does not declare.
-func (s *Server) checkKnown(ctx context.Context, name string) *rejection {
-	if s.declared[name] || s.served(ctx, name, wire.DefaultTaskQueue) {
+// configuredQueue is the task queue a start of the workflow name goes to
+// when it names none: the workflow's configured one, else the default.
+func (s *Server) configuredQueue(name string) string {
+	return cmp.Or(s.cfg.TaskQueues[name], wire.DefaultTaskQueue)
+}
+
+// startQueue is the task queue a start of the workflow name goes to: the
+// request's task_queue (nil when it has none), else the configured one.
+// A task_queue that is no task queue name is refused.
+func (s *Server) startQueue(name string, requested *string) (string, *rejection) {
+	if requested == nil {
+		return s.configuredQueue(name), nil
+	}
+	if dedup.ValidateName(*requested) != nil {
+		return "", reject(http.StatusBadRequest, client.CodeInvalidTaskQueue, "task_queue", fmt.Sprintf(
+			"task_queue %q: want a task queue name, 1 to %d bytes of letters, digits, '_' and '-'", shownName(*requested), dedup.MaxNameBytes))
+	}
+	return *requested, nil
+}
+
+// checkKnown refuses a start of a workflow on taskQueue that no live
+// worker serves there and the configuration does not declare there: a
+// declared workflow is accepted on its configured task queue (the
+// default one when it has none).
+func (s *Server) checkKnown(ctx context.Context, name, taskQueue string) *rejection {
+	configured := s.configuredQueue(name)
+	if (s.declared[name] && taskQueue == configured) || s.served(ctx, name, taskQueue) {
 		return nil
 	}
-	return reject(http.StatusNotFound, client.CodeUnknownWorkflow, "name", fmt.Sprintf(
-		"no worker serves workflow %q and the configuration does not declare it; check the name, start a worker that registers it, "+
-			"or declare it (workflows: {%s: {}}) to accept its starts while no worker runs", name, name))
+	var msg string
+	switch {
+	case s.declared[name]:
+		msg = fmt.Sprintf("no worker serves workflow %q on task queue %q, and the configuration declares it on task queue %q; "+
+			"check the task queue, start a worker that registers it on %q, or start it on %q", name, taskQueue, configured, taskQueue, configured)
+	case taskQueue != wire.DefaultTaskQueue:
+		msg = fmt.Sprintf("no worker serves workflow %q on task queue %q and the configuration does not declare it; "+
+			"check the name and the task queue, start a worker that registers it on %q, "+
+			"or declare it (workflows: {%s: {task_queue: %s}}) to accept its starts while no worker runs", name, taskQueue, taskQueue, name, taskQueue)
+	default:
+		msg = fmt.Sprintf("no worker serves workflow %q on task queue %q and the configuration does not declare it; "+
+			"check the name, start a worker that registers it, "+
+			"or declare it (workflows: {%s: {}}) to accept its starts while no worker runs", name, taskQueue, name)
+	}
+	return reject(http.StatusNotFound, client.CodeUnknownWorkflow, "name", msg)
 }
 
 // waitingForWorker says whether a running execution of name on

@@ -80,6 +80,15 @@ func replacing(m, own map[int]Answer) map[int]Answer {
 
 func with(base []int, more ...int) []int { return append(append([]int(nil), base...), more...) }
 
+// startErrors are a start's own answers to a bad task queue and to an
+// unknown workflow, over the usual 400 and 404.
+var startErrors = map[int]Answer{
+	http.StatusBadRequest: {"The request is malformed: `error` names what (invalid_json, unknown_field, unknown_parameter, invalid_idempotency_key, " +
+		"invalid_workflow_id, invalid_task_queue, …) and `field` where (a body member, or a query parameter).", errBody},
+	http.StatusNotFound: {"unknown_workflow: no live worker serves the workflow on the start's task queue and the configuration does not declare it there; " +
+		"the message names the workflow and the queue.", errBody},
+}
+
 var idempotencyKey = Param{Name: "Idempotency-Key", Description: "Makes the request idempotent: every retry with the same key converges on the same execution (or delivers the signal once)."}
 
 // Routes are the API's routes, as ingest serves them.
@@ -90,24 +99,29 @@ var Routes = []Route{
 		Description: "With an Idempotency-Key, every retry converges on one execution: 201 when this request created it, 200 when it found it. " +
 			"A workflow under a start policy (throttle, debounce, batch; configured, or the request's start_policy) may defer the start: " +
 			"202 with status deferred and no execution_id. Such a start takes no Idempotency-Key (400 idempotency_key_not_allowed), " +
-			"unless it replays a keyed start committed before.",
+			"unless it replays a keyed start committed before. " +
+			"task_queue chooses the task queue the execution's tasks go to (absent: the workflow's configured workflows.<name>.task_queue, else default); " +
+			"a name that is not 1 to 128 bytes of letters, digits, '_' and '-' is 400 invalid_task_queue, and a start on a queue no live worker serves " +
+			"the workflow on, where the configuration does not declare it, is 404 unknown_workflow naming the queue.",
 		Headers: []Param{idempotencyKey}, Body: client.StartRequest{},
-		Responses: errs(map[int]Answer{
+		Responses: replacing(errs(map[int]Answer{
 			200: {"An execution with this key (or workflow_id, by reuse policy) already exists: its id.", client.StartResponse{}},
 			201: {"The execution was created.", client.StartResponse{}},
 			202: {"The start is durable but its outcome is not known yet (status accepted), or its start policy deferred it (status deferred): " +
 				"poll GET /api/harvest/commands/{command_id}, which gives the execution it became part of once it begins.", client.AcceptedResponse{}},
-		}, with(guarded, 400, 404, 409, 413, 422)...),
+		}, with(guarded, 409, 413, 422)...), startErrors),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/workflows/{name}/signal-with-start", ID: "signalWithStart", Tag: "workflows", Scope: "start",
 		Summary: "Signal the execution of a workflow_id, starting it if none runs",
+		Description: "task_queue chooses the task queue of the execution it starts, as a start's does (400 invalid_task_queue, " +
+			"404 unknown_workflow naming the queue).",
 		Headers: []Param{idempotencyKey}, Body: client.SignalWithStartRequest{}, BodyRequired: true,
-		Responses: errs(map[int]Answer{
+		Responses: replacing(errs(map[int]Answer{
 			200: {"The running execution took the signal.", client.SignalWithStartResponse{}},
 			201: {"The execution was started with the signal.", client.SignalWithStartResponse{}},
 			202: {"Durable, outcome not known yet.", client.SignalResponse{}},
-		}, with(guarded, 400, 404, 409, 413, 422)...),
+		}, with(guarded, 409, 413, 422)...), startErrors),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/workflows/{execution_id}/signal/{signal_name}", ID: "signalExecution", Tag: "executions", Scope: "signal",
@@ -131,6 +145,24 @@ var Routes = []Route{
 			"sum harvest_ingest_webhooks_total, harvest_ingest_webhooks_refused_total and harvest_binding_messages_total in Prometheus. " +
 			"A token limited to some workflows sees the rules that route to them.",
 		Responses: errs(map[int]Answer{200: {"The sources and bindings, as configured.", client.ListWebhooksResponse{}}}, guarded...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/workers", ID: "listWorkers", Tag: "workers", Scope: "read",
+		Summary: "List the live workers: who each is, its task queue, what it registered and how busy it is",
+		Description: "Read from the workers bucket, so a worker is listed from its first registration until it stops, " +
+			"or until its registration lapses (worker_ttl, 30 s) after it vanished. By task queue, host and id. " +
+			"pid, build, started_at and slots are absent for a worker of a version before workers said who they are. " +
+			"A token limited to some workflows sees every worker, with only those workflows.",
+		Responses: errs(map[int]Answer{200: {"The live workers.", client.ListWorkersResponse{}}}, guarded...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/task-queues/{name}", ID: "describeTaskQueue", Tag: "workers", Scope: "read",
+		Summary: "Tell a task queue's backlog and live workers, by workflow and activity",
+		Description: "Each workflow and activity that has tasks in the task stream or a live worker registered on the queue, " +
+			"with its backlog (tasks waiting for a worker or being run) and the ids of the live workers that serve it: " +
+			"a backlog with no workers is work that waits for a worker. unrouted_backlog counts the tasks an older scheduler " +
+			"wrote before tasks were routed by name. A token limited to some workflows sees only those workflows.",
+		Responses: errs(map[int]Answer{200: {"The queue's names, with their backlogs and workers.", client.TaskQueueResponse{}}}, with(guarded, 400)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions", ID: "listExecutions", Tag: "executions", Scope: "read",

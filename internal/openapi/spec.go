@@ -46,7 +46,8 @@ func Build(routes []Route) ([]byte, error) {
 			"title":   "Harvest API",
 			"version": Version,
 			"description": "Harvest's HTTP API: starts and signals that each start or signal exactly one workflow execution, " +
-				"reads of executions, their history and commands, admission gates, retention, webhooks and the ArcFlow-compatible runs. " +
+				"reads of executions, their history and commands, live workers and task queues, admission gates, retention, webhooks " +
+				"and the ArcFlow-compatible runs. " +
 				"Every error is an ErrorResponse whose `error` is a machine-readable code. " +
 				"When the API has tokens, each operation's security names the scope its token needs (`admin` holds every scope).",
 		},

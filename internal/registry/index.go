@@ -12,8 +12,9 @@ import (
 	"github.com/harvest-engine/harvest/internal/streams"
 )
 
-// Index mirrors the workers bucket in memory, by kind, name and task
-// queue, and follows its changes. Start it, then ask Serves.
+// Index mirrors the workers bucket's registrations of names in memory, by
+// kind, name and task queue, and follows their changes; it passes the
+// workers' records by. Start it, then ask Serves.
 type Index struct {
 	kv  jetstream.KeyValue
 	log *slog.Logger
@@ -52,6 +53,9 @@ func (x *Index) Close() {
 }
 
 func (x *Index) apply(e jetstream.KeyValueEntry) {
+	if _, _, _, _, ok := nameKey(e.Key()); !ok {
+		return // a worker's record, or a key of a later version
+	}
 	prefix, worker, ok := splitKey(e.Key())
 	if !ok {
 		return

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,28 +31,39 @@ type RegistrarConfig struct {
 	// Workflows and Activities are the names the worker serves.
 	Workflows  []string
 	Activities []string
-	Log        *slog.Logger
+	// Load, when set, tells the worker's slots in use; the Registrar calls
+	// it at each put (in Start, then from its own goroutine), so it must
+	// be safe for concurrent use, and writes what it returns in the
+	// worker's record. Unset, the record carries no load.
+	Load func() Load
+	Log  *slog.Logger
 }
 
-// Registrar keeps one worker's registrations in the workers bucket: put
-// at Start and every third of the registration TTL after, removed at
-// Stop. Failures are logged and retried; they never stop the worker.
+// Registrar keeps one worker's registrations and its record in the
+// workers bucket: put at Start and every third of the registration TTL
+// after, removed at Stop. Failures are logged and retried; they never
+// stop the worker.
 type Registrar struct {
-	cfg  RegistrarConfig
-	keys []string
-	host string
+	cfg   RegistrarConfig
+	keys  []string
+	host  string
+	pid   int
+	build string
 
-	mu   sync.Mutex
-	kv   jetstream.KeyValue
-	ttl  time.Duration
-	stop func()
+	mu      sync.Mutex
+	kv      jetstream.KeyValue
+	ttl     time.Duration
+	started time.Time
+	stop    func()
 }
 
 // NewRegistrar returns a Registrar for cfg.
 func NewRegistrar(cfg RegistrarConfig) *Registrar {
 	cfg.Log = cmp.Or(cfg.Log, slog.New(slog.DiscardHandler))
-	r := &Registrar{cfg: cfg, kv: cfg.KV}
+	r := &Registrar{cfg: cfg, kv: cfg.KV, pid: os.Getpid()}
 	r.host, _ = os.Hostname()
+	info, _ := debug.ReadBuildInfo()
+	r.build = BuildOf(info)
 	for _, name := range cfg.Workflows {
 		r.keys = append(r.keys, Key(KindWorkflow, name, cfg.TaskQueue, cfg.Worker))
 	}
@@ -67,6 +80,9 @@ const firstPutTimeout = 5 * time.Second
 // Start registers the worker's names once, then keeps them registered
 // until Stop. A failure to register is logged, and tried again.
 func (r *Registrar) Start(ctx context.Context) {
+	r.mu.Lock()
+	r.started = time.Now().UTC()
+	r.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, firstPutTimeout)
 	err := r.put(pctx)
 	cancel()
@@ -152,13 +168,15 @@ func (r *Registrar) bucket(ctx context.Context) (jetstream.KeyValue, time.Durati
 	return kv, ttl, nil
 }
 
-// put writes every registration with a new expiry.
+// put writes every registration with a new expiry, then the worker's
+// record: the names first, since routing reads them.
 func (r *Registrar) put(ctx context.Context) error {
 	kv, ttl, err := r.bucket(ctx)
 	if err != nil {
 		return err
 	}
-	value, err := json.Marshal(Entry{Worker: r.cfg.Worker, Host: r.host, ExpiresAt: time.Now().Add(ttl).UTC()})
+	entry := Entry{Worker: r.cfg.Worker, Host: r.host, ExpiresAt: time.Now().Add(ttl).UTC()}
+	value, err := json.Marshal(entry)
 	if err != nil {
 		return fmt.Errorf("encode registration: %w", err)
 	}
@@ -167,7 +185,29 @@ func (r *Registrar) put(ctx context.Context) error {
 			return fmt.Errorf("put registration %s: %w", key, err)
 		}
 	}
+	record, err := json.Marshal(r.record(entry))
+	if err != nil {
+		return fmt.Errorf("encode worker record: %w", err)
+	}
+	key := RecordKey(r.cfg.Worker)
+	if _, err := kv.Put(ctx, key, record); err != nil {
+		return fmt.Errorf("put worker record %s: %w", key, err)
+	}
 	return nil
+}
+
+// record is the worker's record as of now, holding entry.
+func (r *Registrar) record(entry Entry) Record {
+	r.mu.Lock()
+	started := r.started
+	r.mu.Unlock()
+	rec := Record{Entry: entry, PID: r.pid, Build: r.build, StartedAt: started, TaskQueue: r.cfg.TaskQueue,
+		Workflows: nonNil(r.cfg.Workflows), Activities: nonNil(r.cfg.Activities)}
+	if r.cfg.Load != nil {
+		load := r.cfg.Load()
+		rec.Load = &load
+	}
+	return rec
 }
 
 // Stop stops renewing and removes the worker's registrations; what it
@@ -186,7 +226,7 @@ func (r *Registrar) Stop(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	for _, key := range r.keys {
+	for _, key := range append(slices.Clone(r.keys), RecordKey(r.cfg.Worker)) {
 		if err := kv.Delete(ctx, key); err != nil {
 			errs = append(errs, fmt.Errorf("remove registration %s: %w", key, err))
 		}

@@ -2,16 +2,23 @@
 // workflows and activities the live workers serve, on which task queue.
 //
 // A worker's Registrar puts one key per kind, name, task queue and
-// worker (Key), whose value says until when it holds, and puts them again
-// every third of the bucket's max age, the registration TTL, while the
-// worker lives; a worker that stops removes its keys. The bucket's max
-// age bounds it, and a worker that vanishes leaves keys that age out; an
-// age-based removal produces no watch event, so a reader treats a value
-// past its expiry as absent.
+// worker (Key), whose value says until when it holds, and one record key
+// per worker (RecordKey), whose value (Record) says the same and who the
+// worker is: its host, pid, build, start, task queue, what it registered
+// and its load. It puts them again every third of the bucket's max age,
+// the registration TTL, while the worker lives; a worker that stops
+// removes its keys. The bucket's max age bounds it, and a worker that
+// vanishes leaves keys that age out; an age-based removal produces no
+// watch event, so a reader treats a value past its expiry as absent.
 //
-// Ingest's Index mirrors the bucket in memory for the hot path and, on a
-// miss, looks the name up in the bucket itself, so a start right after a
-// worker registered is not refused because the mirror lags.
+// The name keys are what routing reads; a record is for people (Workers).
+// A record decodes as an Entry, and its first token is neither kind, so a
+// reader of the name keys that predates records (Lookup's filter, an
+// older Index) passes it by.
+//
+// Ingest's Index mirrors the name keys in memory for the hot path and, on
+// a miss, looks the name up in the bucket itself, so a start right after
+// a worker registered is not refused because the mirror lags.
 //
 // Registrar and Index are safe for concurrent use.
 package registry
@@ -46,11 +53,35 @@ type Entry struct {
 // Live says whether e still holds at now.
 func (e Entry) Live(now time.Time) bool { return now.Before(e.ExpiresAt) }
 
+// RecordPrefix is the first token of a worker's record key. It is
+// persisted.
+const RecordPrefix = "worker"
+
 // Key is the key of one registration: <kind>.<name>.<task queue>.<worker>.
 // Names, task queues and worker ids are letters, digits, '_' and '-'
 // (dedup.ValidateName, dedup.NewID), so they are safe key tokens.
 func Key(kind, name, taskQueue, worker string) string {
 	return kind + "." + name + "." + taskQueue + "." + worker
+}
+
+// RecordKey is the key of a worker's record: worker.<worker>.
+func RecordKey(worker string) string {
+	return RecordPrefix + "." + worker
+}
+
+// nameKey splits the key of a registration of a name into its kind,
+// name, task queue and worker; ok is false for any other key (a record).
+func nameKey(key string) (kind, name, taskQueue, worker string, ok bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 4 || (parts[0] != KindWorkflow && parts[0] != KindActivity) {
+		return "", "", "", "", false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return "", "", "", "", false
+		}
+	}
+	return parts[0], parts[1], parts[2], parts[3], true
 }
 
 // served is the key prefix of every worker's registration of one name on
@@ -79,50 +110,62 @@ func decodeEntry(value []byte) (Entry, error) {
 	return e, nil
 }
 
-// lookupAttempt bounds one watch of Lookup. A watch learns how many
-// values it is to deliver as it is created; a value that ages out of the
-// bucket (its TTL) before it is delivered never comes, and the watch
-// would wait for it for good. Lookup then watches again, up to
-// lookupAttempts times.
+// scanAttempt bounds one watch of scan. A watch learns how many values
+// it is to deliver as it is created; a value that ages out of the bucket
+// (its TTL) before it is delivered never comes, and the watch would wait
+// for it for good. scan then watches again, up to scanAttempts times.
 const (
-	lookupAttempt  = 2 * time.Second
-	lookupAttempts = 3
+	scanAttempt  = 2 * time.Second
+	scanAttempts = 3
 )
 
-// Lookup reads the bucket itself: whether a live worker has registered
-// name of kind on taskQueue at now.
-func Lookup(ctx context.Context, kv jetstream.KeyValue, kind, name, taskQueue string, now time.Time) (bool, error) {
+// scan reads the current values of the keys of kv that match filter,
+// deletions left out.
+func scan(ctx context.Context, kv jetstream.KeyValue, filter string) ([]jetstream.KeyValueEntry, error) {
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, lookupAttempt)
-		live, err := lookupOnce(actx, kv, kind, name, taskQueue, now)
+		actx, cancel := context.WithTimeout(ctx, scanAttempt)
+		entries, err := scanOnce(actx, kv, filter)
 		cancel()
-		if err == nil || attempt == lookupAttempts || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-			return live, err
+		if err == nil || attempt == scanAttempts || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return entries, err
 		}
 	}
 }
 
-func lookupOnce(ctx context.Context, kv jetstream.KeyValue, kind, name, taskQueue string, now time.Time) (bool, error) {
-	w, err := kv.Watch(ctx, served(kind, name, taskQueue)+".*", jetstream.IgnoreDeletes())
+func scanOnce(ctx context.Context, kv jetstream.KeyValue, filter string) ([]jetstream.KeyValueEntry, error) {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
-		return false, fmt.Errorf("look up %s %q in %s: %w", kind, name, kv.Bucket(), err)
+		return nil, err
 	}
 	defer func() { _ = w.Stop() }()
-	live := false
+	var out []jetstream.KeyValueEntry
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return false, fmt.Errorf("look up %s %q in %s: watch closed", kind, name, kv.Bucket())
+				return nil, errors.New("watch closed")
 			}
 			if e == nil { // the current values are all in
-				return live, nil
+				return out, nil
 			}
-			if ent, err := decodeEntry(e.Value()); err == nil && ent.Live(now) {
-				live = true
-			}
+			out = append(out, e)
 		case <-ctx.Done():
-			return false, fmt.Errorf("look up %s %q in %s: %w", kind, name, kv.Bucket(), ctx.Err())
+			return nil, ctx.Err()
 		}
 	}
+}
+
+// Lookup reads the bucket itself: whether a live worker has registered
+// name of kind on taskQueue at now.
+func Lookup(ctx context.Context, kv jetstream.KeyValue, kind, name, taskQueue string, now time.Time) (bool, error) {
+	entries, err := scan(ctx, kv, served(kind, name, taskQueue)+".*")
+	if err != nil {
+		return false, fmt.Errorf("look up %s %q in %s: %w", kind, name, kv.Bucket(), err)
+	}
+	for _, e := range entries {
+		if ent, err := decodeEntry(e.Value()); err == nil && ent.Live(now) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/streams"
@@ -126,12 +128,20 @@ type activityTimerAttrs struct {
 // attempts, so a vanished worker's attempt is retried, never run twice.
 func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 	opts := activityOptions(a)
+	queue := cmp.Or(opts.TaskQueue, e.TaskQueue)
+	if err := cmp.Or(dedup.ValidateName(a.ActivityName), dedup.ValidateName(queue)); err != nil {
+		// No worker could register it: its task would wait in the stream
+		// for ever. The workflow sees the activity fail.
+		b.attemptFailed(e, a, &wire.Failure{Type: "InvalidActivity", NonRetryable: true,
+			Message: fmt.Sprintf("activity %q on task queue %q cannot be dispatched: %v", a.ActivityName, queue, err)})
+		return
+	}
 	deadline := b.now.Add(opts.StartToClose())
 	if total := opts.ScheduleToClose(); total > 0 && a.ScheduledAt.Add(total).Before(deadline) {
 		deadline = a.ScheduledAt.Add(total)
 	}
 	task := wire.ActivityTask{
-		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, TaskQueue: e.TaskQueue,
+		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, TaskQueue: queue,
 		ActivityID: a.ActivityID, ActivityName: a.ActivityName, Input: a.Input, IdempotencyKey: a.IdempotencyKey,
 		Attempt: a.Attempt, ScheduledAt: a.ScheduledAt, Deadline: deadline,
 		HeartbeatTimeoutMS: opts.HeartbeatTimeoutMS, HeartbeatDetails: a.HeartbeatDetails, PreviousOutcomeUnknown: a.OutcomeUnknown,
@@ -147,7 +157,7 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 		return
 	}
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-		Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskActivity),
+		Shard: b.shard, Subject: streams.NameTaskSubject(queue, wire.TaskActivity, a.ActivityName),
 		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data, Trace: b.traceOf(e),
 	})
 	attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})

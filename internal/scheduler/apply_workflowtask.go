@@ -214,7 +214,7 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoad
 			continue
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-			Shard: b.shard, Subject: streams.TaskSubject(e.TaskQueue, wire.TaskWorkflow),
+			Shard: b.shard, Subject: streams.NameTaskSubject(e.TaskQueue, wire.TaskWorkflow, e.WorkflowName),
 			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data, Trace: b.traceOf(e),
 		})
 		b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)

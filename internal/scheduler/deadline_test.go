@@ -29,7 +29,7 @@ func TestALostWorkflowTaskIsDispatchedAgain(t *testing.T) {
 
 	cons, err := js.CreateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
 		Durable: "test_worker", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
-		FilterSubject: streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow),
+		FilterSubject: streams.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow, "onboarding"),
 	})
 	require.NoError(t, err)
 	cmd := startCmd("onboarding", "k-deadline", "wf-deadline")

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,12 +52,12 @@ func tasksIn(t *testing.T, w *store.Writes) outboxTasks {
 	t.Helper()
 	var out outboxTasks
 	for _, m := range w.Outbox {
-		switch m.Subject {
-		case streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow):
+		switch {
+		case strings.HasPrefix(m.Subject, streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow)+"."):
 			var task wire.WorkflowTask
 			require.NoError(t, json.Unmarshal(m.Payload, &task))
 			out.workflow = append(out.workflow, task)
-		case streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskActivity):
+		case strings.HasPrefix(m.Subject, streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskActivity)+"."):
 			var task wire.ActivityTask
 			require.NoError(t, json.Unmarshal(m.Payload, &task))
 			out.activity = append(out.activity, task)

@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -267,14 +267,15 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 		d.Outcomes = append(d.Outcomes, out)
 	}
 	for _, msg := range w.Outbox {
-		switch {
-		case strings.HasSuffix(msg.Subject, "."+wire.TaskWorkflow):
+		kind, _ := streams.TaskKind(msg.Subject)
+		switch kind {
+		case wire.TaskWorkflow:
 			var t wire.WorkflowTask
 			if err := json.Unmarshal(msg.Payload, &t); err != nil {
 				return d, fmt.Errorf("decode workflow task %s: %w", msg.MsgID, err)
 			}
 			d.WorkflowTasks = append(d.WorkflowTasks, &t)
-		case strings.HasSuffix(msg.Subject, "."+wire.TaskActivity):
+		case wire.TaskActivity:
 			var t wire.ActivityTask
 			if err := json.Unmarshal(msg.Payload, &t); err != nil {
 				return d, fmt.Errorf("decode activity task %s: %w", msg.MsgID, err)

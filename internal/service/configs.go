@@ -55,6 +55,7 @@ func IngestConfig(cfg config.Config) ingest.Config {
 		IdempotencyFingerprint: cfg.IdempotencyFingerprint,
 		FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
 		StartPolicies:          cfg.StartPolicies(),
+		TaskQueues:             cfg.TaskQueues(),
 		DeclaredWorkflows:      cfg.DeclaredWorkflows(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 		Webhooks:               cfg.Webhooks,

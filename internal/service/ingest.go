@@ -71,7 +71,8 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// Bindings consume the users' own streams; one whose stream does not
 	// exist yet waits for it, logging, and holds nothing else up. The API
 	// shows them (GET /api/harvest/webhooks).
-	bindings, err := binding.New(binding.Config{Topology: top, Bindings: cfg.Bindings, StartPolicies: cfg.StartPolicies(), Metrics: metrics, Logger: log})
+	bindings, err := binding.New(binding.Config{Topology: top, Bindings: cfg.Bindings, StartPolicies: cfg.StartPolicies(), TaskQueues: cfg.TaskQueues(),
+		Metrics: metrics, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/wire"
-	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
 // RunWorker runs a worker on the configured task queue, with the workflows
@@ -69,8 +66,7 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(connectTimeout)); err != nil {
 		return err
 	}
-	queue := cmp.Or(wcfg.TaskQueue, wire.DefaultTaskQueue)
-	adm.ready(func(ctx context.Context) []string { return workerrt.Ready(ctx, log, nc, queue) })
+	adm.ready(w.Ready)
 	log.Info("worker ready")
 	<-ctx.Done()
 	adm.stopping()

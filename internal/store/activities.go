@@ -133,16 +133,25 @@ func queueUpdateActivities(b *pgx.Batch, as []*Activity) {
 		ids, actIDs, statuses, attempts, details, heartbeats, unknown)
 }
 
-// PendingActivityNames sets *out to the names of the execution's
-// activities that are scheduled and not closed, each once, in order.
-func (r *Reads) PendingActivityNames(executionID string, out *[]string) {
-	r.b.Queue(`SELECT DISTINCT activity_name FROM activities WHERE execution_id = $1 AND status = 'Scheduled' ORDER BY activity_name`,
+// PendingActivity is an activity an execution has scheduled and not
+// closed: its name, and the task queue its options send it to (empty: its
+// execution's).
+type PendingActivity struct {
+	Name      string
+	TaskQueue string
+}
+
+// PendingActivities sets *out to the execution's activities that are
+// scheduled and not closed, each name and task queue once, in order.
+func (r *Reads) PendingActivities(executionID string, out *[]PendingActivity) {
+	r.b.Queue(`SELECT DISTINCT activity_name, coalesce(options->>'task_queue', '') AS task_queue FROM activities
+		WHERE execution_id = $1 AND status = 'Scheduled' ORDER BY activity_name, task_queue`,
 		executionID).Query(func(rows pgx.Rows) error {
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		pending, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PendingActivity])
 		if err != nil {
 			return fmt.Errorf("read pending activities of %s: %w", executionID, err)
 		}
-		*out = names
+		*out = pending
 		return nil
 	})
 }

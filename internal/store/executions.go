@@ -384,9 +384,9 @@ type ExecutionDetails struct {
 	Claim      *KeyClaim
 	SignalKeys []SignalKey
 	Callback   *CallbackState
-	// PendingActivities are the names of the activities scheduled and
-	// not closed, each once (a running execution's only).
-	PendingActivities []string
+	// PendingActivities are the activities scheduled and not closed, each
+	// name and task queue once (a running execution's only).
+	PendingActivities []PendingActivity
 }
 
 // GetExecutionDetails reads e's details in one round trip.
@@ -398,7 +398,7 @@ func GetExecutionDetails(ctx context.Context, db Tx, e *Execution) (*ExecutionDe
 	}
 	r.SignalKeys(e.ExecutionID, &d.SignalKeys)
 	if e.Status == wire.StatusRunning {
-		r.PendingActivityNames(e.ExecutionID, &d.PendingActivities)
+		r.PendingActivities(e.ExecutionID, &d.PendingActivities)
 	}
 	if e.CompletionCallback != nil {
 		r.Callback(e.ExecutionID, &d.Callback)

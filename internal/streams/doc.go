@@ -2,7 +2,8 @@
 // the task stream and the key-value buckets (accepted commands, admission
 // gates, input schemas, the effect ledger, cancellations, hand-backs),
 // their subjects, the mapping of commands to logical shards, publishing
-// with message ids, and the pull loops that consume them.
+// with message ids, the pull loops that consume them, and the task
+// stream's backlog of a task queue by name (TaskBacklog).
 //
 // Topology values are safe for concurrent use once declared.
 //

@@ -58,61 +58,96 @@ func Pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 
 // Window bounds the messages a PullWindow puller holds at once: each
 // message it hands over takes a place until its handler calls Release.
-// One puller uses a Window; Release is safe for concurrent use.
+// A Window of NewWindow has its places to itself; the Windows of a Pool
+// each have one place of their own and borrow the rest from the pool, so
+// that pullers of several consumers (a worker's consumers of one kind of
+// task, one a name) share one bound and none is ever left without a place
+// while the others are busy. Safe for concurrent use.
 type Window struct {
+	// size is the most one request asks for.
 	size int
-	mu   sync.Mutex
-	free int
-	wake chan struct{}
+	pool *Pool
+	// reserve is how many places are the window's alone (1 in a pool, 0
+	// for NewWindow's), and mine how many of them are free; guarded by
+	// pool.mu.
+	reserve, mine int
 }
 
-// NewWindow returns a Window of size places, at least 1.
+// Pool holds the places the Windows it made borrow.
+type Pool struct {
+	mu   sync.Mutex
+	free int
+	// changed is closed, and replaced, whenever places are given back:
+	// every puller waiting for one looks again.
+	changed chan struct{}
+}
+
+// NewPool returns a Pool of shared places (at least 0).
+func NewPool(shared int) *Pool {
+	return &Pool{free: max(shared, 0), changed: make(chan struct{})}
+}
+
+// Window returns a Window with one place of its own that borrows up to
+// the pool's places besides: its requests ask for at most size messages
+// (at least 1).
+func (p *Pool) Window(size int) *Window {
+	return &Window{size: max(size, 1), pool: p, reserve: 1, mine: 1}
+}
+
+// NewWindow returns a Window of size places, at least 1, all its own.
 func NewWindow(size int) *Window {
 	size = max(size, 1)
-	return &Window{size: size, free: size, wake: make(chan struct{}, 1)}
+	return &Window{size: size, pool: NewPool(size)}
 }
 
 // Release gives back the place of a message its handler is done with:
 // acknowledged, handed back, or left to redelivery.
 func (w *Window) Release() { w.give(1) }
 
+// give gives back n places: the window's own first, the rest to the pool.
 func (w *Window) give(n int) {
 	if n <= 0 {
 		return
 	}
-	w.mu.Lock()
-	w.free += n
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	p := w.pool
+	p.mu.Lock()
+	own := min(n, w.reserve-w.mine)
+	w.mine += own
+	p.free += n - own
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
 }
 
 // take counts a message no request reserved a place for (a late one):
-// the window is over full until it is released.
+// the pool is over full until it is released.
 func (w *Window) take() {
-	w.mu.Lock()
-	w.free--
-	w.mu.Unlock()
+	w.pool.mu.Lock()
+	w.pool.free--
+	w.pool.mu.Unlock()
 }
 
-// acquire waits for a free place and reserves up to limit of them; 0 when
-// ctx ends first.
+// acquire waits for a free place and reserves up to limit of them, its
+// own first; 0 when ctx ends first.
 func (w *Window) acquire(ctx context.Context, limit int) int {
+	p := w.pool
 	for {
-		w.mu.Lock()
-		if w.free > 0 {
-			n := min(w.free, limit)
-			w.free -= n
-			w.mu.Unlock()
+		p.mu.Lock()
+		n := min(w.mine, limit)
+		w.mine -= n
+		borrow := max(min(p.free, limit-n), 0)
+		p.free -= borrow
+		n += borrow
+		if n > 0 {
+			p.mu.Unlock()
 			return n
 		}
-		w.mu.Unlock()
+		changed := p.changed
+		p.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return 0
-		case <-w.wake:
+		case <-changed:
 		}
 	}
 }
@@ -125,6 +160,12 @@ func (w *Window) acquire(ctx context.Context, limit int) int {
 // a place of win until the handler calls win.Release. A message that
 // reaches the client after the request it answered was given up is
 // handed over too, over the window's size.
+//
+// A request reserves its places while it waits; so that the pullers of a
+// Pool leave places to each other, each asks for what its consumer
+// delivers: one message at first and after a request that expired empty,
+// as many as the last one delivered after one that expired part filled,
+// twice as many (up to the window's size) after one that was filled.
 //
 // When ctx ends PullWindow stops asking and, before it returns, hands
 // handBack the messages the server had already sent for the open request
@@ -184,10 +225,16 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 	}
 
 	left := 0 // messages the open request may still deliver; 0: none open
+	// With a window, want is the size of the next request, and got counts
+	// what the open one delivered.
+	want, got := 1, 0
 	// end ends the open request: its places not filled are free again.
 	end := func() {
 		if win != nil {
 			win.give(left)
+			if left > 0 {
+				want = max(1, got)
+			}
 		}
 		left = 0
 	}
@@ -196,9 +243,10 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 		if left == 0 {
 			n := batch
 			if win != nil {
-				if n = win.acquire(ctx, batch); n == 0 {
+				if n = win.acquire(ctx, want); n == 0 {
 					break // ctx ended
 				}
+				got = 0
 				if req, err = request(n); err != nil {
 					win.give(n)
 					onErr(fmt.Errorf("pull %s: %w", subject, err))
@@ -252,6 +300,10 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 		switch {
 		case left > 0:
 			left--
+			got++
+			if left == 0 && win != nil {
+				want = min(2*want, batch) // filled: ask for more
+			}
 		case win != nil:
 			win.take() // late: its request was given up
 		}

@@ -162,3 +162,76 @@ func TestPullWindowHandsBackWhatWasOnItsWay(t *testing.T) {
 	require.EqualValues(t, 2, md.NumDelivered)
 	require.NoError(t, m.Ack())
 }
+
+// TestPooledWindowsLeaveEachOtherAPlace: the windows of one pool bound
+// what their pullers hold together, and a busy consumer holding all it
+// may never keeps a quiet one's messages from being delivered.
+func TestPooledWindowsLeaveEachOtherAPlace(t *testing.T) {
+	ns := natstest.RunServer(t, natstest.Options{})
+	nc, js := natstest.Connect(t, ns)
+	ctx := natstest.Context(t)
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p.>"}, Storage: jetstream.MemoryStorage,
+		Retention: jetstream.WorkQueuePolicy})
+	require.NoError(t, err)
+	const concurrency = 3
+	pool := streams.NewPool(concurrency - 1)
+	got := make(chan jetstream.Msg, 100)
+	var (
+		mu         sync.Mutex
+		held, most int
+	)
+	wins := map[string]*streams.Window{}
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, name := range []string{"busy", "quiet"} {
+		cons, err := js.CreateConsumer(ctx, "P", jetstream.ConsumerConfig{Durable: name, FilterSubject: "p." + name,
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute})
+		require.NoError(t, err)
+		win := pool.Window(concurrency)
+		wins[name] = win
+		wg.Go(func() {
+			streams.PullWindow(pctx, nc, cons, win, func(m jetstream.Msg) {
+				mu.Lock()
+				held++
+				most = max(most, held)
+				mu.Unlock()
+				got <- m
+			}, func(jetstream.Msg) {}, func(err error) { t.Errorf("pull: %v", err) })
+		})
+	}
+	for i := range 20 {
+		_, err := js.Publish(ctx, "p.busy", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	// The busy consumer fills what it may, and releases nothing.
+	for range concurrency {
+		select {
+		case m := <-got:
+			require.Equal(t, "p.busy", m.Subject())
+		case <-time.After(10 * time.Second):
+			t.Fatal("the busy consumer got fewer messages than its concurrency")
+		}
+	}
+	// The quiet consumer's messages are delivered one after the other,
+	// each place released as a handler would.
+	for i := range 3 {
+		_, err := js.Publish(ctx, "p.quiet", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+		select {
+		case m := <-got:
+			require.Equal(t, "p.quiet", m.Subject(), "the busy consumer got more than its concurrency")
+			require.NoError(t, m.Ack())
+			mu.Lock()
+			held--
+			mu.Unlock()
+			wins["quiet"].Release()
+		case <-time.After(10 * time.Second):
+			t.Fatal("the quiet consumer's message was not delivered while the busy one held all it may")
+		}
+	}
+	stop()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, concurrency+1, most, "the windows held the concurrency, and the quiet one's own place")
+}

@@ -486,6 +486,21 @@ func NameTaskSubject(queue, kind, name string) string {
 	return "harvest.task." + queue + "." + kind + "." + name
 }
 
+// TaskKind is the kind of task (wire.TaskWorkflow, wire.TaskActivity) a
+// task subject, routed by name or not, carries; false for a subject that
+// is no task's.
+func TaskKind(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, "harvest.task.")
+	if !ok {
+		return "", false
+	}
+	tokens := strings.Split(rest, ".")
+	if len(tokens) != 2 && len(tokens) != 3 {
+		return "", false
+	}
+	return tokens[1], true
+}
+
 // TaskQueueFilter matches every task of a task queue, by name or not.
 func TaskQueueFilter(queue string) string {
 	return "harvest.task." + queue + ".>"

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,11 +230,14 @@ type Router interface {
 // Command builds the command the rule makes of a decoded event, keyed by
 // key (a reserved-namespace key such as dedup.HookKey's), and the shard it
 // belongs on: a start of the rule's workflow, or a signal-with-start of
-// the execution the rule's workflow_id template names. A workflow_id that
-// is blank or over dedup.MaxWorkflowIDBytes is an error wrapping
-// ErrWorkflowID; one that storable.CheckIdentifier refuses, an error
-// wrapping its *storable.Error.
-func (r Rule) Command(router Router, key string, event any, now time.Time) (*wire.Command, int, error) {
+// the execution the rule's workflow_id template names. The start goes to
+// taskQueue, the rule's workflow's configured task queue ("" for
+// wire.DefaultTaskQueue). A workflow_id that is blank or over
+// dedup.MaxWorkflowIDBytes is an error wrapping ErrWorkflowID; one that
+// storable.CheckIdentifier refuses, an error wrapping its
+// *storable.Error.
+func (r Rule) Command(router Router, taskQueue, key string, event any, now time.Time) (*wire.Command, int, error) {
+	taskQueue = cmp.Or(taskQueue, wire.DefaultTaskQueue)
 	payload, err := Pointer(event, r.InputPointer)
 	if err != nil {
 		return nil, 0, err
@@ -249,7 +253,7 @@ func (r Rule) Command(router Router, key string, event any, now time.Time) (*wir
 		}
 		return &wire.Command{CommandID: dedup.StartCommandID(r.Workflow, key), Kind: wire.KindStart, Start: &wire.StartCommand{
 			WorkflowName: r.Workflow, WorkflowID: router.MintWorkflowID(shard, r.Workflow), WorkflowIDMinted: true,
-			Input: raw, IdempotencyKey: key, Fingerprint: dedup.Fingerprint(raw), TaskQueue: wire.DefaultTaskQueue, AcceptedAt: now.UTC(),
+			Input: raw, IdempotencyKey: key, Fingerprint: dedup.Fingerprint(raw), TaskQueue: taskQueue, AcceptedAt: now.UTC(),
 		}}, shard, nil
 	}
 	workflowID, err := Expand(event, r.WorkflowID)
@@ -274,7 +278,7 @@ func (r Rule) Command(router Router, key string, event any, now time.Time) (*wir
 		return nil, 0, err
 	}
 	return &wire.Command{CommandID: dedup.SignalWithStartCommandID(r.Workflow, workflowID, key), Kind: wire.KindSignalWithStart, SignalWithStart: true,
-		Start:  &wire.StartCommand{WorkflowName: r.Workflow, WorkflowID: workflowID, Input: startInput, TaskQueue: wire.DefaultTaskQueue},
+		Start:  &wire.StartCommand{WorkflowName: r.Workflow, WorkflowID: workflowID, Input: startInput, TaskQueue: taskQueue},
 		Signal: &wire.SignalCommand{SignalName: r.Signal, Payload: raw, IdempotencyKey: key},
 	}, shard, nil
 }

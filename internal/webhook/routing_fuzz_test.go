@@ -180,7 +180,7 @@ func FuzzRuleCommand(f *testing.F) {
 		key := dedup.HookKey("src", "evt_1")
 		storableEvent := storable.CheckJSON([]byte(raw)) == nil
 
-		cmd, shard, err := rule.Command(stores.Single(n), key, event, now)
+		cmd, shard, err := rule.Command(stores.Single(n), "", key, event, now)
 		if err != nil {
 			require.Nil(t, cmd, "a refused rule made a command")
 			return
@@ -201,9 +201,10 @@ func FuzzRuleCommand(f *testing.F) {
 			}
 		}
 
-		again, againShard, err := rule.Command(stores.Single(n), key, event, now)
+		again, againShard, err := rule.Command(stores.Single(n), "", key, event, now)
 		require.NoError(t, err, "the same event is refused the second time")
 		require.Equal(t, shard, againShard)
+		require.Equal(t, wire.DefaultTaskQueue, cmd.Start.TaskQueue, "a workflow with no configured task queue starts on the default one")
 
 		if signal == "" {
 			require.Equal(t, wire.KindStart, cmd.Kind)

@@ -27,6 +27,9 @@ type ActivityOptions struct {
 	ScheduleToCloseMS  int64       `json:"schedule_to_close_ms,omitempty"`
 	HeartbeatTimeoutMS int64       `json:"heartbeat_timeout_ms,omitempty"`
 	Retry              RetryPolicy `json:"retry"`
+	// TaskQueue is the task queue the activity's attempts go to; empty
+	// means its execution's.
+	TaskQueue string `json:"task_queue,omitempty"`
 }
 
 // StartToClose is the per-attempt timeout.

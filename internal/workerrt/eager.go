@@ -135,13 +135,14 @@ func eagerShape(decisions []wire.Decision) bool {
 }
 
 // eagerEligible says whether this worker runs decisions' activities
-// eagerly: it has them all, and eager dispatch is on.
+// eagerly: it has them all, on its own task queue (an activity sent to
+// another queue runs only there), and eager dispatch is on.
 func (rt *Runtime) eagerEligible(decisions []wire.Decision) bool {
 	if rt.cfg.DisableEagerActivities || len(decisions) > cap(rt.slots) {
 		return false
 	}
 	for _, d := range decisions {
-		if !rt.h.HasActivity(d.ActivityName) {
+		if !rt.h.HasActivity(d.ActivityName) || (d.Options != nil && d.Options.TaskQueue != "" && d.Options.TaskQueue != rt.cfg.TaskQueue) {
 			return false
 		}
 	}

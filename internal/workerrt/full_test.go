@@ -40,13 +40,13 @@ func TestAResultWaitsOutAFullCommandStream(t *testing.T) {
 	// stores it or not.
 	commands, err := nc.SubscribeSync(streams.CommandFilter(0))
 	require.NoError(t, err)
-	runRuntime(t, nc, Handlers{
+	runRuntime(t, nc, Registration{Activities: []string{"double"}}, Handlers{
 		Workflow:    func(string) (WorkflowFunc, bool) { return nil, false },
 		HasActivity: func(name string) bool { return name == "double" },
 		Activity:    double(errors.New("boom")),
 		Failure:     func(err error) *wire.Failure { return &wire.Failure{Type: "test", Message: err.Error()} },
 	})
-	publishTask(t, nc, wire.TaskActivity, wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double",
+	publishTask(t, nc, wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double",
 		Input: json.RawMessage(`21`), Attempt: 1, Deadline: time.Now().Add(time.Minute)})
 	first := nextCommand(t, commands)
 	require.Equal(t, wire.KindActivityResult, first.Kind, "the result was published, and refused")

@@ -182,11 +182,32 @@ func (rt *Runtime) earlierUnstarted(ctx context.Context, t *heldTask) bool {
 	return unstarted
 }
 
-// handBack returns t to the stream unstarted, to be delivered again after
-// delay (at once when 0), to this worker or another. When no delivery of
-// it so far can have started its work, it first marks this delivery handed
-// back, so that the next one runs the task as if it were the first.
-func (rt *Runtime) handBack(t *heldTask, delay time.Duration) {
+// Why a task is handed back, the reason label of
+// harvest_worker_tasks_handed_back_total.
+const (
+	// handBackUnknown: the worker does not register the task's workflow or
+	// activity. Tasks are routed by name, so only a task of the unrouted
+	// subject an older scheduler wrote can be.
+	handBackUnknown = "unknown"
+	// handBackStopping: the worker is stopping and had not started it.
+	handBackStopping = "stopping"
+	// handBackRetry: its workflow task failed; it is tried again later.
+	// Counted as failed, not handed back.
+	handBackRetry = ""
+)
+
+// handBackReasons are the reasons counted.
+var handBackReasons = []string{handBackUnknown, handBackStopping}
+
+// handBack returns t, a task of kind, to the stream unstarted, to be
+// delivered again after delay (at once when 0), to this worker or
+// another, and counts it by reason. When no delivery of it so far can have
+// started its work, it first marks this delivery handed back, so that the
+// next one runs the task as if it were the first.
+func (rt *Runtime) handBack(t *heldTask, delay time.Duration, reason, kind string) {
+	if reason != handBackRetry {
+		rt.metrics.handedBack.WithLabelValues(kind, reason).Inc()
+	}
 	if rt.keeper != nil {
 		rt.keeper.drop(t)
 	}

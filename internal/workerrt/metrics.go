@@ -142,8 +142,9 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 			"Tasks whose workflow task decisions, or activity attempt result, the worker published, by kind."),
 		failed: counter("harvest_worker_tasks_failed_total",
 			"Tasks whose replay or attempt failed (a failed attempt's failure is reported), or whose result could not be published, by kind."),
-		handedBack: counter("harvest_worker_tasks_handed_back_total",
-			"Tasks handed back unstarted, by kind: for a workflow or an activity not registered on this worker, or because the worker was stopping."),
+		handedBack: counterBy("harvest_worker_tasks_handed_back_total",
+			"Tasks handed back unstarted, by kind and reason: unknown (a task of the unrouted subject an older scheduler wrote, for a workflow or an activity not registered on this worker), stopping (the worker was stopping).",
+			"kind", "reason"),
 		workflowTasks: counterBy("harvest_worker_workflow_tasks_total",
 			"Workflow tasks the worker settled, by workflow (other: one not registered here) and outcome: completed, failed, handed_back, dropped.",
 			"workflow", "outcome"),
@@ -193,6 +194,9 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 	for _, kind := range kinds {
 		m.duration.WithLabelValues(kind)
 		m.inFlight.WithLabelValues(kind)
+		for _, reason := range handBackReasons {
+			m.handedBack.WithLabelValues(kind, reason)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("worker metrics: %w", err)
@@ -255,8 +259,6 @@ func (m *metrics) settled(kind string, o outcome, d time.Duration) {
 		m.completed.WithLabelValues(kind).Inc()
 	case outcomeFailed:
 		m.failed.WithLabelValues(kind).Inc()
-	case outcomeHandedBack:
-		m.handedBack.WithLabelValues(kind).Inc()
 	}
 	m.inFlight.WithLabelValues(kind).Dec()
 	m.duration.WithLabelValues(kind).Observe(d.Seconds())

@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -21,7 +24,7 @@ func TestRuntimeCountsTasks(t *testing.T) {
 		return WorkflowRun{Decisions: []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`1`)}}, Events: len(task.History)}, nil
 	}
 	broken := func(*wire.WorkflowTask) (WorkflowRun, error) { return WorkflowRun{}, errors.New("nondeterminism") }
-	nc, commands, rt := startRuntime(t, Handlers{
+	nc, commands, rt := startRuntime(t, Registration{Workflows: []string{"hello", "broken"}, Activities: []string{"double"}}, Handlers{
 		Workflow: func(name string) (WorkflowFunc, bool) {
 			switch name {
 			case "hello":
@@ -34,17 +37,26 @@ func TestRuntimeCountsTasks(t *testing.T) {
 		HasActivity: func(name string) bool { return name == "double" },
 		Activity:    double(errors.New("negative")),
 		Failure:     func(err error) *wire.Failure { return &wire.Failure{Message: err.Error()} },
-	}, func(rt *Runtime) { rt.named([]string{"hello", "broken"}, []string{"double"}) })
+	}, func(rt *Runtime) {
+		// The queue's consumer of unrouted tasks, as an older deployment
+		// left it: the worker drains it, and hands back what it does not
+		// register.
+		_, err := rt.js.CreateOrUpdateConsumer(natstest.Context(t), streams.TaskStream, jetstream.ConsumerConfig{
+			Durable: ConsumerName(wire.DefaultTaskQueue, wire.TaskActivity), FilterSubject: streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskActivity),
+			AckPolicy: jetstream.AckExplicitPolicy,
+		})
+		require.NoError(t, err)
+	})
 	task := wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double", Input: json.RawMessage(`21`),
 		Attempt: 1, Deadline: time.Now().Add(time.Minute)}
-	publishTask(t, nc, wire.TaskActivity, task)
+	publishTask(t, nc, task)
 	task.ExecutionID, task.Input, task.Attempt = "e2", json.RawMessage(`-1`), 2
-	publishTask(t, nc, wire.TaskActivity, task)
+	publishTask(t, nc, task)
 	task.ExecutionID, task.ActivityName = "e3", "elsewhere"
-	publishTask(t, nc, wire.TaskActivity, task)
-	publishTask(t, nc, wire.TaskWorkflow, wire.WorkflowTask{ExecutionID: "e4", WorkflowName: "hello", TaskID: 1,
+	publishUnrouted(t, nc, wire.TaskActivity, task)
+	publishTask(t, nc, wire.WorkflowTask{ExecutionID: "e4", WorkflowName: "hello", TaskID: 1,
 		History: []wire.Event{{Seq: 1, Type: wire.EventWorkflowStarted, Attrs: json.RawMessage(`{}`)}}})
-	publishTask(t, nc, wire.TaskWorkflow, wire.WorkflowTask{ExecutionID: "e5", WorkflowName: "broken", TaskID: 1})
+	publishTask(t, nc, wire.WorkflowTask{ExecutionID: "e5", WorkflowName: "broken", TaskID: 1})
 	for range 3 { // e1's result, e2's failure, e4's decisions
 		nextCommand(t, commands)
 	}
@@ -55,7 +67,7 @@ func TestRuntimeCountsTasks(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		return value(m.completed, wire.TaskActivity) == 1 && value(m.failed, wire.TaskActivity) == 1 &&
-			value(m.handedBack, wire.TaskActivity) >= 1 && value(m.received, wire.TaskActivity) >= 3 &&
+			testutil.ToFloat64(m.handedBack.WithLabelValues(wire.TaskActivity, handBackUnknown)) >= 1 && value(m.received, wire.TaskActivity) >= 3 &&
 			value(m.completed, wire.TaskWorkflow) == 1 && value(m.failed, wire.TaskWorkflow) >= 1 &&
 			value(m.received, wire.TaskWorkflow) >= 2
 	}, 10*time.Second, 20*time.Millisecond)
@@ -75,7 +87,8 @@ func TestRuntimeCountsTasks(t *testing.T) {
 	// Every task received is settled or still held.
 	require.Eventually(t, func() bool {
 		return testutil.ToFloat64(m.inFlight.WithLabelValues(wire.TaskActivity)) == value(m.received, wire.TaskActivity)-
-			value(m.completed, wire.TaskActivity)-value(m.failed, wire.TaskActivity)-value(m.handedBack, wire.TaskActivity)
+			value(m.completed, wire.TaskActivity)-value(m.failed, wire.TaskActivity)-
+			testutil.ToFloat64(m.handedBack.WithLabelValues(wire.TaskActivity, handBackUnknown))-testutil.ToFloat64(m.handedBack.WithLabelValues(wire.TaskActivity, handBackStopping))
 	}, 10*time.Second, 20*time.Millisecond)
 
 	reg := rt.cfg.Metrics.(*prometheus.Registry)

@@ -1,7 +1,6 @@
 package workerrt
 
 import (
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -11,12 +10,11 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/streams"
-	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-// TestReadyFollowsTheConsumersAndNATS: a worker's task queue is ready once
-// its consumers are bound; not while the NATS server is down, and ready
-// again once it is back.
+// TestReadyFollowsTheConsumersAndNATS: a worker is ready once it is
+// started (its consumers bound); not while the NATS server is down, and
+// ready again once it is back.
 func TestReadyFollowsTheConsumersAndNATS(t *testing.T) {
 	dir := t.TempDir()
 	ns := natstest.RunServer(t, natstest.Options{StoreDir: dir})
@@ -26,25 +24,28 @@ func TestReadyFollowsTheConsumersAndNATS(t *testing.T) {
 	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
 	require.NoError(t, err)
 
-	log := slog.New(slog.DiscardHandler)
-	require.Equal(t, []string{
-		"consumer harvest_worker_default_workflow: not in place",
-		"consumer harvest_worker_default_activity: not in place",
-	}, Ready(ctx, log, nc, wire.DefaultTaskQueue), "no consumers yet")
-
-	runRuntime(t, nc, Handlers{
+	var rt *Runtime
+	rt = runRuntime(t, nc, Registration{Workflows: []string{"hello"}, Activities: []string{"greet"}}, Handlers{
 		Workflow:    func(string) (WorkflowFunc, bool) { return nil, false },
 		HasActivity: func(string) bool { return false },
+	}, func(rt *Runtime) {
+		require.Equal(t, []string{"worker: not started"}, rt.Ready(ctx))
 	})
-	require.Empty(t, Ready(ctx, log, nc, wire.DefaultTaskQueue))
+	require.Empty(t, rt.Ready(ctx))
+	names := map[string]bool{}
+	for l := range rt.lanes() {
+		names[rt.lanes()[l].consumer.name] = true
+	}
+	require.Equal(t, map[string]bool{"harvest_workflow_7_default_hello": true, "harvest_activity_7_default_greet": true}, names,
+		"one consumer a name; no consumer of unrouted tasks where none was left")
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	var reasons []string
 	require.Eventually(t, func() bool {
-		reasons = Ready(ctx, log, nc, wire.DefaultTaskQueue)
+		reasons = rt.Ready(ctx)
 		return len(reasons) == 1 && strings.HasPrefix(reasons[0], "NATS: connection ")
 	}, 10*time.Second, 20*time.Millisecond)
 	natstest.RunServer(t, natstest.Options{Port: port, StoreDir: dir})
-	require.Eventually(t, func() bool { return len(Ready(ctx, log, nc, wire.DefaultTaskQueue)) == 0 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(rt.Ready(ctx)) == 0 }, 20*time.Second, 20*time.Millisecond)
 }

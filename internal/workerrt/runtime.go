@@ -2,17 +2,22 @@ package workerrt
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sourcegraph/conc"
+	"github.com/sourcegraph/conc/pool"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/registry"
@@ -22,8 +27,13 @@ import (
 )
 
 // UnknownTaskDelay is how long a task for a workflow or activity this
-// worker does not know waits before it is offered again.
+// worker does not know waits before it is offered again (only a task of
+// the unrouted subject an older scheduler wrote can be one).
 const UnknownTaskDelay = 5 * time.Second
+
+// FailedTaskDelay is how long a workflow task whose replay failed waits
+// before it is tried again.
+const FailedTaskDelay = 5 * time.Second
 
 // registrationRemoveTimeout bounds the removal of a stopping worker's
 // registrations; what is not removed lapses within the registration TTL.
@@ -114,8 +124,12 @@ type Runtime struct {
 	// cancels cancels the activities of cancelled executions.
 	cancels *cancellations
 	// slots holds one token per activity attempt running, eager or not,
-	// up to ActivityConcurrency.
-	slots chan struct{}
+	// up to ActivityConcurrency; wfSlots one per workflow task running, up
+	// to WorkflowTaskConcurrency.
+	slots, wfSlots chan struct{}
+	// consumers are the lanes Start pulls, for Ready; set once Start has
+	// bound them.
+	consumers atomic.Pointer[[]*lane]
 	// keeper keeps the tasks the worker holds in progress; set by Start.
 	keeper *keeper
 	// stopping is closed when Stop begins: tasks waiting for a slot are
@@ -152,7 +166,7 @@ func New(cfg Config, h Handlers) (*Runtime, error) {
 	}
 	return &Runtime{
 		cfg: cfg, h: h, log: cfg.Log, cancels: newCancellations(),
-		slots: make(chan struct{}, cfg.ActivityConcurrency), stopping: make(chan struct{}), metrics: m,
+		slots: make(chan struct{}, cfg.ActivityConcurrency), wfSlots: make(chan struct{}, cfg.WorkflowTaskConcurrency), stopping: make(chan struct{}), metrics: m,
 	}, nil
 }
 
@@ -173,7 +187,7 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 	rt.named(reg.Workflows, reg.Activities)
 	rt.registrar = registry.NewRegistrar(registry.RegistrarConfig{
 		JS: js, KV: top.Workers, Worker: dedup.NewID(), TaskQueue: rt.cfg.TaskQueue,
-		Workflows: reg.Workflows, Activities: reg.Activities, Log: rt.log,
+		Workflows: reg.Workflows, Activities: reg.Activities, Log: rt.log, Load: rt.load,
 	})
 	for name, raw := range reg.Schemas {
 		if _, err := rt.top.Schemas.Put(ctx, name, raw); err != nil {
@@ -197,19 +211,37 @@ func (rt *Runtime) named(workflows, activities []string) {
 	rt.metrics.known(workflows, activities)
 }
 
-// Start binds the task queue's consumers and starts pulling tasks. It
-// returns the function that stops the runtime (see harvest.Worker.Stop);
-// it is safe to call twice.
+// Start binds the consumers of the names the worker registered and
+// starts pulling tasks. It returns the function that stops the runtime
+// (see harvest.Worker.Stop); it is safe to call twice.
+//
+// Tasks are routed by name (streams.NameTaskSubject): each workflow and
+// activity the worker registers has its durable consumer on the task
+// queue, shared by every worker that registers the name, so a task goes
+// only to a worker that has its code. Each consumer's window has one
+// place of its own and borrows from a streams.Pool of its kind's
+// concurrency less one: every name keeps a pull request open (a task of a
+// quiet name is taken as soon as it comes), and a busy name takes up to
+// the concurrency. The tasks held at once are at most the concurrency
+// plus one for each other name; what runs at once is bounded by the slots
+// (wfSlots, slots): a task that arrives while they are all taken waits
+// for one, held in progress.
 func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error, err error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rt.keeper = newKeeper(max(rt.cfg.TaskAckWait/3, 100*time.Millisecond), rt.log)
-	loops := []struct {
-		kind string
-		conc int
-		fn   func(context.Context, *heldTask) outcome
-	}{
-		{wire.TaskWorkflow, rt.cfg.WorkflowTaskConcurrency, rt.handleWorkflowTask},
-		{wire.TaskActivity, rt.cfg.ActivityConcurrency, rt.handleActivityTask},
+	fail := func(err error) (func(context.Context) error, error) {
+		cancel()
+		rt.keeper.close()
+		rt.cancels.stop()
+		return nil, err
+	}
+	lanes, err := rt.bindConsumers(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	handlerOf := map[string]func(context.Context, *heldTask) outcome{
+		wire.TaskWorkflow: rt.handleWorkflowTask,
+		wire.TaskActivity: rt.handleActivityTask,
 	}
 	// pullCtx ends the pull loops; pulling waits for them.
 	pullCtx, stopPulling := context.WithCancel(runCtx)
@@ -225,31 +257,10 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 		gate     sync.RWMutex
 		stopped  bool
 	)
-	for _, l := range loops {
-		name := ConsumerName(rt.cfg.TaskQueue, l.kind)
-		ccfg := jetstream.ConsumerConfig{
-			Durable:       name,
-			FilterSubject: streams.TaskSubject(rt.cfg.TaskQueue, l.kind),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       rt.cfg.TaskAckWait,
-			MaxDeliver:    -1,
-			MaxAckPending: 10000,
-		}
-		cons, err := rt.js.CreateOrUpdateConsumer(ctx, streams.TaskStream, ccfg)
-		if err != nil {
-			stopPull()
-			cancel()
-			rt.keeper.close()
-			rt.cancels.stop()
-			return nil, fmt.Errorf("bind consumer %s: %w", name, err)
-		}
-		// The window asks the server for no more tasks than there are
-		// handlers for: every task this worker receives is kept in
-		// progress from the moment it arrives.
-		win := streams.NewWindow(l.conc)
-		fn, kind := l.fn, l.kind
+	for _, l := range lanes {
+		fn, kind, win, tc := handlerOf[l.kind], l.kind, l.win, l.consumer
 		pulling.Go(func() {
-			streams.PullWindow(pullCtx, rt.js.Conn(), cons, win, func(m jetstream.Msg) {
+			streams.PullWindow(pullCtx, rt.js.Conn(), tc.cons, win, func(m jetstream.Msg) {
 				arrived := time.Now()
 				rt.metrics.arrived(kind)
 				t := rt.keeper.hold(m)
@@ -257,7 +268,7 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 				defer gate.RUnlock()
 				if stopped {
 					// On its way when Stop began.
-					rt.handBack(t, 0)
+					rt.handBack(t, 0, handBackStopping, kind)
 					win.Release()
 					rt.metrics.settled(kind, outcomeHandedBack, time.Since(arrived))
 					return
@@ -271,19 +282,26 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 			}, func(m jetstream.Msg) {
 				// Sent for the open request before the server saw the
 				// worker stop pulling.
-				rt.handBack(newHeldTask(m), 0)
+				rt.handBack(newHeldTask(m), 0, handBackStopping, kind)
 			}, func(err error) {
-				rt.log.Warn("task consumer", "consumer", name, "err", err)
+				rt.log.Warn("task consumer", "consumer", tc.name, "err", err)
 				// Deleted under the worker (or lost with a JetStream store):
 				// create it again; Pull asks it by name.
 				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, nats.ErrNoResponders) {
-					if _, err := rt.js.CreateOrUpdateConsumer(pullCtx, streams.TaskStream, ccfg); err != nil && pullCtx.Err() == nil {
-						rt.log.Warn("task consumer: create again", "consumer", name, "err", err)
+					tc.missing.Store(true)
+					if tc.legacy {
+						return // an older scheduler's, never created here
 					}
+					if _, err := rt.js.CreateOrUpdateConsumer(pullCtx, streams.TaskStream, tc.config); err != nil && pullCtx.Err() == nil {
+						rt.log.Warn("task consumer: create again", "consumer", tc.name, "err", err)
+						return
+					}
+					tc.missing.Store(false)
 				}
 			})
 		})
 	}
+	rt.consumers.Store(&lanes)
 	// Registered once its consumers are in place; a registration that
 	// fails is logged and retried, and never fails the worker.
 	rt.registrar.Start(runCtx)
@@ -302,7 +320,7 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 			gate.Lock()
 			stopped = true
 			gate.Unlock()
-			// Tasks waiting for an activity slot are handed back now.
+			// Tasks waiting for a slot are handed back now.
 			close(rt.stopping)
 			stopPull()
 			done := make(chan struct{})
@@ -336,11 +354,122 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 	}, nil
 }
 
-// ConsumerName is the durable consumer the workers of taskQueue share
-// for its tasks of kind (wire.TaskWorkflow, wire.TaskActivity).
+// taskConsumer is one durable consumer of the task stream a worker
+// pulls.
+type taskConsumer struct {
+	kind, name string
+	config     jetstream.ConsumerConfig
+	cons       jetstream.Consumer
+	// legacy marks the consumer of the subject tasks had before they were
+	// routed by name (streams.TaskSubject), drained when it exists.
+	legacy bool
+	// missing is set while the consumer is gone from the server (its
+	// pull answered that it was deleted) and not created again: the
+	// worker is not ready.
+	missing atomic.Bool
+}
+
+// lane is one consumer's pull loop and its window, whose pool it shares
+// with the other consumers of its kind.
+type lane struct {
+	kind     string
+	consumer *taskConsumer
+	win      *streams.Window
+}
+
+// consumerInactivity is how long the server keeps a task consumer no
+// worker pulls: a name no worker registers any more does not keep its
+// consumer for ever. Its tasks stay in the stream (a work queue keeps
+// what no consumer acknowledged) and go to the consumer the next worker
+// that registers the name creates.
+const consumerInactivity = 24 * time.Hour
+
+// consumerBinds bounds how many consumers a starting worker creates at
+// once.
+const consumerBinds = 8
+
+// bindConsumers creates (or updates) the consumer of every name the
+// worker registered, finds the task queue's legacy consumers, and returns
+// one lane each.
+func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
+	queue := rt.cfg.TaskQueue
+	var want []*taskConsumer
+	add := func(kind string, names map[string]bool) {
+		for _, name := range slices.Sorted(maps.Keys(names)) {
+			cname := NameConsumerName(queue, kind, name)
+			want = append(want, &taskConsumer{kind: kind, name: cname, config: jetstream.ConsumerConfig{
+				Durable:           cname,
+				FilterSubject:     streams.NameTaskSubject(queue, kind, name),
+				AckPolicy:         jetstream.AckExplicitPolicy,
+				AckWait:           rt.cfg.TaskAckWait,
+				MaxDeliver:        -1,
+				MaxAckPending:     10000,
+				InactiveThreshold: consumerInactivity,
+			}})
+		}
+	}
+	add(wire.TaskWorkflow, rt.workflows)
+	add(wire.TaskActivity, rt.activities)
+	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(consumerBinds)
+	for _, tc := range want {
+		p.Go(func(ctx context.Context) error {
+			cons, err := rt.js.CreateOrUpdateConsumer(ctx, streams.TaskStream, tc.config)
+			if err != nil {
+				return fmt.Errorf("bind consumer %s: %w", tc.name, err)
+			}
+			tc.cons = cons
+			return nil
+		})
+	}
+	if err := p.Wait(); err != nil {
+		return nil, err
+	}
+	for _, kind := range []string{wire.TaskWorkflow, wire.TaskActivity} {
+		name := ConsumerName(queue, kind)
+		cons, err := rt.js.Consumer(ctx, streams.TaskStream, name)
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+		case err != nil:
+			rt.log.Warn("look up the task queue's consumer of unrouted tasks; not draining it", "consumer", name, "err", err)
+		default:
+			want = append(want, &taskConsumer{kind: kind, name: name, config: cons.CachedInfo().Config, cons: cons, legacy: true})
+		}
+	}
+	sizes := map[string]int{wire.TaskWorkflow: rt.cfg.WorkflowTaskConcurrency, wire.TaskActivity: rt.cfg.ActivityConcurrency}
+	pools := map[string]*streams.Pool{}
+	for kind, size := range sizes {
+		pools[kind] = streams.NewPool(size - 1)
+	}
+	lanes := make([]*lane, len(want))
+	for i, tc := range want {
+		lanes[i] = &lane{kind: tc.kind, consumer: tc, win: pools[tc.kind].Window(sizes[tc.kind])}
+	}
+	return lanes, nil
+}
+
+// ConsumerName is the durable consumer the workers of taskQueue shared
+// for its tasks of kind (wire.TaskWorkflow, wire.TaskActivity) before
+// tasks were routed by name; workers drain it where it exists.
 func ConsumerName(taskQueue, kind string) string {
 	return fmt.Sprintf("harvest_worker_%s_%s", taskQueue, kind)
 }
+
+// NameConsumerName is the durable consumer the workers that register the
+// workflow or activity name on taskQueue share for its tasks:
+// harvest_<kind>_<length of the queue>_<queue>_<name>, the length making
+// it unambiguous. One longer than JetStream allows (255 bytes) is named by
+// a hash of the three instead.
+func NameConsumerName(taskQueue, kind, name string) string {
+	n := fmt.Sprintf("harvest_%s_%d_%s_%s", kind, len(taskQueue), taskQueue, name)
+	if len(n) <= maxConsumerName {
+		return n
+	}
+	sum := sha256.Sum256([]byte(taskQueue + "\x00" + kind + "\x00" + name))
+	return fmt.Sprintf("harvest_%s_%x", kind, sum[:16])
+}
+
+// maxConsumerName is the longest consumer name JetStream accepts.
+const maxConsumerName = 255
 
 // workflowLabel is the workflow label of name: name if it is registered
 // here, else "other".
@@ -358,6 +487,22 @@ func (rt *Runtime) activityLabel(name string) string {
 		return name
 	}
 	return otherName
+}
+
+// load is what the worker's slots hold now, for its registration.
+func (rt *Runtime) load() registry.Load {
+	return registry.Load{
+		WorkflowSlots: cap(rt.wfSlots), WorkflowSlotsUsed: len(rt.wfSlots),
+		ActivitySlots: cap(rt.slots), ActivitySlotsUsed: len(rt.slots),
+	}
+}
+
+// lanes are the lanes Start pulls; nil before it has bound them.
+func (rt *Runtime) lanes() []*lane {
+	if p := rt.consumers.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // isStopping says whether Stop has begun.

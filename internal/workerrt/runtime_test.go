@@ -17,10 +17,10 @@ import (
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-// startRuntime declares a deployment of one shard, starts a runtime with
-// h on the default task queue, and subscribes to the commands it
-// publishes.
-func startRuntime(t *testing.T, h Handlers, before ...func(*Runtime)) (nc *nats.Conn, commands *nats.Subscription, rt *Runtime) {
+// startRuntime declares a deployment of one shard, starts a runtime
+// registering reg's names with h on the default task queue, and
+// subscribes to the commands it publishes.
+func startRuntime(t *testing.T, reg Registration, h Handlers, before ...func(*Runtime)) (nc *nats.Conn, commands *nats.Subscription, rt *Runtime) {
 	t.Helper()
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
@@ -28,12 +28,13 @@ func startRuntime(t *testing.T, h Handlers, before ...func(*Runtime)) (nc *nats.
 	require.NoError(t, err)
 	commands, err = nc.SubscribeSync(streams.CommandFilter(0))
 	require.NoError(t, err)
-	return nc, commands, runRuntime(t, nc, h, before...)
+	return nc, commands, runRuntime(t, nc, reg, h, before...)
 }
 
-// runRuntime starts a runtime with h on the default task queue, its
-// metrics on a registry of its own, and stops it at cleanup.
-func runRuntime(t *testing.T, nc *nats.Conn, h Handlers, before ...func(*Runtime)) *Runtime {
+// runRuntime starts a runtime registering reg's names with h on the
+// default task queue, its metrics on a registry of its own, and stops it
+// at cleanup.
+func runRuntime(t *testing.T, nc *nats.Conn, reg Registration, h Handlers, before ...func(*Runtime)) *Runtime {
 	t.Helper()
 	ctx := natstest.Context(t)
 	rt, err := New(Config{
@@ -41,7 +42,7 @@ func runRuntime(t *testing.T, nc *nats.Conn, h Handlers, before ...func(*Runtime
 		TaskAckWait: 5 * time.Second, ShutdownGrace: 5 * time.Second, Metrics: prometheus.NewRegistry(), Log: slog.New(slog.DiscardHandler),
 	}, h)
 	require.NoError(t, err)
-	require.NoError(t, rt.Bind(ctx, Registration{}))
+	require.NoError(t, rt.Bind(ctx, reg))
 	for _, f := range before {
 		f(rt)
 	}
@@ -51,7 +52,29 @@ func runRuntime(t *testing.T, nc *nats.Conn, h Handlers, before ...func(*Runtime
 	return rt
 }
 
-func publishTask(t *testing.T, nc *nats.Conn, kind string, task any) {
+// publishTask publishes task (a wire.WorkflowTask or wire.ActivityTask)
+// on the default task queue, to the subject of its name, as a scheduler
+// does.
+func publishTask(t *testing.T, nc *nats.Conn, task any) {
+	t.Helper()
+	data, err := json.Marshal(task)
+	require.NoError(t, err)
+	var subject string
+	switch task := task.(type) {
+	case wire.WorkflowTask:
+		subject = streams.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow, task.WorkflowName)
+	case wire.ActivityTask:
+		subject = streams.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskActivity, task.ActivityName)
+	default:
+		t.Fatalf("publishTask: %T is no task", task)
+	}
+	require.NoError(t, nc.Publish(subject, data))
+}
+
+// publishUnrouted publishes task of kind on the default task queue's
+// subject of unrouted tasks, as a scheduler older than routing by name
+// did.
+func publishUnrouted(t *testing.T, nc *nats.Conn, kind string, task any) {
 	t.Helper()
 	data, err := json.Marshal(task)
 	require.NoError(t, err)
@@ -86,7 +109,7 @@ func double(negative error) func(context.Context, *Attempt) (any, error) {
 // with the SDK's Activity handler and reports its result, or the wire
 // form the Failure handler gives its error.
 func TestRuntimeReportsActivityAttempts(t *testing.T) {
-	nc, commands, _ := startRuntime(t, Handlers{
+	nc, commands, _ := startRuntime(t, Registration{Activities: []string{"double"}}, Handlers{
 		Workflow:    func(string) (WorkflowFunc, bool) { return nil, false },
 		HasActivity: func(name string) bool { return name == "double" },
 		Activity:    double(errors.New("boom")),
@@ -94,7 +117,7 @@ func TestRuntimeReportsActivityAttempts(t *testing.T) {
 	})
 	task := wire.ActivityTask{ExecutionID: "e1", ActivityID: 1, ActivityName: "double", Input: json.RawMessage(`21`),
 		Attempt: 1, Deadline: time.Now().Add(time.Minute)}
-	publishTask(t, nc, wire.TaskActivity, task)
+	publishTask(t, nc, task)
 	cmd := nextCommand(t, commands)
 	require.Equal(t, wire.KindActivityResult, cmd.Kind)
 	require.Equal(t, "e1", cmd.Activity.ExecutionID)
@@ -102,7 +125,7 @@ func TestRuntimeReportsActivityAttempts(t *testing.T) {
 	require.Nil(t, cmd.Activity.Failure)
 
 	task.ExecutionID, task.Input = "e2", json.RawMessage(`-1`)
-	publishTask(t, nc, wire.TaskActivity, task)
+	publishTask(t, nc, task)
 	cmd = nextCommand(t, commands)
 	require.Equal(t, "e2", cmd.Activity.ExecutionID)
 	require.Equal(t, &wire.Failure{Type: "test", Message: "boom"}, cmd.Activity.Failure)
@@ -125,7 +148,7 @@ func TestRuntimeRunsActivitiesEagerly(t *testing.T) {
 		}
 		return WorkflowRun{Decisions: []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "greet", Input: json.RawMessage(`"ada"`)}}}, nil
 	}
-	nc, commands, _ := startRuntime(t, Handlers{
+	nc, commands, _ := startRuntime(t, Registration{Workflows: []string{"hello"}, Activities: []string{"greet"}}, Handlers{
 		Workflow:    func(name string) (WorkflowFunc, bool) { return replay, name == "hello" },
 		HasActivity: func(name string) bool { return name == "greet" },
 		Activity: func(_ context.Context, a *Attempt) (any, error) {
@@ -139,7 +162,7 @@ func TestRuntimeRunsActivitiesEagerly(t *testing.T) {
 	})
 	started, err := json.Marshal(wire.WorkflowStartedAttrs{})
 	require.NoError(t, err)
-	publishTask(t, nc, wire.TaskWorkflow, wire.WorkflowTask{ExecutionID: "e1", WorkflowName: "hello", TaskID: 1,
+	publishTask(t, nc, wire.WorkflowTask{ExecutionID: "e1", WorkflowName: "hello", TaskID: 1,
 		History: []wire.Event{{Seq: 1, Type: wire.EventWorkflowStarted, Attrs: started}}})
 	cmd := nextCommand(t, commands)
 	require.Equal(t, wire.KindWorkflowTaskCompleted, cmd.Kind)

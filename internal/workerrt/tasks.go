@@ -22,10 +22,9 @@ import (
 // logUnknown logs a task of a workflow or activity this worker does not
 // register, handed back for a worker of the task queue that does: a
 // warning the first time for each name, then at debug level, since the
-// task comes back every UnknownTaskDelay until such a worker takes it
-// (ingest refuses starts of workflows no live worker serves unless the
-// configuration declares them, so a task here is one a worker is
-// expected for).
+// task comes back every UnknownTaskDelay until such a worker takes it.
+// Tasks are routed by name, so only a task an older scheduler wrote to
+// the task queue's unrouted subject can come here.
 func (rt *Runtime) logUnknown(log *slog.Logger, kind, name string) {
 	msg := kind + " not registered on this worker; handing its task back for a worker of the task queue that registers it"
 	if _, seen := rt.unknown.LoadOrStore(kind+"/"+name, true); seen {
@@ -62,9 +61,18 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	run, ok := rt.h.Workflow(task.WorkflowName)
 	if !ok {
 		rt.logUnknown(log, "workflow", task.WorkflowName)
-		rt.handBack(t, UnknownTaskDelay)
+		rt.handBack(t, UnknownTaskDelay, handBackUnknown, wire.TaskWorkflow)
 		return outcomeHandedBack
 	}
+	// A task that arrived while every workflow slot was taken waits for
+	// one, held in progress.
+	select {
+	case rt.wfSlots <- struct{}{}:
+	case <-rt.stopping:
+		rt.handBack(t, 0, handBackStopping, wire.TaskWorkflow)
+		return outcomeHandedBack
+	}
+	defer func() { <-rt.wfSlots }()
 	if task.Time.IsZero() {
 		// A task from a scheduler that does not say its time: the time of
 		// the last event it carries, else this worker's clock.
@@ -74,7 +82,7 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	if err != nil {
 		// Nothing ran: the task failed before any eager attempt.
 		log.Error("workflow task failed; will retry", "err", err)
-		rt.handBack(t, UnknownTaskDelay)
+		rt.handBack(t, FailedTaskDelay, handBackRetry, wire.TaskWorkflow)
 		return outcomeFailed
 	}
 	cmd := &wire.Command{
@@ -153,19 +161,19 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) (o outco
 	}
 	if !rt.h.HasActivity(task.ActivityName) {
 		rt.logUnknown(log, "activity", task.ActivityName)
-		rt.handBack(t, UnknownTaskDelay)
+		rt.handBack(t, UnknownTaskDelay, handBackUnknown, wire.TaskActivity)
 		return outcomeHandedBack
 	}
 	// Eager attempts share the slots; they never wait for one, so this
 	// wait ends when one of them does, or when Stop hands the task back.
 	if rt.isStopping() {
-		rt.handBack(t, 0)
+		rt.handBack(t, 0, handBackStopping, wire.TaskActivity)
 		return outcomeHandedBack
 	}
 	select {
 	case rt.slots <- struct{}{}:
 	case <-rt.stopping:
-		rt.handBack(t, 0)
+		rt.handBack(t, 0, handBackStopping, wire.TaskActivity)
 		return outcomeHandedBack
 	}
 	result := rt.runAttempt(ctx, log, &task)

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// TestWorkerListAndTaskQueueShow: `harvest worker list` shows the stack's
+// worker (this process) with what it serves, as a table or the server's
+// JSON; `harvest task-queue show` shows a queue's names with their
+// backlogs and workers, and says which name has tasks and no worker.
+func TestWorkerListAndTaskQueueShow(t *testing.T) {
+	s := startStack(t, devstack.Config{})
+	ctx := natstest.Context(t)
+	addr := []string{"--addr", s.URL()}
+
+	out, _, err := runCLI(t, append([]string{"worker", "list", "--json"}, addr...)...)
+	require.NoError(t, err)
+	var list client.ListWorkersResponse
+	require.NoError(t, json.Unmarshal([]byte(out), &list), out)
+	require.Len(t, list.Workers, 1, out)
+	w := list.Workers[0]
+	require.Equal(t, os.Getpid(), w.PID, "the stack's worker runs in this process")
+	require.Equal(t, wire.DefaultTaskQueue, w.TaskQueue)
+	require.Contains(t, w.Workflows, "charge")
+	require.NotEmpty(t, w.Activities)
+
+	out, _, err = runCLI(t, append([]string{"worker", "list"}, addr...)...)
+	require.NoError(t, err)
+	require.Regexp(t, `^TASK_QUEUE +HOST +ID +PID +BUILD +STARTED_AT +WORKFLOW_SLOTS +ACTIVITY_SLOTS +LAST_HEARTBEAT_AT +WORKFLOWS +ACTIVITIES\n`, out)
+	require.Regexp(t, regexp.MustCompile(`(?m)^default +\S+ +`+w.ID+` +`+strconv.Itoa(os.Getpid())+` .*charge`), out)
+
+	out, _, err = runCLI(t, append([]string{"task-queue", "show", wire.DefaultTaskQueue, "--json"}, addr...)...)
+	require.NoError(t, err)
+	var q client.TaskQueueResponse
+	require.NoError(t, json.Unmarshal([]byte(out), &q), out)
+	i := slices.IndexFunc(q.Workflows, func(n client.NameBacklog) bool { return n.Name == "charge" })
+	require.GreaterOrEqual(t, i, 0, out)
+	require.Equal(t, []string{w.ID}, q.Workflows[i].Workers)
+
+	// A queue no worker serves, with a task waiting.
+	_, err = s.Topology.JS.Publish(ctx, streams.NameTaskSubject("cli_queue", wire.TaskWorkflow, "lonely"), []byte("{}"))
+	require.NoError(t, err)
+	out, _, err = runCLI(t, append([]string{"task-queue", "show", "cli_queue"}, addr...)...)
+	require.NoError(t, err)
+	require.Equal(t, "KIND      NAME    BACKLOG  WORKERS\n"+
+		"workflow  lonely  1        -\n"+
+		"workflow lonely: 1 task and no live worker; start a worker that registers it on task queue cli_queue\n", out)
+	out, _, err = runCLI(t, append([]string{"task-queue", "show", "empty_queue"}, addr...)...)
+	require.NoError(t, err)
+	require.Equal(t, "task queue empty_queue: no tasks, and no live worker registered on it\n", out)
+	_, _, err = runCLI(t, append([]string{"task-queue", "show", "no.such"}, addr...)...)
+	require.ErrorContains(t, err, "invalid_task_queue")
+}

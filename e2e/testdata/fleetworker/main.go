@@ -1,0 +1,62 @@
+// Command fleetworker is a worker of a heterogeneous fleet, for the
+// end-to-end tests: the worker binary, registering only the names
+// FLEET_NAMES lists (comma-separated; all when unset) among the examples
+// and three workflows of its own. fleet_a and fleet_b each run the
+// activity fleet_c; each says which worker (FLEET_ID) ran it.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/examples/fakepay"
+	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/service"
+)
+
+// Ran says which workers ran a fleet workflow and its activity.
+type Ran struct {
+	Workflow string `json:"workflow"`
+	Activity string `json:"activity"`
+}
+
+func main() {
+	cmd := service.Command("worker", "Run some of the example and fleet workflows from a task queue", run, service.FlagAdminAddr, service.FlagTaskQueue)
+	os.Exit(service.Exit(cmd, os.Args[1:], os.Stderr))
+}
+
+func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	var keep func(string) bool
+	if names := os.Getenv("FLEET_NAMES"); names != "" {
+		list := strings.Split(names, ",")
+		keep = func(name string) bool { return slices.Contains(list, name) }
+	}
+	has := func(name string) bool { return keep == nil || keep(name) }
+	me := os.Getenv("FLEET_ID")
+	svc := examples.NewServices()
+	if cfg.FakepayURL != "" {
+		svc.PaymentsAPI = fakepay.NewClient(cfg.FakepayURL)
+	}
+	fleet := func(ctx *harvest.WorkflowContext, in string) (Ran, error) {
+		var by string
+		err := harvest.ExecuteActivity(ctx, "fleet_c", in, harvest.ActivityOptions{StartToClose: 10 * time.Second}).Get(&by)
+		return Ran{Workflow: me, Activity: by}, err
+	}
+	return service.RunWorker(ctx, cfg, log, func(w *harvest.Worker) {
+		examples.RegisterOnly(w, svc, keep)
+		for _, name := range []string{"fleet_a", "fleet_b"} {
+			if has(name) {
+				harvest.RegisterWorkflow(w, name, fleet)
+			}
+		}
+		if has("fleet_c") {
+			harvest.RegisterActivity(w, "fleet_c", func(*harvest.ActivityContext, string) (string, error) { return me, nil })
+		}
+	})
+}

@@ -1,0 +1,47 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/harvest-engine/harvest/client"
+)
+
+// handleWorkers shows the live workers, as GET /api/harvest/workers
+// lists them.
+func (c *Console) handleWorkers(w http.ResponseWriter, r *http.Request) {
+	var list client.ListWorkersResponse
+	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/workers", nil, nil, &list); err != nil {
+		c.apiProblem(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "workers", "Workers", list)
+}
+
+// handleTaskQueue shows a task queue's workflows and activities with
+// their backlogs and workers, as GET /api/harvest/task-queues/{name}
+// tells them.
+func (c *Console) handleTaskQueue(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var q client.TaskQueueResponse
+	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/task-queues/"+url.PathEscape(name), nil, nil, &q); err != nil {
+		c.apiProblem(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "taskqueue", "Task queue "+name, taskQueueData{TaskQueueResponse: q, Kinds: []taskQueueKind{
+		{Kind: "Workflow", ID: "workflows", Names: q.Workflows},
+		{Kind: "Activity", ID: "activities", Names: q.Activities},
+	}})
+}
+
+// taskQueueData is the task queue page's: the API's answer, and its names
+// by kind.
+type taskQueueData struct {
+	client.TaskQueueResponse
+	Kinds []taskQueueKind
+}
+
+type taskQueueKind struct {
+	Kind, ID string
+	Names    []client.NameBacklog
+}

@@ -7,16 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/internal/bench"
 	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/devstack"
@@ -41,6 +44,9 @@ type benchOptions struct {
 	backlogKept bool
 	sampleEvery time.Duration
 	sampleAfter time.Duration
+	// extraWorkers is how many workers to add to the in-process stack,
+	// each registering names of its own that the workload never runs.
+	extraWorkers int
 }
 
 func newBench() *cobra.Command {
@@ -91,6 +97,7 @@ It exits non-zero when a check fails.`,
 	f.DurationVar(&o.sampleEvery, "sample-every", 0, "in-process: sample every table's rows and size this often (default 10s with --retention or --backlog)")
 	f.DurationVar(&o.sampleAfter, "sample-after", 0, "in-process: go on sampling this long after the last completion (default twice --retention)")
 	f.IntVar(&o.stores, "stores", 0, "in-process: spread the executions over this many PostgreSQL stores, each a database of the stack's PostgreSQL, with a scheduler each (docs/deploy.md)")
+	f.IntVar(&o.extraWorkers, "extra-workers", 0, "in-process: add this many workers on the default task queue, each registering a workflow and an activity the workload never runs (a fleet of different workers)")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
 	service.AddConfigFlag(f, devConfigFile)
 	f.Lookup("config").Usage = "YAML configuration of the in-process stack " + strings.TrimPrefix(f.Lookup("config").Usage, "YAML configuration file ")
@@ -115,8 +122,8 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 	if o.backlogKept && o.backlog == 0 {
 		return errors.New("--backlog-kept says how to insert --backlog's executions: give --backlog too")
 	}
-	if o.addr != "" && (o.retention != 0 || o.backlog != 0 || o.sampleEvery != 0) {
-		return errors.New("--retention, --backlog and --sample-every measure a stack in this process: leave --addr out")
+	if o.addr != "" && (o.retention != 0 || o.backlog != 0 || o.sampleEvery != 0 || o.extraWorkers != 0) {
+		return errors.New("--retention, --backlog, --sample-every and --extra-workers measure a stack in this process: leave --addr out")
 	}
 	if o.retention != 0 || o.backlog != 0 {
 		bcfg.SampleEvery = cmp.Or(o.sampleEvery, 10*time.Second)
@@ -235,11 +242,41 @@ func startBenchStack(ctx context.Context, o benchOptions, cfg config.Config, std
 		_ = os.RemoveAll(stateDir)
 		return nil, nil, err
 	}
+	extra, err := startOtherWorkers(ctx, local.Stack.NC(), o.extraWorkers)
 	cleanup := func(ctx context.Context) error {
-		err := local.Stop(ctx)
-		return errors.Join(err, os.RemoveAll(stateDir))
+		var errs []error
+		for _, w := range extra {
+			errs = append(errs, w.Stop(ctx))
+		}
+		errs = append(errs, local.Stop(ctx))
+		return errors.Join(append(errs, os.RemoveAll(stateDir))...)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, cleanup(context.WithoutCancel(ctx)))
 	}
 	return local, cleanup, nil
+}
+
+// startOtherWorkers starts n workers on nc's default task queue, worker
+// i registering the workflow bench_other_<i> and the activity
+// bench_other_<i>_activity, which no workload runs: what a fleet of
+// different workers sharing the queue costs the workload.
+func startOtherWorkers(ctx context.Context, nc *nats.Conn, n int) ([]*harvest.Worker, error) {
+	var out []*harvest.Worker
+	for i := range n {
+		w, err := harvest.NewWorker(harvest.WorkerConfig{NATS: nc, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return out, fmt.Errorf("--extra-workers: %w", err)
+		}
+		name := fmt.Sprintf("bench_other_%d", i)
+		harvest.RegisterWorkflow(w, name, func(*harvest.WorkflowContext, struct{}) (struct{}, error) { return struct{}{}, nil })
+		harvest.RegisterActivity(w, name+"_activity", func(*harvest.ActivityContext, struct{}) (struct{}, error) { return struct{}{}, nil })
+		if err := w.Start(ctx); err != nil {
+			return out, fmt.Errorf("--extra-workers: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // benchBar is the progress bar on stderr.

@@ -98,7 +98,7 @@ func TestBenchInProcess(t *testing.T) {
 	dir := t.TempDir()
 	cpu, heap := filepath.Join(dir, "cpu.pb.gz"), filepath.Join(dir, "heap.pb.gz")
 	out, stderr, err := runCLI(t, "bench", "--workload", "W2", "--n", "20", "--concurrency", "4", "--json",
-		"--cpuprofile", cpu, "--memprofile", heap)
+		"--cpuprofile", cpu, "--memprofile", heap, "--extra-workers", "2")
 	require.NoError(t, err, stderr)
 	fields := requireBenchJSON(t, out, "W2", 20)
 	for _, path := range []string{cpu, heap} {
@@ -120,6 +120,8 @@ func TestBenchFlags(t *testing.T) {
 	require.ErrorContains(t, err, "workload")
 	_, _, err = runCLI(t, "bench", "--workload", "W9", "--addr", "http://127.0.0.1:1")
 	require.ErrorContains(t, err, "W9")
+	_, _, err = runCLI(t, "bench", "--workload", "W1", "--addr", "http://127.0.0.1:1", "--extra-workers", "2")
+	require.ErrorContains(t, err, "--extra-workers measure a stack in this process")
 }
 
 // TestBenchLeavesNothingBehind: the in-process stack of harvest bench,

@@ -54,6 +54,9 @@ func TestWhyAnExecutionDoesNotRunIsAnswered(t *testing.T) {
 	require.Equal(t, wire.DefaultTaskQueue, stackWorker.TaskQueue)
 	require.Contains(t, stackWorker.Workflows, "why_misspelt")
 	require.NotContains(t, stackWorker.Workflows, "why_declared")
+	require.NotNil(t, stackWorker.Slots, "the worker says how busy it is")
+	require.Equal(t, harvest.DefaultWorkflowTaskConcurrency, stackWorker.Slots.Workflow.Size)
+	require.Equal(t, harvest.DefaultActivityConcurrency, stackWorker.Slots.Activity.Size)
 
 	declared := start(t, s, "why_declared", "", `{"input": {}}`)
 	require.Equal(t, 201, declared.status, declared.body)

@@ -44,6 +44,7 @@ const (
 	CodeInvalidPrefix             = "invalid_prefix"
 	CodeInvalidBindingID          = "invalid_binding_id"
 	CodeInvalidEventID            = "invalid_event_id"
+	CodeInvalidExecutionID        = "invalid_execution_id"
 	CodeMissingWorkflow           = "missing_workflow"
 	CodeMissingEventID            = "missing_event_id"
 	CodeUnroutableEvent           = "unroutable_event"
@@ -70,6 +71,17 @@ const (
 	// CodeForbidden answers a request whose token lacks the route's
 	// scope, or is limited to other workflows than the one named.
 	CodeForbidden = "forbidden"
+	// CodeCrossSiteRequest refuses a request that changes something (a
+	// POST) which a browser says it sent from another site, with a body
+	// that is not JSON: what a web page can send without asking
+	// (docs/security.md, "The dev stack and the browser").
+	CodeCrossSiteRequest = "cross_site_request"
+
+	// 421 Misdirected Request.
+	// CodeHostNotAllowed refuses a request whose Host the API does not
+	// answer: while it needs no token, only loopback names and addresses
+	// and the configured allowed_hosts.
+	CodeHostNotAllowed = "host_not_allowed"
 
 	// 404 Not Found.
 	CodeExecutionNotFound   = "execution_not_found"
@@ -86,6 +98,13 @@ const (
 	// 409 Conflict.
 	CodeExecutionTerminal  = "execution_terminal"
 	CodeWorkflowIDConflict = "workflow_id_conflict"
+
+	// 408 Request Timeout.
+	// CodeBodyTimeout: the body of a request that carries no token (a
+	// webhook delivery, a signed ArcFlow callback) did not arrive within
+	// its deadline, a few seconds proportional to its size; the
+	// connection is closed. Nothing was published.
+	CodeBodyTimeout = "body_timeout"
 
 	// 413 Content Too Large.
 	// CodePayloadTooLarge: the request body is over max_body_bytes (or a

@@ -432,7 +432,8 @@ type ReadinessResponse struct {
 	// Reasons are why the process is not ready or degraded, one each
 	// (Message joins them): on ingest "JetStream unreachable" (not
 	// ready), "PostgreSQL unreachable" and the failing shards
-	// (degraded).
+	// (degraded), and the budgets of requests served at once that are
+	// full (Saturated).
 	Reasons []string `json:"reasons,omitempty"`
 	// JetStream is "ok" or why it is not (ingest only).
 	JetStream string `json:"jetstream,omitempty"`
@@ -443,6 +444,11 @@ type ReadinessResponse struct {
 	// FailingShards are the shards that have not applied commands for
 	// 10 s or more (ingest only).
 	FailingShards []FailingShard `json:"failing_shards,omitempty"`
+	// Saturated names the budgets of requests served at once that are
+	// full (ingest only): "api" (max_in_flight: the process is not
+	// ready), "webhook:<source>", "arcflow" or "unauthenticated" (the
+	// requests that carry no token: degraded).
+	Saturated []string `json:"saturated,omitempty"`
 }
 
 // ReadinessResponse's Status values.

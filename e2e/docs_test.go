@@ -143,7 +143,7 @@ func TestTheDocsExamplesRun(t *testing.T) {
 		sh := newDocShell(t, t.TempDir(), calls, []string{
 			"PATH=" + tools + string(os.PathListSeparator) + os.Getenv("PATH"),
 			"HARVEST_ADDR=http://" + s.addr,
-			"NATS_URL=nats://127.0.0.1:" + strconv.Itoa(s.natsPort),
+			"NATS_URL=" + s.natsURL(),
 			"HOME=" + t.TempDir(),
 		})
 		for _, b := range all[i] {
@@ -316,6 +316,15 @@ func restartCommand(text string) (env, args []string, err error) {
 		}
 	}
 	return env, args, nil
+}
+
+// natsURL is the URL harvest dev wrote to its state dir, credentials
+// included, as a reader exports it for the nats CLI; the port and the
+// credentials stay the same across the test's restarts.
+func (s *docStack) natsURL() string {
+	raw, err := os.ReadFile(filepath.Join(s.stateDir, "nats.url"))
+	require.NoError(s.t, err, "harvest dev writes nats.url")
+	return strings.TrimSpace(string(raw))
 }
 
 // docStack is the harvest dev process the examples run against.

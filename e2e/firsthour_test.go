@@ -144,7 +144,7 @@ func TestHarvestDevTheFirstHour(t *testing.T) {
 	line = devFails(t, bin, 20*time.Second, "--addr", addr, "--state-dir", other)
 	require.Equal(t, "harvest: the HTTP API cannot listen on "+addr+": bind: address already in use; "+
 		"another process (another harvest dev?) listens there: stop it, or pass another --addr", line)
-	natsPort := regexp.MustCompile(`nats=nats://127\.0\.0\.1:(\d+)`).FindStringSubmatch(dev.logs.String())
+	natsPort := regexp.MustCompile(`nats=nats://harvest:xxxxx@127\.0\.0\.1:(\d+)`).FindStringSubmatch(dev.logs.String())
 	require.NotNil(t, natsPort, dev.logs.String())
 	line = devFails(t, bin, 20*time.Second, "--addr", freeAddr(t), "--nats-port", natsPort[1], "--state-dir", other)
 	require.Equal(t, "harvest: the embedded NATS server cannot listen on 127.0.0.1:"+natsPort[1]+": bind: address already in use; "+

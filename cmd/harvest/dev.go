@@ -47,8 +47,12 @@ their data under --state-dir, or the servers named by --nats-url and
 One harvest dev at a time uses a state dir, and the state dir keeps the
 shard count it was created with.
 
-Once ready it prints export HARVEST_NATS_URL=..., and writes the URL to
-nats.url in the state dir: a worker of your own (harvest.NewWorker with no
+The embedded NATS server and the private PostgreSQL listen on 127.0.0.1
+and require credentials, made at the first start and kept in the state
+dir (credentials.json, mode 0600; the state dir is made 0700). Once ready
+harvest dev prints export HARVEST_NATS_URL=nats://harvest:...@127.0.0.1:...,
+the URL with its user and password, and writes it to nats.url in the state
+dir (mode 0600): a worker of your own (harvest.NewWorker with no
 connection) connects with it. --no-worker runs the stack without the
 example worker.`,
 		Args: cobra.NoArgs,
@@ -81,11 +85,12 @@ example worker.`,
 			if err != nil {
 				return devStartError(err)
 			}
-			log.Info("harvest dev ready", "url", stack.URL(), "nats", stack.NATSURL(), "state_dir", stateDir, "worker", worker)
+			log.Info("harvest dev ready", "url", stack.URL(), "nats", stack.NATSURLRedacted(), "state_dir", stateDir, "worker", worker)
 			// A worker of the user's own connects with this alone
-			// (harvest.WorkerConfig reads HARVEST_NATS_URL).
+			// (harvest.WorkerConfig reads HARVEST_NATS_URL). It holds the
+			// embedded server's password: readable by this user alone.
 			urlFile := filepath.Join(stateDir, natsURLFile)
-			if err := os.WriteFile(urlFile, []byte(stack.NATSURL()+"\n"), 0o600); err != nil {
+			if err := devstack.WritePrivate(urlFile, []byte(stack.NATSURL()+"\n")); err != nil {
 				log.Warn("could not write the NATS URL for your workers", "file", urlFile, "err", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "export %s=%s\n", harvest.EnvNATSURL, stack.NATSURL())

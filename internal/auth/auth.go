@@ -29,16 +29,23 @@ const (
 	// ScopeSignal: signals, and ArcFlow external callbacks unless their
 	// HMAC is configured.
 	ScopeSignal Scope = "signal"
-	// ScopeRead: executions, history, commands, lists, metrics.
+	// ScopeRead: executions, history, commands, lists.
 	ScopeRead Scope = "read"
 	// ScopeCancel: cancel.
 	ScopeCancel Scope = "cancel"
+	// ScopeMetrics: GET /metrics on the API's address. The metrics hold
+	// every workflow's series, so a token limited to workflows may not
+	// hold it (New refuses one that does, and ingest refuses a limited
+	// token's scrape even when it holds admin).
+	ScopeMetrics Scope = "metrics"
 	// ScopeAdmin: admission gates, and every other scope.
 	ScopeAdmin Scope = "admin"
 )
 
 // Scopes lists every scope, in the order the documentation gives them.
-func Scopes() []Scope { return []Scope{ScopeStart, ScopeSignal, ScopeRead, ScopeCancel, ScopeAdmin} }
+func Scopes() []Scope {
+	return []Scope{ScopeStart, ScopeSignal, ScopeRead, ScopeCancel, ScopeMetrics, ScopeAdmin}
+}
 
 // ParseScope returns the scope named s.
 func ParseScope(s string) (Scope, error) {
@@ -169,6 +176,9 @@ func New(tokens []Token) (*Authenticator, error) {
 		for _, s := range t.Scopes {
 			if _, err := ParseScope(string(s)); err != nil {
 				return nil, fmt.Errorf("token %q: %w", t.Name, err)
+			}
+			if s == ScopeMetrics && len(t.Workflows) > 0 {
+				return nil, fmt.Errorf("token %q: scope metrics reads every workflow's series, and the token is limited to workflows", t.Name)
 			}
 			p.scopes[s] = true
 		}

@@ -23,6 +23,7 @@ func TestAuthenticateFindsTheTokenByItsHash(t *testing.T) {
 	require.True(t, p.Has(auth.ScopeRead))
 	require.False(t, p.Has(auth.ScopeCancel))
 	require.False(t, p.Has(auth.ScopeAdmin))
+	require.False(t, p.Has(auth.ScopeMetrics), "read does not hold metrics")
 	require.True(t, p.Sees("charge"))
 	require.False(t, p.Sees("onboarding"))
 	require.Equal(t, []string{"charge", "refund"}, p.Workflows())
@@ -58,7 +59,8 @@ func TestNewRefusesATokenItCannotUse(t *testing.T) {
 		{[]auth.Token{{SHA256: h, Scopes: []auth.Scope{auth.ScopeRead}}}, "token 0: name is required"},
 		{[]auth.Token{{Name: "a", SHA256: h}}, `token "a": scopes are required`},
 		{[]auth.Token{{Name: "a", Scopes: []auth.Scope{auth.ScopeRead}}}, `token "a": its sha256 is required`},
-		{[]auth.Token{{Name: "a", SHA256: h, Scopes: []auth.Scope{"write"}}}, `token "a": unknown scope "write": want one of start, signal, read, cancel, admin`},
+		{[]auth.Token{{Name: "a", SHA256: h, Scopes: []auth.Scope{"write"}}}, `token "a": unknown scope "write": want one of start, signal, read, cancel, metrics, admin`},
+		{[]auth.Token{{Name: "a", SHA256: h, Scopes: []auth.Scope{auth.ScopeMetrics}, Workflows: []string{"charge"}}}, `token "a": scope metrics reads every workflow's series, and the token is limited to workflows`},
 		{[]auth.Token{{Name: "a", SHA256: h, Scopes: []auth.Scope{auth.ScopeRead}}, {Name: "a", SHA256: auth.Hash("y"), Scopes: []auth.Scope{auth.ScopeRead}}}, `token "a": name used twice`},
 		{[]auth.Token{{Name: "a", SHA256: h, Scopes: []auth.Scope{auth.ScopeRead}}, {Name: "b", SHA256: h, Scopes: []auth.Scope{auth.ScopeRead}}}, `token "b": same token as "a"`},
 	} {

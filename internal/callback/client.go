@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,12 +60,79 @@ func (e *DeliveryError) Error() string {
 // Unwrap returns the underlying cause.
 func (e *DeliveryError) Unwrap() error { return e.Err }
 
+// Reason says why the attempt failed in words that may be stored and shown
+// to whoever chose the URL (a delivery's last_error): the receiver's
+// status, a refused target's Reason, or the category of a network failure
+// ("name does not resolve", "connection refused", "timed out", "TLS
+// failure", ...). It never quotes an address the resolver answered, the
+// resolver's own address or Go's error text; Error keeps those, for the
+// log.
+func (e *DeliveryError) Reason() string {
+	var rej *RejectedError
+	switch {
+	case errors.As(e.Err, &rej):
+		return rej.Reason
+	case e.StatusCode != 0:
+		return strings.TrimSpace(fmt.Sprintf("receiver answered %d %s", e.StatusCode, http.StatusText(e.StatusCode)))
+	}
+	return failureReason(e.Err)
+}
+
+// errInvalidDelivery is wrapped by the errors of a delivery that could not
+// be attempted at all: the scheduler's fault or its configuration's, not
+// the target's.
+var errInvalidDelivery = errors.New("callback: invalid delivery")
+
+// failureReason is the category of a delivery that got no answer.
+func failureReason(err error) string {
+	var (
+		dnsErr    *net.DNSError
+		netErr    net.Error
+		verifyErr *tls.CertificateVerificationError
+		recordErr tls.RecordHeaderError
+		alertErr  tls.AlertError
+		authErr   x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		certErr   x509.CertificateInvalidError
+	)
+	switch {
+	case errors.Is(err, errInvalidDelivery):
+		return "invalid delivery (the scheduler's log says why)"
+	case errors.As(err, &dnsErr):
+		switch {
+		case dnsErr.IsNotFound:
+			return "name does not resolve"
+		case dnsErr.IsTimeout:
+			return "name lookup timed out"
+		}
+		return "name lookup failed"
+	case errors.Is(err, errNoAddresses):
+		return "name does not resolve"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "timed out"
+	case errors.As(err, &verifyErr), errors.As(err, &recordErr), errors.As(err, &alertErr),
+		errors.As(err, &authErr), errors.As(err, &hostErr), errors.As(err, &certErr):
+		return "TLS failure"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable"
+	}
+	return "network error"
+}
+
 // Client delivers callbacks. It is safe for concurrent use; share one.
 //
 // Every connection is checked against the Policy when it is dialled: the
 // dialer resolves the host with Policy.Resolver, refuses it unless every
 // address is public or allow-listed, and connects only to those checked
 // addresses (and a net.Dialer Control hook re-checks the socket address).
+// A host allow-listed by name is resolved and checked too: none of its
+// addresses may be a metadata address that no entry names exactly.
 // Environment proxies are ignored and redirects are not followed.
 type Client struct {
 	allow    allowList
@@ -120,13 +188,13 @@ func (c *Client) CloseIdleConnections() { c.tr.CloseIdleConnections() }
 // whether to try again.
 func (c *Client) Deliver(ctx context.Context, rawURL, deliveryID string, body []byte) error {
 	if c.allowErr != nil {
-		return &DeliveryError{Err: c.allowErr}
+		return &DeliveryError{Err: fmt.Errorf("%w: %w", errInvalidDelivery, c.allowErr)}
 	}
 	if err := checkDeliveryID(deliveryID); err != nil {
-		return &DeliveryError{Err: err}
+		return &DeliveryError{Err: fmt.Errorf("%w: %w", errInvalidDelivery, err)}
 	}
 	if !json.Valid(body) {
-		return &DeliveryError{Err: errors.New("callback: body is not valid JSON")}
+		return &DeliveryError{Err: fmt.Errorf("%w: body is not valid JSON", errInvalidDelivery)}
 	}
 	t, err := parseTarget(rawURL)
 	if err != nil {
@@ -134,7 +202,7 @@ func (c *Client) Deliver(ctx context.Context, rawURL, deliveryID string, body []
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.u.String(), bytes.NewReader(body))
 	if err != nil {
-		return &DeliveryError{Err: fmt.Errorf("%w: %w", ErrRejected, err)}
+		return &DeliveryError{Err: rejectf("invalid URL: %v", err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
@@ -155,9 +223,10 @@ func (c *Client) Deliver(ctx context.Context, rawURL, deliveryID string, body []
 	case code >= 200 && code <= 299:
 		return nil
 	case code >= 300 && code <= 399:
-		return &DeliveryError{StatusCode: code, Err: fmt.Errorf(
-			"%w: redirect (status %d) to %q not followed: callback receivers must answer directly",
-			ErrRejected, code, resp.Header.Get("Location"))}
+		return &DeliveryError{StatusCode: code, Err: &RejectedError{
+			Reason: fmt.Sprintf("redirect (status %d) not followed: callback receivers must answer directly", code),
+			detail: fmt.Sprintf("redirect (status %d) to %q not followed: callback receivers must answer directly", code, resp.Header.Get("Location")),
+		}}
 	}
 	de := &DeliveryError{
 		StatusCode: code,
@@ -211,7 +280,8 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 
 // dialContext is the transport's only way out: it resolves the host
 // itself, checks every address against the policy and dials the checked
-// addresses only.
+// addresses only, each re-checked by the dialer's Control hook on the
+// socket's own address just before it connects.
 func (c *Client) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, portStr, err := net.SplitHostPort(address)
 	if err != nil {
@@ -226,18 +296,20 @@ func (c *Client) dialContext(ctx context.Context, network, address string) (net.
 
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{a}
-	} else if addrs, err = lookup(ctx, c.resolver, host); err != nil {
-		return nil, err
-	}
-
-	d := &net.Dialer{KeepAlive: 30 * time.Second}
-	if !byName {
-		if err := c.allow.checkAddrs(host, addrs); err != nil {
+		if err := c.allow.checkLiteral(a); err != nil {
 			return nil, err
 		}
-		d.Control = c.control
+		addrs = []netip.Addr{a}
+	} else {
+		if addrs, err = lookup(ctx, c.resolver, host); err != nil {
+			return nil, err
+		}
+		if err := c.allow.checkAddrs(host, addrs, byName); err != nil {
+			return nil, err
+		}
 	}
+
+	d := &net.Dialer{KeepAlive: 30 * time.Second, Control: c.control(byName)}
 	var errs []error
 	for _, a := range addrs {
 		conn, err := d.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
@@ -252,11 +324,20 @@ func (c *Client) dialContext(ctx context.Context, network, address string) (net.
 	return nil, errors.Join(errs...)
 }
 
-// control re-checks the address the socket is about to connect to.
-func (c *Client) control(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return rejectf("cannot check dialled address %q: %v", address, err)
+// control returns the dialer's Control hook: it re-checks the address the
+// socket is about to connect to, with byName saying whether the URL's host
+// is allow-listed by name.
+func (c *Client) control(byName bool) func(network, address string, _ syscall.RawConn) error {
+	return func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return &RejectedError{Reason: "the dialled address cannot be checked",
+				detail: fmt.Sprintf("cannot check dialled address %q: %v", address, err)}
+		}
+		if r := c.allow.refusal(ap.Addr(), byName); r != "" {
+			return &RejectedError{Reason: "private address",
+				detail: fmt.Sprintf("dialled address %s is not public (%s)", ap.Addr(), r)}
+		}
+		return nil
 	}
-	return c.allow.checkAddr("", ap.Addr())
 }

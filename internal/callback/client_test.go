@@ -1,13 +1,17 @@
 package callback
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -374,30 +378,77 @@ func TestDeliverInvalidArguments(t *testing.T) {
 }
 
 func TestControlRechecksDialledAddress(t *testing.T) {
-	c := NewClient(Policy{AllowHosts: []string{"10.0.0.0/8"}}, 0)
+	c := NewClient(Policy{AllowHosts: []string{"10.0.0.0/8", "hook.internal", "meta.internal", "fd00:ec2::254"}}, 0)
 	tests := []struct {
-		addr string
-		ok   bool
+		addr   string
+		byName bool // the URL's host is allow-listed by name
+		ok     bool
 	}{
-		{"93.184.216.34:443", true},
-		{"[2606:4700:4700::1111]:443", true},
-		{"10.1.2.3:80", true},
-		{"127.0.0.1:80", false},
-		{"[::1]:80", false},
-		{"[::ffff:127.0.0.1]:80", false},
-		{"169.254.169.254:80", false},
-		{"not-an-address", false},
+		{addr: "93.184.216.34:443", ok: true},
+		{addr: "[2606:4700:4700::1111]:443", ok: true},
+		{addr: "10.1.2.3:80", ok: true},
+		{addr: "127.0.0.1:80"},
+		{addr: "[::1]:80"},
+		{addr: "[::ffff:127.0.0.1]:80"},
+		{addr: "169.254.169.254:80"},
+		{addr: "not-an-address"},
+		// A name on the allow list trusts every address but a metadata
+		// one, which only an entry naming exactly it allows.
+		{addr: "127.0.0.1:80", byName: true, ok: true},
+		{addr: "192.168.1.1:80", byName: true, ok: true},
+		{addr: "169.254.169.254:80", byName: true},
+		{addr: "[::ffff:169.254.169.254]:80", byName: true},
+		{addr: "[64:ff9b::a9fe:a9fe]:80", byName: true},
+		{addr: "[fd00:ec2::254]:80", byName: true, ok: true},
+		{addr: "[fd00:ec2::254]:80", ok: true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.addr, func(t *testing.T) {
-			err := c.control("tcp", tt.addr, nil)
+		t.Run(fmt.Sprintf("%s by name %t", tt.addr, tt.byName), func(t *testing.T) {
+			err := c.control(tt.byName)("tcp", tt.addr, nil)
 			if tt.ok {
 				require.NoError(t, err)
 				return
 			}
 			require.ErrorIs(t, err, ErrRejected)
+			var rej *RejectedError
+			require.ErrorAs(t, err, &rej)
+			require.NotContains(t, rej.Reason, strings.Trim(strings.Split(tt.addr, "]")[0], "["), "the reason names the address")
 		})
 	}
+}
+
+// TestDeliverRefusesAnAllowListedNameThatResolvesToMetadata: a host name
+// on the allow list trusts what it resolves to, but a cloud metadata
+// address only when an entry names exactly it. Delivery checks what the
+// name resolves to when it connects, and refuses before dialling.
+func TestDeliverRefusesAnAllowListedNameThatResolvesToMetadata(t *testing.T) {
+	srv, hits := countingServer(t)
+	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+	for _, addr := range []string{"169.254.169.254", "fd00:ec2::254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe"} {
+		t.Run(addr, func(t *testing.T) {
+			// The name resolves to the loopback receiver and to the
+			// metadata address: delivery must not pick the one that
+			// works and ignore the other, nor dial the metadata one.
+			p := Policy{AllowHosts: []string{"hook.internal", "169.254.0.0/16", "fd00::/8"},
+				Resolver: fakeResolver{"hook.internal": {"127.0.0.1", addr}}}
+			c := newClient(t, p, 5*time.Second)
+			err := c.Deliver(t.Context(), "http://hook.internal:"+port+"/cb", "id-1", []byte(testBody))
+			require.ErrorIs(t, err, ErrRejected)
+			de := requireDeliveryError(t, err)
+			require.False(t, de.Retryable)
+			require.Equal(t, `host "hook.internal" resolves to a private address`, de.Reason())
+			require.ErrorContains(t, err, netip.MustParseAddr(addr).Unmap().String(), "the log names the address")
+
+			// Validate refuses it at the start too.
+			require.ErrorIs(t, p.Validate(t.Context(), "http://hook.internal/cb"), ErrRejected)
+		})
+	}
+	require.Zero(t, hits.Load(), "a name resolving to a metadata address was delivered to")
+
+	// An entry naming exactly the address allows it.
+	p := Policy{AllowHosts: []string{"hook.internal", "169.254.169.254"}, Resolver: fakeResolver{"hook.internal": {"169.254.169.254"}}}
+	require.NoError(t, p.Validate(t.Context(), "http://hook.internal/cb"))
+	require.NoError(t, NewClient(p, 0).control(true)("tcp", "169.254.169.254:80", nil))
 }
 
 func TestDeliveryErrorMessage(t *testing.T) {
@@ -431,6 +482,79 @@ func TestParseRetryAfter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			require.Equal(t, tt.want, parseRetryAfter(tt.in, now))
+		})
+	}
+}
+
+// TestDeliveryReasonsQuoteNoNetworkDetail: what a delivery's last_error
+// records says what went wrong by category; the resolver's address, the
+// addresses a name resolved to and Go's dial errors stay in Error, for the
+// log.
+func TestDeliveryReasonsQuoteNoNetworkDetail(t *testing.T) {
+	// A port nothing listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedPort := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, l.Close())
+
+	release := make(chan struct{})
+	slow := newServer(t, func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	untrusted := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	untrusted.StartTLS()
+	t.Cleanup(untrusted.Close)
+	failing := newServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	redirect := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://10.9.9.9/secret", http.StatusFound)
+	})
+	resolver := resolverFunc(func(_ context.Context, host string) ([]net.IPAddr, error) {
+		switch host {
+		case "down.test":
+			return ipAddrs("127.0.0.1"), nil
+		case "internal.test":
+			return ipAddrs("10.7.7.7"), nil
+		case "flaky.test":
+			return nil, &net.DNSError{Err: "server misbehaving", Name: host, Server: "10.53.0.1:53", IsTemporary: true}
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, Server: "10.53.0.1:53", IsNotFound: true}
+	})
+	p := Policy{AllowHosts: []string{"127.0.0.0/8"}, Resolver: resolver}
+
+	tests := []struct {
+		name    string
+		url     string
+		timeout time.Duration
+		reason  string
+	}{
+		{name: "connection refused", url: "http://down.test:" + closedPort + "/cb", reason: "connection refused"},
+		{name: "timeout", url: slow.URL, timeout: 100 * time.Millisecond, reason: "timed out"},
+		{name: "untrusted certificate", url: untrusted.URL, reason: "TLS failure"},
+		{name: "name does not resolve", url: "http://gone.test/cb", reason: "name does not resolve"},
+		{name: "resolver failure", url: "http://flaky.test/cb", reason: "name lookup failed"},
+		{name: "private address", url: "http://internal.test/cb", reason: `host "internal.test" resolves to a private address`},
+		{name: "receiver error", url: failing.URL, reason: "receiver answered 500 Internal Server Error"},
+		{name: "redirect", url: redirect.URL, reason: "redirect (status 302) not followed: callback receivers must answer directly"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, p, cmp.Or(tt.timeout, 5*time.Second))
+			err := c.Deliver(t.Context(), tt.url, "id-1", []byte(testBody))
+			de := requireDeliveryError(t, err)
+			require.Equal(t, tt.reason, de.Reason(), "error: %v", err)
+			for _, leak := range []string{"10.53.0.1", "10.7.7.7", "10.9.9.9", "127.0.0.1", "dial", "lookup gone", "lookup flaky", "x509"} {
+				require.NotContains(t, de.Reason(), leak)
+			}
 		})
 	}
 }

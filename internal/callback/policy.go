@@ -17,6 +17,32 @@ import (
 // retrying cannot fix them.
 var ErrRejected = errors.New("callback target rejected")
 
+// RejectedError is a refused callback target; it wraps ErrRejected.
+//
+// Its Error text is for the log: when a host name is refused for what it
+// resolves to, it names the address and its range. Reason is for whoever
+// chose the URL (the API's answer to a start, a delivery's last_error):
+// it says what is wrong with the URL itself, and of what a name resolves
+// to only the category ("private address", "name does not resolve"),
+// never an address the resolver answered, so that a caller cannot map
+// internal names through it.
+type RejectedError struct {
+	// Reason says why, in words that quote nothing but the URL.
+	Reason string
+	// detail is the log's text when it says more than Reason.
+	detail string
+}
+
+func (e *RejectedError) Error() string {
+	if e.detail != "" {
+		return ErrRejected.Error() + ": " + e.detail
+	}
+	return ErrRejected.Error() + ": " + e.Reason
+}
+
+// Unwrap returns ErrRejected.
+func (e *RejectedError) Unwrap() error { return ErrRejected }
+
 // maxURLLength bounds the callback URLs accepted; longer ones are rejected.
 const maxURLLength = 2048
 
@@ -42,12 +68,13 @@ type Policy struct {
 	// AllowHosts lists targets that may be used even though they are not
 	// public. An entry is either a host name, matched exactly and
 	// case-insensitively against the URL's host (every address it
-	// resolves to is then trusted), or an IP address or CIDR prefix
-	// ("10.0.0.0/8", "fd12::/16", "127.0.0.1") that allows the addresses it
-	// contains, whatever name led to them. A cloud metadata address is
-	// allowed only by an entry naming exactly that address (a /32 or /128),
-	// never by a wider prefix that happens to contain it. A malformed
-	// address or CIDR entry makes Validate and Deliver fail.
+	// resolves to is then trusted but a cloud metadata address), or an
+	// IP address or CIDR prefix ("10.0.0.0/8", "fd12::/16", "127.0.0.1")
+	// that allows the addresses it contains, whatever name led to them. A
+	// cloud metadata address is allowed only by an entry naming exactly
+	// that address (a /32 or /128), never by a host name that resolves to
+	// it or a wider prefix that happens to contain it. A malformed address
+	// or CIDR entry makes Validate and Deliver fail.
 	AllowHosts []string
 
 	// Resolver resolves host names; nil means net.DefaultResolver.
@@ -58,11 +85,13 @@ type Policy struct {
 // use the http or https scheme, name a host, carry no userinfo and have at
 // most a valid port. A literal IP host must be a public address; a host name
 // must resolve, and every address it resolves to must be public. Hosts and
-// addresses on AllowHosts are exempt from the public-address rule.
+// addresses on AllowHosts are exempt from the public-address rule, but for
+// the metadata addresses: an allow-listed name that resolves to one is
+// refused (it need not resolve here at all, since delivery checks it again).
 //
-// A refusal wraps ErrRejected and says why. Other errors, such as a
-// temporary DNS failure, a cancelled ctx or a malformed AllowHosts entry, do
-// not wrap ErrRejected.
+// A refusal is a *RejectedError, wrapping ErrRejected, that says why. Other
+// errors, such as a temporary DNS failure, a cancelled ctx or a malformed
+// AllowHosts entry, do not wrap ErrRejected.
 //
 // Validate is a start-time courtesy to the client; Client re-checks every
 // address when it connects, since DNS answers can change in between.
@@ -75,26 +104,27 @@ func (p Policy) Validate(ctx context.Context, rawURL string) error {
 	if err != nil {
 		return err
 	}
-	if allow.hostAllowed(t.host) {
-		return nil
-	}
 	if t.literal.IsValid() {
-		return allow.checkAddrs(t.host, []netip.Addr{t.literal})
+		return allow.checkLiteral(t.literal)
 	}
+	byName := allow.hostAllowed(t.host)
 	addrs, err := lookup(ctx, p.resolver(), t.host)
 	if err != nil {
+		if byName {
+			// An allow-listed name may be one only the schedulers
+			// resolve; delivery checks what it resolves to there.
+			return nil
+		}
 		var dnsErr *net.DNSError
-		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound || errors.Is(err, errNoAddresses) {
 			// Not the resolver's own error: it names the resolver's
 			// address, and this error is the caller's answer.
-			return fmt.Errorf("%w: host %q does not resolve", ErrRejected, t.host)
-		}
-		if errors.Is(err, errNoAddresses) {
-			return fmt.Errorf("%w: %w", ErrRejected, err)
+			return &RejectedError{Reason: fmt.Sprintf("host %q: name does not resolve", t.host),
+				detail: fmt.Sprintf("host %q does not resolve: %v", t.host, err)}
 		}
 		return err
 	}
-	return allow.checkAddrs(t.host, addrs)
+	return allow.checkAddrs(t.host, addrs, byName)
 }
 
 func (p Policy) resolver() Resolver {
@@ -104,8 +134,10 @@ func (p Policy) resolver() Resolver {
 	return p.Resolver
 }
 
+// rejectf is a refusal whose text quotes nothing but the URL, and so is
+// the caller's answer as it is.
 func rejectf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrRejected, fmt.Sprintf(format, args...))
+	return &RejectedError{Reason: fmt.Sprintf(format, args...)}
 }
 
 // target is a syntactically acceptable callback URL.
@@ -122,7 +154,7 @@ func parseTarget(rawURL string) (target, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return target{}, fmt.Errorf("%w: invalid URL: %w", ErrRejected, err)
+		return target{}, rejectf("invalid URL: %v", err)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
@@ -225,7 +257,8 @@ func lookup(ctx context.Context, r Resolver, host string) ([]netip.Addr, error) 
 	for _, ip := range ips {
 		a, ok := netip.AddrFromSlice(ip.IP)
 		if !ok {
-			return nil, rejectf("host %q resolves to malformed address %v", host, ip.IP)
+			return nil, &RejectedError{Reason: fmt.Sprintf("host %q resolves to a malformed address", host),
+				detail: fmt.Sprintf("host %q resolves to malformed address %v", host, ip.IP)}
 		}
 		// net.IP stores IPv4 in 16-byte mapped form; the checks treat
 		// both forms alike, but dial and report the plain IPv4 form.
@@ -287,8 +320,14 @@ var metadataAddrs = []netip.Addr{
 	netip.MustParseAddr("fd00:ec2::254"),
 }
 
+// isMetadata reports whether addr is a cloud metadata address, or an
+// IPv4-mapped or NAT64 address that leads to one.
 func isMetadata(addr netip.Addr) bool {
 	u := addr.Unmap()
+	if nat64WellKnown.Contains(u) {
+		b := u.As16()
+		u = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
 	for _, m := range metadataAddrs {
 		if u == m {
 			return true
@@ -315,26 +354,43 @@ func (a allowList) addrAllowed(addr netip.Addr) bool {
 	return false
 }
 
-// checkAddrs rejects host unless every address is allowed or public.
-func (a allowList) checkAddrs(host string, addrs []netip.Addr) error {
-	for _, addr := range addrs {
-		if err := a.checkAddr(host, addr); err != nil {
-			return err
-		}
+// refusal says why addr may not be dialled, or "" if it may: it is public
+// or allow-listed. byName says that the URL's host is allow-listed by name,
+// which trusts every address but a metadata one.
+func (a allowList) refusal(addr netip.Addr, byName bool) string {
+	if a.addrAllowed(addr) {
+		return ""
+	}
+	reason := blockReason(addr)
+	if byName && !isMetadata(addr) {
+		return ""
+	}
+	return reason
+}
+
+// checkLiteral refuses a URL's literal IP host unless it may be dialled.
+// The caller wrote the address, so the answer may name it and its range.
+func (a allowList) checkLiteral(addr netip.Addr) error {
+	if r := a.refusal(addr, false); r != "" {
+		return rejectf("%s is not public (%s)", addr, r)
 	}
 	return nil
 }
 
-func (a allowList) checkAddr(host string, addr netip.Addr) error {
-	if a.addrAllowed(addr) {
-		return nil
+// checkAddrs refuses host unless every address it resolves to may be
+// dialled. The refusal's Reason gives only the category: the addresses
+// are what the resolver answered, for the log alone.
+func (a allowList) checkAddrs(host string, addrs []netip.Addr, byName bool) error {
+	for _, addr := range addrs {
+		r := a.refusal(addr, byName)
+		if r == "" {
+			continue
+		}
+		detail := fmt.Sprintf("host %q resolves to %s, which is not public (%s)", host, addr, r)
+		if byName {
+			detail = fmt.Sprintf("host %q is allow-listed by name but resolves to %s (%s), which only an entry naming exactly that address allows", host, addr, r)
+		}
+		return &RejectedError{Reason: fmt.Sprintf("host %q resolves to a private address", host), detail: detail}
 	}
-	reason := blockReason(addr)
-	if reason == "" {
-		return nil
-	}
-	if host == "" || host == strings.ToLower(addr.String()) {
-		return rejectf("%s is not public (%s)", addr, reason)
-	}
-	return rejectf("host %q resolves to %s, which is not public (%s)", host, addr, reason)
+	return nil
 }

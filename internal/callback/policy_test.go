@@ -160,6 +160,9 @@ func TestValidate(t *testing.T) {
 		{name: "allow name by CIDR", url: "http://svc.internal/", allow: []string{"10.0.0.0/24"}},
 		{name: "allow does not leak", url: "http://10.1.2.3", allow: []string{"localhost", "192.168.0.0/16"}, want: "private"},
 		{name: "metadata exact allow", url: "http://169.254.169.254/", allow: []string{"169.254.169.254"}},
+		{name: "allowed name to metadata", url: "http://metadata.test/", allow: []string{"metadata.test"}, want: "169.254.169.254"},
+		{name: "allowed name to metadata, metadata allowed", url: "http://metadata.test/", allow: []string{"metadata.test", "169.254.169.254"}},
+		{name: "allowed name to metadata via wide CIDR", url: "http://metadata.test/", allow: []string{"metadata.test", "169.254.0.0/16"}, want: "169.254.169.254"},
 		{name: "metadata not via wide CIDR", url: "http://169.254.169.254/", allow: []string{"169.254.0.0/16"}, want: "metadata"},
 		{name: "metadata v6 not via wide CIDR", url: "http://[fd00:ec2::254]/", allow: []string{"fd00::/8"}, want: "metadata"},
 		{name: "other link-local via CIDR", url: "http://169.254.1.1/", allow: []string{"169.254.0.0/16"}},
@@ -175,6 +178,45 @@ func TestValidate(t *testing.T) {
 			}
 			require.ErrorIs(t, err, ErrRejected)
 			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+// TestRefusalReasonsNameNoResolvedAddress: the reason a caller is given
+// for a refused host name says only the category of what it resolves to,
+// so that a start cannot map internal names; the error's own text, for
+// the log, names the address. A literal address is the caller's own, and
+// its reason says which range it is in.
+func TestRefusalReasonsNameNoResolvedAddress(t *testing.T) {
+	resolver := fakeResolver{
+		"vm":            {"127.0.0.1"},
+		"db.internal":   {"10.1.2.3"},
+		"mixed.test":    {"93.184.216.34", "192.168.7.7"},
+		"metadata.test": {"169.254.169.254"},
+		"ula.test":      {"fd12:3456::1"},
+	}
+	tests := []struct {
+		url, reason, log string
+	}{
+		{"http://vm/x", `host "vm" resolves to a private address`, "127.0.0.1"},
+		{"http://db.internal:5432/x", `host "db.internal" resolves to a private address`, "10.1.2.3"},
+		{"http://mixed.test/x", `host "mixed.test" resolves to a private address`, "192.168.7.7"},
+		{"http://metadata.test/x", `host "metadata.test" resolves to a private address`, "169.254.169.254"},
+		{"http://ula.test/x", `host "ula.test" resolves to a private address`, "fd12:3456::1"},
+		{"http://nowhere.test/x", `host "nowhere.test": name does not resolve`, "no such host"},
+		{"http://127.0.0.1:9/x", "127.0.0.1 is not public (loopback address)", "127.0.0.1"},
+		{"http://[::ffff:a00:1]/x", "::ffff:10.0.0.1 is not public (IPv4-mapped private address)", "10.0.0.1"},
+		{"ftp://vm/x", `scheme "ftp" not allowed; want http or https`, "ftp"},
+	}
+	p := Policy{Resolver: resolver}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			err := p.Validate(t.Context(), tt.url)
+			var rej *RejectedError
+			require.ErrorAs(t, err, &rej)
+			require.ErrorIs(t, err, ErrRejected)
+			require.Equal(t, tt.reason, rej.Reason)
+			require.ErrorContains(t, err, tt.log)
 		})
 	}
 }
@@ -205,9 +247,10 @@ func TestValidateNonRejectionErrors(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, ErrRejected)
 	})
-	t.Run("allow-listed name is not resolved", func(t *testing.T) {
+	t.Run("allow-listed name need not resolve", func(t *testing.T) {
+		// Only the schedulers may resolve it; delivery checks it there.
 		p := Policy{AllowHosts: []string{"hook.internal"}, Resolver: resolverFunc(func(context.Context, string) ([]net.IPAddr, error) {
-			return nil, errors.New("must not resolve")
+			return nil, errors.New("cannot resolve here")
 		})}
 		require.NoError(t, p.Validate(t.Context(), "https://hook.internal/cb"))
 	})
@@ -376,6 +419,23 @@ func FuzzValidate(f *testing.F) {
 		err := p.Validate(t.Context(), raw)
 		if err != nil {
 			require.ErrorIs(t, err, ErrRejected)
+			// The caller's answer quotes no address the resolver gave
+			// (the URL's own literal address, or one its text holds,
+			// may be quoted).
+			var rej *RejectedError
+			require.ErrorAs(t, err, &rej)
+			if u, err := url.Parse(raw); err == nil {
+				if _, err := netip.ParseAddr(u.Hostname()); err == nil {
+					return
+				}
+			}
+			for _, set := range fuzzAddrs {
+				for _, a := range set {
+					if !strings.Contains(strings.ToLower(raw), a) {
+						require.NotContains(t, rej.Reason, a)
+					}
+				}
+			}
 			return
 		}
 		u, perr := url.Parse(raw)

@@ -194,8 +194,31 @@ type Config struct {
 	// MaxInFlight bounds the API requests ingest serves at once
 	// (HARVEST_MAX_IN_FLIGHT), default 1024; past it, 503 with Retry-After.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// WebhookMaxInFlight bounds, for each webhook source and for the
+	// ArcFlow callbacks signed with arcflow.secrets, the requests whose
+	// bodies ingest reads at once and those it serves at once
+	// (HARVEST_WEBHOOK_MAX_IN_FLIGHT), default 128. They never take a slot
+	// of max_in_flight (docs/security.md, "Budgets").
+	WebhookMaxInFlight int `yaml:"webhook_max_in_flight"`
+	// UnauthenticatedMaxInFlight bounds the same for the other requests
+	// without a valid token: the console, /openapi.json, API requests
+	// answered 401 (HARVEST_UNAUTHENTICATED_MAX_IN_FLIGHT), default 128.
+	UnauthenticatedMaxInFlight int `yaml:"unauthenticated_max_in_flight"`
+	// DBReadTimeout bounds each read of PostgreSQL an API request makes
+	// (HARVEST_DB_READ_TIMEOUT), default 5s; past it the request is
+	// answered 503 with Retry-After.
+	DBReadTimeout Duration `yaml:"db_read_timeout"`
 	// Auth configures the API's bearer tokens (docs/security.md).
 	Auth AuthConfig `yaml:"auth"`
+	// AllowedHosts are the host names, IP addresses or CIDRs that a
+	// request's Host header may name besides loopback ones. While the API
+	// needs no token, ingest answers only loopback names and addresses
+	// and these (421 host_not_allowed to any other: a web page's own name
+	// rebound to 127.0.0.1); with tokens, any Host unless this is set
+	// (docs/security.md).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// Console configures the web console's sign-in (docs/console.md).
+	Console ConsoleConfig `yaml:"console"`
 	// Workflows holds per-workflow settings. A workflow named here is
 	// declared: ingest accepts its starts while no worker serves it (the
 	// execution waits for one), where a start of a workflow that no live
@@ -220,10 +243,26 @@ type Config struct {
 type ArcFlowConfig struct {
 	// Secrets, when set, make external callbacks
 	// (POST /v1/runs/{run_id}/external/{binding_id}) require
-	// X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body> under one
-	// of them; several are accepted at once, for rotation
-	// (HARVEST_ARCFLOW_SECRET sets one).
+	// X-Harvest-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of the
+	// timestamp, method, path, idempotency key and body> under one of
+	// them, its timestamp within 5 minutes; several are accepted at once,
+	// for rotation (HARVEST_ARCFLOW_SECRET sets one).
 	Secrets []string `yaml:"secrets"`
+	// LegacyBodyOnlySignatures also takes callbacks signed the old way,
+	// X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body>. Unsafe:
+	// such a signature binds nothing but the body, so a captured callback
+	// can be replayed to any run, binding and key, at any time.
+	LegacyBodyOnlySignatures bool `yaml:"legacy_body_only_signatures"`
+}
+
+// ConsoleConfig is the web console's part of Config.
+type ConsoleConfig struct {
+	// TrustedProxies are the proxies (IP addresses or CIDRs) whose
+	// X-Forwarded-Proto: https says that the console's user came over
+	// TLS, so that the session cookie is marked Secure.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// SessionTTL is how long a console sign-in lasts, default 12h.
+	SessionTTL Duration `yaml:"session_ttl"`
 }
 
 // AuthConfig is the API's authentication: the bearer tokens ingest
@@ -246,7 +285,7 @@ type TokenConfig struct {
 	SHA256 string `yaml:"sha256"`
 	// TokenFile is a file holding the token itself, instead of SHA256.
 	TokenFile string `yaml:"token_file"`
-	// Scopes: start, signal, read, cancel, admin.
+	// Scopes: start, signal, read, cancel, metrics, admin.
 	Scopes []string `yaml:"scopes"`
 	// Workflows, when set, limits the token to these workflows, for reads
 	// too.
@@ -310,7 +349,7 @@ func (a AuthConfig) tokens(read func(TokenConfig) (string, error)) ([]auth.Token
 		case (t.SHA256 == "") == (t.TokenFile == ""):
 			return nil, fmt.Errorf("%s: set one of sha256 and token_file", what)
 		case len(t.Scopes) == 0:
-			return nil, fmt.Errorf("%s: scopes are required (start, signal, read, cancel, admin)", what)
+			return nil, fmt.Errorf("%s: scopes are required (start, signal, read, cancel, metrics, admin)", what)
 		case t.SHA256 != "":
 			h, err := auth.ParseHash(t.SHA256)
 			if err != nil {
@@ -593,11 +632,14 @@ func (c *Config) applyEnv(get func(string) string) error {
 		num(&c.NATSReplicas, "HARVEST_NATS_REPLICAS"),
 		num(&c.DatabaseMaxConns, "HARVEST_DATABASE_MAX_CONNS"),
 		num(&c.MaxInFlight, "HARVEST_MAX_IN_FLIGHT"),
+		num(&c.WebhookMaxInFlight, "HARVEST_WEBHOOK_MAX_IN_FLIGHT"),
+		num(&c.UnauthenticatedMaxInFlight, "HARVEST_UNAUTHENTICATED_MAX_IN_FLIGHT"),
 		num(&c.WorkflowCacheSize, "HARVEST_WORKFLOW_CACHE_SIZE"),
 		num64(&c.MaxBodyBytes, "HARVEST_MAX_BODY_BYTES"),
 		num64(&c.NATSCommandStreamMaxBytes, "HARVEST_NATS_COMMAND_STREAM_MAX_BYTES"),
 		num64(&c.NATSTaskStreamMaxBytes, "HARVEST_NATS_TASK_STREAM_MAX_BYTES"),
 		dur(&c.OutcomeWait, "HARVEST_OUTCOME_WAIT"),
+		dur(&c.DBReadTimeout, "HARVEST_DB_READ_TIMEOUT"),
 		dur(&c.OutcomeTTL, "HARVEST_OUTCOME_TTL"),
 		dur(&c.WorkerTTL, "HARVEST_WORKER_TTL"),
 		dur(&c.StartIdempotencyWindow, "HARVEST_START_IDEMPOTENCY_WINDOW"),
@@ -642,6 +684,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: workflow_cache_size %d: want a number of executions, or -1 for none", c.WorkflowCacheSize)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("config: max_in_flight %d: want a positive number", c.MaxInFlight)
+	case c.WebhookMaxInFlight < 0:
+		return fmt.Errorf("config: webhook_max_in_flight %d: want a positive number", c.WebhookMaxInFlight)
+	case c.UnauthenticatedMaxInFlight < 0:
+		return fmt.Errorf("config: unauthenticated_max_in_flight %d: want a positive number", c.UnauthenticatedMaxInFlight)
+	case c.DBReadTimeout < 0 || (c.DBReadTimeout > 0 && c.DBReadTimeout < Duration(100*time.Millisecond)):
+		return fmt.Errorf("config: db_read_timeout %s: want at least 100ms", time.Duration(c.DBReadTimeout))
 	case c.DatabaseMaxConns < 0:
 		return fmt.Errorf("config: database_max_conns %d: want a positive number", c.DatabaseMaxConns)
 	case c.NATSPassword != "" && c.NATSPasswordFile != "":
@@ -663,6 +711,9 @@ func (c Config) Validate() error {
 		if sec == "" {
 			return fmt.Errorf("config: arcflow.secrets[%d] is empty", i)
 		}
+	}
+	if c.ArcFlow.LegacyBodyOnlySignatures && len(c.ArcFlow.Secrets) == 0 {
+		return errors.New("config: arcflow.legacy_body_only_signatures without arcflow.secrets: there is no signature to take the old way")
 	}
 	if err := c.Auth.validate(); err != nil {
 		return err

@@ -10,11 +10,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/auth"
 )
 
 //go:embed templates/*.html
@@ -23,17 +25,24 @@ var templateFiles embed.FS
 //go:embed static
 var staticFiles embed.FS
 
-// tokenCookie holds the console user's API token, when the API needs one.
-const tokenCookie = "harvest_console_token"
-
 // Config configures a Console.
 type Config struct {
 	// API is the HTTP API's handler: its routes, each behind its scope.
 	// The console calls it in the process, as a client of the API.
 	API http.Handler
-	// Tokens says the API needs a bearer token: the console then asks its
-	// user for one, and keeps it in an HttpOnly, SameSite=Strict cookie.
-	Tokens bool
+	// Auth, when the API needs a bearer token, is its authenticator: the
+	// console then asks its user for a token at sign-in and keeps it in a
+	// session in this process's memory (sessions.go); the browser holds
+	// only the session's id.
+	Auth *auth.Authenticator
+	// SessionTTL is how long a sign-in lasts, default 12 h.
+	SessionTTL time.Duration
+	// TrustedProxies are the proxies (IP addresses or CIDRs) whose
+	// X-Forwarded-Proto: https says that the user came over TLS: the
+	// session cookie is then marked Secure, as it is on a TLS connection.
+	TrustedProxies []string
+	// Now is the sessions' clock, default time.Now.
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 
@@ -43,6 +52,9 @@ type Console struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	pages   map[string]*template.Template
+	// sessions are the signed-in users; proxies the trusted proxies.
+	sessions *sessions
+	proxies  []netip.Prefix
 }
 
 // New parses the console's templates and returns it.
@@ -50,8 +62,19 @@ func New(cfg Config) (*Console, error) {
 	if cfg.API == nil {
 		return nil, errors.New("console config: API is required")
 	}
+	if cfg.SessionTTL < 0 {
+		return nil, fmt.Errorf("console config: SessionTTL %s: want a positive duration", cfg.SessionTTL)
+	}
+	proxies, err := parseProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{},
+		sessions: newSessions(cmp.Or(cfg.SessionTTL, DefaultSessionTTL), cfg.Now), proxies: proxies}
 	for _, page := range []string{"executions", "execution", "confirm", "workflows", "webhooks", "workers", "taskqueue", "login", "problem"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
@@ -85,7 +108,7 @@ func New(cfg Config) (*Console, error) {
 	// Forms that change something are refused when they come from another
 	// site (the Sec-Fetch-Site and Origin headers tell), whatever cookie
 	// the browser sends along.
-	c.handler = securityHeaders(http.NewCrossOriginProtection().Handler(c.mux))
+	c.handler = securityHeaders(forgetLegacyToken(http.NewCrossOriginProtection().Handler(c.mux)))
 	return c, nil
 }
 
@@ -103,11 +126,24 @@ func securityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// apiFor is the API as the requesting user: with their token, if any.
+// forgetLegacyToken clears the cookie in which earlier versions kept the
+// token itself, wherever a browser still sends it; the console no longer
+// reads it.
+func forgetLegacyToken(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := r.Cookie(legacyTokenCookie); err == nil {
+			http.SetCookie(w, &http.Cookie{Name: legacyTokenCookie, Value: "", Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// apiFor is the API as the requesting user: with their session's token,
+// if any.
 func (c *Console) apiFor(r *http.Request) api {
 	a := api{h: c.cfg.API}
-	if ck, err := r.Cookie(tokenCookie); err == nil {
-		a.token = ck.Value
+	if sess, ok := c.sessions.get(sessionID(r)); ok {
+		a.token = sess.token
 	}
 	return a
 }
@@ -123,7 +159,7 @@ type page struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var b strings.Builder
 	nav, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/ui/"), "/")
-	if err := c.pages[name].ExecuteTemplate(&b, "layout", page{Title: title, Nav: nav, Tokens: c.cfg.Tokens, Data: data}); err != nil {
+	if err := c.pages[name].ExecuteTemplate(&b, "layout", page{Title: title, Nav: nav, Tokens: c.cfg.Auth != nil, Data: data}); err != nil {
 		c.cfg.Logger.Error("console: render", "page", name, "err", err)
 		http.Error(w, "the console could not render this page", http.StatusInternalServerError)
 		return
@@ -143,8 +179,9 @@ func (c *Console) problem(w http.ResponseWriter, r *http.Request, status int, he
 	c.render(w, r, status, "problem", heading, problemData{Heading: heading, Message: message})
 }
 
-// apiProblem answers a failed API call: a missing or refused token leads
-// to the login page, any other answer is shown as the API gave it.
+// apiProblem answers a failed API call: a missing or refused token ends
+// the session and leads to the login page, any other answer is shown as
+// the API gave it.
 func (c *Console) apiProblem(w http.ResponseWriter, r *http.Request, err error) {
 	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) {
@@ -154,7 +191,8 @@ func (c *Console) apiProblem(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	switch apiErr.StatusCode {
 	case http.StatusUnauthorized:
-		clearToken(w)
+		c.sessions.revoke(sessionID(r))
+		clearSession(w)
 		http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 	case http.StatusForbidden:
 		c.problem(w, r, http.StatusForbidden, "Not allowed", apiErr.Message)
@@ -170,13 +208,17 @@ func (c *Console) apiProblem(w http.ResponseWriter, r *http.Request, err error) 
 }
 
 // needsLogin redirects to the login page and reports true when the API
-// needs a token and the user has none.
+// needs a token and the user has no live session: none, one signed out,
+// expired, or forgotten by a restart.
 func (c *Console) needsLogin(w http.ResponseWriter, r *http.Request) bool {
-	if !c.cfg.Tokens {
+	if c.cfg.Auth == nil {
 		return false
 	}
-	if ck, err := r.Cookie(tokenCookie); err == nil && ck.Value != "" {
+	if _, ok := c.sessions.get(sessionID(r)); ok {
 		return false
+	}
+	if sessionID(r) != "" {
+		clearSession(w)
 	}
 	http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 	return true
@@ -188,43 +230,51 @@ type loginData struct {
 }
 
 func (c *Console) handleLoginForm(w http.ResponseWriter, r *http.Request) {
-	if !c.cfg.Tokens {
+	if c.cfg.Auth == nil {
 		http.Redirect(w, r, "/ui/executions", http.StatusSeeOther)
 		return
 	}
 	c.render(w, r, http.StatusOK, "login", "Sign in", loginData{Next: localPath(r.URL.Query().Get("next"))})
 }
 
-// handleLogin checks the token against the API (an unknown token is
-// refused there with 401) and keeps it in the console's cookie.
+// handleLogin checks the token against the API's tokens and starts a
+// session with it: the browser gets the session's id, never the token.
 func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Auth == nil {
+		http.Redirect(w, r, "/ui/executions", http.StatusSeeOther)
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		c.problem(w, r, http.StatusBadRequest, "Bad form", "The sign-in form could not be read.")
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	a := api{h: c.cfg.API, token: token}
-	err := a.call(r.Context(), http.MethodGet, "/api/harvest/executions", url.Values{"limit": {"1"}}, nil, nil)
-	var apiErr *client.APIError
-	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
+	p, err := c.cfg.Auth.Authenticate("Bearer " + token)
+	if err != nil {
+		c.cfg.Logger.Info("console: sign-in refused", "reason", err.Error())
 		c.render(w, r, http.StatusUnauthorized, "login", "Sign in", loginData{Next: next, Message: "The API does not know this token."})
 		return
 	}
 	// A token without the read scope may still sign in: each page says
-	// what it lacks.
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/ui/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int((12 * time.Hour).Seconds())})
+	// what it lacks. A session the browser had before is ended.
+	if old := sessionID(r); old != "" {
+		c.sessions.revoke(old)
+	}
+	id, sess := c.sessions.create(token, p)
+	c.cfg.Logger.Info("console: signed in", "token", sess.name, "scopes", sess.scopes, "expires", sess.expires)
+	c.setSession(w, r, id)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// handleLogout ends the session: its id is of no use afterwards, wherever
+// it was kept.
 func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request) {
-	clearToken(w)
+	if id := sessionID(r); id != "" {
+		c.sessions.revoke(id)
+	}
+	clearSession(w)
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
-}
-
-func clearToken(w http.ResponseWriter) {
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 }
 
 // localPath keeps a redirect target inside the console.

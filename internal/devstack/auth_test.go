@@ -168,13 +168,14 @@ func TestTheAPIRequiresATokenWithTheRouteScope(t *testing.T) {
 	_, err = ops.Describe(ctx, charge.ExecutionID)
 	require.NoError(t, err)
 
-	// Health needs no token; metrics need read; webhooks answer by their
-	// own rules.
+	// Health needs no token; metrics need metrics (which admin holds,
+	// TestMetricsNeedTheMetricsScopeAndAnUnlimitedToken); webhooks answer
+	// by their own rules.
 	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/metrics": http.StatusUnauthorized} {
 		status, _, body := send(http.MethodGet, path, "", "")
 		require.Equal(t, want, status, "%s: %s", path, body)
 	}
-	status, _, body = send(http.MethodGet, "/metrics", "Bearer t-reader", "")
+	status, _, body = send(http.MethodGet, "/metrics", "Bearer t-ops", "")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, body, `harvest_ingest_requests_refused_total{reason="forbidden"} 5`)
 	require.Contains(t, body, `harvest_ingest_requests_refused_total{reason="unauthenticated"} 6`)

@@ -90,5 +90,9 @@ func TestCallbackTargetsAreVetted(t *testing.T) {
 		replay := start(t, s, "charge", "k-cbv", `{`+chargeInput+`, "completion_callback": "`+target+`"}`)
 		require.Equal(t, 200, replay.status, target)
 	}
+	// A name is refused by the category of what it resolves to, not the
+	// address (TestCallbackRefusalsNameNoResolvedAddress).
+	r := start(t, s, "charge", "", `{`+chargeInput+`, "completion_callback": "http://localhost/x"}`)
+	require.Equal(t, `callback target rejected: host "localhost" resolves to a private address`, r.body["message"])
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM executions`))
 }

@@ -164,7 +164,7 @@ func TestClientStartWaitAndRead(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrNotFound)
 	requireAPIError(t, err, 404, "execution_not_found")
 	_, err = c.History(ctx, "not-a-uuid")
-	require.ErrorIs(t, err, client.ErrNotFound)
+	requireAPIError(t, err, 400, "invalid_execution_id")
 	_, err = c.WaitResult(ctx, unknown, nil)
 	require.ErrorIs(t, err, client.ErrNotFound)
 }

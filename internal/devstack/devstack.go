@@ -48,20 +48,27 @@ const DefaultShards = 1
 // Config configures a Stack. Zero values mean the documented defaults.
 type Config struct {
 	// StateDir holds the embedded NATS store (nats/) and the private
-	// PostgreSQL cluster (postgres/), default ./.harvest. One stack at a
-	// time runs on it: it holds the lock file harvest.lock there.
+	// PostgreSQL cluster (postgres/), default ./.harvest, and what those
+	// servers require of a client (credentials.json, mode 0600), made at
+	// the first start and kept. Start makes it private to its owner (mode
+	// 0700). One stack at a time runs on it: it holds the lock file
+	// harvest.lock there.
 	StateDir string
 	// Addr is the HTTP listen address, default 127.0.0.1:8080; port 0
 	// picks a free one.
 	Addr string
-	// NATSURL, when set, is used instead of an embedded NATS server.
+	// NATSURL, when set, is used instead of an embedded NATS server. The
+	// embedded server requires a user and password, which the stack's
+	// NATSURL carries.
 	NATSURL string
 	// NATSOptions are added to the connection to NATSURL (credentials,
 	// TLS).
 	NATSOptions []nats.Option
 	// NATSPort is the embedded server's client port; 0 picks a free one.
 	NATSPort int
-	// DatabaseURL, when set, is used instead of a private PostgreSQL.
+	// DatabaseURL, when set, is used instead of a private PostgreSQL. The
+	// private PostgreSQL requires a password (scram-sha-256) of every
+	// connection, which the URLs of the stack's pools carry.
 	DatabaseURL string
 	// DatabaseMaxConns caps the stack's PostgreSQL pool; zero keeps the
 	// driver's default.
@@ -178,8 +185,10 @@ type Stack struct {
 	lock *dirlock.Lock
 	nats *server.Server
 	pg   *pglocal.Server
-	nc   *nats.Conn
-	DB   *pgxpool.Pool
+	// creds are the state dir's, when the stack runs a server of its own.
+	creds credentials
+	nc    *nats.Conn
+	DB    *pgxpool.Pool
 	// Pools are the stores' pools when the stack has several (Config.Stores),
 	// in their order: DB is the first.
 	Pools    []*pgxpool.Pool
@@ -215,7 +224,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			_ = s.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+	if err := makePrivate(cfg.StateDir, s.log); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	// First what another stack may hold, before anything starts: the
@@ -232,6 +241,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	if err := s.listen(); err != nil {
 		return nil, err
+	}
+	if cfg.NATSURL == "" || cfg.DatabaseURL == "" {
+		if s.creds, err = loadCredentials(cfg.StateDir, s.log); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.startNATS(ctx); err != nil {
 		return nil, err
@@ -381,10 +395,14 @@ func (s *Stack) startNATS(ctx context.Context) error {
 			ServerName: "harvest-dev",
 			Host:       natsHost,
 			Port:       port,
-			JetStream:  true,
-			StoreDir:   filepath.Join(s.cfg.StateDir, "nats"),
-			NoSigs:     true,
-			NoLog:      true,
+			// Every client, the stack's own too, gives the state dir's
+			// user and password: the port is open to every local user.
+			Username:  natsUser,
+			Password:  s.creds.NATSPassword,
+			JetStream: true,
+			StoreDir:  filepath.Join(s.cfg.StateDir, "nats"),
+			NoSigs:    true,
+			NoLog:     true,
 		})
 		if err != nil {
 			return fmt.Errorf("embedded nats: %w", err)
@@ -395,11 +413,11 @@ func (s *Stack) startNATS(ctx context.Context) error {
 			return errors.New("embedded nats: not ready within 30s")
 		}
 		s.nats = ns
-		s.cfg.NATSURL = ns.ClientURL()
+		s.cfg.NATSURL = natsClientURL(ns.Addr().(*net.TCPAddr).Port, s.creds)
 	}
 	nc, err := nats.Connect(s.cfg.NATSURL, append(streams.ClientOptions("harvest-dev", s.log), s.cfg.NATSOptions...)...)
 	if err != nil {
-		return fmt.Errorf("connect to nats %s: %w", s.cfg.NATSURL, err)
+		return fmt.Errorf("connect to nats %s: %w", redactURLs(s.cfg.NATSURL), err)
 	}
 	s.nc = nc
 	return nil
@@ -417,8 +435,12 @@ func (s *Stack) startPostgres(ctx context.Context) error {
 		}
 		// As root, PostgreSQL runs as an unprivileged user and reaches
 		// its data dir by descriptor (internal/pglocal), so the data stays
-		// in the state dir even under /root.
-		pg, err := pglocal.Start(ctx, pglocal.Config{DataDir: dataDir, Durable: true, Logger: s.log.With("service", "postgres")})
+		// in the state dir even under /root. It listens on 127.0.0.1,
+		// where every local user reaches it: it requires the state dir's
+		// password of every connection, and pglocal sets it at each start
+		// (on a cluster from before there were credentials too).
+		pg, err := pglocal.Start(ctx, pglocal.Config{DataDir: dataDir, Durable: true, Password: s.creds.PostgresPassword,
+			Logger: s.log.With("service", "postgres")})
 		if err != nil {
 			if errors.Is(err, pglocal.ErrDataDirUnreachable) {
 				return fmt.Errorf("start private postgres: %w; or set HARVEST_DATABASE_URL to a server of your own", err)
@@ -528,8 +550,13 @@ func (s *Stack) NC() *nats.Conn { return s.nc }
 // URL is the HTTP API's base URL.
 func (s *Stack) URL() string { return "http://" + s.listener.Addr().String() }
 
-// NATSURL is the NATS server the stack uses.
+// NATSURL is the NATS server the stack uses; the embedded server's
+// carries its user and password (nats://harvest:…@127.0.0.1:…), so a
+// worker connects with it alone. Log [Stack.NATSURLRedacted] instead.
 func (s *Stack) NATSURL() string { return s.cfg.NATSURL }
+
+// NATSURLRedacted is NATSURL with its passwords masked, for logs.
+func (s *Stack) NATSURLRedacted() string { return redactURLs(s.cfg.NATSURL) }
 
 // Stop stops every service, newest first, then NATS and PostgreSQL. Safe
 // to call twice.

@@ -250,7 +250,8 @@ func TestUnkeyedStartAndErrors(t *testing.T) {
 	require.Equal(t, 404, nf.status)
 	require.Equal(t, "execution_not_found", nf.body["error"])
 	nf = call(t, "GET", base+"/executions/not-a-uuid/history", nil, "")
-	require.Equal(t, 404, nf.status)
+	require.Equal(t, 400, nf.status)
+	require.Equal(t, "invalid_execution_id", nf.body["error"])
 	require.Equal(t, 200, call(t, "GET", s.URL()+"/healthz", nil, "").status)
 	require.Equal(t, 200, call(t, "GET", s.URL()+"/readyz", nil, "").status)
 }

@@ -76,7 +76,7 @@ func TestTheAPIBoundsWhatItServesAtOnce(t *testing.T) {
 		conn, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		held = append(held, conn)
-		_, err = fmt.Fprintf(conn, "POST /api/harvest/workflows/onboarding/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		_, err = fmt.Fprintf(conn, "POST /api/harvest/workflows/onboarding/start HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 		require.NoError(t, err)
 	}
 	get := func(path, requestID string) *http.Response {

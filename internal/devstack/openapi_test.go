@@ -141,7 +141,11 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	status, _ = call("POST", cancel, "/api/harvest/executions/"+waiting+"/cancel", `{"reason": "openapi test"}`)
 	require.Equal(t, http.StatusOK, status)
 	status, _ = call("POST", cancel, "/api/harvest/executions/not-an-id/cancel", "")
+	require.Equal(t, http.StatusBadRequest, status, "invalid_execution_id")
+	status, _ = call("POST", cancel, "/api/harvest/executions/00000000-0000-0000-0000-000000000000/cancel", "")
 	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("GET", describe, "/api/harvest/executions/urn:uuid:00000000-0000-0000-0000-000000000000", "")
+	require.Equal(t, http.StatusBadRequest, status, "invalid_execution_id")
 	status, _ = call("POST", cancel, "/api/harvest/executions/"+waiting+"/cancel", `{"reason": "x", "why": "y"}`)
 	require.Equal(t, http.StatusBadRequest, status)
 	terminate := "/api/harvest/executions/{execution_id}/terminate"

@@ -2,9 +2,6 @@ package devstack_test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -118,9 +115,7 @@ func TestPoisonIsRefusedAtEveryEdge(t *testing.T) {
 	}
 	external := func(key, body string) answer {
 		t.Helper()
-		m := hmac.New(sha256.New, []byte(poisonArcFlowSecret))
-		m.Write([]byte(body))
-		hdr := map[string]string{ingest.HeaderArcFlowSignature: "sha256=" + hex.EncodeToString(m.Sum(nil))}
+		hdr := map[string]string{webhook.HeaderHarvestSignature: arcflowSign(poisonArcFlowSecret, inboxID, "note", key, body)}
 		if key != "" {
 			hdr["X-Idempotency-Key"] = key
 		}

@@ -102,7 +102,7 @@ func TestSignalScopeAndErrors(t *testing.T) {
 	unknown := signal(t, s, "01a23712-0000-7000-8000-000000000000", "item", "k", "", `1`)
 	require.Equal(t, 404, unknown.status, unknown.body)
 	require.Equal(t, "execution_not_found", unknown.body["error"])
-	require.Equal(t, 404, signal(t, s, "nope", "item", "", "", `1`).status)
+	require.Equal(t, 400, signal(t, s, "nope", "item", "", "", `1`).status, "not an execution id")
 	bad := signal(t, s, one, "item", "", "", `{"n":`)
 	require.Equal(t, 400, bad.status)
 	require.Equal(t, "invalid_json", bad.body["error"])

@@ -149,6 +149,6 @@ func TestTerminateClosesARunningExecution(t *testing.T) {
 	// Unknown executions.
 	_, err = c.Terminate(ctx, "01a23712-0000-7000-8000-000000000000", "")
 	require.ErrorIs(t, err, client.ErrExecutionNotFound)
-	require.Equal(t, 404, terminate("not-a-uuid/terminate", ``).status)
+	require.Equal(t, 400, terminate("not-a-uuid/terminate", ``).status, "not an execution id")
 	require.Equal(t, 1, dbCount(t, s, `SELECT count(*) FROM history_events WHERE type = 'WorkflowTerminated'`))
 }

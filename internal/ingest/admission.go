@@ -13,6 +13,7 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 )
 
 func decodeGate(_ string, value []byte) (client.AdmissionGate, error) {
@@ -47,6 +48,12 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 	req.Reason = strings.TrimSpace(req.Reason)
 	if req.Reason == "" {
 		writeFieldError(w, http.StatusBadRequest, client.CodeReasonRequired, "reason", "say why the gate closes: it is shown to refused callers")
+		return
+	}
+	// The reason is shown to refused callers, in the console and in the
+	// logs: text, on a line, without U+0000 or other control characters.
+	if err := storable.CheckIdentifier(req.Reason); err != nil {
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidReason, "reason", "reason "+err.Error()+": give it as text on one line")
 		return
 	}
 	g := client.AdmissionGate{Workflow: name, State: "closed", Reason: req.Reason, ClosedAt: time.Now().UTC()}

@@ -23,7 +23,10 @@ import (
 // API use, served by Harvest's own start, signal and read paths. A run
 // is an execution; its run_id is the execution id.
 
-// HeaderArcFlowSignature carries the HMAC of an external callback's body.
+// HeaderArcFlowSignature carries the HMAC of an external callback's body
+// alone: the old scheme, taken only with
+// arcflow.legacy_body_only_signatures (Config.ArcFlowLegacyBodyOnly).
+// Callbacks are signed with webhook.HeaderHarvestSignature.
 const HeaderArcFlowSignature = "X-ArcFlow-Signature"
 
 // traceID is a run's trace id: stable for the run, so every answer about
@@ -94,8 +97,9 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
-	if _, err := uuid.Parse(runID); err != nil {
-		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
+	runID, err := canonicalExecutionID(runID)
+	if err != nil {
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidExecutionID, "run_id", err.Error())
 		return
 	}
 	e, err := store.GetExecution(r.Context(), s.poolOf(runID), runID)
@@ -128,12 +132,39 @@ func parseRunRequest(body []byte) (req client.RunRequest, unknown, rej *rejectio
 	return req, unknown, nil
 }
 
-// arcFlowSource is how an external callback's X-ArcFlow-Signature is
-// verified: "sha256=" and the hex HMAC-SHA256 of the body as sent, under
-// one of the secrets.
+// arcFlowSource is how an external callback's legacy X-ArcFlow-Signature
+// is verified: "sha256=" and the hex HMAC-SHA256 of the body as sent,
+// under one of the secrets.
 func arcFlowSource(secrets []string) webhook.Source {
 	return webhook.Source{Name: "arcflow", Kind: webhook.KindHMAC, Secrets: secrets,
 		Header: HeaderArcFlowSignature, Prefix: "sha256=", Encoding: webhook.EncodingHex}
+}
+
+// callbackTarget is what an external callback's X-Harvest-Signature is
+// bound to besides its body: the method, the path as sent (which names
+// the run and the binding) and the X-Idempotency-Key as sent ("" for
+// none).
+func callbackTarget(r *http.Request, key string) webhook.Target {
+	return webhook.Target{Method: r.Method, Path: r.URL.EscapedPath(), IdempotencyKey: key}
+}
+
+// verifyCallback checks an external callback's signature: its
+// X-Harvest-Signature, bound to the request and no older than the
+// tolerance; or, only with ArcFlowLegacyBodyOnly and when the request
+// carries no X-Harvest-Signature, its X-ArcFlow-Signature over the body
+// alone.
+func (s *Server) verifyCallback(r *http.Request, key string, body []byte) error {
+	_, bound := r.Header[http.CanonicalHeaderKey(webhook.HeaderHarvestSignature)]
+	if s.cfg.ArcFlowLegacyBodyOnly && !bound {
+		_, err := webhook.Verify(arcFlowSource(s.cfg.ArcFlowSecrets), r.Header, body, time.Now())
+		return err
+	}
+	err := webhook.VerifyBound(s.cfg.ArcFlowSecrets, webhook.DefaultTolerance, r.Header, callbackTarget(r, key), body, time.Now())
+	if err != nil && !bound && r.Header.Get(HeaderArcFlowSignature) != "" {
+		return fmt.Errorf("%w: %s, which signs the body alone, is not taken here; sign the callback with %s (docs/arcflow.md)",
+			err, HeaderArcFlowSignature, webhook.HeaderHarvestSignature)
+	}
+	return err
 }
 
 // externalPayload checks an external callback's body, as sent: blank is
@@ -165,8 +196,9 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
+	keyVals, keyed := r.Header[http.CanonicalHeaderKey("X-Idempotency-Key")]
 	if len(s.cfg.ArcFlowSecrets) > 0 {
-		if _, err := webhook.Verify(arcFlowSource(s.cfg.ArcFlowSecrets), r.Header, raw, time.Now()); err != nil {
+		if err := s.verifyCallback(r, strings.Join(keyVals, ","), raw); err != nil {
 			// A run is an execution (its run_id the execution id), whose
 			// workflow is not read for a refused request.
 			logattr.With(s.log, runID, "", "").Warn("external callback refused", "binding_id", bindingID, "err", err)
@@ -175,15 +207,16 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var key string
-	if vals, ok := r.Header[http.CanonicalHeaderKey("X-Idempotency-Key")]; ok {
+	if keyed {
 		var err error
-		if key, err = dedup.ValidateKey(strings.Join(vals, ",")); err != nil {
+		if key, err = dedup.ValidateKey(strings.Join(keyVals, ",")); err != nil {
 			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 			return
 		}
 	}
-	if _, err := uuid.Parse(runID); err != nil {
-		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
+	runID, err := canonicalExecutionID(runID)
+	if err != nil {
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidExecutionID, "run_id", err.Error())
 		return
 	}
 	if err := dedup.ValidateName(bindingID); err != nil {

@@ -79,20 +79,27 @@ func FuzzParseRunRequest(f *testing.F) {
 // before publishing:
 //   - the body's verdict is requirePayloadVerdict's, and an accepted
 //     payload, sent again, is accepted as itself;
-//   - X-ArcFlow-Signature "sha256=" + the hex HMAC of the body as sent
-//     verifies under any of the secrets; with a body byte changed, a bit of
-//     the signature flipped, another prefix, or computed over the body
-//     trimmed when the body is not, it does not.
+//   - X-Harvest-Signature, made by webhook.SignBound for the callback's
+//     method, path and key over the body as sent, verifies under any of
+//     the secrets; with a body byte changed, a bit of the signature
+//     flipped, another run, binding or key, a timestamp past the
+//     tolerance, or computed over the body trimmed when the body is not,
+//     it does not;
+//   - the legacy X-ArcFlow-Signature, "sha256=" + the hex HMAC of the
+//     body alone, verifies only as the legacy scheme, never as a bound
+//     signature.
 func FuzzExternalCallback(f *testing.F) {
 	for _, s := range payloadSeeds {
 		f.Add([]byte(s), uint(len(s)))
 	}
 	f.Add([]byte(` {"approved": true} `), uint(1))
 	f.Add([]byte("{\"by\": \"Zoë\"}\r\n"), uint(3))
+	f.Add([]byte("1.5"), uint(7))
 
 	secrets := []string{"arcflow-old", "arcflow-new"}
-	src := arcFlowSource(secrets)
+	legacy := arcFlowSource(secrets)
 	now := time.Unix(1_700_000_000, 0)
+	target := webhook.Target{Method: http.MethodPost, Path: "/v1/runs/" + testExecutionID + "/external/item", IdempotencyKey: "delivery-1"}
 	f.Fuzz(func(t *testing.T, body []byte, at uint) {
 		if len(body) <= fuzzMaxBody {
 			payload, rej := externalPayload(body)
@@ -104,36 +111,46 @@ func FuzzExternalCallback(f *testing.F) {
 			}
 		}
 
-		mac := func(body []byte) []byte {
-			m := hmac.New(sha256.New, []byte(secrets[at%uint(len(secrets))]))
-			m.Write(body)
-			return m.Sum(nil)
+		secret := secrets[at%uint(len(secrets))]
+		bound := func(sig string) http.Header {
+			return http.Header{http.CanonicalHeaderKey(webhook.HeaderHarvestSignature): {sig}}
 		}
-		signed := func(sig string) http.Header {
-			h := http.Header{}
-			h.Set(HeaderArcFlowSignature, sig)
-			return h
-		}
-		good := mac(body)
-		_, err := webhook.Verify(src, signed("sha256="+hex.EncodeToString(good)), body, now)
-		require.NoError(t, err, "the body's own signature")
-		refused := func(what, sig string, body []byte) {
+		good := webhook.SignBound(secret, now, target, body)
+		require.NoError(t, webhook.VerifyBound(secrets, 0, bound(good), target, body, now), "the callback's own signature")
+		refused := func(what string, h http.Header, target webhook.Target, body []byte, now time.Time) {
 			t.Helper()
-			_, err := webhook.Verify(src, signed(sig), body, now)
-			require.ErrorIs(t, err, webhook.ErrBadSignature, what)
+			require.ErrorIs(t, webhook.VerifyBound(secrets, 0, h, target, body, now), webhook.ErrBadSignature, what)
 		}
 		if len(body) > 0 {
 			changed := bytes.Clone(body)
 			changed[at%uint(len(body))] ^= 0x01
-			refused("a changed body", "sha256="+hex.EncodeToString(good), changed)
+			refused("a changed body", bound(good), target, changed, now)
 		}
-		bad := bytes.Clone(good)
-		bad[at%uint(len(bad))] ^= 1 << (at % 8)
-		refused("a flipped signature bit", "sha256="+hex.EncodeToString(bad), body)
-		refused("another prefix", "sha1="+hex.EncodeToString(good), body)
-		refused("no prefix", hex.EncodeToString(good), body)
+		ts, v1, _ := strings.Cut(good, ",v1=")
+		sig, err := hex.DecodeString(v1)
+		require.NoError(t, err)
+		sig[at%uint(len(sig))] ^= 1 << (at % 8)
+		refused("a flipped signature bit", bound(ts+",v1="+hex.EncodeToString(sig)), target, body, now)
+		other := target
+		other.Path = "/v1/runs/" + dedup.NewID() + "/external/item"
+		refused("another run", bound(good), other, body, now)
+		other = target
+		other.Path = strings.TrimSuffix(target.Path, "item") + "approval"
+		refused("another binding", bound(good), other, body, now)
+		other = target
+		other.IdempotencyKey = "delivery-2"
+		refused("another key", bound(good), other, body, now)
+		refused("a stale timestamp", bound(good), target, body, now.Add(webhook.DefaultTolerance+time.Duration(at%3600+1)*time.Second))
 		if trimmed := bytes.TrimSpace(body); len(trimmed) != len(body) {
-			refused("signed over the trimmed body", "sha256="+hex.EncodeToString(mac(trimmed)), body)
+			refused("signed over the trimmed body", bound(webhook.SignBound(secret, now, target, trimmed)), target, body, now)
 		}
+
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write(body)
+		old := "sha256=" + hex.EncodeToString(m.Sum(nil))
+		_, err = webhook.Verify(legacy, http.Header{http.CanonicalHeaderKey(HeaderArcFlowSignature): {old}}, body, now)
+		require.NoError(t, err, "the legacy scheme, where it is configured")
+		refused("a body-only signature", http.Header{http.CanonicalHeaderKey(HeaderArcFlowSignature): {old}}, target, body, now)
+		refused("a body-only signature as a bound one", bound(old), target, body, now)
 	})
 }

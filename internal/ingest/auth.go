@@ -77,6 +77,22 @@ func (s *Server) mayUse(w http.ResponseWriter, r *http.Request, workflow string)
 	return false
 }
 
+// unlimited wraps h so that it answers 403 to a token limited to some
+// workflows: h serves what every workflow shares (the metrics).
+func (s *Server) unlimited(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := principalOf(r.Context())
+		if p == nil || p.Workflows() == nil {
+			h(w, r)
+			return
+		}
+		s.metrics.refused.WithLabelValues("forbidden").Inc()
+		s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "token", p.Name(), "reason", "limited to workflows")
+		writeError(w, http.StatusForbidden, client.CodeForbidden,
+			fmt.Sprintf("token %q is limited to the workflows %s, and %s holds every workflow's series", p.Name(), strings.Join(p.Workflows(), ", "), r.URL.Path))
+	}
+}
+
 // sees says whether the caller may see an execution of workflow. An
 // execution it may not see is answered 404, as if it did not exist.
 func sees(ctx context.Context, workflow string) bool {
@@ -101,7 +117,9 @@ func (s *Server) executionVisible(w http.ResponseWriter, r *http.Request, id str
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to check the execution's workflow against the token's")
 		return false
 	}
-	e, err := store.GetExecution(r.Context(), s.poolOf(id), id)
+	ctx, cancel := s.readContext(r.Context())
+	defer cancel()
+	e, err := store.GetExecution(ctx, s.poolOf(id), id)
 	if err != nil {
 		s.readError(w, id, err)
 		return false

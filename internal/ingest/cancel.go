@@ -2,10 +2,7 @@ package ingest
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-
-	"github.com/google/uuid"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
@@ -35,9 +32,8 @@ func (s *Server) handleTerminate(w http.ResponseWriter, r *http.Request) {
 // The command id is derived from the execution, so a retry is dropped by
 // the broker and answered from the first one's outcome.
 func (s *Server) closeExecution(w http.ResponseWriter, r *http.Request, kind string, reason *string, req any, what string) {
-	executionID := r.PathValue("execution_id")
-	if _, err := uuid.Parse(executionID); err != nil {
-		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %q", executionID))
+	executionID, ok := pathExecutionID(w, r, "execution_id")
+	if !ok {
 		return
 	}
 	if !s.executionVisible(w, r, executionID) {

@@ -33,6 +33,15 @@ const (
 	DefaultPublishTimeout = 5 * time.Second
 	// DefaultMaxInFlight bounds the requests served at once.
 	DefaultMaxInFlight = 1024
+	// DefaultWebhookMaxInFlight bounds the deliveries of one webhook
+	// source (and the signed ArcFlow callbacks) read and served at once.
+	DefaultWebhookMaxInFlight = 128
+	// DefaultUnauthenticatedMaxInFlight bounds the other requests that
+	// carry no token (budgets.go) read and served at once.
+	DefaultUnauthenticatedMaxInFlight = 128
+	// DefaultDBReadTimeout bounds each read of PostgreSQL an API request
+	// makes before it is answered 503 with Retry-After.
+	DefaultDBReadTimeout = 5 * time.Second
 )
 
 // Config configures a Server. Zero values mean the documented defaults.
@@ -59,6 +68,22 @@ type Config struct {
 	// MaxInFlight bounds the requests served at once, default 1024; past
 	// it a request is answered 503 with Retry-After at once.
 	MaxInFlight int
+	// WebhookMaxInFlight bounds, for each webhook source and for the
+	// ArcFlow callbacks authenticated by their HMAC, the requests whose
+	// bodies are being read at once and those served at once (each),
+	// default 128; past it a request is answered 503 with Retry-After.
+	// Those requests never take one of MaxInFlight's slots (budgets.go).
+	WebhookMaxInFlight int
+	// UnauthenticatedMaxInFlight bounds the same for every other request
+	// that presents no valid token (the console, /openapi.json, a request
+	// to an API route that is answered 401, an unknown route), default
+	// 128.
+	UnauthenticatedMaxInFlight int
+	// DBReadTimeout bounds each read of PostgreSQL an API request makes
+	// (executions, history, commands, dead commands, lists, a limited
+	// token's check of an execution's workflow), default 5 s: past it the
+	// request is answered 503 unavailable with Retry-After.
+	DBReadTimeout time.Duration
 	// PublishTimeout bounds how long a command's publish may try before
 	// the request is answered 503 with Retry-After (JetStream down or
 	// unreachable), default 5 s.
@@ -98,9 +123,18 @@ type Config struct {
 	// process: GET /api/harvest/webhooks shows them with its counts.
 	Bindings *binding.Runner
 	// ArcFlowSecrets, when set, make POST /v1/runs/{run_id}/external/{binding_id}
-	// require X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body>
-	// under one of them (several, for rotation).
+	// require X-Harvest-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256
+	// of the timestamp, method, path, idempotency key and body> under one
+	// of them (several, for rotation), its timestamp within 5 minutes
+	// (webhook.VerifyBound).
 	ArcFlowSecrets []string
+	// ArcFlowLegacyBodyOnly also takes an external callback signed the
+	// old way, X-ArcFlow-Signature: sha256=<hex HMAC-SHA256 of the body>,
+	// which binds the signature to nothing but the body: such a callback
+	// can be replayed to any run, binding and key, at any time. It is for
+	// senders that cannot sign X-Harvest-Signature yet, and needs
+	// ArcFlowSecrets.
+	ArcFlowLegacyBodyOnly bool
 	// ShardFailingAfter is how long a shard's applies must have kept
 	// failing before /readyz answers 503 for it, default 10 s.
 	ShardFailingAfter time.Duration
@@ -108,6 +142,21 @@ type Config struct {
 	// scope on /api/harvest/... and /v1/runs... (and read on /metrics);
 	// nil leaves the API open.
 	Auth *auth.Authenticator
+	// AllowedHosts are host names, IP addresses or CIDRs a request's Host
+	// may name besides loopback ones (localhost, 127.0.0.0/8, ::1). While
+	// the API needs no token (Auth nil), a request naming any other Host
+	// is answered 421 host_not_allowed, so that a web page cannot reach
+	// the open API through a name of its own (DNS rebinding); with tokens,
+	// any Host is answered unless AllowedHosts is set. Health checks,
+	// signed webhook deliveries and signed ArcFlow callbacks are answered
+	// whatever their Host (browser.go).
+	AllowedHosts []string
+	// ConsoleTrustedProxies are the proxies (CIDRs or addresses) whose
+	// X-Forwarded-Proto: https tells the console that its user came over
+	// TLS, so that its session cookie is marked Secure.
+	ConsoleTrustedProxies []string
+	// ConsoleSessionTTL is how long a console sign-in lasts, default 12 h.
+	ConsoleSessionTTL time.Duration
 	// Now is the clock GET /api/harvest/retention tells "past retention"
 	// by, default time.Now; a stack run with a test clock gives its
 	// scheduler's.
@@ -136,6 +185,9 @@ func (c Config) withDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, DefaultPublishTimeout)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.WebhookMaxInFlight = cmp.Or(c.WebhookMaxInFlight, DefaultWebhookMaxInFlight)
+	c.UnauthenticatedMaxInFlight = cmp.Or(c.UnauthenticatedMaxInFlight, DefaultUnauthenticatedMaxInFlight)
+	c.DBReadTimeout = cmp.Or(c.DBReadTimeout, DefaultDBReadTimeout)
 	c.MaxStartDelay = cmp.Or(c.MaxStartDelay, DefaultMaxStartDelay)
 	c.ShardFailingAfter = cmp.Or(c.ShardFailingAfter, DefaultShardFailingAfter)
 	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
@@ -159,9 +211,25 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ingest config: MaxBodyBytes %d: want a positive size", c.MaxBodyBytes)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("ingest config: MaxInFlight %d: want a positive number", c.MaxInFlight)
+	case c.WebhookMaxInFlight < 0:
+		return fmt.Errorf("ingest config: WebhookMaxInFlight %d: want a positive number", c.WebhookMaxInFlight)
+	case c.UnauthenticatedMaxInFlight < 0:
+		return fmt.Errorf("ingest config: UnauthenticatedMaxInFlight %d: want a positive number", c.UnauthenticatedMaxInFlight)
+	case c.DBReadTimeout < 0:
+		return fmt.Errorf("ingest config: DBReadTimeout %s: want a positive duration", c.DBReadTimeout)
+	case c.ArcFlowLegacyBodyOnly && len(c.ArcFlowSecrets) == 0:
+		return errors.New("ingest config: ArcFlowLegacyBodyOnly without ArcFlowSecrets: there is no signature to take the old way")
 	}
 	if n := c.Topology.Layout().Set.Len(); (len(c.Stores) > 0 || (c.DB != nil && n > 1)) && len(c.Stores) != n {
 		return fmt.Errorf("ingest config: %d Stores for a layout of %d stores", len(c.Stores), n)
+	}
+	for _, h := range c.AllowedHosts {
+		if _, err := parseHostRule(h); err != nil {
+			return fmt.Errorf("ingest config: AllowedHosts: %w", err)
+		}
+	}
+	if c.ConsoleSessionTTL < 0 {
+		return fmt.Errorf("ingest config: ConsoleSessionTTL %s: want a positive duration", c.ConsoleSessionTTL)
 	}
 	for w, q := range c.TaskQueues {
 		if err := dedup.ValidateName(q); err != nil {

@@ -25,7 +25,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
-	q := r.URL.Query()
+	q := queryOf(r)
 	f := store.DeadFilter{Limit: 50}
 	if v := q.Get("shard"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -30,12 +30,14 @@
 //     buckets and publishing are internal/streams'.
 //
 // Files, by job: config.go (Config, defaults, Validate), server.go
-// (Server and its routes), body.go, query.go, validate.go and storable.go
-// (a request's own checks), start.go (starts and their replays),
+// (Server and its routes), body.go, query.go, validate.go, execid.go and
+// storable.go (a request's own checks), start.go (starts and their replays),
 // submit.go and outcomes.go (publishing a command and waiting for its
 // outcome), signal.go, cancel.go (cancel and terminate), hooks.go,
 // arcflow.go and admission.go (the other writing routes), reads.go,
 // executions.go, workflows.go, history.go, commands.go, dead.go,
 // workers_api.go and taskqueues.go (the read routes), health.go
-// (/healthz, /readyz), errors.go (the JSON writer).
+// (/healthz, /readyz), errors.go (the JSON writer), browser.go (what a
+// web page may not make the API do: requests from another site, Host
+// names that are not the API's).
 package ingest

@@ -23,8 +23,8 @@ import (
 
 // handleGetExecution is GET /api/harvest/executions/{execution_id}.
 func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("execution_id")
-	if !s.readable(w, id) {
+	id, ok := pathExecutionID(w, r, "execution_id")
+	if !ok || !s.readable(w) {
 		return
 	}
 	e, err := store.GetExecution(r.Context(), s.poolOf(id), id)
@@ -115,7 +115,7 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
-	q := r.URL.Query()
+	q := queryOf(r)
 	f := store.ListFilter{
 		WorkflowName: q.Get("workflow"), Status: q.Get("status"),
 		KeyPrefix: q.Get("key_prefix"), WorkflowIDPrefix: q.Get("workflow_id_prefix"), Limit: 50,

@@ -39,7 +39,7 @@ func TestAFullCommandStreamIsAnswered503(t *testing.T) {
 	body := `{"input": ` + string(input) + `}`
 	accepted := 0
 	for range 100 {
-		req := httptest.NewRequest(http.MethodPost, "/api/harvest/workflows/w/start", strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost/api/harvest/workflows/w/start", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		began := time.Now()

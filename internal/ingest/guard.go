@@ -12,8 +12,9 @@ import (
 	"github.com/harvest-engine/harvest/client"
 )
 
-// What wraps every route: a request id on each answer, a bound on the
-// requests served at once, and a last answer for a handler that panics.
+// What wraps every route: a request id on each answer, bounds on the
+// requests served at once (budgets.go), and a last answer for a handler
+// that panics.
 // The HTTP server's own timeouts and header limit are in HTTPServer.
 
 // Server limits, for HTTPServer.
@@ -89,29 +90,6 @@ func withRequestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
-	})
-}
-
-// limitInFlight serves at most limit requests at once; past it a request
-// is answered 503 with Retry-After at once, not queued. Health checks are
-// always served.
-func (s *Server) limitInFlight(limit int, next http.Handler) http.Handler {
-	slots := make(chan struct{}, limit)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-			next.ServeHTTP(w, r)
-		default:
-			s.metrics.refused.WithLabelValues("overloaded").Inc()
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable,
-				fmt.Sprintf("ingest is serving %d requests already; retry", limit))
-		}
 	})
 }
 

@@ -23,14 +23,16 @@ func handleHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // handleReady answers whether this process can serve: 503 not_ready when
-// it cannot accept commands (JetStream unreachable from it), else 200,
-// with status "ready", or "degraded" when something every ingest shares
-// is wrong: PostgreSQL cannot be read (the read routes, keyed replays and
-// late outcomes answer 503 one by one; commands are still accepted), or
-// shards cannot apply commands (their commands wait in the stream).
-// Taking ingest out of service for those would turn a partial outage
-// into a total one, since every replica shares them. The reasons name
-// what fails; NATS's and PostgreSQL's own errors go to the log.
+// it cannot accept commands (JetStream unreachable from it, or every slot
+// of max_in_flight taken), else 200, with status "ready", or "degraded"
+// when something every ingest shares is wrong: PostgreSQL cannot be read
+// (the read routes, keyed replays and late outcomes answer 503 one by
+// one; commands are still accepted), shards cannot apply commands (their
+// commands wait in the stream), or a budget of the requests without a
+// token (a webhook source's, the console's) is full. Taking ingest out of
+// service for those would turn a partial outage into a total one, since
+// every replica shares them. The reasons name what fails, saturated the
+// full budgets; NATS's and PostgreSQL's own errors go to the log.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -65,6 +67,20 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 			degraded = append(degraded, fmt.Sprintf("%d shard(s) cannot apply commands; shard %d since %s (%s)",
 				len(failing), f.Shard, f.FailingSince.UTC().Format(time.RFC3339), why))
 		}
+	}
+	// A full budget: past it requests are answered 503 at once. The API's
+	// is this process's alone, and a balancer should send elsewhere; the
+	// others are filled by whoever may call without a token, on every
+	// replica alike.
+	api, others := s.saturation()
+	if api {
+		b := s.budgets.api
+		body.Saturated = append(body.Saturated, b.name)
+		body.Reasons = append(body.Reasons, fmt.Sprintf("saturated: serving %d %s (%s)", cap(b.serving), b.what, b.setting))
+	}
+	for _, b := range others {
+		body.Saturated = append(body.Saturated, b.name)
+		degraded = append(degraded, fmt.Sprintf("saturated: %d %s at once (%s)", cap(b.serving), b.what, b.setting))
 	}
 	status := http.StatusOK
 	switch {

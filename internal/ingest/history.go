@@ -11,8 +11,8 @@ import (
 // the execution's events, oldest first, each its attributes with seq, type
 // and at beside them.
 func (s *Server) handleGetHistory(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("execution_id")
-	if !s.readable(w, id) || !s.executionVisible(w, r, id) {
+	id, ok := pathExecutionID(w, r, "execution_id")
+	if !ok || !s.readable(w) || !s.executionVisible(w, r, id) {
 		return
 	}
 	events, err := store.GetHistory(r.Context(), s.poolOf(id), id)

@@ -162,9 +162,11 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		// A redelivery after the broker's window: the command id's outcome
 		// is there already. (The scheduler counts it as it applies it: the
 		// claim layer.)
-		if out, ok, err := store.GetOutcome(r.Context(), s.poolOfShard(shard), cmd.CommandID); err == nil && ok && out.StreamSeq < ack.Sequence && out.Error == "" {
+		rctx, cancel := s.readContext(r.Context())
+		if out, ok, err := store.GetOutcome(rctx, s.poolOfShard(shard), cmd.CommandID); err == nil && ok && out.StreamSeq < ack.Sequence && out.Error == "" {
 			duplicate = true
 		}
+		cancel()
 	}
 	if s.log.Enabled(r.Context(), slog.LevelDebug) {
 		logattr.Command(s.log, cmd).DebugContext(r.Context(), "webhook event published", "source", name, "event", delivery.EventType, "duplicate", duplicate)

@@ -117,7 +117,7 @@ func newMetrics(reg prometheus.Registerer, sources []string) (*metrics, error) {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "harvest_ingest_requests_refused_total",
-			Help: "API requests refused before they were read, by reason: unauthenticated (401), forbidden (403), overloaded (503: max_in_flight reached).",
+			Help: "API requests refused before they were read, by reason: unauthenticated (401), forbidden (403), overloaded (503: max_in_flight, or the budget of requests without a token, reached), slow_body (408: the body of a request without a token did not arrive within its deadline), host_not_allowed (421: a Host the API does not answer), cross_site (403: a browser's request from another site).",
 		}, []string{"reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "harvest_ingest_http_requests_total",
@@ -170,6 +170,7 @@ func newMetrics(reg prometheus.Registerer, sources []string) (*metrics, error) {
 	m.refused.WithLabelValues("unauthenticated")
 	m.refused.WithLabelValues("forbidden")
 	m.refused.WithLabelValues("overloaded")
+	m.refused.WithLabelValues(refusedSlowBody)
 	for _, r := range []string{signalDelivered, signalDeduplicated, signalAccepted, signalRefused, signalUnavailable} {
 		m.signals.WithLabelValues(r)
 	}

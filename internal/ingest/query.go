@@ -44,6 +44,33 @@ func params(h http.HandlerFunc, names ...string) http.HandlerFunc {
 	}
 }
 
+// queryOf is r's query parameters, split at '&' alone, each name and
+// value unescaped, or kept as sent when it does not unescape. r.URL.Query()
+// drops a parameter whose value holds ';' or a bad escape, and with it
+// the filter or key it carried (?status=%27;drop would list executions of
+// every status, ?idempotency_key=a;b send the signal unkeyed); kept,
+// the value is refused by the route's own checks, or taken as sent.
+func queryOf(r *http.Request) url.Values {
+	q := url.Values{}
+	for pair := range strings.SplitSeq(r.URL.RawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		name, value, _ := strings.Cut(pair, "=")
+		q.Add(queryUnescape(name), queryUnescape(value))
+	}
+	return q
+}
+
+// queryUnescape unescapes a query's name or value, or keeps it as sent
+// when it does not unescape.
+func queryUnescape(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
 // unknownParameter finds the first parameter of the raw query that is not
 // one of names. A name that does not unescape is taken as sent.
 func unknownParameter(rawQuery string, names []string) (string, bool) {

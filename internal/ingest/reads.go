@@ -1,13 +1,12 @@
 package ingest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-
-	"github.com/google/uuid"
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -15,15 +14,10 @@ import (
 
 // The read routes answer from PostgreSQL, through internal/store.
 
-// readable checks that reads can be served and that id can name an
-// execution, and answers 503 or 404 when not.
-func (s *Server) readable(w http.ResponseWriter, id string) bool {
+// readable checks that reads can be served, and answers 503 when not.
+func (s *Server) readable(w http.ResponseWriter) bool {
 	if !s.hasDB() {
 		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
-		return false
-	}
-	if _, err := uuid.Parse(id); err != nil {
-		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %q", id))
 		return false
 	}
 	return true
@@ -38,6 +32,11 @@ func (s *Server) readError(w http.ResponseWriter, id string, err error) {
 	}
 	s.log.Warn("read failed", "execution_id", id, "err", err)
 	w.Header().Set("Retry-After", "1")
+	if errors.Is(err, context.DeadlineExceeded) {
+		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable,
+			fmt.Sprintf("the database did not answer within %s (db_read_timeout); retry", s.cfg.DBReadTimeout))
+		return
+	}
 	writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "the database could not be read; retry")
 }
 

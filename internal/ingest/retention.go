@@ -25,7 +25,7 @@ import (
 // handleRetention answers GET /api/harvest/retention (?as_of=): the
 // executions past retention at as_of (default now), by workflow.
 func (s *Server) handleRetention(w http.ResponseWriter, r *http.Request) {
-	asOf, ok := queryTime(w, r.URL.Query(), "as_of")
+	asOf, ok := queryTime(w, queryOf(r), "as_of")
 	if !ok {
 		return
 	}

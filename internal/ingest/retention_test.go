@@ -32,7 +32,7 @@ func TestPruneWithoutASchedulerIs503(t *testing.T) {
 
 	serve := func(method, target string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		s.Handler().ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(method, "http://localhost"+target, nil))
 		return rec
 	}
 	rec := serve(http.MethodPost, "/api/harvest/retention/prune")

@@ -42,6 +42,9 @@ type Server struct {
 	hookSchemas map[string]*schema.Schema
 	// started is when the server was made: its metrics count from then.
 	started time.Time
+	// budgets bound the requests served at once, by who asks
+	// (budgets.go).
+	budgets *budgets
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -58,10 +61,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: &routeMux{ServeMux: http.NewServeMux()}, metrics: m,
+	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile),
-		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg), started: time.Now().UTC()}
+		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg), started: time.Now().UTC(),
+		budgets: newBudgets(cfg)}
 	if err := cfg.Metrics.Register(newFailingCollector(s)); err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
@@ -84,7 +88,9 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/close", s.guard(auth.ScopeAdmin, params(s.handleAdmissionClose)))
 	s.mux.HandleFunc("POST /api/harvest/admission/{workflow}/open", s.guard(auth.ScopeAdmin, params(s.handleAdmissionOpen)))
 	s.mux.HandleFunc("GET /api/harvest/admission", s.guard(auth.ScopeRead, params(s.handleAdmissionList)))
-	s.mux.Handle("GET /metrics", s.guard(auth.ScopeRead, promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP))
+	// The metrics hold every workflow's series: a token limited to some
+	// workflows may not read them, whatever its scopes.
+	s.mux.Handle("GET /metrics", s.guard(auth.ScopeMetrics, s.unlimited(promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP)))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.guard(auth.ScopeStart, params(s.handleStart)))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.guard(auth.ScopeSignal, params(s.handleSignal, "idempotency_key")))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.guard(auth.ScopeStart, params(s.handleSignalWithStart)))
@@ -95,6 +101,10 @@ func New(cfg Config) (*Server, error) {
 	external := params(s.handleRunExternal)
 	if len(cfg.ArcFlowSecrets) == 0 {
 		external = s.guard(auth.ScopeSignal, external)
+	}
+	if cfg.ArcFlowLegacyBodyOnly {
+		s.log.Warn("ArcFlow callbacks signed over the body alone (X-ArcFlow-Signature) are taken: " +
+			"such a signature can be replayed to any run, binding and key; unset arcflow.legacy_body_only_signatures once senders sign X-Harvest-Signature")
 	}
 	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", external)
 	s.mux.HandleFunc("GET /api/harvest/workflows", s.guard(auth.ScopeRead, params(s.handleListWorkflows)))
@@ -114,7 +124,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/harvest/retention/prune", s.guard(auth.ScopeAdmin, params(s.handlePrune)))
 	// The web console: one more client of the routes above, called in
 	// the process with its user's token.
-	ui, err := console.New(console.Config{API: s.recoverPanics(s.mux), Tokens: cfg.Auth != nil, Logger: cfg.Logger})
+	ui, err := console.New(console.Config{API: s.recoverPanics(s.mux), Auth: cfg.Auth, SessionTTL: cfg.ConsoleSessionTTL,
+		TrustedProxies: cfg.ConsoleTrustedProxies, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +136,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, client.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	s.handler = withRequestID(s.instrument(s.limitInFlight(cfg.MaxInFlight, s.recoverPanics(s.mux))))
+	s.handler = withRequestID(s.instrument(s.browserGuard(s.limitInFlight(s.recoverPanics(s.mux)))))
 	return s, nil
 }
 
@@ -166,13 +177,18 @@ func (s *Server) Stop(_ context.Context) error {
 }
 
 // routeMux is the server's ServeMux, keeping the patterns it was given.
+// The API's reads are served under readTimeout (deadline.go).
 type routeMux struct {
 	*http.ServeMux
-	patterns []string
+	patterns    []string
+	readTimeout time.Duration
 }
 
 func (m *routeMux) Handle(pattern string, h http.Handler) {
 	m.patterns = append(m.patterns, pattern)
+	if m.readTimeout > 0 && readRoute(pattern) {
+		h = withReadDeadline(m.readTimeout, h)
+	}
 	m.ServeMux.Handle(pattern, h)
 }
 

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
@@ -23,7 +21,7 @@ func signalKey(r *http.Request) (string, error) {
 	if vals, ok := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; ok {
 		return dedup.ValidateKey(strings.Join(vals, ","))
 	}
-	if vals, ok := r.URL.Query()["idempotency_key"]; ok {
+	if vals, ok := queryOf(r)["idempotency_key"]; ok {
 		return dedup.ValidateKey(vals[0])
 	}
 	return "", nil
@@ -37,8 +35,9 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 		return
 	}
-	if _, err := uuid.Parse(executionID); err != nil {
-		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %q", executionID))
+	executionID, err = canonicalExecutionID(executionID)
+	if err != nil {
+		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidExecutionID, "execution_id", err.Error())
 		return
 	}
 	if err := dedup.ValidateName(name); err != nil {

@@ -63,7 +63,7 @@ func newEdge(t *testing.T) *edge {
 // the body's HMAC under secret.
 func (e *edge) do(method, target string, header map[string]string, body string) (int, client.ErrorResponse) {
 	e.t.Helper()
-	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req := httptest.NewRequest(method, "http://localhost"+target, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range header {
 		req.Header[http.CanonicalHeaderKey(k)] = []string{v}
@@ -72,7 +72,8 @@ func (e *edge) do(method, target string, header map[string]string, body string) 
 	case strings.HasPrefix(target, "/hooks/"):
 		req.Header.Set("X-Signature", "sha256="+sign(testHookSecret, body))
 	case strings.HasPrefix(target, "/v1/runs/"):
-		req.Header.Set(HeaderArcFlowSignature, "sha256="+sign(testArcFlowSecret, body))
+		target := webhook.Target{Method: method, Path: req.URL.EscapedPath(), IdempotencyKey: req.Header.Get("X-Idempotency-Key")}
+		req.Header.Set(webhook.HeaderHarvestSignature, webhook.SignBound(testArcFlowSecret, time.Now(), target, []byte(body)))
 	}
 	rec := httptest.NewRecorder()
 	e.s.Handler().ServeHTTP(rec, req)
@@ -160,7 +161,7 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 		{name: "signal key in the header", target: signal, header: map[string]string{"Idempotency-Key": "evt\xff"}, body: `{}`, code: "invalid_idempotency_key", field: "idempotency_key"},
 		{name: "signal key in the query", target: signal + "?idempotency_key=evt%00", body: `{}`, code: "invalid_idempotency_key", field: "idempotency_key"},
 		{name: "signal name", target: "/api/harvest/workflows/" + testExecutionID + "/signal/it%00em", body: `{}`, code: "invalid_signal_name", field: "signal_name"},
-		{name: "signal execution", target: "/api/harvest/workflows/" + testExecutionID + "%00/signal/item", body: `{}`, status: 404, code: "execution_not_found"},
+		{name: "signal execution", target: "/api/harvest/workflows/" + testExecutionID + "%00/signal/item", body: `{}`, code: "invalid_execution_id", field: "execution_id"},
 
 		{name: "signal-with-start workflow_id", target: sws, body: `{"workflow_id": "o\u0000", "signal_name": "item"}`, code: "invalid_workflow_id", field: "workflow_id"},
 		{name: "signal-with-start workflow_id, control character", target: sws, body: `{"workflow_id": "o\u007f", "signal_name": "item"}`, code: "invalid_workflow_id", field: "workflow_id"},
@@ -180,7 +181,7 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 		{name: "external callback body", target: external, body: `{"ok": true, "by": "\udc00"}`, code: "payload_unstorable", field: "payload", pointer: "/by"},
 		{name: "external callback key", target: external, header: map[string]string{"X-Idempotency-Key": "k\xed\xa0\x80"}, body: `{}`, code: "invalid_idempotency_key", field: "idempotency_key"},
 		{name: "external callback binding", target: "/v1/runs/" + testExecutionID + "/external/appr%FFoval", body: `{}`, code: "invalid_binding_id", field: "binding_id"},
-		{name: "external callback run", target: "/v1/runs/%00/external/approval", body: `{}`, status: 404, code: "execution_not_found"},
+		{name: "external callback run", target: "/v1/runs/%00/external/approval", body: `{}`, code: "invalid_execution_id", field: "run_id"},
 
 		{name: "webhook payload", target: hook, body: `{"id": "evt_1", "type": "order.created", "data": {"name": "\u0000"}}`,
 			code: "payload_unstorable", field: "payload", pointer: "/data/name"},

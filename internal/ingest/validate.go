@@ -170,11 +170,17 @@ func (s *Server) checkCallback(ctx context.Context, target string) *rejection {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := s.cfg.CallbackPolicy.Validate(ctx, target)
+	var refused *callback.RejectedError
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, callback.ErrRejected):
-		return reject(http.StatusUnprocessableEntity, client.CodeCallbackRejected, "completion_callback", err.Error())
+	case errors.As(err, &refused):
+		// The answer says what the host resolves to only by category, or
+		// anyone with a start token could map internal names; the
+		// address goes to the log.
+		s.log.Info("completion_callback refused", "request_id", requestIDOf(ctx), "err", err)
+		return reject(http.StatusUnprocessableEntity, client.CodeCallbackRejected, "completion_callback",
+			callback.ErrRejected.Error()+": "+refused.Reason)
 	default:
 		// The resolver's error names the resolver: it stays in the log.
 		s.log.Warn("check a completion_callback target", "request_id", requestIDOf(ctx), "err", err)

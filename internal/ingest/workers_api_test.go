@@ -23,7 +23,7 @@ import (
 // 200 answer into out; it returns the status and the raw body.
 func get(t *testing.T, h http.Handler, target, token string, out any) (int, []byte) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodGet, target, nil)
+	req := httptest.NewRequest(http.MethodGet, "http://localhost"+target, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

@@ -54,9 +54,10 @@ func errs(m map[int]Answer, statuses ...int) map[int]Answer {
 	why := map[int]string{
 		http.StatusBadRequest:            "The request is malformed: `error` names what (invalid_json, unknown_field, unknown_parameter, invalid_idempotency_key, …) and `field` where (a body member, or a query parameter).",
 		http.StatusUnauthorized:          "No token, or one the API does not know (only when the API has tokens). WWW-Authenticate: Bearer.",
-		http.StatusForbidden:             "The token lacks the route's scope, or is limited to other workflows.",
+		http.StatusForbidden:             "The token lacks the route's scope, or is limited to other workflows (forbidden); or a browser sent this request from another site with a body that is not JSON (cross_site_request).",
 		http.StatusNotFound:              "No such execution, command or source (or one the token may not see).",
 		http.StatusConflict:              "The request conflicts with an execution's state (workflow_id_conflict, execution_terminal).",
+		http.StatusRequestTimeout:        "The body did not arrive within its deadline, 2 s and 1 s for each 256 KiB it announces (body_timeout); the connection is closed and nothing was published.",
 		http.StatusRequestEntityTooLarge: "The body is larger than max_body_bytes (payload_too_large, with `limit`).",
 		http.StatusUnsupportedMediaType:  "The body's Content-Type is not JSON.",
 		http.StatusUnprocessableEntity:   "The request is well formed but refused: input_invalid (with `violations`), callback_rejected, idempotency_key_reused, payload_invalid.",
@@ -184,12 +185,12 @@ var Routes = []Route{
 		Summary: "Describe an execution",
 		Description: "Besides its row: its start key's claim (idempotency_claim, while it is kept) with the duplicates it absorbed by layer, " +
 			"its keyed signals with theirs (signal_keys), and its completion callback's delivery (completion_callback).",
-		Responses: errs(map[int]Answer{200: {"The execution.", client.Execution{}}}, with(guarded, 404)...),
+		Responses: errs(map[int]Answer{200: {"The execution.", client.Execution{}}}, with(guarded, 400, 404)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions/{execution_id}/history", ID: "executionHistory", Tag: "executions", Scope: "read",
 		Summary:   "Read an execution's history, oldest event first",
-		Responses: errs(map[int]Answer{200: {"The events.", client.HistoryResponse{}}}, with(guarded, 404)...),
+		Responses: errs(map[int]Answer{200: {"The events.", client.HistoryResponse{}}}, with(guarded, 400, 404)...),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/executions/{execution_id}/cancel", ID: "cancelExecution", Tag: "executions", Scope: "cancel",
@@ -277,7 +278,7 @@ var Routes = []Route{
 		Responses: errs(map[int]Answer{
 			200: {"A duplicate of an event already accepted.", client.HookResponse{}},
 			202: {"Accepted (command_id), or ignored: no routing rule names it.", client.HookResponse{}},
-		}, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusRequestEntityTooLarge,
+		}, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge,
 			http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusInternalServerError, http.StatusServiceUnavailable),
 	},
 	{
@@ -297,12 +298,20 @@ var Routes = []Route{
 	},
 	{
 		Method: "POST", Path: "/v1/runs/{run_id}/external/{binding_id}", ID: "runExternalCallback", Tag: "arcflow", Scope: "signal",
-		Summary:     "ArcFlow: deliver an external callback to a run",
-		Description: "Authenticated by its HMAC when ArcFlow secrets are configured, else by a token with the signal scope. X-Idempotency-Key delivers it once.",
-		Headers:     []Param{{Name: "X-Idempotency-Key", Description: "Delivers the callback once."}}, Body: json.RawMessage(nil),
+		Summary: "ArcFlow: deliver an external callback to a run",
+		Description: "Authenticated by X-Harvest-Signature when ArcFlow secrets are configured, else by a token with the signal scope. " +
+			"The signature is bound to the request: a callback signed for one run, binding or key, or more than 5 minutes ago, is refused (401 invalid_signature). " +
+			"X-Idempotency-Key delivers it once.",
+		Headers: []Param{
+			{Name: "X-Idempotency-Key", Description: "Delivers the callback once."},
+			{Name: "X-Harvest-Signature", Description: "t=<unix seconds>,v1=<hex HMAC-SHA256 under an ArcFlow secret of t, the method, the path, " +
+				"the X-Idempotency-Key (empty for none), each followed by a line feed, then the body as sent>. " +
+				"Required when ArcFlow secrets are configured (the body-only X-ArcFlow-Signature only with arcflow.legacy_body_only_signatures)."},
+		},
+		Body: json.RawMessage(nil),
 		Responses: errs(map[int]Answer{
 			202: {"Delivered (accepted), a repeated key (already_processed), or durable and not applied yet (accepted with command_id).", client.ExternalResponse{}},
-		}, with(guarded, 400, 404, 409, 413, 422)...),
+		}, with(guarded, 400, 404, 408, 409, 413, 422)...),
 	},
 	{
 		Method: "GET", Path: "/healthz", ID: "health", Tag: "operations",
@@ -313,14 +322,16 @@ var Routes = []Route{
 		Method: "GET", Path: "/readyz", ID: "ready", Tag: "operations",
 		Summary: "The process can take requests",
 		Responses: map[int]Answer{
-			200: {"Ready (status ready), or serving with something every ingest shares wrong (status degraded: PostgreSQL unreadable, shards not applying; reasons say what).", client.ReadinessResponse{}},
-			503: {"Not ready (this process cannot accept commands), and why.", client.ReadinessResponse{}},
+			200: {"Ready (status ready), or serving with something every ingest shares wrong (status degraded: PostgreSQL unreadable, shards not applying, " +
+				"the budget of a webhook source or of the requests without a token full, named in saturated; reasons say what).", client.ReadinessResponse{}},
+			503: {"Not ready (this process cannot accept commands: JetStream unreachable, or every slot of max_in_flight taken, saturated [\"api\"]), and why.", client.ReadinessResponse{}},
 		},
 	},
 	{
-		Method: "GET", Path: "/metrics", ID: "metrics", Tag: "operations", Scope: "read",
-		Summary:   "Prometheus metrics",
-		Responses: errs(map[int]Answer{200: {"The metrics, in Prometheus' text format.", text("text/plain")}}, guarded...),
+		Method: "GET", Path: "/metrics", ID: "metrics", Tag: "operations", Scope: "metrics",
+		Summary:     "Prometheus metrics",
+		Description: "Every workflow's series: needs the metrics scope (admin holds it), and a token limited to workflows is refused (403) whatever its scopes.",
+		Responses:   errs(map[int]Answer{200: {"The metrics, in Prometheus' text format.", text("text/plain")}}, guarded...),
 	},
 	{
 		Method: "GET", Path: "/openapi.json", ID: "openapi", Tag: "operations",

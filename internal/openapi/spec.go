@@ -49,7 +49,10 @@ func Build(routes []Route) ([]byte, error) {
 				"reads of executions, their history and commands, live workers and task queues, admission gates, retention, webhooks " +
 				"and the ArcFlow-compatible runs. " +
 				"Every error is an ErrorResponse whose `error` is a machine-readable code. " +
-				"When the API has tokens, each operation's security names the scope its token needs (`admin` holds every scope).",
+				"When the API has tokens, each operation's security names the scope its token needs (`admin` holds every scope). " +
+				"Any operation may answer 421 host_not_allowed to a Host the API does not answer (while it needs no token: any but " +
+				"a loopback name or address, or one allowed_hosts lists), and a POST that a browser sent from another site with a " +
+				"body that is not application/json is answered 403 cross_site_request.",
 		},
 		"servers": []any{map[string]any{"url": "http://127.0.0.1:8080", "description": "harvest dev"}},
 		"paths":   paths,
@@ -57,7 +60,7 @@ func Build(routes []Route) ([]byte, error) {
 			"schemas": r.schemas,
 			"securitySchemes": map[string]any{
 				"bearer": map[string]any{"type": "http", "scheme": "bearer",
-					"description": "An API token from auth.tokens; its scopes (start, signal, read, cancel, admin) decide what it may call."},
+					"description": "An API token from auth.tokens; its scopes (start, signal, read, cancel, metrics, admin) decide what it may call."},
 			},
 		},
 	}

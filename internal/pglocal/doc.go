@@ -3,7 +3,10 @@
 //
 // [Start] initialises a cluster in Config.DataDir when it holds none (initdb),
 // reuses it otherwise, and runs the postgres binary directly as a child
-// process listening on 127.0.0.1 only (no Unix socket). The child is tied to
+// process listening on 127.0.0.1 only (no Unix socket), where every local
+// user reaches it: with Config.Password, every connection must give the
+// password (scram-sha-256), which Start sets, with pg_hba.conf, in a
+// single-user backend before the server listens. The child is tied to
 // us: on Linux it receives SIGQUIT (immediate shutdown) if our process dies,
 // and it sits in its own process group so a terminal's Ctrl-C reaches only
 // us. [Server.Stop] performs a fast shutdown.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // launcher holds what one Start needs across its attempts.
@@ -192,6 +193,7 @@ func (l *launcher) launch(ctx context.Context, port int) (*Server, error) {
 	s := &Server{
 		log:        l.log,
 		user:       l.cfg.User,
+		password:   l.cfg.Password,
 		port:       port,
 		dataDir:    l.dataDir,
 		exited:     make(chan struct{}),
@@ -266,6 +268,11 @@ func (s *Server) waitReady(ctx context.Context) error {
 		lastErr = s.probe(probeCtx)
 		if lastErr == nil {
 			return nil
+		}
+		if pgErr := (*pgconn.PgError)(nil); errors.As(lastErr, &pgErr) && strings.HasPrefix(pgErr.Code, "28") {
+			// invalid_password or invalid_authorization_specification: the
+			// cluster requires a password (Config.Password) other than ours.
+			return fmt.Errorf("postgres refused our connection (does the cluster require another Config.Password?): %w", lastErr)
 		}
 		select {
 		case <-s.exited:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -53,9 +54,19 @@ type Config struct {
 	BinDir string
 	// Port is the TCP port on 127.0.0.1; 0 picks a free one.
 	Port int
-	// User is the superuser initdb creates (authentication is "trust");
-	// default DefaultUser. It only matters when the cluster is created.
+	// User is the superuser initdb creates; default DefaultUser. It only
+	// matters when the cluster is created.
 	User string
+	// Password, when set, is required of every connection: at each Start,
+	// before the server listens, User's password is set to it and
+	// pg_hba.conf is rewritten to allow password authentication
+	// (scram-sha-256) only, so a cluster made without a password (or with
+	// another) is brought to this one. [Server.URL] carries it. It must not
+	// hold a line break or NUL. When empty, a new cluster trusts every
+	// connection to 127.0.0.1 (any local user logs in as the superuser) and
+	// an existing cluster's pg_hba.conf is left as it is: for throwaway
+	// test clusters only.
+	Password string
 	// Durable keeps PostgreSQL's crash-safety defaults. When false (tests),
 	// the server runs with fsync, synchronous_commit and full_page_writes off
 	// and initdb skips its final sync: fast, but a crash of postgres itself
@@ -71,10 +82,11 @@ type Config struct {
 
 // Server is a running PostgreSQL started by [Start].
 type Server struct {
-	log     *slog.Logger
-	user    string
-	port    int
-	dataDir string
+	log      *slog.Logger
+	user     string
+	password string
+	port     int
+	dataDir  string
 
 	proc       *os.Process   // the postmaster; set before Start returns
 	exited     chan struct{} // closed once the postmaster has been reaped
@@ -100,6 +112,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, fmt.Errorf("pglocal: invalid port %d", cfg.Port)
+	}
+	if strings.ContainsAny(cfg.Password, "\x00\r\n") {
+		return nil, errors.New("pglocal: Config.Password holds a line break or NUL")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -127,8 +142,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := l.prepareDataDir(ctx); err != nil {
 		return nil, err
 	}
+	waitedShmem := false
+	if err := l.requirePassword(ctx, &waitedShmem); err != nil {
+		return nil, err
+	}
 
-	retriedPort, waitedShmem := false, false
+	retriedPort := false
 	for {
 		port := cfg.Port
 		if port == 0 {
@@ -151,32 +170,45 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			log.Info("pglocal: port taken, retrying on another", "port", port)
 			continue
 		case le.shmemInUse:
-			// Backends orphaned by a killed postmaster still hold its shared
-			// memory; they exit as soon as they notice the postmaster died.
-			level := slog.LevelDebug
-			if !waitedShmem {
-				level, waitedShmem = slog.LevelInfo, true
-			}
-			log.Log(ctx, level, "pglocal: previous server's processes still exiting, retrying", "data_dir", dataDir)
-			t := time.NewTimer(2 * pollInterval)
-			select {
-			case <-t.C:
+			if l.waitShmem(ctx, &waitedShmem) {
 				continue
-			case <-ctx.Done():
-				t.Stop()
-				return nil, err
 			}
 		}
 		return nil, err
 	}
 }
 
+// waitShmem waits a moment for backends orphaned by a killed postmaster,
+// which still hold its shared memory and exit as soon as they notice the
+// postmaster died. It reports false if ctx ended first. waited says whether
+// we told already (at Info) that we wait.
+func (l *launcher) waitShmem(ctx context.Context, waited *bool) bool {
+	level := slog.LevelDebug
+	if !*waited {
+		level, *waited = slog.LevelInfo, true
+	}
+	l.log.Log(ctx, level, "pglocal: previous server's processes still exiting, retrying", "data_dir", l.dataDir)
+	t := time.NewTimer(2 * pollInterval)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // URL returns the connection URL for database dbname, e.g.
-// postgres://harvest@127.0.0.1:54321/dbname?sslmode=disable.
+// postgres://harvest@127.0.0.1:54321/dbname?sslmode=disable, with
+// Config.Password when it is set (postgres://harvest:…@127.0.0.1:…).
 func (s *Server) URL(dbname string) string {
+	user := url.User(s.user)
+	if s.password != "" {
+		user = url.UserPassword(s.user, s.password)
+	}
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User(s.user),
+		User:     user,
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
 		Path:     "/" + dbname,
 		RawQuery: "sslmode=disable",

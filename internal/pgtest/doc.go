@@ -8,9 +8,10 @@
 //
 // and each test then calls [NewDatabase] or [NewPool]. The first such call
 // in the test process starts a private, non-durable PostgreSQL with
-// [pglocal] in a temporary directory (or, when HARVEST_TEST_DATABASE_URL is
-// set, uses that server instead) and migrates a template database once;
-// every test database is a copy of that template, which takes milliseconds.
+// [pglocal] in a temporary directory, with a random password that the URLs
+// it returns carry (or, when HARVEST_TEST_DATABASE_URL is set, uses that
+// server instead), and migrates a template database once; every test
+// database is a copy of that template, which takes milliseconds.
 // Main stops the server and removes its directory, PostgreSQL's data
 // included, when the tests end; a process killed before (a test timeout)
 // leaves its directory to the next test process, which removes it.

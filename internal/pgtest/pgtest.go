@@ -180,9 +180,12 @@ func (h *harness) init(ctx context.Context) error {
 		if h.lock, err = dirlock.Acquire(h.tmpDir, lockFile); err != nil {
 			return fmt.Errorf("pgtest: %w", err)
 		}
+		// A password of its own, in the URLs NewDatabase returns: the
+		// server listens on 127.0.0.1, where every local user reaches it.
 		h.srv, err = pglocal.Start(ctx, pglocal.Config{
-			DataDir: filepath.Join(h.tmpDir, "data"),
-			Logger:  logger(),
+			DataDir:  filepath.Join(h.tmpDir, "data"),
+			Password: randomSuffix() + randomSuffix(),
+			Logger:   logger(),
 		})
 		if err != nil {
 			return fmt.Errorf("pgtest: start PostgreSQL: %w", err)

@@ -35,6 +35,8 @@ type Proxy struct {
 	match func(sql string) bool
 	lost  []string
 	cut   bool
+	// thaw, while the proxy is frozen, is closed by Restore.
+	thaw  chan struct{}
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -87,11 +89,36 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Restore lets connections through again after Cut.
+// Freeze holds everything the server sends, on every connection and on
+// those opened meanwhile, until Restore: the client's statements and
+// connection attempts go unanswered, as with a server stopped (SIGSTOP)
+// or a network that drops its packets, and nothing tells the client.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thaw == nil {
+		p.thaw = make(chan struct{})
+	}
+}
+
+// Restore lets connections through again after Cut, and what Freeze
+// held.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.cut = false
+	if p.thaw != nil {
+		close(p.thaw)
+		p.thaw = nil
+	}
 	p.mu.Unlock()
+}
+
+// frozen is what a connection's server side waits on before it passes
+// anything on: nil when the proxy is not frozen.
+func (p *Proxy) frozen() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.thaw
 }
 
 // Lost returns the statements whose answers the proxy lost, in order.
@@ -109,6 +136,7 @@ func (p *Proxy) matches(sql string) bool {
 
 func (p *Proxy) close() {
 	_ = p.ln.Close()
+	p.Restore()
 	p.mu.Lock()
 	for c := range p.conns {
 		_ = c.Close()
@@ -275,6 +303,9 @@ func (c *proxyConn) fromServer() {
 		}
 		if drop {
 			continue
+		}
+		if thaw := c.p.frozen(); thaw != nil {
+			<-thaw
 		}
 		if _, err := c.client.Write(msg); err != nil {
 			return

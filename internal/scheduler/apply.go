@@ -279,14 +279,26 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			addExec(c.cmd.Activity.ExecutionID)
 			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Activity.ExecutionID, ActivityID: c.cmd.Activity.ActivityID})
 		case wire.KindSignal:
+			// An execution id in another form than the canonical one
+			// names no execution: it is not looked up (PostgreSQL could
+			// refuse it), and the command is answered 404, as for an
+			// execution that does not exist (validCommand). So are a
+			// cancellation's and a termination's.
+			if !validUUID(c.cmd.Signal.ExecutionID) {
+				continue
+			}
 			addExec(c.cmd.Signal.ExecutionID)
 			if c.cmd.Signal.IdempotencyKey != "" {
 				sigRefs = append(sigRefs, store.SignalRef{ExecutionID: c.cmd.Signal.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
 			}
 		case wire.KindCancel:
-			addExec(c.cmd.Cancel.ExecutionID)
+			if validUUID(c.cmd.Cancel.ExecutionID) {
+				addExec(c.cmd.Cancel.ExecutionID)
+			}
 		case wire.KindTerminate:
-			addExec(c.cmd.Terminate.ExecutionID)
+			if validUUID(c.cmd.Terminate.ExecutionID) {
+				addExec(c.cmd.Terminate.ExecutionID)
+			}
 		case wire.KindActivityHeartbeat:
 			addExec(c.cmd.Heartbeat.ExecutionID)
 			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Heartbeat.ExecutionID, ActivityID: c.cmd.Heartbeat.ActivityID})

@@ -66,6 +66,13 @@ func (s *Scheduler) deliver(ctx context.Context, client *callback.Client, d stor
 	}
 	var derr *callback.DeliveryError
 	retryable := !errors.As(err, &derr) || derr.Retryable
+	// last_error is read through the API by whoever chose the URL: it
+	// gets the reason's category, the log the error itself (which may name
+	// what the resolver answered, and Go's dial errors).
+	reason := "delivery failed"
+	if derr != nil {
+		reason = derr.Reason()
+	}
 	attempt := d.Attempts + 1
 	var next *time.Time
 	if retryable && attempt < s.cfg.CallbackMaxAttempts {
@@ -75,13 +82,13 @@ func (s *Scheduler) deliver(ctx context.Context, client *callback.Client, d stor
 		}
 		at := time.Now().Add(delay)
 		next = &at
-		log.Info("callback delivery failed; will retry", "err", err, "retry_in", delay)
+		log.Info("callback delivery failed; will retry", "reason", reason, "err", err, "retry_in", delay)
 		s.metrics.callbacks.WithLabelValues(callbackRetrying).Inc()
 	} else {
-		log.Warn("callback delivery failed for good", "err", err)
+		log.Warn("callback delivery failed for good", "reason", reason, "err", err)
 		s.metrics.callbacks.WithLabelValues(callbackFailed).Inc()
 	}
-	if err := store.CallbackFailed(rctx, s.cfg.DB, d.ExecutionID, err.Error(), next); err != nil {
+	if err := store.CallbackFailed(rctx, s.cfg.DB, d.ExecutionID, reason, next); err != nil {
 		log.Warn("record callback failure", "err", err)
 	}
 }

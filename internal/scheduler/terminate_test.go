@@ -68,5 +68,7 @@ func TestTerminateAppliesOnce(t *testing.T) {
 	require.Equal(t, 1, count(t, db, terminated, id))
 
 	require.False(t, validCommand(&wire.Command{Kind: wire.KindTerminate}))
-	require.False(t, validCommand(&wire.Command{Kind: wire.KindTerminate, Terminate: &wire.TerminateCommand{ExecutionID: "nope"}}))
+	// An id that is no execution's is answered 404, not set aside
+	// (TestCommandsForNoExecutionAreNotFound).
+	require.True(t, validCommand(&wire.Command{Kind: wire.KindTerminate, Terminate: &wire.TerminateCommand{ExecutionID: "nope"}}))
 }

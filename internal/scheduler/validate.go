@@ -7,6 +7,12 @@ import (
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
+// validCommand says whether c is a command the scheduler can apply; one
+// that is not is set aside as dead. A signal, cancellation or termination
+// whose execution id is not in the canonical form is valid: it names no
+// execution, and is answered 404 as one naming an execution that does
+// not exist, so that a caller cannot fill the dead commands with ids
+// (ingest refuses such ids before publishing).
 func validCommand(c *wire.Command) bool {
 	switch c.Kind {
 	case wire.KindStart:
@@ -16,13 +22,13 @@ func validCommand(c *wire.Command) bool {
 	case wire.KindActivityResult:
 		return c.Activity != nil && validUUID(c.Activity.ExecutionID)
 	case wire.KindSignal:
-		return c.Signal != nil && validUUID(c.Signal.ExecutionID) && c.Signal.SignalName != ""
+		return c.Signal != nil && c.Signal.SignalName != ""
 	case wire.KindActivityHeartbeat:
 		return c.Heartbeat != nil && validUUID(c.Heartbeat.ExecutionID)
 	case wire.KindCancel:
-		return c.Cancel != nil && validUUID(c.Cancel.ExecutionID)
+		return c.Cancel != nil
 	case wire.KindTerminate:
-		return c.Terminate != nil && validUUID(c.Terminate.ExecutionID)
+		return c.Terminate != nil
 	case wire.KindSignalWithStart:
 		return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
 	case wire.KindDuplicate:
@@ -31,8 +37,29 @@ func validCommand(c *wire.Command) bool {
 	return false
 }
 
+// validUUID says whether s is an execution id in its canonical form: 36
+// characters, lower-case hex digits with hyphens, as the scheduler mints
+// them and as they are stored. The stores, the caches and the subjects
+// compare ids as strings, so another spelling of the same UUID would not
+// find its execution.
 func validUUID(s string) bool {
-	return len(s) == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-'
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // validDuplicate says whether d names one layer and one key: a start's,

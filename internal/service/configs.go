@@ -51,17 +51,24 @@ func SchedulerConfig(cfg config.Config) scheduler.Config {
 // IngestConfig is the HTTP API the configuration describes.
 func IngestConfig(cfg config.Config) ingest.Config {
 	return ingest.Config{
-		OutcomeWait:            time.Duration(cfg.OutcomeWait),
-		IdempotencyFingerprint: cfg.IdempotencyFingerprint,
-		FingerprintByWorkflow:  cfg.FingerprintByWorkflow(),
-		StartPolicies:          cfg.StartPolicies(),
-		TaskQueues:             cfg.TaskQueues(),
-		DeclaredWorkflows:      cfg.DeclaredWorkflows(),
-		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
-		Webhooks:               cfg.Webhooks,
-		ArcFlowSecrets:         cfg.ArcFlow.Secrets,
-		MaxBodyBytes:           cfg.MaxBodyBytes,
-		MaxInFlight:            cfg.MaxInFlight,
+		OutcomeWait:                time.Duration(cfg.OutcomeWait),
+		IdempotencyFingerprint:     cfg.IdempotencyFingerprint,
+		FingerprintByWorkflow:      cfg.FingerprintByWorkflow(),
+		StartPolicies:              cfg.StartPolicies(),
+		TaskQueues:                 cfg.TaskQueues(),
+		DeclaredWorkflows:          cfg.DeclaredWorkflows(),
+		CallbackPolicy:             callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
+		Webhooks:                   cfg.Webhooks,
+		ArcFlowSecrets:             cfg.ArcFlow.Secrets,
+		ArcFlowLegacyBodyOnly:      cfg.ArcFlow.LegacyBodyOnlySignatures,
+		MaxBodyBytes:               cfg.MaxBodyBytes,
+		MaxInFlight:                cfg.MaxInFlight,
+		WebhookMaxInFlight:         cfg.WebhookMaxInFlight,
+		UnauthenticatedMaxInFlight: cfg.UnauthenticatedMaxInFlight,
+		DBReadTimeout:              time.Duration(cfg.DBReadTimeout),
+		AllowedHosts:               cfg.AllowedHosts,
+		ConsoleTrustedProxies:      cfg.Console.TrustedProxies,
+		ConsoleSessionTTL:          time.Duration(cfg.Console.SessionTTL),
 	}
 }
 

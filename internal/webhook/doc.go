@@ -8,6 +8,12 @@
 // Signature failures wrap [ErrBadSignature]; a verified GitHub request
 // lacking its delivery metadata wraps [ErrMissingHeader].
 //
+// [VerifyBound] checks a signature bound to its request ([HeaderHarvestSignature]):
+// besides the body and a timestamp it covers the method, the path and the
+// idempotency key, so that a captured request cannot be replayed to
+// another target; ingest uses it for ArcFlow callbacks, and [SignBound]
+// makes one.
+//
 // Every secret listed in a source is tried, so secrets can be rotated by
 // adding the new one before removing the old one. All signature comparisons
 // are constant-time.

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"strconv"
@@ -62,46 +61,14 @@ func VerifyBound(secrets []string, tolerance time.Duration, h http.Header, t Tar
 	if err != nil {
 		return err
 	}
-	var (
-		ts     string
-		haveTS bool
-		sigs   [][]byte
-	)
-	for item := range strings.SplitSeq(v, ",") {
-		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
-		if !ok || k == "" {
-			return badSig("malformed %s header: item %q is not key=value", HeaderHarvestSignature, item)
-		}
-		switch k {
-		case "t":
-			if haveTS {
-				return badSig("malformed %s header: repeated t", HeaderHarvestSignature)
-			}
-			ts, haveTS = val, true
-		case "v1":
-			b, err := hex.DecodeString(val)
-			if err != nil || len(b) != sha256.Size {
-				return badSig("malformed %s header: v1 is not a hex SHA-256 signature", HeaderHarvestSignature)
-			}
-			sigs = append(sigs, b)
-		}
-	}
-	if !haveTS {
-		return badSig("malformed %s header: missing t", HeaderHarvestSignature)
-	}
-	// The timestamp is signed as sent: only its canonical form (no sign,
-	// no leading zero) is taken, so one time has one spelling.
-	at, ok := parseUnix(ts)
-	if !ok || strconv.FormatInt(at, 10) != ts {
-		return badSig("malformed %s header: t %q is not unix seconds", HeaderHarvestSignature, ts)
-	}
-	if len(sigs) == 0 {
-		return badSig("malformed %s header: no v1 signature", HeaderHarvestSignature)
+	at, sigs, err := parseTimestamped(HeaderHarvestSignature, v)
+	if err != nil {
+		return err
 	}
 	if err := checkTimestamp(at, tolerance, now); err != nil {
 		return err
 	}
-	if !anyMatch(secrets, sigs, boundPayload(ts, t, body)...) {
+	if !anyMatch(secrets, sigs, boundPayload(strconv.FormatInt(at, 10), t, body)...) {
 		return badSig("no secret matched the request's signature (it covers the method, path, idempotency key and body)")
 	}
 	return nil

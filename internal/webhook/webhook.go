@@ -222,48 +222,14 @@ func verifyStripe(s Source, h http.Header, body []byte, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	var (
-		ts     string
-		haveTS bool
-		sigs   [][]byte
-	)
-	for _, item := range strings.Split(v, ",") {
-		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
-		if !ok || k == "" {
-			return badSig("malformed %s header: item %q is not key=value", HeaderStripeSignature, item)
-		}
-		switch k {
-		case "t":
-			if haveTS {
-				return badSig("malformed %s header: repeated t", HeaderStripeSignature)
-			}
-			ts, haveTS = val, true
-		case "v1":
-			b, err := hex.DecodeString(val)
-			if err != nil || len(b) != sha256.Size {
-				return badSig("malformed %s header: v1 is not a hex SHA-256 signature", HeaderStripeSignature)
-			}
-			sigs = append(sigs, b)
-		default:
-			// Other schemes (v0, test-mode extras) are ignored, as Stripe does.
-		}
-	}
-	if !haveTS {
-		return badSig("malformed %s header: missing t", HeaderStripeSignature)
-	}
-	// Stripe's libraries sign over the timestamp they parsed, reformatted;
-	// only the canonical form makes that the bytes received.
-	t, ok := parseUnix(ts)
-	if !ok || strconv.FormatInt(t, 10) != ts {
-		return badSig("malformed %s header: t %q is not unix seconds", HeaderStripeSignature, ts)
-	}
-	if len(sigs) == 0 {
-		return badSig("malformed %s header: no v1 signature", HeaderStripeSignature)
+	t, sigs, err := parseTimestamped(HeaderStripeSignature, v)
+	if err != nil {
+		return err
 	}
 	if err := checkTimestamp(t, s.tolerance(), now); err != nil {
 		return err
 	}
-	if !anyMatch(s.Secrets, sigs, []byte(ts), []byte("."), body) {
+	if !anyMatch(s.Secrets, sigs, []byte(strconv.FormatInt(t, 10)), []byte("."), body) {
 		return badSig("no secret matched")
 	}
 	return nil
@@ -339,4 +305,47 @@ func encodingName(e string) string {
 		return EncodingHex
 	}
 	return e
+}
+
+// parseTimestamped parses a "t=<unix>,v1=<hex>[,v1=…]" header, as Stripe
+// sends Stripe-Signature and Harvest X-Harvest-Signature: the timestamp
+// in its one canonical spelling (no sign, no leading zero: senders sign
+// the timestamp reformatted, so only that form is the bytes received)
+// and every v1 signature; other schemes are ignored.
+func parseTimestamped(header, v string) (int64, [][]byte, error) {
+	var (
+		ts     string
+		haveTS bool
+		sigs   [][]byte
+	)
+	for item := range strings.SplitSeq(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || k == "" {
+			return 0, nil, badSig("malformed %s header: item %q is not key=value", header, item)
+		}
+		switch k {
+		case "t":
+			if haveTS {
+				return 0, nil, badSig("malformed %s header: repeated t", header)
+			}
+			ts, haveTS = val, true
+		case "v1":
+			b, err := hex.DecodeString(val)
+			if err != nil || len(b) != sha256.Size {
+				return 0, nil, badSig("malformed %s header: v1 is not a hex SHA-256 signature", header)
+			}
+			sigs = append(sigs, b)
+		}
+	}
+	if !haveTS {
+		return 0, nil, badSig("malformed %s header: missing t", header)
+	}
+	t, ok := parseUnix(ts)
+	if !ok || strconv.FormatInt(t, 10) != ts {
+		return 0, nil, badSig("malformed %s header: t %q is not unix seconds", header, ts)
+	}
+	if len(sigs) == 0 {
+		return 0, nil, badSig("malformed %s header: no v1 signature", header)
+	}
+	return t, sigs, nil
 }

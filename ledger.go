@@ -82,7 +82,7 @@ func Once[T any](ctx *ActivityContext, key ActivityKey, fn func(context.Context)
 				return zero, fmt.Errorf("once %s: decode the recorded result: %w", key, err)
 			}
 			// The ledger's entries expire the deployment's retention
-			// after they were last written (streams.Config.Retention).
+			// after they were last written (broker.Config.Retention).
 			// Writing this one again keeps it that long after its last
 			// use, however long the activity's attempts go on. A refresh
 			// that fails (another caller refreshed it first, NATS is

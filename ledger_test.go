@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 // TestTheLedgerKeepsAResultForTheRetentionAfterItsLastUse: the ledger's
@@ -24,7 +24,7 @@ func TestTheLedgerKeepsAResultForTheRetentionAfterItsLastUse(t *testing.T) {
 	_, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
 	const retention = 2 * time.Second
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, Duplicates: time.Second, Retention: retention, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 1, Duplicates: time.Second, Retention: retention, MemoryStorage: true})
 	require.NoError(t, err)
 
 	runs := 0

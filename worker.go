@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/schema"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 	"github.com/harvest-engine/harvest/internal/workerrt"
@@ -37,7 +37,7 @@ const (
 // ErrNotDeclared is returned by Worker.Start when the NATS server holds no
 // Harvest streams yet: the deployment's scheduler or ingest declares them
 // as it starts. Retry, or start the worker after them.
-var ErrNotDeclared = streams.ErrNotDeclared
+var ErrNotDeclared = broker.ErrNotDeclared
 
 // ErrRegistration is matched (errors.Is) by the error Worker.Start returns
 // when a registration was refused (a bad or duplicate name, a schema that

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 func TestWorkerBindsToTheDeployedStreamsAndNeverDeclaresThem(t *testing.T) {
@@ -24,26 +24,26 @@ func TestWorkerBindsToTheDeployedStreamsAndNeverDeclaresThem(t *testing.T) {
 	require.NoError(t, err)
 	harvest.RegisterWorkflow(w, "hello", func(*harvest.WorkflowContext, struct{}) (string, error) { return "hello", nil })
 	require.ErrorIs(t, w.Start(ctx), harvest.ErrNotDeclared)
-	n, err := streams.DeployedShards(ctx, js)
+	n, err := broker.DeployedShards(ctx, js)
 	require.NoError(t, err)
 	require.Zero(t, n, "a worker declares nothing")
 
-	_, err = streams.Declare(ctx, js, streams.Config{Shards: 3})
+	_, err = broker.Declare(ctx, js, broker.Config{Shards: 3})
 	require.NoError(t, err)
 	// A Start that failed is retried on the same worker: here the task
 	// stream's consumer cannot be made while another holds its subject,
 	// after the worker bound the streams.
-	blocker, err := js.CreateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
-		Durable: "blocker", FilterSubject: streams.TaskQueueFilter("default"), AckPolicy: jetstream.AckExplicitPolicy,
+	blocker, err := js.CreateConsumer(ctx, broker.TaskStream, jetstream.ConsumerConfig{
+		Durable: "blocker", FilterSubject: broker.TaskQueueFilter("default"), AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	require.NoError(t, err)
 	err = w.Start(ctx)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, harvest.ErrRegistration, "reaching the streams may succeed later")
-	require.NoError(t, js.DeleteConsumer(ctx, streams.TaskStream, blocker.CachedInfo().Name))
+	require.NoError(t, js.DeleteConsumer(ctx, broker.TaskStream, blocker.CachedInfo().Name))
 	require.NoError(t, w.Start(ctx))
 	require.NoError(t, w.Stop(ctx))
-	n, err = streams.DeployedShards(ctx, js)
+	n, err = broker.DeployedShards(ctx, js)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 }
@@ -68,7 +68,7 @@ func TestAWorkerConnectsToHARVEST_NATS_URL(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	_, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
+	_, err := broker.Declare(ctx, js, broker.Config{Shards: 1})
 	require.NoError(t, err)
 
 	t.Setenv(harvest.EnvNATSURL, "")

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // TestServicesServeAdmin runs cmd/scheduler and cmd/worker as processes

@@ -19,8 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/examples/fakepay"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/placement"
 )
 
 // trialResult is one trial's outcome.
@@ -548,7 +549,7 @@ func (c *trialCheck) diagnose(ctx context.Context, marks map[string]logMark) str
 			break
 		}
 		commandID := dedup.StartCommandID("charge", key)
-		shard := dedup.StartShard(chaosShards, "charge", "", key)
+		shard := placement.StartShard(chaosShards, "charge", "", key)
 		w("\n--- lost key %s (command_id %s, shard %d) ---\n", key, commandID, shard)
 		c.writeAnswers(&b, byKey[key])
 		w("shard %d now: %s\n", shard, c.st.jsonRows(dctx, `SELECT format('owner %s epoch %s, applied_seq %s', l.owner, l.epoch, o.applied_seq) FROM shard_leases l JOIN shard_offsets o USING (shard) WHERE shard = $1`, shard))
@@ -668,7 +669,7 @@ func (s *stack) jsonRows(ctx context.Context, sql string, args ...any) string {
 // writeStreams describes the command and task streams, their consumers,
 // and the stored messages that contain any of needles.
 func (s *stack) writeStreams(ctx context.Context, b *strings.Builder, needles []string) {
-	for _, name := range []string{streams.CommandStream, streams.TaskStream} {
+	for _, name := range []string{broker.CommandStream, broker.TaskStream} {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		str, err := s.js.Stream(qctx, name)
 		if err != nil {

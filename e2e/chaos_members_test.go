@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/harvest-engine/harvest/internal/pglocal"
+	"github.com/harvest-engine/harvest/internal/dev/pglocal"
 )
 
 // The members of a chaos stack: processes run from binaries (NATS and the

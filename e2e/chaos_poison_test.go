@@ -12,8 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -60,7 +61,7 @@ func poisonCommand(key string) (wire.Command, int) {
 		WorkflowName: name, WorkflowID: "order\x00" + key, IdempotencyKey: key, TaskQueue: wire.DefaultTaskQueue,
 		Input: json.RawMessage(`{"amount_cents": 1, "customer_id": "cus_poison"}`),
 	}}
-	return cmd, dedup.StartShard(16, name, cmd.Start.WorkflowID, key)
+	return cmd, placement.StartShard(16, name, cmd.Start.WorkflowID, key)
 }
 
 // runPoison sends the poison plans at their times, retrying as the load
@@ -86,7 +87,7 @@ func (s *stack) runPoison(ctx context.Context, plans []poisonPlan, giveUp time.T
 			data, err := json.Marshal(cmd)
 			for err == nil {
 				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err = s.js.Publish(pctx, streams.CommandSubject(shard, cmd.Kind), data, jetstream.WithMsgID(cmd.CommandID))
+				_, err = s.js.Publish(pctx, broker.CommandSubject(shard, cmd.Kind), data, jetstream.WithMsgID(cmd.CommandID))
 				cancel()
 				if err == nil || ctx.Err() != nil || time.Now().After(giveUp) {
 					break

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
 )
 
 // tap listens, as a plain NATS subscriber, to the traffic of the command
@@ -142,7 +142,7 @@ func (t *tap) onPublish(m *nats.Msg) {
 
 func (t *tap) onInbox(m *nats.Msg) {
 	if ack, ok := parseAckSubject(m.Reply); ok {
-		if ack.stream != streams.CommandStream && ack.stream != streams.TaskStream {
+		if ack.stream != broker.CommandStream && ack.stream != broker.TaskStream {
 			return
 		}
 		ack.at, ack.kind, ack.subject, ack.msgID, ack.data = time.Now(), "deliver", m.Subject, m.Header.Get(jetstream.MsgIDHeader), clip(m.Data)
@@ -183,7 +183,7 @@ func (t *tap) onInbox(m *nats.Msg) {
 
 func (t *tap) onAck(m *nats.Msg) {
 	ack, ok := parseAckSubject(m.Subject)
-	if !ok || (ack.stream != streams.CommandStream && ack.stream != streams.TaskStream) {
+	if !ok || (ack.stream != broker.CommandStream && ack.stream != broker.TaskStream) {
 		return
 	}
 	ack.at, ack.kind, ack.reply = time.Now(), "ack", string(m.Data)

@@ -23,10 +23,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/ingest"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -127,7 +127,7 @@ func startCluster(t *testing.T, extraEnv ...string) *cluster {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	top, err := streams.Declare(ctx, js, streams.Config{})
+	top, err := broker.Declare(ctx, js, broker.Config{})
 	require.NoError(t, err)
 	c.db, err = pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)

@@ -92,7 +92,7 @@ var docsPages = flag.String("docs.pages", "", "run only these pages' examples, e
 // localhost:8080 becomes the test stack's address, `go run ./cmd/harvest`
 // the binary built here, and NATS_URL and HARVEST_ADDR point the nats CLI
 // and harvest at the stack. docs/security.md's blocks need tokens this
-// stack does not have: internal/devstack's TestTheSecurityExamplesRun
+// stack does not have: internal/dev/devstack's TestTheSecurityExamplesRun
 // runs them, so they are marked skip here.
 func TestTheDocsExamplesRun(t *testing.T) {
 	if testing.Short() {

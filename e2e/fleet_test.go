@@ -20,10 +20,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/ingest"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
@@ -61,7 +61,7 @@ func TestAFleetOfDifferentWorkersShareOneQueue(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	top, err := streams.Declare(ctx, js, streams.Config{})
+	top, err := broker.Declare(ctx, js, broker.Config{})
 	require.NoError(t, err)
 	db, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)

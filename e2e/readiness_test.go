@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/ingest"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // TestAShardMarkDoesNotOutliveAKilledScheduler: a scheduler process whose
@@ -56,7 +56,7 @@ func TestAShardMarkDoesNotOutliveAKilledScheduler(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 4})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 4})
 	require.NoError(t, err)
 	db, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
@@ -109,7 +109,7 @@ func TestAShardMarkDoesNotOutliveAKilledScheduler(t *testing.T) {
 	// sessions end (their consumers are deleted under them).
 	exec(`ALTER TABLE outbox RENAME TO outbox_away`)
 	for shard := range 4 {
-		if err := js.DeleteConsumer(ctx, streams.CommandStream, fmt.Sprintf("harvest_sched_%d", shard)); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err := js.DeleteConsumer(ctx, broker.CommandStream, fmt.Sprintf("harvest_sched_%d", shard)); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			require.NoError(t, err)
 		}
 	}

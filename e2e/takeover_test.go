@@ -19,10 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/ingest"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // TestSchedulersOnAClusterShareShardsAndTakeOver runs two schedulers and a
@@ -76,12 +76,12 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 	// Each attempt is bounded: a JetStream request the cluster leaves
 	// unanswered (a server that has not yet heard of the meta leader)
 	// would otherwise wait for the test's whole context.
-	bind := func() (*streams.Topology, error) {
+	bind := func() (*broker.Topology, error) {
 		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
 		defer acancel()
-		return streams.Bind(actx, js)
+		return broker.Bind(actx, js)
 	}
-	var top *streams.Topology
+	var top *broker.Topology
 	deadline := time.Now().Add(90 * time.Second)
 	for top, err = bind(); err != nil; top, err = bind() {
 		if time.Now().After(deadline) {

@@ -13,6 +13,7 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/inproc"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -177,7 +178,7 @@ func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, er
 		return wire.Outcome{}, err
 	}
 	if s.WorkflowID == "" {
-		s.WorkflowID, s.WorkflowIDMinted = dedup.MintWorkflowID(1, 0, s.WorkflowName), true
+		s.WorkflowID, s.WorkflowIDMinted = placement.MintWorkflowID(1, 0, s.WorkflowName), true
 	}
 	s.AcceptedAt = e.now
 	id := dedup.NewID()

@@ -20,12 +20,12 @@ import (
 	"golang.org/x/term"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/internal/bench"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/dev/bench"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/service"
-	"github.com/harvest-engine/harvest/internal/stores"
 )
 
 // benchOptions are the flags of `harvest bench`.
@@ -234,7 +234,7 @@ func startBenchStack(ctx context.Context, o benchOptions, cfg config.Config, std
 	if o.stores > 1 {
 		dc.Stores = nil
 		for i := range o.stores {
-			dc.Stores = append(dc.Stores, devstack.StoreConfig{Name: fmt.Sprintf("s%d", i), Mode: stores.Writable})
+			dc.Stores = append(dc.Stores, devstack.StoreConfig{Name: fmt.Sprintf("s%d", i), Mode: placement.Writable})
 		}
 	}
 	local, err := bench.StartLocal(ctx, dc)

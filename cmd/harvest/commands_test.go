@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
-	"github.com/harvest-engine/harvest/internal/devstack"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 

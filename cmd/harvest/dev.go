@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/service"
 )
 

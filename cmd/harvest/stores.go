@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-engine/harvest/internal/config"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/service"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/stores"
 )
 
 func newStores() *cobra.Command {
@@ -65,7 +65,7 @@ changes nothing itself: the drain is the configuration's mode.`,
 			}
 			fmt.Fprintf(out, "store %s: %d running execution(s) and %d deferred start(s) finish there once it is read_only; %d live start key(s)\n",
 				name, r.Running, r.Deferred, r.LiveKeys)
-			if cfg.Stores[i].Mode == string(stores.ReadOnly) {
+			if cfg.Stores[i].Mode == string(placement.ReadOnly) {
 				fmt.Fprintf(out, "store %s is read_only already\n", name)
 				return nil
 			}

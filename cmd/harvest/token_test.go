@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/auth"
-	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/devstack"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -51,7 +51,7 @@ func TestWorkerListAndTaskQueueShow(t *testing.T) {
 	require.Equal(t, []string{w.ID}, q.Workflows[i].Workers)
 
 	// A queue no worker serves, with a task waiting.
-	_, err = s.Topology.JS.Publish(ctx, streams.NameTaskSubject("cli_queue", wire.TaskWorkflow, "lonely"), []byte("{}"))
+	_, err = s.Topology.JS.Publish(ctx, broker.NameTaskSubject("cli_queue", wire.TaskWorkflow, "lonely"), []byte("{}"))
 	require.NoError(t, err)
 	out, _, err = runCLI(t, append([]string{"task-queue", "show", "cli_queue"}, addr...)...)
 	require.NoError(t, err)

@@ -13,6 +13,6 @@
 // Binding values are plain configuration; a Runner is safe for concurrent
 // use.
 //
-// It publishes commands through internal/streams and must not touch
+// It publishes commands through internal/broker and must not touch
 // PostgreSQL: bindings run in ingest, which only reads.
 package binding

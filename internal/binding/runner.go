@@ -15,10 +15,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sourcegraph/conc"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/storable"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -92,7 +92,7 @@ const (
 type Config struct {
 	// Topology is where commands are published; the bound streams are on
 	// the same JetStream.
-	Topology *streams.Topology
+	Topology *broker.Topology
 	// Bindings to run.
 	Bindings []Binding
 	// StartPolicies are the workflows' start policies: a rule's start of
@@ -334,7 +334,7 @@ func (r *Runner) session(ctx context.Context, b Binding, log *slog.Logger, ready
 	// message however late it reaches the client.
 	pctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	streams.Pull(pctx, r.cfg.Topology.JS.Conn(), cons, 1, func(m jetstream.Msg) {
+	broker.Pull(pctx, r.cfg.Topology.JS.Conn(), cons, 1, func(m jetstream.Msg) {
 		r.handle(ctx, b, log, m)
 	}, func(err error) {
 		// The consumer or the stream is gone (no responders, or deleted),

@@ -18,10 +18,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/poison"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/poison"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -36,7 +36,7 @@ type env struct {
 	ctx context.Context
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	top *streams.Topology
+	top *broker.Topology
 }
 
 func newEnv(t *testing.T) *env {
@@ -44,7 +44,7 @@ func newEnv(t *testing.T) *env {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 4, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 4, MemoryStorage: true})
 	require.NoError(t, err)
 	e := &env{t: t, ctx: ctx, nc: nc, js: js, top: top}
 	e.stream("ORDERS", 0, "orders.>")
@@ -115,7 +115,7 @@ func (e *env) messages(stream string) []*jetstream.RawStreamMsg {
 func (e *env) commands() []wire.Command {
 	e.t.Helper()
 	var out []wire.Command
-	for _, m := range e.messages(streams.CommandStream) {
+	for _, m := range e.messages(broker.CommandStream) {
 		var c wire.Command
 		require.NoError(e.t, json.Unmarshal(m.Data, &c))
 		out = append(out, c)
@@ -407,7 +407,7 @@ func TestAMessageIsAcknowledgedOnlyAfterItsCommandIsPublished(t *testing.T) {
 	b := ordersBinding()
 	b.MaxDeliver = 1000
 	// The command stream is gone: every publication of a command fails.
-	require.NoError(t, e.js.DeleteStream(e.ctx, streams.CommandStream))
+	require.NoError(t, e.js.DeleteStream(e.ctx, broker.CommandStream))
 	_, reg := e.runner(binding.Config{Bindings: []binding.Binding{b}, PublishTimeout: 200 * time.Millisecond})
 	seq := e.publish("orders.created", `{"type": "order.created", "order": {"id": 1}}`, nil)
 
@@ -422,7 +422,7 @@ func TestAMessageIsAcknowledgedOnlyAfterItsCommandIsPublished(t *testing.T) {
 	require.GreaterOrEqual(t, count(t, reg, "orders", "retried"), 2)
 
 	// JetStream takes commands again: the next delivery goes through.
-	_, err := streams.Declare(e.ctx, e.js, streams.Config{Shards: 4, MemoryStorage: true})
+	_, err := broker.Declare(e.ctx, e.js, broker.Config{Shards: 4, MemoryStorage: true})
 	require.NoError(t, err)
 	e.settled("ORDERS", "harvest_bind_orders", seq)
 	cmds := e.commands()
@@ -438,7 +438,7 @@ func TestAfterMaxDeliverTheMessageIsDeadLettered(t *testing.T) {
 	e.stream("DEAD", 0, "harvest.dead.>")
 	b := ordersBinding()
 	b.MaxDeliver = 3
-	require.NoError(t, e.js.DeleteStream(e.ctx, streams.CommandStream))
+	require.NoError(t, e.js.DeleteStream(e.ctx, broker.CommandStream))
 	_, reg := e.runner(binding.Config{Bindings: []binding.Binding{b}, PublishTimeout: 200 * time.Millisecond})
 	seq := e.publish("orders.created", `{"type": "order.created", "order": {"id": 1}}`, nats.Header{"Nats-Msg-Id": {"evt-1"}})
 

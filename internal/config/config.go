@@ -18,10 +18,10 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
-	"github.com/harvest-engine/harvest/internal/stores"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -392,15 +392,15 @@ type StoreConfig struct {
 }
 
 // StoreSet is the stores of the configuration, nil for one database_url.
-func (c Config) StoreSet() (*stores.Set, error) {
+func (c Config) StoreSet() (*placement.Set, error) {
 	if len(c.Stores) == 0 {
 		return nil, nil
 	}
-	list := make([]stores.Store, len(c.Stores))
+	list := make([]placement.Store, len(c.Stores))
 	for i, st := range c.Stores {
-		list[i] = stores.Store{Name: st.Name, Mode: stores.Mode(cmp.Or(st.Mode, string(stores.Writable)))}
+		list[i] = placement.Store{Name: st.Name, Mode: placement.Mode(cmp.Or(st.Mode, string(placement.Writable)))}
 	}
-	set, err := stores.New(list)
+	set, err := placement.New(list)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -674,10 +674,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: shutdown_grace %s: want a positive duration", time.Duration(c.ShutdownGrace))
 	case c.NATSReplicas < 0 || c.NATSReplicas > 5:
 		return fmt.Errorf("config: nats_replicas %d: want 1 to 5", c.NATSReplicas)
-	case c.NATSCommandStreamMaxBytes < 0 || (c.NATSCommandStreamMaxBytes > 0 && c.NATSCommandStreamMaxBytes < streams.MinStreamMaxBytes):
-		return fmt.Errorf("config: nats_command_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSCommandStreamMaxBytes, streams.MinStreamMaxBytes)
-	case c.NATSTaskStreamMaxBytes < 0 || (c.NATSTaskStreamMaxBytes > 0 && c.NATSTaskStreamMaxBytes < streams.MinStreamMaxBytes):
-		return fmt.Errorf("config: nats_task_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSTaskStreamMaxBytes, streams.MinStreamMaxBytes)
+	case c.NATSCommandStreamMaxBytes < 0 || (c.NATSCommandStreamMaxBytes > 0 && c.NATSCommandStreamMaxBytes < broker.MinStreamMaxBytes):
+		return fmt.Errorf("config: nats_command_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSCommandStreamMaxBytes, broker.MinStreamMaxBytes)
+	case c.NATSTaskStreamMaxBytes < 0 || (c.NATSTaskStreamMaxBytes > 0 && c.NATSTaskStreamMaxBytes < broker.MinStreamMaxBytes):
+		return fmt.Errorf("config: nats_task_stream_max_bytes %d: want at least %d (4 MiB)", c.NATSTaskStreamMaxBytes, broker.MinStreamMaxBytes)
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("config: max_body_bytes %d: want a positive size", c.MaxBodyBytes)
 	case c.WorkflowCacheSize < -1:

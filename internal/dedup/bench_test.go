@@ -9,13 +9,6 @@ func BenchmarkStartCommandID(b *testing.B) {
 	}
 }
 
-func BenchmarkStartShard(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = StartShard(16, "charge", "", "webhook-evt-abc123")
-	}
-}
-
 func BenchmarkActivityKeySubkey(b *testing.B) {
 	key := NewActivityKey()
 	b.ReportAllocs()
@@ -29,12 +22,5 @@ func BenchmarkFingerprint(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = Fingerprint(input)
-	}
-}
-
-func BenchmarkMintWorkflowID(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = MintWorkflowID(16, 3, "charge")
 	}
 }

@@ -1,7 +1,7 @@
 // Package dedup owns Harvest's idempotency keys: validation of the keys
 // callers send, derivation of command ids (which become Nats-Msg-Id
-// headers), activity idempotency keys and their subkeys, and routing of
-// commands to logical shards.
+// headers), and activity idempotency keys and their subkeys. Which shard a
+// command goes to is internal/placement's.
 //
 // Everything here is a pure function of its input, safe for concurrent use.
 //

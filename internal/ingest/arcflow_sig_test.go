@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -28,7 +28,7 @@ func TestArcFlowBodyOnlySignaturesOnlyWhenConfigured(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 	_, err = New(Config{Topology: top, NC: nc, ArcFlowLegacyBodyOnly: true})
 	require.ErrorContains(t, err, "ArcFlowLegacyBodyOnly without ArcFlowSecrets")

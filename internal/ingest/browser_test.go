@@ -14,8 +14,8 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -26,7 +26,7 @@ import (
 type browserAPI struct {
 	t   *testing.T
 	url string
-	top *streams.Topology
+	top *broker.Topology
 }
 
 func newBrowserAPI(t *testing.T, cfg Config) *browserAPI {
@@ -34,7 +34,7 @@ func newBrowserAPI(t *testing.T, cfg Config) *browserAPI {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 1, MemoryStorage: true})
 	require.NoError(t, err)
 	cfg.Topology, cfg.NC, cfg.OutcomeWait = top, nc, 50*time.Millisecond
 	cfg.DeclaredWorkflows = []string{"charge"}
@@ -81,7 +81,7 @@ func (a *browserAPI) send(method, path, body string, header ...string) (int, str
 // published is how many commands the command stream holds.
 func (a *browserAPI) published() uint64 {
 	a.t.Helper()
-	st, err := a.top.JS.Stream(a.t.Context(), streams.CommandStream)
+	st, err := a.top.JS.Stream(a.t.Context(), broker.CommandStream)
 	require.NoError(a.t, err)
 	info, err := st.Info(a.t.Context())
 	require.NoError(a.t, err)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 // TestTheAPIBudgetIsTokenHoldersAlone: with max_in_flight 1 taken by a
@@ -30,7 +30,7 @@ func TestTheAPIBudgetIsTokenHoldersAlone(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 1, MemoryStorage: true})
 	require.NoError(t, err)
 	a, err := auth.New([]auth.Token{{Name: "ops", SHA256: auth.Hash("t-ops"), Scopes: []auth.Scope{auth.ScopeAdmin}}})
 	require.NoError(t, err)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -46,7 +46,7 @@ const (
 
 // Config configures a Server. Zero values mean the documented defaults.
 type Config struct {
-	Topology *streams.Topology
+	Topology *broker.Topology
 	// NC is the connection outcomes are received on.
 	NC *nats.Conn
 	// DB serves the read endpoints and command outcomes; ingest never

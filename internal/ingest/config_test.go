@@ -8,13 +8,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
 // validConfig passes Validate; its Topology and NC are never used.
 func validConfig() Config {
-	return Config{Topology: &streams.Topology{}, NC: &nats.Conn{}}
+	return Config{Topology: &broker.Topology{}, NC: &nats.Conn{}}
 }
 
 func testHook(name string) webhook.Endpoint {

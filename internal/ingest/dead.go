@@ -111,7 +111,7 @@ func deadView(d store.DeadCommand) client.DeadCommand {
 // Dead commands are numbered in each store; the API numbers them across
 // the stores: store i's dead command n is n | i<<deadStoreShift, so store
 // 0's (a single-store deployment's) keep their numbers whatever stores are
-// added, and every id stays below 2^53 (stores.MaxStores is 64).
+// added, and every id stays below 2^53 (placement.MaxStores is 64).
 const deadStoreShift = 46
 
 // listDead lists the dead commands f matches across the stores, highest

@@ -27,7 +27,7 @@
 //     answer is a type of the public client package, and every error
 //     code a client.Code constant, so that the server and its Go client
 //     cannot drift. Commands and outcomes are internal/wire's; streams,
-//     buckets and publishing are internal/streams'.
+//     buckets and publishing are internal/broker'.
 //
 // Files, by job: config.go (Config, defaults, Validate), server.go
 // (Server and its routes), body.go, query.go, validate.go, execid.go and

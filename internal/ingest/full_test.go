@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 // TestAFullCommandStreamIsAnswered503: once the command stream holds its
@@ -26,7 +26,7 @@ func TestAFullCommandStreamIsAnswered503(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, CommandMaxBytes: streams.MinStreamMaxBytes, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 1, CommandMaxBytes: broker.MinStreamMaxBytes, MemoryStorage: true})
 	require.NoError(t, err)
 	s, err := New(Config{Topology: top, NC: nc, OutcomeWait: 50 * time.Millisecond, DeclaredWorkflows: []string{"w"}})
 	require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -209,7 +209,7 @@ func (m *metrics) published(kind string, d time.Duration, err error) {
 		return
 	}
 	reason := publishUnavailable
-	var big *streams.TooLargeError
+	var big *broker.TooLargeError
 	if errors.As(err, &big) || errors.Is(err, nats.ErrMaxPayload) {
 		reason = publishTooLarge
 	}

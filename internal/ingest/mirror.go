@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
 )
 
 // mirror keeps an in-memory copy of a key-value bucket, decoded, and
@@ -29,7 +29,7 @@ func newMirror[T any](kv jetstream.KeyValue, log *slog.Logger, decode func(strin
 
 // start loads the bucket, then follows it until close.
 func (b *mirror[T]) start(ctx context.Context) error {
-	stop, err := streams.Follow(ctx, b.kv, b.apply)
+	stop, err := broker.Follow(ctx, b.kv, b.apply)
 	if err != nil {
 		return err
 	}

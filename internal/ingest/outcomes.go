@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -49,7 +49,7 @@ func (o *outcomeWaiters) wait(commandID string) (ch chan wire.Outcome, cancel fu
 
 // deliver is the subscription's handler.
 func (o *outcomeWaiters) deliver(m *nats.Msg) {
-	id := streams.OutcomeCommandID(m.Subject)
+	id := broker.OutcomeCommandID(m.Subject)
 	if id == "" {
 		return
 	}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // TestEveryReadAnswers503WithinItsDeadlineWhilePostgreSQLIsFrozen:
@@ -33,7 +33,7 @@ func TestEveryReadAnswers503WithinItsDeadlineWhilePostgreSQLIsFrozen(t *testing.
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 
 	proxy := pgtest.NewProxy(t, pgtest.NewDatabase(t))

@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // syncBuffer is a log destination safe for concurrent writes.
@@ -53,7 +53,7 @@ func TestReadyzIsDegradedWhilePostgreSQLCannotBeRead(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 
 	proxy := pgtest.NewProxy(t, pgtest.NewDatabase(t))
@@ -129,7 +129,7 @@ func TestReadyzIsDegradedWhilePostgreSQLCannotBeRead(t *testing.T) {
 	// Then it is not ready, and says what else is wrong.
 	proxy.Cut()
 	nc2, js2 := natstest.Connect(t, ns)
-	top2, err := streams.Declare(ctx, js2, streams.Config{Shards: 2, MemoryStorage: true})
+	top2, err := broker.Declare(ctx, js2, broker.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 	cutOff, err := New(Config{Topology: top2, NC: nc2, DB: db})
 	require.NoError(t, err)

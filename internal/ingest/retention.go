@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // The retention routes tell what the schedulers' pruners have yet to
@@ -60,7 +60,7 @@ func (s *Server) handlePrune(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
 	defer cancel()
-	if _, err := s.cfg.NC.RequestWithContext(ctx, streams.PruneSubject, nil); err != nil {
+	if _, err := s.cfg.NC.RequestWithContext(ctx, broker.PruneSubject, nil); err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			s.unavailable(w, r, "no scheduler is running to prune; start one", err)
 			return

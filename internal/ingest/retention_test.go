@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // TestPruneWithoutASchedulerIs503: with no scheduler running, nothing
@@ -23,7 +23,7 @@ func TestPruneWithoutASchedulerIs503(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 1, MemoryStorage: true})
 	require.NoError(t, err)
 	s, err := New(Config{Topology: top, NC: nc, DB: pgtest.NewPool(t)})
 	require.NoError(t, err)

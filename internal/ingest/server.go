@@ -13,11 +13,11 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/console"
 	"github.com/harvest-engine/harvest/internal/openapi"
 	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/schema"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -154,7 +154,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.schemas.close()
 		return err
 	}
-	sub, err := s.cfg.NC.Subscribe(streams.OutcomeSubjects, s.waiters.deliver)
+	sub, err := s.cfg.NC.Subscribe(broker.OutcomeSubjects, s.waiters.deliver)
 	if err != nil {
 		return fmt.Errorf("subscribe to outcomes: %w", err)
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/poison"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/poison"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -33,7 +33,7 @@ const (
 type edge struct {
 	t   *testing.T
 	s   *Server
-	top *streams.Topology
+	top *broker.Topology
 }
 
 func newEdge(t *testing.T) *edge {
@@ -41,7 +41,7 @@ func newEdge(t *testing.T) *edge {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 	s, err := New(Config{Topology: top, NC: nc, OutcomeWait: 50 * time.Millisecond, ArcFlowSecrets: []string{testArcFlowSecret},
 		// No worker runs: the workflows started are declared.
@@ -93,7 +93,7 @@ func sign(secret, body string) string {
 // published is how many commands the command stream holds.
 func (e *edge) published() uint64 {
 	e.t.Helper()
-	st, err := e.top.JS.Stream(context.Background(), streams.CommandStream)
+	st, err := e.top.JS.Stream(context.Background(), broker.CommandStream)
 	require.NoError(e.t, err)
 	info, err := st.Info(context.Background())
 	require.NoError(e.t, err)

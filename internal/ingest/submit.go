@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -24,7 +24,7 @@ import (
 // command_too_large when it is larger than NATS carries (retrying cannot
 // help), else 503 unavailable (JetStream down or unreachable: retry).
 func notAccepted(err error, what string) (int, client.ErrorResponse) {
-	var big *streams.TooLargeError
+	var big *broker.TooLargeError
 	if errors.As(err, &big) {
 		return http.StatusRequestEntityTooLarge, client.ErrorResponse{Error: client.CodeCommandTooLarge, Limit: big.Limit,
 			Message: fmt.Sprintf("the %s, encoded as a command, is %d bytes: more than the %d the command stream carries", what, big.Size, big.Limit)}

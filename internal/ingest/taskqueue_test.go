@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/registry"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -29,7 +29,7 @@ func newQueueEdge(t *testing.T) *edge {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 	s, err := New(Config{Topology: top, NC: nc, OutcomeWait: 50 * time.Millisecond, ArcFlowSecrets: []string{testArcFlowSecret},
 		DeclaredWorkflows: []string{"approve_order", "plain"},
@@ -58,7 +58,7 @@ func (e *edge) serve(name, taskQueue string) {
 func (e *edge) commands() []wire.Command {
 	e.t.Helper()
 	ctx := natstest.Context(e.t)
-	st, err := e.top.JS.Stream(ctx, streams.CommandStream)
+	st, err := e.top.JS.Stream(ctx, broker.CommandStream)
 	require.NoError(e.t, err)
 	info, err := st.Info(ctx)
 	require.NoError(e.t, err)
@@ -211,7 +211,7 @@ func TestTheConfiguredTaskQueuesAreChecked(t *testing.T) {
 	t.Parallel()
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
-	top, err := streams.Declare(natstest.Context(t), js, streams.Config{Shards: 2, MemoryStorage: true})
+	top, err := broker.Declare(natstest.Context(t), js, broker.Config{Shards: 2, MemoryStorage: true})
 	require.NoError(t, err)
 	_, err = New(Config{Topology: top, NC: nc, TaskQueues: map[string]string{"approve_order": "my queue"}})
 	require.ErrorContains(t, err, `ingest config: TaskQueues["approve_order"]: invalid name "my queue"`)

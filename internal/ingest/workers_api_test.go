@@ -13,9 +13,9 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
-	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/registry"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -37,7 +37,7 @@ func get(t *testing.T, h http.Handler, target, token string, out any) (int, []by
 
 // register starts a worker's registrar on top's bucket, stopped at
 // cleanup.
-func register(t *testing.T, top *streams.Topology, cfg registry.RegistrarConfig) {
+func register(t *testing.T, top *broker.Topology, cfg registry.RegistrarConfig) {
 	t.Helper()
 	cfg.KV = top.Workers
 	r := registry.NewRegistrar(cfg)
@@ -46,7 +46,7 @@ func register(t *testing.T, top *streams.Topology, cfg registry.RegistrarConfig)
 }
 
 // publishTasks puts a task on each subject, as a scheduler would.
-func publishTasks(t *testing.T, top *streams.Topology, subjects ...string) {
+func publishTasks(t *testing.T, top *broker.Topology, subjects ...string) {
 	t.Helper()
 	for _, s := range subjects {
 		_, err := top.JS.Publish(natstest.Context(t), s, []byte("{}"))
@@ -134,11 +134,11 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 	// Tasks: one of charge, two of refund (no worker serves it), one
 	// unrouted activity task, and one of another queue.
 	publishTasks(t, e.top,
-		streams.NameTaskSubject("billing", wire.TaskWorkflow, "charge"),
-		streams.NameTaskSubject("billing", wire.TaskWorkflow, "refund"),
-		streams.NameTaskSubject("billing", wire.TaskWorkflow, "refund"),
-		streams.TaskSubject("billing", wire.TaskActivity),
-		streams.NameTaskSubject("default", wire.TaskWorkflow, "charge"),
+		broker.NameTaskSubject("billing", wire.TaskWorkflow, "charge"),
+		broker.NameTaskSubject("billing", wire.TaskWorkflow, "refund"),
+		broker.NameTaskSubject("billing", wire.TaskWorkflow, "refund"),
+		broker.TaskSubject("billing", wire.TaskActivity),
+		broker.NameTaskSubject("default", wire.TaskWorkflow, "charge"),
 	)
 	var q client.TaskQueueResponse
 	status, raw = get(t, h, "/api/harvest/task-queues/billing", "", &q)
@@ -180,7 +180,7 @@ func TestWorkersAndTaskQueuesNeedTheReadScope(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 1, MemoryStorage: true})
 	require.NoError(t, err)
 	a, err := auth.New([]auth.Token{
 		{Name: "reader", SHA256: auth.Hash("t-reader"), Scopes: []auth.Scope{auth.ScopeRead}},
@@ -195,7 +195,7 @@ func TestWorkersAndTaskQueuesNeedTheReadScope(t *testing.T) {
 	h := s.Handler()
 	register(t, top, registry.RegistrarConfig{Worker: "w1", TaskQueue: "default",
 		Workflows: []string{"charge", "payroll"}, Activities: []string{"charge_card"}})
-	publishTasks(t, top, streams.NameTaskSubject("default", wire.TaskWorkflow, "payroll"))
+	publishTasks(t, top, broker.NameTaskSubject("default", wire.TaskWorkflow, "payroll"))
 
 	for _, target := range []string{"/api/harvest/workers", "/api/harvest/task-queues/default"} {
 		status, _ := get(t, h, target, "", nil)

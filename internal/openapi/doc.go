@@ -8,6 +8,6 @@
 // route ingest registers is in the table and every route of the table
 // is registered (internal/ingest); and the answers a real stack gives,
 // status and body, are the ones the document describes
-// (internal/devstack). `go test ./internal/openapi -update` writes the
+// (internal/dev/devstack). `go test ./internal/openapi -update` writes the
 // file again after a change.
 package openapi

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
 )
 
 // Index mirrors the workers bucket's registrations of names in memory, by
@@ -36,7 +36,7 @@ func (x *Index) Start(ctx context.Context) error {
 		x.log.Warn("no HARVEST_WORKERS bucket (declared by a scheduler of this version): every workflow counts as served until this process restarts")
 		return nil
 	}
-	stop, err := streams.Follow(ctx, x.kv, x.apply)
+	stop, err := broker.Follow(ctx, x.kv, x.apply)
 	if err != nil {
 		return err
 	}

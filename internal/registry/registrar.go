@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
 )
 
 // RegistrarConfig configures a Registrar.
@@ -133,7 +133,7 @@ func (r *Registrar) loop(ctx context.Context, failed bool) {
 func (r *Registrar) interval() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return max(cmp.Or(r.ttl, streams.DefaultWorkerTTL)/3, 100*time.Millisecond)
+	return max(cmp.Or(r.ttl, broker.DefaultWorkerTTL)/3, 100*time.Millisecond)
 }
 
 // bucket returns the workers bucket and the registration TTL, looking
@@ -147,21 +147,21 @@ func (r *Registrar) bucket(ctx context.Context) (jetstream.KeyValue, time.Durati
 	}
 	if kv == nil {
 		if r.cfg.JS == nil {
-			return nil, 0, fmt.Errorf("bind bucket %s: %w", streams.WorkersBucket, streams.ErrNotDeclared)
+			return nil, 0, fmt.Errorf("bind bucket %s: %w", broker.WorkersBucket, broker.ErrNotDeclared)
 		}
 		var err error
-		if kv, err = r.cfg.JS.KeyValue(ctx, streams.WorkersBucket); err != nil {
+		if kv, err = r.cfg.JS.KeyValue(ctx, broker.WorkersBucket); err != nil {
 			if errors.Is(err, jetstream.ErrBucketNotFound) {
-				err = streams.ErrNotDeclared
+				err = broker.ErrNotDeclared
 			}
-			return nil, 0, fmt.Errorf("bind bucket %s: %w", streams.WorkersBucket, err)
+			return nil, 0, fmt.Errorf("bind bucket %s: %w", broker.WorkersBucket, err)
 		}
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read bucket %s: %w", streams.WorkersBucket, err)
+		return nil, 0, fmt.Errorf("read bucket %s: %w", broker.WorkersBucket, err)
 	}
-	ttl = cmp.Or(st.TTL(), streams.DefaultWorkerTTL)
+	ttl = cmp.Or(st.TTL(), broker.DefaultWorkerTTL)
 	r.mu.Lock()
 	r.kv, r.ttl = kv, ttl
 	r.mu.Unlock()

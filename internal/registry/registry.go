@@ -1,4 +1,4 @@
-// Package registry owns the workers bucket (streams.WorkersBucket): which
+// Package registry owns the workers bucket (broker.WorkersBucket): which
 // workflows and activities the live workers serve, on which task queue.
 //
 // A worker's Registrar puts one key per kind, name, task queue and

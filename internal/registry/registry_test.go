@@ -11,18 +11,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/registry"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // declare declares a deployment whose registrations last ttl.
-func declare(t *testing.T, ttl time.Duration) (jetstream.JetStream, *streams.Topology) {
+func declare(t *testing.T, ttl time.Duration) (jetstream.JetStream, *broker.Topology) {
 	t.Helper()
 	_, js := natstest.Connect(t, natstest.RunServer(t, natstest.Options{}))
-	top, err := streams.Declare(natstest.Context(t), js, streams.Config{Shards: 1, WorkerTTL: ttl, MemoryStorage: true})
+	top, err := broker.Declare(natstest.Context(t), js, broker.Config{Shards: 1, WorkerTTL: ttl, MemoryStorage: true})
 	require.NoError(t, err)
 	return js, top
 }
@@ -68,7 +68,7 @@ func TestARegistrationHoldsWhileItsWorkerLivesAndGoesWhenItStops(t *testing.T) {
 	var ent registry.Entry
 	require.NoError(t, json.Unmarshal(e.Value(), &ent))
 	require.Equal(t, "w1", ent.Worker)
-	require.WithinDuration(t, time.Now().Add(streams.DefaultWorkerTTL), ent.ExpiresAt, 5*time.Second)
+	require.WithinDuration(t, time.Now().Add(broker.DefaultWorkerTTL), ent.ExpiresAt, 5*time.Second)
 
 	// A second worker of the same workflow: one stopping leaves it served.
 	r2 := registry.NewRegistrar(registry.RegistrarConfig{KV: top.Workers, Worker: "w2", TaskQueue: "default", Workflows: []string{"wf_a"}})
@@ -131,7 +131,7 @@ func TestARegistrarWithoutItsBucketKeepsTrying(t *testing.T) {
 	r := registry.NewRegistrar(registry.RegistrarConfig{JS: js, Worker: "w1", TaskQueue: "default", Workflows: []string{"wf_l"}})
 	r.Start(ctx)
 	t.Cleanup(func() { require.NoError(t, r.Stop(context.Background())) })
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 1, MemoryStorage: true})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 1, MemoryStorage: true})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return lookup(t, top.Workers, registry.KindWorkflow, "wf_l", "default") },
 		10*time.Second, 20*time.Millisecond)

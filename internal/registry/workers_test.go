@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/registry"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 // TestAWorkerSaysWhoItIsAndHowBusy: a started worker's record tells its

@@ -8,6 +8,7 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -31,7 +32,7 @@ func TestCommandsForNoExecutionAreNotFound(t *testing.T) {
 	ids := []string{
 		strings.ToUpper(id), "urn:uuid:" + id, "{" + id + "}", strings.ReplaceAll(id, "-", ""),
 		"zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz", "not-a-uuid", "",
-		dedup.MintExecutionID(4, l.Shard), // canonical, and no execution's
+		placement.MintExecutionID(4, l.Shard), // canonical, and no execution's
 	}
 	var cmds []seqCommand
 	for _, other := range ids {

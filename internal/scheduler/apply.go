@@ -12,11 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/logattr"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/stores"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -39,7 +38,7 @@ type seqCommand struct {
 type batch struct {
 	shard  int
 	shards int
-	layout stores.Layout
+	layout placement.Layout
 	now    time.Time
 	window time.Duration
 	// outcomeTTL is how long the batch's outcomes stay readable.
@@ -100,11 +99,11 @@ type applyEnv struct {
 	shards int
 	// layout mints the ids of the executions the shard creates so that
 	// they name its store; zero is a single store of shards.
-	layout stores.Layout
+	layout placement.Layout
 	// window is the start idempotency window.
 	window time.Duration
 	// outcomeTTL is how long outcomes stay readable; zero means
-	// streams.DefaultOutcomeTTL.
+	// broker.DefaultOutcomeTTL.
 	outcomeTTL time.Duration
 	// wftTimeout is how long a dispatched workflow task may go without
 	// completing before the scheduler looks for it; zero means
@@ -138,7 +137,7 @@ type applyEnv struct {
 // the batch's shard.
 func (b *batch) mintWorkflowID(workflowName string) string {
 	if b.layout.Set == nil {
-		return dedup.MintWorkflowID(b.shards, b.shard, workflowName)
+		return placement.MintWorkflowID(b.shards, b.shard, workflowName)
 	}
 	return b.layout.MintWorkflowID(b.shard, workflowName)
 }
@@ -146,13 +145,13 @@ func (b *batch) mintWorkflowID(workflowName string) string {
 // mintExecutionID returns a fresh id of an execution of the batch's shard.
 func (b *batch) mintExecutionID() string {
 	if b.layout.Set == nil {
-		return dedup.MintExecutionID(b.shards, b.shard)
+		return placement.MintExecutionID(b.shards, b.shard)
 	}
 	return b.layout.MintExecutionID(b.shard)
 }
 
 func (env applyEnv) outcomeTTLOrDefault() time.Duration {
-	return cmp.Or(env.outcomeTTL, streams.DefaultOutcomeTTL)
+	return cmp.Or(env.outcomeTTL, broker.DefaultOutcomeTTL)
 }
 
 func (env applyEnv) wftTimeoutOrDefault() time.Duration {

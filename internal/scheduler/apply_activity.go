@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -157,7 +157,7 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 		return
 	}
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-		Shard: b.shard, Subject: streams.NameTaskSubject(queue, wire.TaskActivity, a.ActivityName),
+		Shard: b.shard, Subject: broker.NameTaskSubject(queue, wire.TaskActivity, a.ActivityName),
 		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data, Trace: b.traceOf(e),
 	})
 	attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -56,6 +56,6 @@ func (b *batch) terminate(e *store.Execution, reason string) {
 func (b *batch) stopActivities(e *store.Execution, msgPrefix, reason string) {
 	data, _ := json.Marshal(map[string]string{"execution_id": e.ExecutionID, "reason": reason})
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-		Shard: b.shard, Subject: streams.CancelledSubject(e.ExecutionID), MsgID: msgPrefix + e.ExecutionID, Payload: data,
+		Shard: b.shard, Subject: broker.CancelledSubject(e.ExecutionID), MsgID: msgPrefix + e.ExecutionID, Payload: data,
 	})
 }

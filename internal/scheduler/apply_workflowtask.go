@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -214,7 +214,7 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoad
 			continue
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-			Shard: b.shard, Subject: streams.NameTaskSubject(e.TaskQueue, wire.TaskWorkflow, e.WorkflowName),
+			Shard: b.shard, Subject: broker.NameTaskSubject(e.TaskQueue, wire.TaskWorkflow, e.WorkflowName),
 			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data, Trace: b.traceOf(e),
 		})
 		b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)

@@ -11,9 +11,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -157,7 +157,7 @@ func (r *runner) applyTx(ctx context.Context, cmds []seqCommand, readFree bool) 
 func (r *runner) announce(outcomes []store.OutcomeRow) {
 	nc := r.s.cfg.Topology.JS.Conn()
 	for _, o := range outcomes {
-		if err := nc.Publish(streams.OutcomeSubject(o.CommandID), o.Payload); err != nil {
+		if err := nc.Publish(broker.OutcomeSubject(o.CommandID), o.Payload); err != nil {
 			var out wire.Outcome
 			_ = json.Unmarshal(o.Payload, &out) // for the log only
 			logattr.With(r.log, out.ExecutionID, out.WorkflowName, o.CommandID).Debug("announce outcome", "err", err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // BenchmarkApplyStartBatch measures one apply transaction of a batch of

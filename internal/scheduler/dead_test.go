@@ -15,11 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -52,7 +52,7 @@ func TestPoisonCommandsAreSetAsideAndTheShardGoesOn(t *testing.T) {
 	publish(nulID)
 	publish(startCmd("onboarding", "k2", "wf-2"))
 	publish(nulInput)
-	_, err := js.Publish(ctx, streams.CommandSubject(0, wire.KindStart), []byte("not a command"), jetstream.WithMsgID("garbage"))
+	_, err := js.Publish(ctx, broker.CommandSubject(0, wire.KindStart), []byte("not a command"), jetstream.WithMsgID("garbage"))
 	require.NoError(t, err)
 	last := publish(startCmd("onboarding", "k3", "wf-3"))
 

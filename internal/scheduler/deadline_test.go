@@ -8,10 +8,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
-	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -27,9 +27,9 @@ func TestALostWorkflowTaskIsDispatchedAgain(t *testing.T) {
 	ctx := natstest.Context(t)
 	startScheduler(t, Config{DB: db, Topology: top, WorkflowTaskTimeout: 300 * time.Millisecond})
 
-	cons, err := js.CreateConsumer(ctx, streams.TaskStream, jetstream.ConsumerConfig{
+	cons, err := js.CreateConsumer(ctx, broker.TaskStream, jetstream.ConsumerConfig{
 		Durable: "test_worker", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
-		FilterSubject: streams.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow, "onboarding"),
+		FilterSubject: broker.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow, "onboarding"),
 	})
 	require.NoError(t, err)
 	cmd := startCmd("onboarding", "k-deadline", "wf-deadline")

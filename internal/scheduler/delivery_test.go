@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // TestACommandLostInFlightIsAppliedInOrder is the cause of acknowledged
@@ -48,7 +48,7 @@ func TestACommandLostInFlightIsAppliedInOrder(t *testing.T) {
 	start("a")
 	waitFor(t, 20*time.Second, "start a to apply", func() bool { return executions() == 1 })
 
-	cons, err := direct.Consumer(ctx, streams.CommandStream, fmt.Sprintf("harvest_sched_%d", 0))
+	cons, err := direct.Consumer(ctx, broker.CommandStream, fmt.Sprintf("harvest_sched_%d", 0))
 	require.NoError(t, err)
 	proxy.Blackhole(true)
 	seqB := start("b")
@@ -63,7 +63,7 @@ func TestACommandLostInFlightIsAppliedInOrder(t *testing.T) {
 	// Wait until the stream holds nothing: every command applied, or
 	// acknowledged without being applied.
 	waitFor(t, 30*time.Second, "the command stream to drain", func() bool {
-		st, err := direct.Stream(ctx, streams.CommandStream)
+		st, err := direct.Stream(ctx, broker.CommandStream)
 		if err != nil {
 			return false
 		}
@@ -95,7 +95,7 @@ func TestACommandLostInFlightBeforeAQuietSpellIsAppliedSoon(t *testing.T) {
 	// info is the shard's consumer's, once the scheduler's session has
 	// (re)created it; nil while it has not.
 	info := func() *jetstream.ConsumerInfo {
-		c, err := direct.Consumer(ctx, streams.CommandStream, "harvest_sched_0")
+		c, err := direct.Consumer(ctx, broker.CommandStream, "harvest_sched_0")
 		if err != nil {
 			return nil
 		}
@@ -156,7 +156,7 @@ func TestInOrderStopsAtALostDelivery(t *testing.T) {
 // behindProxy is a one-shard topology whose scheduler side (top) reaches
 // NATS through proxy, with a direct connection and topology (pub) for the
 // test to publish and look with.
-func behindProxy(t *testing.T) (db *pgxpool.Pool, proxy *natstest.Proxy, direct jetstream.JetStream, top, pub *streams.Topology) {
+func behindProxy(t *testing.T) (db *pgxpool.Pool, proxy *natstest.Proxy, direct jetstream.JetStream, top, pub *broker.Topology) {
 	t.Helper()
 	db = pgtest.NewPool(t)
 	ns := natstest.RunServer(t, natstest.Options{})
@@ -168,9 +168,9 @@ func behindProxy(t *testing.T) (db *pgxpool.Pool, proxy *natstest.Proxy, direct 
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	top, err = streams.Declare(ctx, js, streams.Config{Shards: 1})
+	top, err = broker.Declare(ctx, js, broker.Config{Shards: 1})
 	require.NoError(t, err)
-	pub, err = streams.Declare(ctx, direct, streams.Config{Shards: 1})
+	pub, err = broker.Declare(ctx, direct, broker.Config{Shards: 1})
 	require.NoError(t, err)
 	return db, proxy, direct, top, pub
 }

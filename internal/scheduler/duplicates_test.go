@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -131,7 +132,7 @@ func TestDuplicateReportsApplyWithoutReads(t *testing.T) {
 
 func TestDuplicateReportsAreValidated(t *testing.T) {
 	t.Parallel()
-	exec := dedup.MintExecutionID(4, 0)
+	exec := placement.MintExecutionID(4, 0)
 	for _, tc := range []struct {
 		d  *wire.DuplicateCommand
 		ok bool

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -53,11 +53,11 @@ func tasksIn(t *testing.T, w *store.Writes) outboxTasks {
 	var out outboxTasks
 	for _, m := range w.Outbox {
 		switch {
-		case strings.HasPrefix(m.Subject, streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow)+"."):
+		case strings.HasPrefix(m.Subject, broker.TaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow)+"."):
 			var task wire.WorkflowTask
 			require.NoError(t, json.Unmarshal(m.Payload, &task))
 			out.workflow = append(out.workflow, task)
-		case strings.HasPrefix(m.Subject, streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskActivity)+"."):
+		case strings.HasPrefix(m.Subject, broker.TaskSubject(wire.DefaultTaskQueue, wire.TaskActivity)+"."):
 			var task wire.ActivityTask
 			require.NoError(t, json.Unmarshal(m.Payload, &task))
 			out.activity = append(out.activity, task)

@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // markFixture is a one-shard deployment whose scheduler reaches
@@ -25,7 +25,7 @@ type markFixture struct {
 	proxy  *pgtest.Proxy
 	via    *pgxpool.Pool
 	js     jetstream.JetStream
-	top    *streams.Topology
+	top    *broker.Topology
 }
 
 func newMarkFixture(t *testing.T) *markFixture {
@@ -42,7 +42,7 @@ func newMarkFixture(t *testing.T) *markFixture {
 	t.Cleanup(f.via.Close)
 	ns := natstest.RunServer(t, natstest.Options{})
 	_, f.js = natstest.Connect(t, ns)
-	f.top, err = streams.Declare(ctx, f.js, streams.Config{Shards: 1})
+	f.top, err = broker.Declare(ctx, f.js, broker.Config{Shards: 1})
 	require.NoError(t, err)
 	return f
 }
@@ -93,7 +93,7 @@ func (f *markFixture) counted(t *testing.T) []store.ShardFailure {
 // consumer is deleted under it.
 func (f *markFixture) failSession(t *testing.T) {
 	t.Helper()
-	require.NoError(t, f.js.DeleteConsumer(natstest.Context(t), streams.CommandStream, consumerName(0)))
+	require.NoError(t, f.js.DeleteConsumer(natstest.Context(t), broker.CommandStream, consumerName(0)))
 }
 
 // isMarkWrite matches the statement that writes a shard's failure mark.

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -267,7 +267,7 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 		d.Outcomes = append(d.Outcomes, out)
 	}
 	for _, msg := range w.Outbox {
-		kind, _ := streams.TaskKind(msg.Subject)
+		kind, _ := broker.TaskKind(msg.Subject)
 		switch kind {
 		case wire.TaskWorkflow:
 			var t wire.WorkflowTask

@@ -11,10 +11,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -71,7 +71,7 @@ func TestSchedulerMetrics(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	_, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 2})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	s := startScheduler(t, Config{DB: db, Topology: top, Owner: "sched-a", Metrics: reg, WorkflowTaskTimeout: time.Hour})
@@ -155,7 +155,7 @@ func TestShardBacklogIsReadAtScrapeTime(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	_, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 4})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 4})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	s, err := New(Config{DB: db, Topology: top, Metrics: reg})
@@ -163,8 +163,8 @@ func TestShardBacklogIsReadAtScrapeTime(t *testing.T) {
 	// Not started: shard 3 is made held by hand, with its consumer, so
 	// nothing applies its commands.
 	s.runners[3] = &runner{}
-	cons, err := js.CreateConsumer(ctx, streams.CommandStream, jetstream.ConsumerConfig{
-		Durable: consumerName(3), FilterSubject: streams.CommandFilter(3), AckPolicy: jetstream.AckExplicitPolicy,
+	cons, err := js.CreateConsumer(ctx, broker.CommandStream, jetstream.ConsumerConfig{
+		Durable: consumerName(3), FilterSubject: broker.CommandFilter(3), AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	require.NoError(t, err)
 	for i := range 5 {

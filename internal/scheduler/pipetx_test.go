@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // pipeDB is a pool with a table t(id int primary key, v int) whose check

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -70,7 +71,7 @@ func TestReadFreeApplyRunsAWorkflowAsReadsWould(t *testing.T) {
 		// The runner's first batch of a session reads: it learns the
 		// applied sequence from it.
 		step(0, []seqCommand{{seq: 1, cmd: startCmd("pay", "", "w0")}})
-		start := startCmd("pay", "k1", dedup.MintWorkflowID(4, l.Shard, "pay"))
+		start := startCmd("pay", "k1", placement.MintWorkflowID(4, l.Shard, "pay"))
 		start.Start.WorkflowIDMinted = true
 		w := step(1, []seqCommand{{seq: 2, cmd: start}})
 		out := outcomeOf(t, w, start.CommandID)

@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // TestReadyFollowsNATSAndTheShards: a scheduler is ready once its shards'
@@ -27,7 +27,7 @@ func TestReadyFollowsNATSAndTheShards(t *testing.T) {
 	port := ns.Addr().(*net.TCPAddr).Port // to restart it on
 	_, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 2})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 2})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	s, err := New(Config{DB: pgtest.NewPool(t), Topology: top, LeaseTTL: time.Second, Metrics: reg})

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
 )
 
 // A retention shorter than the start window is refused, naming both: a
@@ -17,7 +17,7 @@ func TestRetentionShorterThanTheStartWindowIsRefused(t *testing.T) {
 	db, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none") // never dialled
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	base := Config{DB: db, Topology: &streams.Topology{}}
+	base := Config{DB: db, Topology: &broker.Topology{}}
 
 	c := base
 	c.Retention = time.Hour
@@ -47,7 +47,7 @@ func TestThePrunerRestsInProportionToItsRounds(t *testing.T) {
 	db, err := pgxpool.New(context.Background(), "postgres://127.0.0.1:1/none") // never dialled
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	s, err := New(Config{DB: db, Topology: &streams.Topology{}})
+	s, err := New(Config{DB: db, Topology: &broker.Topology{}})
 	require.NoError(t, err)
 	require.Equal(t, 3*time.Second, s.pruneWait(true, time.Second, 100, 0), "works a quarter of the time by default")
 	require.Equal(t, 300*time.Millisecond, s.pruneWait(true, 100*time.Millisecond, 100, 0))
@@ -60,9 +60,9 @@ func TestThePrunerRestsInProportionToItsRounds(t *testing.T) {
 	require.Equal(t, 300*time.Millisecond, s.pruneWait(true, 100*time.Millisecond, 100, 100), "a slow due rate: the rest")
 	require.Equal(t, DefaultPrunePause, s.pruneWait(true, 300*time.Millisecond, 100, 400), "behind: only the pause")
 
-	s, err = New(Config{DB: db, Topology: &streams.Topology{}, PruneRest: 0.5, PrunePause: time.Millisecond})
+	s, err = New(Config{DB: db, Topology: &broker.Topology{}, PruneRest: 0.5, PrunePause: time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, 50*time.Millisecond, s.pruneWait(true, 100*time.Millisecond, 100, 0))
 
-	require.ErrorContains(t, Config{DB: db, Topology: &streams.Topology{}, PruneRest: -1}.Validate(), "PruneRest -1")
+	require.ErrorContains(t, Config{DB: db, Topology: &broker.Topology{}, PruneRest: -1}.Validate(), "PruneRest -1")
 }

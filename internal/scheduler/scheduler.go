@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // Defaults for Config's zero values.
@@ -34,7 +34,7 @@ type Config struct {
 	// of Topology.Layout() (0, the first, by default).
 	DB       *pgxpool.Pool
 	Store    int
-	Topology *streams.Topology
+	Topology *broker.Topology
 	// Owner names this scheduler in shard leases; default host-pid-random.
 	Owner string
 	// LeaseTTL is how long a lease lasts unrenewed, default 5 s; leases
@@ -166,7 +166,7 @@ type Scheduler struct {
 	shardStats *shardStats
 	retention  *retentionMetrics
 	pruneWake  chan struct{}
-	// pruneSub takes the requests to prune now (streams.PruneSubject).
+	// pruneSub takes the requests to prune now (broker.PruneSubject).
 	pruneSub *nats.Subscription
 
 	mu      sync.Mutex
@@ -209,10 +209,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return errors.New("scheduler already started")
 	}
-	sub, err := s.cfg.Topology.JS.Conn().Subscribe(streams.PruneSubject, s.handlePruneRequest)
+	sub, err := s.cfg.Topology.JS.Conn().Subscribe(broker.PruneSubject, s.handlePruneRequest)
 	if err != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("subscribe to %s: %w", streams.PruneSubject, err)
+		return fmt.Errorf("subscribe to %s: %w", broker.PruneSubject, err)
 	}
 	s.pruneSub = sub
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

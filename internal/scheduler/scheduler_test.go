@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -158,7 +158,7 @@ func TestShardsMoveWhenASchedulerDies(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	_, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	top, err := streams.Declare(ctx, js, streams.Config{Shards: 8})
+	top, err := broker.Declare(ctx, js, broker.Config{Shards: 8})
 	require.NoError(t, err)
 
 	newSched := func(owner string) *Scheduler {
@@ -188,12 +188,12 @@ func TestShardsMoveWhenASchedulerDies(t *testing.T) {
 }
 
 // oneShard is a fresh database and NATS server with a one-shard topology.
-func oneShard(t *testing.T) (*pgxpool.Pool, jetstream.JetStream, *streams.Topology) {
+func oneShard(t *testing.T) (*pgxpool.Pool, jetstream.JetStream, *broker.Topology) {
 	t.Helper()
 	db := pgtest.NewPool(t)
 	ns := natstest.RunServer(t, natstest.Options{})
 	_, js := natstest.Connect(t, ns)
-	top, err := streams.Declare(natstest.Context(t), js, streams.Config{Shards: 1})
+	top, err := broker.Declare(natstest.Context(t), js, broker.Config{Shards: 1})
 	require.NoError(t, err)
 	return db, js, top
 }

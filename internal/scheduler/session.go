@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // reconnectCheck is how often a session looks for a reconnection of its
@@ -36,12 +36,12 @@ func (r *runner) session() error {
 	js := r.s.cfg.Topology.JS
 	reconnects := js.Conn().Stats().Reconnects
 	name := r.consumerName()
-	if err := js.DeleteConsumer(ctx, streams.CommandStream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := js.DeleteConsumer(ctx, broker.CommandStream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("reset consumer %s: %w", name, err)
 	}
-	cons, err := js.CreateConsumer(ctx, streams.CommandStream, jetstream.ConsumerConfig{
+	cons, err := js.CreateConsumer(ctx, broker.CommandStream, jetstream.ConsumerConfig{
 		Durable:       name,
-		FilterSubject: streams.CommandFilter(r.lease.Shard),
+		FilterSubject: broker.CommandFilter(r.lease.Shard),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       r.s.cfg.AckWait,
@@ -52,9 +52,9 @@ func (r *runner) session() error {
 		return fmt.Errorf("create consumer %s: %w", name, err)
 	}
 	bound, err := store.BindShardStream(ctx, r.s.cfg.DB, r.s.cfg.Owner, r.lease, func(ctx context.Context) (time.Time, uint64, error) {
-		st, err := js.Stream(ctx, streams.CommandStream)
+		st, err := js.Stream(ctx, broker.CommandStream)
 		if err != nil {
-			return time.Time{}, 0, fmt.Errorf("look up stream %s: %w", streams.CommandStream, err)
+			return time.Time{}, 0, fmt.Errorf("look up stream %s: %w", broker.CommandStream, err)
 		}
 		info := st.CachedInfo()
 		return info.Created, info.State.LastSeq, nil
@@ -64,7 +64,7 @@ func (r *runner) session() error {
 	}
 	if bound.Reset {
 		r.log.Error("the command stream was created anew since this shard last applied from it: applying the new stream from its start; commands of the old stream that were not applied are lost with it",
-			"stream", streams.CommandStream, "previous_stream_created", bound.Previous)
+			"stream", broker.CommandStream, "previous_stream_created", bound.Previous)
 	}
 	// Publishes of an earlier session are not waited for: their rows are
 	// still in the outbox, and go again under their message ids.
@@ -84,7 +84,7 @@ func (r *runner) session() error {
 		pulling.Wait()
 	}()
 	pulling.Go(func() {
-		streams.Pull(pullCtx, js.Conn(), cons, r.s.cfg.BatchSize, func(m jetstream.Msg) {
+		broker.Pull(pullCtx, js.Conn(), cons, r.s.cfg.BatchSize, func(m jetstream.Msg) {
 			got.received.Add(1)
 			select {
 			case msgs <- m:

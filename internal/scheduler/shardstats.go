@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // The backlog of the shards a scheduler holds is read when Prometheus
@@ -116,9 +116,9 @@ func (c *shardStats) lookup(held []int) []prometheus.Metric {
 // unacknowledged commands, by shard; a shard whose consumer is not in
 // place (its session is starting) is left out.
 func (c *shardStats) pendingCommands(ctx context.Context, held []int) (map[int]uint64, error) {
-	st, err := c.s.cfg.Topology.JS.Stream(ctx, streams.CommandStream)
+	st, err := c.s.cfg.Topology.JS.Stream(ctx, broker.CommandStream)
 	if err != nil {
-		return nil, fmt.Errorf("look up stream %s: %w", streams.CommandStream, err)
+		return nil, fmt.Errorf("look up stream %s: %w", broker.CommandStream, err)
 	}
 	byName := make(map[string]int, len(held))
 	for _, sh := range held {
@@ -132,7 +132,7 @@ func (c *shardStats) pendingCommands(ctx context.Context, held []int) (map[int]u
 		}
 	}
 	if err := list.Err(); err != nil {
-		return out, fmt.Errorf("list the consumers of %s: %w", streams.CommandStream, err)
+		return out, fmt.Errorf("list the consumers of %s: %w", broker.CommandStream, err)
 	}
 	return out, nil
 }

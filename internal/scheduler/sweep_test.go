@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/pgtest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // One sweep round deletes every expired start claim and command outcome,
@@ -20,7 +20,7 @@ func TestASweepRoundDeletesAllThatExpired(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewPool(t)
-	s, err := New(Config{DB: db, Topology: &streams.Topology{}, SweepBatchSize: 7, PrunePause: time.Millisecond})
+	s, err := New(Config{DB: db, Topology: &broker.Topology{}, SweepBatchSize: 7, PrunePause: time.Millisecond})
 	require.NoError(t, err)
 
 	const expired, live = 250, 30

@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // taskHeaderRoom is what a task message's headers (its Nats-Msg-Id)
@@ -88,9 +88,9 @@ func (r *runner) taskStream(ctx context.Context) (jetstream.Stream, error) {
 	if r.taskStr != nil {
 		return r.taskStr, nil
 	}
-	st, err := r.s.cfg.Topology.JS.Stream(ctx, streams.TaskStream)
+	st, err := r.s.cfg.Topology.JS.Stream(ctx, broker.TaskStream)
 	if err != nil {
-		return nil, fmt.Errorf("look up stream %s: %w", streams.TaskStream, err)
+		return nil, fmt.Errorf("look up stream %s: %w", broker.TaskStream, err)
 	}
 	r.taskStr = st
 	return st, nil

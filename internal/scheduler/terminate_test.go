@@ -5,9 +5,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -38,7 +39,7 @@ func TestTerminateAppliesOnce(t *testing.T) {
 	require.Equal(t, "w1", out.WorkflowID)
 	require.Empty(t, out.Error)
 	require.Len(t, w.Outbox, 1, "the workers are told")
-	require.Equal(t, streams.CancelledSubject(id), w.Outbox[0].Subject)
+	require.Equal(t, broker.CancelledSubject(id), w.Outbox[0].Subject)
 	require.Equal(t, "terminate:"+id, w.Outbox[0].MsgID)
 	e, err := store.GetExecution(t.Context(), db, id)
 	require.NoError(t, err)
@@ -56,7 +57,7 @@ func TestTerminateAppliesOnce(t *testing.T) {
 	// a termination of an unknown execution.
 	again := seqCommand{seq: 3, cmd: terminateCmd(id, "again")}
 	cancel := seqCommand{seq: 4, cmd: wire.Command{CommandID: dedup.CancelCommandID(id), Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: id}}}
-	unknown := seqCommand{seq: 5, cmd: terminateCmd(dedup.MintExecutionID(4, l.Shard), "")}
+	unknown := seqCommand{seq: 5, cmd: terminateCmd(placement.MintExecutionID(4, l.Shard), "")}
 	w = applyOnce(t, db, "a", l, []seqCommand{again, cancel, unknown})
 	require.Equal(t, wire.StatusTerminated, outcomeOf(t, w, again.cmd.CommandID).Status)
 	require.Equal(t, wire.StatusTerminated, outcomeOf(t, w, cancel.cmd.CommandID).Status)

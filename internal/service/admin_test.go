@@ -17,11 +17,11 @@ import (
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/service"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 func freePort(t *testing.T) int {
@@ -163,10 +163,10 @@ func TestWorkerServesAdmin(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the worker's admin server to listen")
 	require.Contains(t, notReady(t, admin).Reasons, "starting", "no streams declared yet: the worker waits")
 	_, js := natstest.Connect(t, ns)
-	_, err := streams.Declare(natstest.Context(t), js, streams.Config{Shards: 1})
+	_, err := broker.Declare(natstest.Context(t), js, broker.Config{Shards: 1})
 	require.NoError(t, err)
 	waitReady(t, admin, 60*time.Second)
-	n, err := streams.DeployedShards(natstest.Context(t), js)
+	n, err := broker.DeployedShards(natstest.Context(t), js)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	status, body := get(t, admin+"/metrics")

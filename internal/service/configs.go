@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/devstack"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/stores"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // The one translation of the configuration file into each service's
@@ -24,9 +24,9 @@ import (
 // deployment's retention (not the per-workflow ones: there is one ledger
 // and one task stream) is the max age of the effect ledger and the task
 // stream, with the scheduler's default.
-func StreamsConfig(cfg config.Config) streams.Config {
+func StreamsConfig(cfg config.Config) broker.Config {
 	set, _ := cfg.StoreSet() // checked as the configuration loaded
-	return streams.Config{Shards: cfg.Shards, Stores: set, OutcomeTTL: time.Duration(cfg.OutcomeTTL), WorkerTTL: time.Duration(cfg.WorkerTTL),
+	return broker.Config{Shards: cfg.Shards, Stores: set, OutcomeTTL: time.Duration(cfg.OutcomeTTL), WorkerTTL: time.Duration(cfg.WorkerTTL),
 		Replicas: cfg.NATSReplicas, Retention: cmp.Or(time.Duration(cfg.Retention), scheduler.DefaultRetention),
 		CommandMaxBytes: cfg.NATSCommandStreamMaxBytes, TaskMaxBytes: cfg.NATSTaskStreamMaxBytes}
 }
@@ -111,9 +111,9 @@ func DevConfig(cfg config.Config, log *slog.Logger) (devstack.Config, error) {
 	}, nil
 }
 
-func storesMode(mode string) stores.Mode {
+func storesMode(mode string) placement.Mode {
 	if mode == "" {
-		return stores.Writable
+		return placement.Writable
 	}
-	return stores.Mode(mode)
+	return placement.Mode(mode)
 }

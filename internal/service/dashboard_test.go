@@ -19,9 +19,9 @@ import (
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/service"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 // dashboardPath is the Grafana dashboard the repository ships.

@@ -6,11 +6,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/service"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 // TestTheStreamsAreSizedByTheConfiguration: retention is the max age of
@@ -18,7 +18,7 @@ import (
 // unset), and the max bytes keys size the command and task streams.
 func TestTheStreamsAreSizedByTheConfiguration(t *testing.T) {
 	require.Equal(t, scheduler.DefaultRetention, service.StreamsConfig(config.Config{}).Retention)
-	require.Equal(t, streams.DefaultRetention, scheduler.DefaultRetention, "the topology's default is the scheduler's")
+	require.Equal(t, broker.DefaultRetention, scheduler.DefaultRetention, "the topology's default is the scheduler's")
 
 	ns := natstest.RunServer(t, natstest.Options{})
 	require.NoError(t, connect(t, ns.ClientURL(), config.Config{Retention: config.Duration(48 * time.Hour),
@@ -29,9 +29,9 @@ func TestTheStreamsAreSizedByTheConfiguration(t *testing.T) {
 		maxAge   time.Duration
 		maxBytes int64
 	}{
-		streams.CommandStream:        {0, 8 << 20},
-		streams.TaskStream:           {48 * time.Hour, 16 << 20},
-		"KV_" + streams.LedgerBucket: {48 * time.Hour, -1},
+		broker.CommandStream:        {0, 8 << 20},
+		broker.TaskStream:           {48 * time.Hour, 16 << 20},
+		"KV_" + broker.LedgerBucket: {48 * time.Hour, -1},
 	} {
 		st, err := js.Stream(ctx, name)
 		require.NoError(t, err)

@@ -17,11 +17,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/certtest"
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/natstest"
 	"github.com/harvest-engine/harvest/internal/service"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/testing/certtest"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 // connectWait bounds a connection in these tests; one the server refuses
@@ -42,7 +42,7 @@ func connect(t *testing.T, url string, cfg config.Config) error {
 	}
 	defer nc.Close()
 	require.True(t, nc.IsConnected())
-	for _, name := range streams.DeclaredStreams() {
+	for _, name := range broker.DeclaredStreams() {
 		_, err := top.JS.Stream(ctx, name)
 		require.NoError(t, err, "declared %s", name)
 	}
@@ -139,7 +139,7 @@ func TestConnectNATSTakesAServerPool(t *testing.T) {
 	require.Equal(t, ns.ClientURL(), nc.ConnectedUrl())
 	nc.Close()
 	_, js := natstest.Connect(t, ns)
-	_, err = js.Stream(natstest.Context(t), streams.CommandStream)
+	_, err = js.Stream(natstest.Context(t), broker.CommandStream)
 	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
 
 	require.NoError(t, connect(t, pool, config.Config{}))
@@ -149,7 +149,7 @@ func TestConnectNATSTakesAServerPool(t *testing.T) {
 func TestConnectNATSRefusesReplicasTheServerCannotPlace(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	err := connect(t, ns.ClientURL(), config.Config{NATSReplicas: 3})
-	require.ErrorIs(t, err, streams.ErrReplicasUnplaceable)
+	require.ErrorIs(t, err, broker.ErrReplicasUnplaceable)
 	require.ErrorContains(t, err, "config: nats_replicas 3: stream HARVEST_CMD: 3 replicas cannot be placed on a NATS server that is not clustered (cluster size 1)")
 }
 
@@ -157,7 +157,7 @@ func TestConnectNATSReplicatesOnACluster(t *testing.T) {
 	c := natstest.RunCluster(t, 3)
 	require.NoError(t, connect(t, c.URL(), config.Config{NATSReplicas: 3}))
 	_, js := natstest.ConnectURL(t, c.URL())
-	for _, name := range streams.DeclaredStreams() {
+	for _, name := range broker.DeclaredStreams() {
 		natstest.WaitReplicas(natstest.Context(t), t, js, name, 3)
 	}
 }

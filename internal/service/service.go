@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/store"
-	"github.com/harvest-engine/harvest/internal/streams"
 )
 
 // stopTimeout bounds how long a service takes to stop once asked.
@@ -37,7 +37,7 @@ func SignalContext() (context.Context, context.CancelFunc) {
 // a shard count other than the deployment's, fail at once; a cluster that
 // cannot place the replicas is waited for (its servers may still be
 // joining) as long as NATS is.
-func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, *streams.Topology, error) {
+func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, *broker.Topology, error) {
 	nc, err := DialNATS(ctx, cfg, name, log)
 	if err != nil {
 		return nil, nil, err
@@ -49,12 +49,12 @@ func ConnectNATS(ctx context.Context, cfg config.Config, name string, log *slog.
 	}
 	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	top, err := streams.DeclareRetrying(dctx, js, StreamsConfig(cfg), func(err error) {
+	top, err := broker.DeclareRetrying(dctx, js, StreamsConfig(cfg), func(err error) {
 		log.Warn("waiting to declare the streams", "err", err)
 	})
 	if err != nil {
 		nc.Close()
-		if errors.Is(err, streams.ErrReplicasUnplaceable) {
+		if errors.Is(err, broker.ErrReplicasUnplaceable) {
 			err = fmt.Errorf("config: nats_replicas %d: %w", cfg.NATSReplicas, err)
 		}
 		return nil, nil, err
@@ -74,7 +74,7 @@ func DialNATS(ctx context.Context, cfg config.Config, name string, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, streams.ClientOptions(name, log)...)
+	opts = append(opts, broker.ClientOptions(name, log)...)
 	servers := redactedURLs(cfg.NATSURL)
 	nc, err := backoff.Retry(ctx, func() (*nats.Conn, error) {
 		nc, err := nats.Connect(cfg.NATSURL, opts...)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/client"
-	"github.com/harvest-engine/harvest/internal/stores"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -213,8 +213,8 @@ func kindOf(v any) string {
 
 // Shard is the shard a start under sp goes to: every start of a
 // (workflow, kind, key) goes to one shard, which keeps the policy's
-// state for it (of a writable store: see stores.Layout.PartsShard).
-func Shard(layout stores.Layout, workflow string, sp *wire.StartPolicy) (int, error) {
+// state for it (of a writable store: see placement.Layout.PartsShard).
+func Shard(layout placement.Layout, workflow string, sp *wire.StartPolicy) (int, error) {
 	return layout.PartsShard(workflow, "policy", sp.Kind, sp.Key)
 }
 
@@ -223,7 +223,7 @@ func Shard(layout stores.Layout, workflow string, sp *wire.StartPolicy) (int, er
 // idempotency key (the command id, deterministic for a webhook's or a
 // binding's event, dedupes it), and its workflow_id is minted on that
 // shard. It returns an error wrapping ErrNoKey as For does.
-func (p *Policy) Place(cmd *wire.Command, layout stores.Layout) (int, error) {
+func (p *Policy) Place(cmd *wire.Command, layout placement.Layout) (int, error) {
 	sp, err := p.For(cmd.Start.Input)
 	if err != nil {
 		return 0, err

@@ -10,8 +10,8 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
-	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -87,19 +87,19 @@ func TestPlaceMakesAWebhookStartOneUnderThePolicy(t *testing.T) {
 		IdempotencyKey: "hook:stripe:evt_1", Fingerprint: "f", RejectFingerprintMismatch: true,
 	}}
 	id := cmd.CommandID
-	shard, err := p.Place(cmd, stores.Single(shards))
+	shard, err := p.Place(cmd, placement.Single(shards))
 	require.NoError(t, err)
 	require.Equal(t, id, cmd.CommandID)
 	require.Empty(t, cmd.Start.IdempotencyKey)
 	require.Empty(t, cmd.Start.Fingerprint)
 	require.False(t, cmd.Start.RejectFingerprintMismatch)
 	require.Equal(t, &wire.StartPolicy{Kind: wire.PolicyDebounce, Key: "cus_9", Period: 30 * time.Second, FirstInput: true}, cmd.Start.Policy)
-	want, err := startpolicy.Shard(stores.Single(shards), "charge", cmd.Start.Policy)
+	want, err := startpolicy.Shard(placement.Single(shards), "charge", cmd.Start.Policy)
 	require.NoError(t, err)
 	require.Equal(t, want, shard)
-	require.Equal(t, shard, dedup.StartShard(shards, "charge", cmd.Start.WorkflowID, ""), "the workflow_id routes to the same shard")
+	require.Equal(t, shard, placement.StartShard(shards, "charge", cmd.Start.WorkflowID, ""), "the workflow_id routes to the same shard")
 	require.True(t, cmd.Start.WorkflowIDMinted)
 
-	_, err = p.Place(&wire.Command{Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "charge", Input: json.RawMessage(`{}`)}}, stores.Single(shards))
+	_, err = p.Place(&wire.Command{Kind: wire.KindStart, Start: &wire.StartCommand{WorkflowName: "charge", Input: json.RawMessage(`{}`)}}, placement.Single(shards))
 	require.ErrorIs(t, err, startpolicy.ErrNoKey)
 }

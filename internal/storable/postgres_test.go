@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/pgtest"
-	"github.com/harvest-engine/harvest/internal/poison"
 	"github.com/harvest-engine/harvest/internal/storable"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/poison"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -213,7 +213,7 @@ var textSeeds = []string{"", "order-42", "naïve 日本 😀", "a\x00b", "a\xffb
 //	go test -run '^$' -fuzz FuzzCheckJSON -parallel 1 -fuzzminimizetime 5s ./internal/storable/
 //
 // Each fuzz worker starts a PostgreSQL of its own, unless
-// HARVEST_TEST_DATABASE_URL names one (see internal/pgtest).
+// HARVEST_TEST_DATABASE_URL names one (see internal/testing/pgtest).
 func FuzzCheckJSON(f *testing.F) {
 	for _, doc := range jsonSeeds {
 		f.Add([]byte(doc))

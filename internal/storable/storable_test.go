@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/storable"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -31,7 +31,7 @@ func EnsureShards(ctx context.Context, db *pgxpool.Pool, n int) error {
 }
 
 // EnsureShardRange is EnsureShards for a store of a deployment with
-// several (stores.Layout): its shards are base to base+n-1. A database
+// several (placement.Layout): its shards are base to base+n-1. A database
 // that holds other shards is refused (ErrShardCountMismatch): it is
 // another store's.
 func EnsureShardRange(ctx context.Context, db *pgxpool.Pool, base, n int) error {

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/certtest"
-	"github.com/harvest-engine/harvest/internal/pgtest"
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/testing/certtest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
 func TestPoolConfigPlansEveryCallForItsParameters(t *testing.T) {

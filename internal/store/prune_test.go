@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -33,7 +33,7 @@ func TestEveryTableNamingAnExecutionIsPruned(t *testing.T) {
 
 func insertClosed(t *testing.T, db store.DBTX, workflow string, closedAt time.Time, pruneAfter *time.Time) string {
 	t.Helper()
-	id := dedup.MintExecutionID(1, 0)
+	id := placement.MintExecutionID(1, 0)
 	_, err := db.Exec(context.Background(), `
 		INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, closed_at, prune_after)
 		VALUES ($1, 0, $2, $5, 'default', 'Completed', $3, $4)`, id, workflow, closedAt, pruneAfter, "wf-"+id)
@@ -134,7 +134,7 @@ func TestListPastRetentionByWorkflow(t *testing.T) {
 	insertClosed(t, db, "sleep", now, &future)
 	_, err := db.Exec(ctx, `
 		INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status)
-		VALUES ($1, 0, 'running', 'wf-running', 'default', 'Running')`, dedup.MintExecutionID(1, 0))
+		VALUES ($1, 0, 'running', 'wf-running', 'default', 'Running')`, placement.MintExecutionID(1, 0))
 	require.NoError(t, err)
 
 	got, err := store.ListPastRetention(ctx, db, []int{0}, now)

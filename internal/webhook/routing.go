@@ -219,7 +219,7 @@ func Expand(doc any, template string) (string, error) {
 // either.
 var ErrWorkflowID = errors.New("invalid workflow_id")
 
-// Router places the starts rules make on shards (stores.Layout).
+// Router places the starts rules make on shards (placement.Layout).
 type Router interface {
 	// StartShard is the shard a new start goes to.
 	StartShard(workflowName, workflowID, key string) (int, error)

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/storable"
-	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -180,7 +180,7 @@ func FuzzRuleCommand(f *testing.F) {
 		key := dedup.HookKey("src", "evt_1")
 		storableEvent := storable.CheckJSON([]byte(raw)) == nil
 
-		cmd, shard, err := rule.Command(stores.Single(n), "", key, event, now)
+		cmd, shard, err := rule.Command(placement.Single(n), "", key, event, now)
 		if err != nil {
 			require.Nil(t, cmd, "a refused rule made a command")
 			return
@@ -201,7 +201,7 @@ func FuzzRuleCommand(f *testing.F) {
 			}
 		}
 
-		again, againShard, err := rule.Command(stores.Single(n), "", key, event, now)
+		again, againShard, err := rule.Command(placement.Single(n), "", key, event, now)
 		require.NoError(t, err, "the same event is refused the second time")
 		require.Equal(t, shard, againShard)
 		require.Equal(t, wire.DefaultTaskQueue, cmd.Start.TaskQueue, "a workflow with no configured task queue starts on the default one")
@@ -213,8 +213,8 @@ func FuzzRuleCommand(f *testing.F) {
 			require.Equal(t, key, cmd.Start.IdempotencyKey)
 			require.Equal(t, dedup.Fingerprint(cmd.Start.Input), cmd.Start.Fingerprint)
 			require.True(t, cmd.Start.WorkflowIDMinted)
-			require.Equal(t, shard, dedup.StartShard(n, "w", cmd.Start.WorkflowID, ""), "the minted workflow_id routes elsewhere")
-			require.Equal(t, shard, dedup.StartShard(n, "w", "", key))
+			require.Equal(t, shard, placement.StartShard(n, "w", cmd.Start.WorkflowID, ""), "the minted workflow_id routes elsewhere")
+			require.Equal(t, shard, placement.StartShard(n, "w", "", key))
 			sameValue("input", cmd.Start.Input)
 			again.Start.WorkflowID = cmd.Start.WorkflowID
 			require.Equal(t, cmd, again)
@@ -228,7 +228,7 @@ func FuzzRuleCommand(f *testing.F) {
 		require.Equal(t, rendered, id)
 		require.True(t, workflowIDAllowed(id), "template %q renders workflow_id %q (%d bytes), which the API refuses", template, id, len(id))
 		require.Equal(t, dedup.SignalWithStartCommandID("w", id, key), cmd.CommandID)
-		require.Equal(t, dedup.StartShard(n, "w", id, ""), shard)
+		require.Equal(t, placement.StartShard(n, "w", id, ""), shard)
 		require.Equal(t, signal, cmd.Signal.SignalName)
 		require.Equal(t, key, cmd.Signal.IdempotencyKey)
 		sameValue("signal payload", cmd.Signal.Payload)

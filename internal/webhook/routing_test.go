@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/storable"
-	"github.com/harvest-engine/harvest/internal/stores"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -49,14 +49,14 @@ func TestACommandsWorkflowIDMustBeAnIdentifier(t *testing.T) {
 	rule := webhook.Rule{Event: "e", Workflow: "w", Signal: "s", WorkflowID: "order-{/id}"}
 	var event any
 	require.NoError(t, json.Unmarshal([]byte(`{"id": "a\nb"}`), &event))
-	_, _, err := rule.Command(stores.Single(4), "", "hook:src:1", event, time.Now())
+	_, _, err := rule.Command(placement.Single(4), "", "hook:src:1", event, time.Now())
 	var se *storable.Error
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, storable.ProblemControl, se.Problem)
 	require.ErrorContains(t, err, `workflow_id "order-a\nb" of template "order-{/id}" holds the control character U+000A`)
 
 	require.NoError(t, json.Unmarshal([]byte(`{"id": "a b"}`), &event))
-	cmd, _, err := rule.Command(stores.Single(4), "", "hook:src:1", event, time.Now())
+	cmd, _, err := rule.Command(placement.Single(4), "", "hook:src:1", event, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, "order-a b", cmd.Start.WorkflowID)
 
@@ -66,11 +66,11 @@ func TestACommandsWorkflowIDMustBeAnIdentifier(t *testing.T) {
 		{" ", "x"}, {"{/id}", ""}, {"{/id}", " \t"}, {"order-{/id}", strings.Repeat("x", 251)},
 	} {
 		rule := webhook.Rule{Event: "e", Workflow: "w", Signal: "s", WorkflowID: c.template}
-		_, _, err := rule.Command(stores.Single(4), "", "hook:src:1", map[string]any{"id": c.id}, time.Now())
+		_, _, err := rule.Command(placement.Single(4), "", "hook:src:1", map[string]any{"id": c.id}, time.Now())
 		require.ErrorIs(t, err, webhook.ErrWorkflowID, "template %q, id %q", c.template, c.id)
 	}
 	rule.WorkflowID = "{/id}"
-	cmd, _, err = rule.Command(stores.Single(4), "", "hook:src:1", map[string]any{"id": strings.Repeat("x", 256)}, time.Now())
+	cmd, _, err = rule.Command(placement.Single(4), "", "hook:src:1", map[string]any{"id": strings.Repeat("x", 256)}, time.Now())
 	require.NoError(t, err, "256 bytes is the limit")
 	require.Len(t, cmd.Start.WorkflowID, 256)
 }
@@ -85,10 +85,10 @@ func TestARulesStartGoesToTheTaskQueueGiven(t *testing.T) {
 		{Event: "e", Workflow: "w"},
 		{Event: "e", Workflow: "w", Signal: "s", WorkflowID: "order-{/id}"},
 	} {
-		cmd, _, err := rule.Command(stores.Single(4), "mine", "hook:src:1", event, time.Now())
+		cmd, _, err := rule.Command(placement.Single(4), "mine", "hook:src:1", event, time.Now())
 		require.NoError(t, err)
 		require.Equal(t, "mine", cmd.Start.TaskQueue, "signal %q", rule.Signal)
-		cmd, _, err = rule.Command(stores.Single(4), "", "hook:src:1", event, time.Now())
+		cmd, _, err = rule.Command(placement.Single(4), "", "hook:src:1", event, time.Now())
 		require.NoError(t, err)
 		require.Equal(t, wire.DefaultTaskQueue, cmd.Start.TaskQueue, "signal %q", rule.Signal)
 	}

@@ -486,7 +486,7 @@ type ActivityTask struct {
 
 // Outcome is what the scheduler reports about an applied command: stored
 // in PostgreSQL under the command id (store.GetOutcome) and announced on
-// streams.OutcomeSubject once stored.
+// broker.OutcomeSubject once stored.
 type Outcome struct {
 	CommandID string `json:"command_id"`
 	// StreamSeq is the command stream sequence of the message whose

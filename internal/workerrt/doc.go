@@ -5,10 +5,10 @@
 //
 // It owns:
 //
-//   - binding: the deployment's streams and buckets (streams.Bind), the
+//   - binding: the deployment's streams and buckets (broker.Bind), the
 //     input schemas the SDK hands it, and the task queue's two durable
 //     consumers on the task stream, one for workflow tasks and one for
-//     activity tasks, each pulled through a streams.Window no larger than
+//     activity tasks, each pulled through a broker.Window no larger than
 //     its concurrency;
 //   - the activity slots (ActivityConcurrency), shared by the attempts
 //     of activity tasks and eager attempts;

@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -23,10 +23,10 @@ func TestAResultWaitsOutAFullCommandStream(t *testing.T) {
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1, CommandMaxBytes: streams.MinStreamMaxBytes, MemoryStorage: true})
+	_, err := broker.Declare(ctx, js, broker.Config{Shards: 1, CommandMaxBytes: broker.MinStreamMaxBytes, MemoryStorage: true})
 	require.NoError(t, err)
 	// Filled to the last few bytes: large messages, then small ones.
-	filler := streams.CommandSubject(0, "filler")
+	filler := broker.CommandSubject(0, "filler")
 	for _, size := range []int{256 << 10, 1 << 10, 1} {
 		for {
 			_, err := js.Publish(ctx, filler, make([]byte, size))
@@ -38,7 +38,7 @@ func TestAResultWaitsOutAFullCommandStream(t *testing.T) {
 	}
 	// Every publish reaches a plain subscriber, whether the stream
 	// stores it or not.
-	commands, err := nc.SubscribeSync(streams.CommandFilter(0))
+	commands, err := nc.SubscribeSync(broker.CommandFilter(0))
 	require.NoError(t, err)
 	runRuntime(t, nc, Registration{Activities: []string{"double"}}, Handlers{
 		Workflow:    func(string) (WorkflowFunc, bool) { return nil, false },
@@ -51,12 +51,12 @@ func TestAResultWaitsOutAFullCommandStream(t *testing.T) {
 	first := nextCommand(t, commands)
 	require.Equal(t, wire.KindActivityResult, first.Kind, "the result was published, and refused")
 
-	st, err := js.Stream(ctx, streams.CommandStream)
+	st, err := js.Stream(ctx, broker.CommandStream)
 	require.NoError(t, err)
 	require.NoError(t, st.Purge(ctx, jetstream.WithPurgeSubject(filler)), "the schedulers catch up")
 	var stored wire.Command
 	require.Eventually(t, func() bool {
-		m, err := st.GetLastMsgForSubject(ctx, streams.CommandSubject(0, wire.KindActivityResult))
+		m, err := st.GetLastMsgForSubject(ctx, broker.CommandSubject(0, wire.KindActivityResult))
 		return err == nil && json.Unmarshal(m.Data, &stored) == nil
 	}, 20*time.Second, 20*time.Millisecond)
 	require.Nil(t, stored.Activity.Failure, "the attempt's own result, not a report of it lost")

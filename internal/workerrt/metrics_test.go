@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -41,8 +41,8 @@ func TestRuntimeCountsTasks(t *testing.T) {
 		// The queue's consumer of unrouted tasks, as an older deployment
 		// left it: the worker drains it, and hands back what it does not
 		// register.
-		_, err := rt.js.CreateOrUpdateConsumer(natstest.Context(t), streams.TaskStream, jetstream.ConsumerConfig{
-			Durable: ConsumerName(wire.DefaultTaskQueue, wire.TaskActivity), FilterSubject: streams.TaskSubject(wire.DefaultTaskQueue, wire.TaskActivity),
+		_, err := rt.js.CreateOrUpdateConsumer(natstest.Context(t), broker.TaskStream, jetstream.ConsumerConfig{
+			Durable: ConsumerName(wire.DefaultTaskQueue, wire.TaskActivity), FilterSubject: broker.TaskSubject(wire.DefaultTaskQueue, wire.TaskActivity),
 			AckPolicy: jetstream.AckExplicitPolicy,
 		})
 		require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
 )
 
 // Ready says why the runtime cannot take tasks now, one reason each, or
@@ -36,7 +36,7 @@ func (rt *Runtime) Ready(ctx context.Context) []string {
 		if !tc.missing.Load() {
 			continue
 		}
-		_, err := rt.js.Consumer(ctx, streams.TaskStream, tc.name)
+		_, err := rt.js.Consumer(ctx, broker.TaskStream, tc.name)
 		switch {
 		case err == nil:
 			tc.missing.Store(false)

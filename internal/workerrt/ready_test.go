@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
 
 // TestReadyFollowsTheConsumersAndNATS: a worker is ready once it is
@@ -21,7 +21,7 @@ func TestReadyFollowsTheConsumersAndNATS(t *testing.T) {
 	port := ns.Addr().(*net.TCPAddr).Port // to restart it on
 	nc, js := natstest.Connect(t, ns)
 	ctx := natstest.Context(t)
-	_, err := streams.Declare(ctx, js, streams.Config{Shards: 1})
+	_, err := broker.Declare(ctx, js, broker.Config{Shards: 1})
 	require.NoError(t, err)
 
 	var rt *Runtime

@@ -19,9 +19,9 @@ import (
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/registry"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -120,7 +120,7 @@ type Runtime struct {
 	log *slog.Logger
 	js  jetstream.JetStream
 	// top is the deployment's topology, bound by Bind.
-	top *streams.Topology
+	top *broker.Topology
 	// cancels cancels the activities of cancelled executions.
 	cancels *cancellations
 	// slots holds one token per activity attempt running, eager or not,
@@ -178,7 +178,7 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	top, err := streams.Bind(ctx, js)
+	top, err := broker.Bind(ctx, js)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -215,11 +215,11 @@ func (rt *Runtime) named(workflows, activities []string) {
 // starts pulling tasks. It returns the function that stops the runtime
 // (see harvest.Worker.Stop); it is safe to call twice.
 //
-// Tasks are routed by name (streams.NameTaskSubject): each workflow and
+// Tasks are routed by name (broker.NameTaskSubject): each workflow and
 // activity the worker registers has its durable consumer on the task
 // queue, shared by every worker that registers the name, so a task goes
 // only to a worker that has its code. Each consumer's window has one
-// place of its own and borrows from a streams.Pool of its kind's
+// place of its own and borrows from a broker.Pool of its kind's
 // concurrency less one: every name keeps a pull request open (a task of a
 // quiet name is taken as soon as it comes), and a busy name takes up to
 // the concurrency. The tasks held at once are at most the concurrency
@@ -260,7 +260,7 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 	for _, l := range lanes {
 		fn, kind, win, tc := handlerOf[l.kind], l.kind, l.win, l.consumer
 		pulling.Go(func() {
-			streams.PullWindow(pullCtx, rt.js.Conn(), tc.cons, win, func(m jetstream.Msg) {
+			broker.PullWindow(pullCtx, rt.js.Conn(), tc.cons, win, func(m jetstream.Msg) {
 				arrived := time.Now()
 				rt.metrics.arrived(kind)
 				t := rt.keeper.hold(m)
@@ -292,7 +292,7 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 					if tc.legacy {
 						return // an older scheduler's, never created here
 					}
-					if _, err := rt.js.CreateOrUpdateConsumer(pullCtx, streams.TaskStream, tc.config); err != nil && pullCtx.Err() == nil {
+					if _, err := rt.js.CreateOrUpdateConsumer(pullCtx, broker.TaskStream, tc.config); err != nil && pullCtx.Err() == nil {
 						rt.log.Warn("task consumer: create again", "consumer", tc.name, "err", err)
 						return
 					}
@@ -361,7 +361,7 @@ type taskConsumer struct {
 	config     jetstream.ConsumerConfig
 	cons       jetstream.Consumer
 	// legacy marks the consumer of the subject tasks had before they were
-	// routed by name (streams.TaskSubject), drained when it exists.
+	// routed by name (broker.TaskSubject), drained when it exists.
 	legacy bool
 	// missing is set while the consumer is gone from the server (its
 	// pull answered that it was deleted) and not created again: the
@@ -374,7 +374,7 @@ type taskConsumer struct {
 type lane struct {
 	kind     string
 	consumer *taskConsumer
-	win      *streams.Window
+	win      *broker.Window
 }
 
 // consumerInactivity is how long the server keeps a task consumer no
@@ -399,7 +399,7 @@ func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
 			cname := NameConsumerName(queue, kind, name)
 			want = append(want, &taskConsumer{kind: kind, name: cname, config: jetstream.ConsumerConfig{
 				Durable:           cname,
-				FilterSubject:     streams.NameTaskSubject(queue, kind, name),
+				FilterSubject:     broker.NameTaskSubject(queue, kind, name),
 				AckPolicy:         jetstream.AckExplicitPolicy,
 				AckWait:           rt.cfg.TaskAckWait,
 				MaxDeliver:        -1,
@@ -413,7 +413,7 @@ func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
 	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(consumerBinds)
 	for _, tc := range want {
 		p.Go(func(ctx context.Context) error {
-			cons, err := rt.js.CreateOrUpdateConsumer(ctx, streams.TaskStream, tc.config)
+			cons, err := rt.js.CreateOrUpdateConsumer(ctx, broker.TaskStream, tc.config)
 			if err != nil {
 				return fmt.Errorf("bind consumer %s: %w", tc.name, err)
 			}
@@ -426,7 +426,7 @@ func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
 	}
 	for _, kind := range []string{wire.TaskWorkflow, wire.TaskActivity} {
 		name := ConsumerName(queue, kind)
-		cons, err := rt.js.Consumer(ctx, streams.TaskStream, name)
+		cons, err := rt.js.Consumer(ctx, broker.TaskStream, name)
 		switch {
 		case errors.Is(err, jetstream.ErrConsumerNotFound):
 		case err != nil:
@@ -436,9 +436,9 @@ func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
 		}
 	}
 	sizes := map[string]int{wire.TaskWorkflow: rt.cfg.WorkflowTaskConcurrency, wire.TaskActivity: rt.cfg.ActivityConcurrency}
-	pools := map[string]*streams.Pool{}
+	pools := map[string]*broker.Pool{}
 	for kind, size := range sizes {
-		pools[kind] = streams.NewPool(size - 1)
+		pools[kind] = broker.NewPool(size - 1)
 	}
 	lanes := make([]*lane, len(want))
 	for i, tc := range want {

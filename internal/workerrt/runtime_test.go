@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/natstest"
-	"github.com/harvest-engine/harvest/internal/streams"
+	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -24,9 +24,9 @@ func startRuntime(t *testing.T, reg Registration, h Handlers, before ...func(*Ru
 	t.Helper()
 	ns := natstest.RunServer(t, natstest.Options{})
 	nc, js := natstest.Connect(t, ns)
-	_, err := streams.Declare(natstest.Context(t), js, streams.Config{Shards: 1})
+	_, err := broker.Declare(natstest.Context(t), js, broker.Config{Shards: 1})
 	require.NoError(t, err)
-	commands, err = nc.SubscribeSync(streams.CommandFilter(0))
+	commands, err = nc.SubscribeSync(broker.CommandFilter(0))
 	require.NoError(t, err)
 	return nc, commands, runRuntime(t, nc, reg, h, before...)
 }
@@ -62,9 +62,9 @@ func publishTask(t *testing.T, nc *nats.Conn, task any) {
 	var subject string
 	switch task := task.(type) {
 	case wire.WorkflowTask:
-		subject = streams.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow, task.WorkflowName)
+		subject = broker.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskWorkflow, task.WorkflowName)
 	case wire.ActivityTask:
-		subject = streams.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskActivity, task.ActivityName)
+		subject = broker.NameTaskSubject(wire.DefaultTaskQueue, wire.TaskActivity, task.ActivityName)
 	default:
 		t.Fatalf("publishTask: %T is no task", task)
 	}
@@ -78,7 +78,7 @@ func publishUnrouted(t *testing.T, nc *nats.Conn, kind string, task any) {
 	t.Helper()
 	data, err := json.Marshal(task)
 	require.NoError(t, err)
-	require.NoError(t, nc.Publish(streams.TaskSubject(wire.DefaultTaskQueue, kind), data))
+	require.NoError(t, nc.Publish(broker.TaskSubject(wire.DefaultTaskQueue, kind), data))
 }
 
 func nextCommand(t *testing.T, sub *nats.Subscription) wire.Command {

@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
-	"github.com/harvest-engine/harvest/internal/streams"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -95,7 +95,7 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer pcancel()
 	err = rt.publishResult(pctx, task.Shard, cmd)
-	var big *streams.TooLargeError
+	var big *broker.TooLargeError
 	if errors.As(err, &big) {
 		// Every run of this task decides the same: the workflow cannot go
 		// on. It fails, rather than have its task handed back for ever.
@@ -190,7 +190,7 @@ func (rt *Runtime) publishResult(ctx context.Context, shard int, cmd *wire.Comma
 	wait := 100 * time.Millisecond
 	for {
 		_, err := rt.top.PublishCommand(ctx, shard, cmd)
-		if !errors.Is(err, streams.ErrStreamFull) {
+		if !errors.Is(err, broker.ErrStreamFull) {
 			return err
 		}
 		t := time.NewTimer(wait)
@@ -208,7 +208,7 @@ func (rt *Runtime) publishResult(ctx context.Context, shard int, cmd *wire.Comma
 // is too large for the command stream: the workflow fails. Eager attempts
 // it ran are left out; the scheduler counts them lost, which is moot once
 // the workflow has closed.
-func tooLargeResult(res *wire.WorkflowTaskResult, big *streams.TooLargeError) *wire.WorkflowTaskResult {
+func tooLargeResult(res *wire.WorkflowTaskResult, big *broker.TooLargeError) *wire.WorkflowTaskResult {
 	return &wire.WorkflowTaskResult{ExecutionID: res.ExecutionID, TaskID: res.TaskID, BaseSeq: res.BaseSeq, Decisions: []wire.Decision{{
 		Type: wire.DecisionFailWorkflow,
 		Failure: &wire.Failure{Type: "WorkflowTaskTooLarge", NonRetryable: true,
@@ -232,7 +232,7 @@ func (rt *Runtime) settleActivity(ctx context.Context, t *heldTask, task *wire.A
 		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer pcancel()
 		err := rt.publishResult(pctx, task.Shard, cmd)
-		var big *streams.TooLargeError
+		var big *broker.TooLargeError
 		if errors.As(err, &big) {
 			// Every attempt would return as much: the activity fails.
 			rt.taskLog(t).Error("activity result too large for the command stream; failing the activity", "bytes", big.Size, "limit", big.Limit)

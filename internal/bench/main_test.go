@@ -1,9 +1,0 @@
-package bench_test
-
-import (
-	"testing"
-
-	"github.com/harvest-engine/harvest/internal/pgtest"
-)
-
-func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/decide"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -216,7 +216,7 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 				x.expect = append(x.expect, x.takeDecisions()...)
 			}
 			x.inBlock, x.legacy, x.blockTask = true, false, a.TaskID
-		case wire.IsDecisionEvent(ev.Type):
+		case decide.IsDecisionEvent(ev.Type):
 			if !x.inBlock {
 				if x.awaiting != nil {
 					return nil, errStale
@@ -411,46 +411,10 @@ func (x *execution) match(ev wire.Event) error {
 	}
 	d := x.expect[0]
 	x.expect = x.expect[1:]
-	if !decisionMatches(d, ev) {
+	if !decide.Matches(&d, ev) {
 		return x.diverged(&NonDeterminismError{TaskID: x.blockTask, Seq: ev.Seq, History: describeEvent(ev), Code: describeDecision(d)})
 	}
 	return nil
-}
-
-// decisionMatches says whether ev records d: the same kind, and the same
-// name, input and options (an activity), duration (a timer), marker or
-// result.
-func decisionMatches(d wire.Decision, ev wire.Event) bool {
-	switch ev.Type {
-	case wire.EventActivityScheduled:
-		var a wire.ActivityScheduledAttrs
-		if d.Type != wire.DecisionScheduleActivity || json.Unmarshal(ev.Attrs, &a) != nil {
-			return false
-		}
-		return a.ActivityID == d.ActivityID && a.ActivityName == d.ActivityName && wire.SameJSON(a.Input, d.Input) &&
-			reflect.DeepEqual(a.Options, d.ScheduledOptions())
-	case wire.EventTimerStarted:
-		var a wire.TimerAttrs
-		if d.Type != wire.DecisionStartTimer || json.Unmarshal(ev.Attrs, &a) != nil {
-			return false
-		}
-		return a.TimerID == d.TimerID && (a.DurationMS == 0 || a.DurationMS == d.DurationMS)
-	case wire.EventTimerCancelled:
-		var a wire.TimerAttrs
-		return d.Type == wire.DecisionCancelTimer && json.Unmarshal(ev.Attrs, &a) == nil && a.TimerID == d.TimerID
-	case wire.EventMarkerRecorded:
-		var a wire.MarkerAttrs
-		return d.Type == wire.DecisionRecordMarker && d.Marker != nil && json.Unmarshal(ev.Attrs, &a) == nil &&
-			a.Kind == d.Marker.Kind && a.MarkerID == d.Marker.MarkerID
-	case wire.EventWorkflowCompleted:
-		var a wire.WorkflowClosedAttrs
-		return d.Type == wire.DecisionCompleteWorkflow && json.Unmarshal(ev.Attrs, &a) == nil && wire.SameJSON(a.Result, d.Result)
-	case wire.EventWorkflowFailed:
-		var a wire.WorkflowClosedAttrs
-		return d.Type == wire.DecisionFailWorkflow && json.Unmarshal(ev.Attrs, &a) == nil && a.Failure != nil && d.Failure != nil &&
-			a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type
-	}
-	return false
 }
 
 func describeEvent(ev wire.Event) string {

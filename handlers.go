@@ -2,7 +2,6 @@ package harvest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -56,7 +55,10 @@ func (w *Worker) runAttempt(ctx context.Context, a *workerrt.Attempt) (any, erro
 	if task.PreviousOutcomeUnknown && reconcile != nil {
 		// The previous attempt may have had its effect: look before
 		// repeating it.
-		res, found, err = runReconcile(reconcile, ac, task.Input)
+		err = recovered(func() (err error) {
+			res, found, err = reconcile(ac, task.Input)
+			return err
+		})
 		if found {
 			a.Log.Info("reconciled: the effect had happened; not repeating it")
 		}
@@ -67,7 +69,10 @@ func (w *Worker) runAttempt(ctx context.Context, a *workerrt.Attempt) (any, erro
 		}
 	}
 	if !found && err == nil {
-		res, err = runActivity(fn, ac, task.Input)
+		err = recovered(func() (err error) {
+			res, err = fn(ac, task.Input)
+			return err
+		})
 	}
 	return res, err
 }
@@ -82,13 +87,15 @@ func attemptFailure(err error) *wire.Failure {
 	return f
 }
 
-func runReconcile(fn reconcileFunc, ctx *ActivityContext, input json.RawMessage) (res any, found bool, err error) {
+// recovered runs user code, turning its panic into a *panicError, with
+// the stack, that fails the attempt.
+func recovered(run func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &panicError{value: p, stack: string(debug.Stack())}
 		}
 	}()
-	return fn(ctx, input)
+	return run()
 }
 
 type panicError struct {
@@ -97,12 +104,3 @@ type panicError struct {
 }
 
 func (e *panicError) Error() string { return fmt.Sprintf("activity panicked: %v", e.value) }
-
-func runActivity(fn activityFunc, ctx *ActivityContext, input json.RawMessage) (res any, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &panicError{value: p, stack: string(debug.Stack())}
-		}
-	}()
-	return fn(ctx, input)
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/decide"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -119,25 +120,12 @@ func (s *sim) tryTask(during ...func()) ([]wire.Decision, error) {
 // record writes a task's result as the scheduler does.
 func (s *sim) record(base int, decisions []wire.Decision) {
 	s.add(wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: s.taskID, BaseSeq: base, Time: s.now})
-	for _, d := range decisions {
-		switch d.Type {
-		case wire.DecisionScheduleActivity:
-			s.add(wire.EventActivityScheduled, wire.ActivityScheduledAttrs{ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input,
-				IdempotencyKey: "key", Options: d.ScheduledOptions()})
-		case wire.DecisionStartTimer:
-			at := s.now.Add(time.Duration(d.DurationMS) * time.Millisecond)
-			s.add(wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &at, DurationMS: d.DurationMS})
-		case wire.DecisionCancelTimer:
-			s.add(wire.EventTimerCancelled, wire.TimerAttrs{TimerID: d.TimerID})
-		case wire.DecisionRecordMarker:
-			s.add(wire.EventMarkerRecorded, *d.Marker)
-		case wire.DecisionCompleteWorkflow:
-			s.add(wire.EventWorkflowCompleted, wire.WorkflowClosedAttrs{Result: d.Result})
-		case wire.DecisionFailWorkflow:
-			s.add(wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: d.Failure})
-		default:
-			s.t.Fatalf("sim: unknown decision %s", d.Type)
+	for i := range decisions {
+		rec, err := decide.Record("exec-1", &decisions[i], s.now)
+		if err != nil {
+			s.t.Fatalf("sim: %v", err)
 		}
+		s.add(rec.Event, rec.Attrs)
 	}
 }
 

@@ -107,9 +107,17 @@ type WorkerConfig struct {
 	// command that led to it; ultimately the request that started the
 	// execution), and carries each span's context in the commands the
 	// worker publishes. An activity's ctx holds its span, so calls the
-	// activity makes with an instrumented client join the trace. Nil
-	// traces nothing (the `worker` binary, cmd/worker, sets it from the
-	// standard OTEL_EXPORTER_OTLP_* environment).
+	// activity makes with an instrumented client join the trace.
+	//
+	// Nil traces nothing, as a nil Metrics measures nothing: the worker
+	// neither reads the OTEL_* environment nor falls back on OpenTelemetry's
+	// global provider, so that this package links the OpenTelemetry API
+	// alone (no SDK, exporter or gRPC enters your go.mod) and a worker
+	// traces only where its program says so. A program that set a global
+	// provider passes otel.GetTracerProvider(). Harvest's own worker
+	// binary (cmd/worker, and harvest dev's example worker) builds one
+	// from the standard OTEL_EXPORTER_OTLP_* environment and passes it
+	// here.
 	TracerProvider trace.TracerProvider
 	// Logger takes the worker's logs; nil logs to standard error, at
 	// info, as text.

@@ -8,41 +8,37 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/harvest-engine/harvest/api"
 )
 
 // Execution statuses. Every status but Running is terminal.
 const (
-	StatusRunning    = "Running"
-	StatusCompleted  = "Completed"
-	StatusFailed     = "Failed"
-	StatusCancelled  = "Cancelled"
-	StatusTerminated = "Terminated"
-	StatusTimedOut   = "TimedOut"
+	StatusRunning    = api.StatusRunning
+	StatusCompleted  = api.StatusCompleted
+	StatusFailed     = api.StatusFailed
+	StatusCancelled  = api.StatusCancelled
+	StatusTerminated = api.StatusTerminated
+	StatusTimedOut   = api.StatusTimedOut
 )
 
 // IsTerminal reports whether status is a closed execution's status.
-func IsTerminal(status string) bool {
-	switch status {
-	case StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut:
-		return true
-	}
-	return false
-}
+func IsTerminal(status string) bool { return api.IsTerminal(status) }
 
 // Reuse policies for StartOptions.ReusePolicy and
 // SignalWithStartOptions.ReusePolicy: what a start does when its
 // workflow_id already has an execution. Empty means ReuseAllowDuplicate.
 const (
 	// ReuseAllowDuplicate returns the existing execution (the default).
-	ReuseAllowDuplicate = "allow_duplicate"
+	ReuseAllowDuplicate = api.ReuseAllowDuplicate
 	// ReuseAllowDuplicateFailedOnly starts anew only if the prior run
 	// Failed or was Cancelled, else returns it.
-	ReuseAllowDuplicateFailedOnly = "allow_duplicate_failed_only"
+	ReuseAllowDuplicateFailedOnly = api.ReuseAllowDuplicateFailedOnly
 	// ReuseRejectDuplicate refuses the start (409 workflow_id_conflict).
-	ReuseRejectDuplicate = "reject_duplicate"
+	ReuseRejectDuplicate = api.ReuseRejectDuplicate
 	// ReuseTerminateIfRunning terminates a running prior run and starts
 	// anew.
-	ReuseTerminateIfRunning = "terminate_if_running"
+	ReuseTerminateIfRunning = api.ReuseTerminateIfRunning
 )
 
 const apiPrefix = "/api/harvest"

@@ -2,36 +2,16 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
+
+	"github.com/harvest-engine/harvest/api"
 )
 
-// DeadCommand is a command the scheduler could not apply for a reason
-// that retrying would not fix, set aside so that the rest of its shard
-// went on (GET /api/harvest/commands/dead). Its outcome, readable with
-// Command, is the error command_rejected.
-type DeadCommand struct {
-	ID        int64  `json:"id"`
-	Shard     int    `json:"shard"`
-	StreamSeq uint64 `json:"stream_seq"`
-	// CommandID is empty when the message carried none that decodes.
-	CommandID string `json:"command_id,omitempty"`
-	Kind      string `json:"kind"`
-	Subject   string `json:"subject"`
-	// Error is malformed (the message is no command) or unappliable
-	// (PostgreSQL refused what it carries); Reason says more.
-	Error  string    `json:"error"`
-	Reason string    `json:"reason"`
-	DeadAt time.Time `json:"dead_at"`
-	// The message as it came, read with DeadCommand only: Payload when
-	// it is JSON, else PayloadBase64.
-	Payload       json.RawMessage `json:"payload,omitempty"`
-	PayloadBase64 string          `json:"payload_base64,omitempty"`
-}
+// DeadCommand is api.DeadCommand.
+type DeadCommand = api.DeadCommand
 
 // DeadCommandsOptions filters DeadCommands. Zero values mean every shard,
 // from the newest, and the server's default limit (50).

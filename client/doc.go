@@ -32,15 +32,14 @@
 // other than Completed, and a call whose command is still pending when ctx
 // ends a *PendingError.
 //
-// The request and answer bodies of every route are this package's
-// …Request and …Response types (with Execution, Event and DeadCommand);
-// the server encodes exactly these.
+// The request and answer bodies of every route, the error codes and the
+// execution statuses are package api's, the one home of the HTTP API's
+// shapes, which the server encodes exactly. This package re-exports each
+// under the same name (StartRequest is api.StartRequest, CodeInvalidJSON
+// is api.CodeInvalidJSON), so a user needs no other import.
 //
-// The package depends on the standard library only; typed signals
-// (harvest.Signal[T].Send) are built on it in the harvest package.
-//
-// It is the one home of the HTTP API's types and codes: the server
-// (internal/ingest) encodes these and declares none of its own, and
-// internal/wire takes its execution statuses and reuse policies from here.
-// It must not import anything of Harvest's.
+// The package depends on the standard library and package api only;
+// typed signals (harvest.Signal[T].Send) are built on it in the harvest
+// package. It is the user's client, not the server's dependency: nothing
+// under internal/ but the dev tools (internal/dev/...) imports it.
 package client

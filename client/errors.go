@@ -8,136 +8,101 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/harvest-engine/harvest/api"
 )
 
-// Error codes: the "error" member of an error answer, and APIError.Code.
-// The HTTP status each comes with is given; a code always comes with the
-// same status.
+// Error codes: the "error" member of an error answer, and APIError.Code;
+// api.CodeInvalidJSON and the others say when each is answered. The HTTP
+// status each comes with is given; a code always comes with the same
+// status.
 const (
-	// 400 Bad Request: the request is malformed; sending it again as it
-	// is cannot succeed.
-	CodeInvalidJSON           = "invalid_json"
-	CodeUnreadableBody        = "unreadable_body"
-	CodeInvalidWorkflowName   = "invalid_workflow_name"
-	CodeInvalidWorkflowID     = "invalid_workflow_id"
-	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
-	CodeInvalidReusePolicy    = "invalid_reuse_policy"
-	CodeInvalidStartPolicy    = "invalid_start_policy"
-	CodeInvalidStore          = "invalid_store"
-	CodeInvalidTaskQueue      = "invalid_task_queue"
-	// CodeIdempotencyKeyNotAllowed refuses a keyed start of a workflow
-	// under a start policy: the policy defers the start, so there is no
-	// execution for a retry to converge on.
-	CodeIdempotencyKeyNotAllowed  = "idempotency_key_not_allowed"
-	CodeInvalidSchedule           = "invalid_schedule"
-	CodeInvalidDelay              = "invalid_delay"
-	CodeInvalidStartAt            = "invalid_start_at"
-	CodeInvalidCompletionCallback = "invalid_completion_callback"
-	CodeInvalidSignalName         = "invalid_signal_name"
-	CodeInvalidReason             = "invalid_reason"
-	CodeInvalidStatus             = "invalid_status"
-	CodeInvalidLimit              = "invalid_limit"
-	CodeInvalidShard              = "invalid_shard"
-	CodeInvalidBefore             = "invalid_before"
-	CodeInvalidCursor             = "invalid_cursor"
-	CodeInvalidTime               = "invalid_time"
-	CodeInvalidPrefix             = "invalid_prefix"
-	CodeInvalidBindingID          = "invalid_binding_id"
-	CodeInvalidEventID            = "invalid_event_id"
-	CodeInvalidExecutionID        = "invalid_execution_id"
-	CodeMissingWorkflow           = "missing_workflow"
-	CodeMissingEventID            = "missing_event_id"
-	CodeUnroutableEvent           = "unroutable_event"
-	CodeReasonRequired            = "reason_required"
-	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
-	// (such as a string holding U+0000); APIError.Pointer locates it.
-	CodePayloadUnstorable = "payload_unstorable"
-	// CodeUnknownField refuses a request body holding a member its route
-	// does not read (a misspelling, such as "id_reuse_policy" for
-	// "reuse_policy"); APIError.Field names it as sent.
-	CodeUnknownField = "unknown_field"
-	// CodeUnknownParameter refuses a query parameter its route does not
-	// read (such as ?workflow_name= where the route reads ?workflow=);
-	// APIError.Field names it as sent.
-	CodeUnknownParameter = "unknown_parameter"
+	// 400 Bad Request: the request is malformed.
+	CodeInvalidJSON               = api.CodeInvalidJSON
+	CodeUnreadableBody            = api.CodeUnreadableBody
+	CodeInvalidWorkflowName       = api.CodeInvalidWorkflowName
+	CodeInvalidWorkflowID         = api.CodeInvalidWorkflowID
+	CodeInvalidIdempotencyKey     = api.CodeInvalidIdempotencyKey
+	CodeInvalidReusePolicy        = api.CodeInvalidReusePolicy
+	CodeInvalidStartPolicy        = api.CodeInvalidStartPolicy
+	CodeInvalidStore              = api.CodeInvalidStore
+	CodeInvalidTaskQueue          = api.CodeInvalidTaskQueue
+	CodeIdempotencyKeyNotAllowed  = api.CodeIdempotencyKeyNotAllowed
+	CodeInvalidSchedule           = api.CodeInvalidSchedule
+	CodeInvalidDelay              = api.CodeInvalidDelay
+	CodeInvalidStartAt            = api.CodeInvalidStartAt
+	CodeInvalidCompletionCallback = api.CodeInvalidCompletionCallback
+	CodeInvalidSignalName         = api.CodeInvalidSignalName
+	CodeInvalidReason             = api.CodeInvalidReason
+	CodeInvalidStatus             = api.CodeInvalidStatus
+	CodeInvalidLimit              = api.CodeInvalidLimit
+	CodeInvalidShard              = api.CodeInvalidShard
+	CodeInvalidBefore             = api.CodeInvalidBefore
+	CodeInvalidCursor             = api.CodeInvalidCursor
+	CodeInvalidTime               = api.CodeInvalidTime
+	CodeInvalidPrefix             = api.CodeInvalidPrefix
+	CodeInvalidBindingID          = api.CodeInvalidBindingID
+	CodeInvalidEventID            = api.CodeInvalidEventID
+	CodeInvalidExecutionID        = api.CodeInvalidExecutionID
+	CodeMissingWorkflow           = api.CodeMissingWorkflow
+	CodeMissingEventID            = api.CodeMissingEventID
+	CodeUnroutableEvent           = api.CodeUnroutableEvent
+	CodeReasonRequired            = api.CodeReasonRequired
+	CodePayloadUnstorable         = api.CodePayloadUnstorable
+	CodeUnknownField              = api.CodeUnknownField
+	CodeUnknownParameter          = api.CodeUnknownParameter
 
 	// 401 Unauthorized.
-	CodeInvalidSignature = "invalid_signature"
-	// CodeUnauthenticated answers a request to the API without a bearer
-	// token the server knows (see WithToken).
-	CodeUnauthenticated = "unauthenticated"
+	CodeInvalidSignature = api.CodeInvalidSignature
+	CodeUnauthenticated  = api.CodeUnauthenticated
 
 	// 403 Forbidden.
-	// CodeForbidden answers a request whose token lacks the route's
-	// scope, or is limited to other workflows than the one named.
-	CodeForbidden = "forbidden"
-	// CodeCrossSiteRequest refuses a request that changes something (a
-	// POST) which a browser says it sent from another site, with a body
-	// that is not JSON: what a web page can send without asking
-	// (docs/security.md, "The dev stack and the browser").
-	CodeCrossSiteRequest = "cross_site_request"
+	CodeForbidden        = api.CodeForbidden
+	CodeCrossSiteRequest = api.CodeCrossSiteRequest
 
 	// 421 Misdirected Request.
-	// CodeHostNotAllowed refuses a request whose Host the API does not
-	// answer: while it needs no token, only loopback names and addresses
-	// and the configured allowed_hosts.
-	CodeHostNotAllowed = "host_not_allowed"
+	CodeHostNotAllowed = api.CodeHostNotAllowed
 
 	// 404 Not Found.
-	CodeExecutionNotFound   = "execution_not_found"
-	CodeCommandNotFound     = "command_not_found"
-	CodeDeadCommandNotFound = "dead_command_not_found"
-	CodeUnknownSource       = "unknown_source"
-	// CodeUnknownWorkflow refuses a start of a workflow that no live
-	// worker serves and the configuration does not declare
-	// (workflows.<name>); nothing was published.
-	CodeUnknownWorkflow = "unknown_workflow"
-	// CodeNotFound answers a request no route serves.
-	CodeNotFound = "not_found"
+	CodeExecutionNotFound   = api.CodeExecutionNotFound
+	CodeCommandNotFound     = api.CodeCommandNotFound
+	CodeDeadCommandNotFound = api.CodeDeadCommandNotFound
+	CodeUnknownSource       = api.CodeUnknownSource
+	CodeUnknownWorkflow     = api.CodeUnknownWorkflow
+	CodeNotFound            = api.CodeNotFound
 
 	// 409 Conflict.
-	CodeExecutionTerminal  = "execution_terminal"
-	CodeWorkflowIDConflict = "workflow_id_conflict"
+	CodeExecutionTerminal  = api.CodeExecutionTerminal
+	CodeWorkflowIDConflict = api.CodeWorkflowIDConflict
 
 	// 408 Request Timeout.
-	// CodeBodyTimeout: the body of a request that carries no token (a
-	// webhook delivery, a signed ArcFlow callback) did not arrive within
-	// its deadline, a few seconds proportional to its size; the
-	// connection is closed. Nothing was published.
-	CodeBodyTimeout = "body_timeout"
+	CodeBodyTimeout = api.CodeBodyTimeout
 
 	// 413 Content Too Large.
-	// CodePayloadTooLarge: the request body is over max_body_bytes (or a
-	// webhook source's own limit).
-	CodePayloadTooLarge = "payload_too_large"
-	CodeCommandTooLarge = "command_too_large"
+	CodePayloadTooLarge = api.CodePayloadTooLarge
+	CodeCommandTooLarge = api.CodeCommandTooLarge
 	// Deprecated: the code was renamed; use CodePayloadTooLarge.
 	CodeBodyTooLarge = CodePayloadTooLarge
 
 	// 415 Unsupported Media Type.
-	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeUnsupportedMediaType = api.CodeUnsupportedMediaType
 
 	// 422 Unprocessable Entity.
-	CodeInputInvalid         = "input_invalid"
-	CodePayloadInvalid       = "payload_invalid"
-	CodeCallbackRejected     = "callback_rejected"
-	CodeIdempotencyKeyReused = "idempotency_key_reused"
-	CodeCommandRejected      = "command_rejected"
+	CodeInputInvalid         = api.CodeInputInvalid
+	CodePayloadInvalid       = api.CodePayloadInvalid
+	CodeCallbackRejected     = api.CodeCallbackRejected
+	CodeIdempotencyKeyReused = api.CodeIdempotencyKeyReused
+	CodeCommandRejected      = api.CodeCommandRejected
 
 	// 500 Internal Server Error.
-	CodeClaimDangling = "claim_dangling"
-	// CodeInternal answers what went wrong inside the server; the answer
-	// carries a request id (APIError.RequestID) under which the server's
-	// log has the detail.
-	CodeInternal = "internal"
+	CodeClaimDangling = api.CodeClaimDangling
+	CodeInternal      = api.CodeInternal
 
-	// 503 Service Unavailable: retry, after RetryAfter when the answer
-	// gives one.
-	CodeUnavailable          = "unavailable"
-	CodeAdmissionBlocked     = "admission_blocked"
-	CodeCallbackUnverifiable = "callback_unverifiable"
-	// CodeNotReady is the "error" of GET /readyz's 503 answer.
-	CodeNotReady = "not_ready"
+	// 503 Service Unavailable: retry, after RetryAfter when it is set.
+	CodeUnavailable          = api.CodeUnavailable
+	CodeAdmissionBlocked     = api.CodeAdmissionBlocked
+	CodeCallbackUnverifiable = api.CodeCallbackUnverifiable
+	CodeNotReady             = api.CodeNotReady
 )
 
 // Sentinels for errors.Is on an error the API answered. ErrNotFound and
@@ -261,12 +226,11 @@ type APIError struct {
 	RequestID string
 }
 
-// Violation is one way an input fails its workflow's JSON Schema.
-type Violation struct {
-	// Field is the JSON Pointer of the offending value.
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
+// Violation is api.Violation.
+type Violation = api.Violation
+
+// ErrorResponse is api.ErrorResponse.
+type ErrorResponse = api.ErrorResponse
 
 func (e *APIError) Error() string {
 	if e.Code == "" {

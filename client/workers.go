@@ -5,93 +5,30 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"time"
+
+	"github.com/harvest-engine/harvest/api"
 )
 
-// Worker is one live worker of GET /api/harvest/workers: a worker
-// process that has registered on a task queue and renewed its
-// registration within the registration TTL (worker_ttl, 30 s).
-type Worker struct {
-	// ID is the worker's id, new at each start of the process.
-	ID   string `json:"id"`
-	Host string `json:"host"`
-	// PID, Build, StartedAt and Slots are absent for a worker of a
-	// version before workers said who they are: only its id, host, task
-	// queue, names and heartbeat are known.
-	PID int `json:"pid,omitempty"`
-	// Build is the worker binary's module version, with the VCS revision
-	// it was built from and "dirty" for uncommitted changes as build
-	// metadata ("v1.4.0+75549c2a1b3c", "(devel)+75549c2a1b3c.dirty"), or
-	// "(devel)" when the build recorded neither; one token.
-	Build     string    `json:"build,omitempty"`
-	StartedAt time.Time `json:"started_at,omitzero"`
-	TaskQueue string    `json:"task_queue"`
-	// Workflows and Activities are the names it registered, sorted. For a
-	// token limited to some workflows, Workflows holds only those.
-	Workflows  []string `json:"workflows"`
-	Activities []string `json:"activities"`
-	// Slots is how busy it was at its last heartbeat; absent when it does
-	// not say.
-	Slots *WorkerSlots `json:"slots,omitempty"`
-	// LastHeartbeatAt is when it last renewed its registration (every
-	// third of the TTL, 10 s by default), by NATS's clock.
-	LastHeartbeatAt time.Time `json:"last_heartbeat_at"`
-}
+// Worker is api.Worker.
+type Worker = api.Worker
 
-// WorkerSlots are a worker's slots: workflow tasks it runs at once, and
-// activity attempts.
-type WorkerSlots struct {
-	Workflow SlotUsage `json:"workflow"`
-	Activity SlotUsage `json:"activity"`
-}
+// WorkerSlots is api.WorkerSlots.
+type WorkerSlots = api.WorkerSlots
 
-// SlotUsage is how many of Size slots are Used.
-type SlotUsage struct {
-	Used int `json:"used"`
-	Size int `json:"size"`
-}
+// SlotUsage is api.SlotUsage.
+type SlotUsage = api.SlotUsage
 
-// ListWorkersResponse answers GET /api/harvest/workers: the live
-// workers, by task queue, host and id.
-type ListWorkersResponse struct {
-	Workers []Worker `json:"workers"`
-}
+// ListWorkersResponse is api.ListWorkersResponse.
+type ListWorkersResponse = api.ListWorkersResponse
 
-// TaskQueueResponse answers GET /api/harvest/task-queues/{name}: each
-// workflow and activity of a task queue with its backlog and the live
-// workers that serve it. A name is listed when it has tasks waiting or a
-// live worker registered it on the queue; a name with a backlog and no
-// worker ("workers": []) is one whose executions wait for a worker.
-type TaskQueueResponse struct {
-	TaskQueue string `json:"task_queue"`
-	// Workflows and Activities are by name. For a token limited to some
-	// workflows, Workflows holds only those.
-	Workflows  []NameBacklog `json:"workflows"`
-	Activities []NameBacklog `json:"activities"`
-	// UnroutedBacklog counts the queue's tasks written before tasks were
-	// routed by name (by a scheduler of an older version), which any
-	// worker of the queue takes, by kind.
-	UnroutedBacklog UnroutedBacklog `json:"unrouted_backlog"`
-}
+// TaskQueueResponse is api.TaskQueueResponse.
+type TaskQueueResponse = api.TaskQueueResponse
 
-// NameBacklog is a workflow or activity of a task queue.
-type NameBacklog struct {
-	Name string `json:"name"`
-	// Backlog is how many of its tasks the task stream holds: waiting for
-	// a worker, or taken by one and not settled yet. A workflow task is
-	// one step of an execution, an activity task one attempt.
-	Backlog int64 `json:"backlog"`
-	// Workers are the ids of the live workers that registered it on the
-	// queue (GET /api/harvest/workers tells who they are); empty when
-	// none does.
-	Workers []string `json:"workers"`
-}
+// NameBacklog is api.NameBacklog.
+type NameBacklog = api.NameBacklog
 
-// UnroutedBacklog counts a task queue's unrouted tasks by kind.
-type UnroutedBacklog struct {
-	Workflow int64 `json:"workflow"`
-	Activity int64 `json:"activity"`
-}
+// UnroutedBacklog is api.UnroutedBacklog.
+type UnroutedBacklog = api.UnroutedBacklog
 
 // Workers lists the live workers (GET /api/harvest/workers).
 func (c *Client) Workers(ctx context.Context) ([]Worker, error) {

@@ -221,7 +221,7 @@ func startBenchStack(ctx context.Context, o benchOptions, cfg config.Config, std
 	if !o.json {
 		fmt.Fprintf(stderr, "harvest bench: starting a stack in this process (state in %s)\n", stateDir)
 	}
-	dc, err := service.DevConfig(cfg, log)
+	dc, err := devConfig(cfg, log)
 	if err != nil {
 		_ = os.RemoveAll(stateDir)
 		return nil, nil, err

@@ -67,7 +67,7 @@ example worker.`,
 			file.Log(log, devWithoutConfig)
 			ctx, stop := service.SignalContext()
 			defer stop()
-			dc, err := service.DevConfig(cfg, log)
+			dc, err := devConfig(cfg, log)
 			if err != nil {
 				return err
 			}

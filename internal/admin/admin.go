@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sourcegraph/conc"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // ReadyTimeout bounds one readiness check: the context Config.Ready gets
@@ -72,7 +72,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, client.ErrorResponse{Error: client.CodeNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+		writeJSON(w, http.StatusNotFound, api.ErrorResponse{Error: api.CodeNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
 	return s, nil
 }
@@ -132,7 +132,7 @@ func (s *Server) Stop(ctx context.Context) error {
 
 // handleHealth answers GET /healthz: 200 while the process serves.
 func handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, client.HealthResponse{Status: "ok"})
+	writeJSON(w, http.StatusOK, api.HealthResponse{Status: "ok"})
 }
 
 // handleReady answers 200 when Config.Ready finds nothing wrong, else
@@ -142,11 +142,11 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	reasons := s.cfg.Ready(ctx)
 	if len(reasons) == 0 {
-		writeJSON(w, http.StatusOK, client.ReadinessResponse{Status: client.ReadyStatusReady})
+		writeJSON(w, http.StatusOK, api.ReadinessResponse{Status: api.ReadyStatusReady})
 		return
 	}
-	writeJSON(w, http.StatusServiceUnavailable, client.ReadinessResponse{
-		Status: client.ReadyStatusNotReady, Error: client.CodeNotReady, Message: strings.Join(reasons, "; "), Reasons: reasons,
+	writeJSON(w, http.StatusServiceUnavailable, api.ReadinessResponse{
+		Status: api.ReadyStatusNotReady, Error: api.CodeNotReady, Message: strings.Join(reasons, "; "), Reasons: reasons,
 	})
 }
 

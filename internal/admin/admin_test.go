@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/admin"
 )
 
@@ -56,10 +56,10 @@ func TestServerAnswersHealthReadinessAndMetrics(t *testing.T) {
 
 	status, body = get(t, base+"/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, status)
-	var ready client.ReadinessResponse
+	var ready api.ReadinessResponse
 	require.NoError(t, json.Unmarshal([]byte(body), &ready))
-	require.Equal(t, client.ReadinessResponse{
-		Status: "not_ready", Error: client.CodeNotReady,
+	require.Equal(t, api.ReadinessResponse{
+		Status: "not_ready", Error: api.CodeNotReady,
 		Message: "NATS: connection reconnecting; shard 2: consumer harvest_sched_2 not in place",
 		Reasons: []string{"NATS: connection reconnecting", "shard 2: consumer harvest_sched_2 not in place"},
 	}, ready)

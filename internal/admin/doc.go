@@ -7,7 +7,7 @@
 // With Config.MetricsOnly it serves GET /metrics alone: a process's
 // metrics_addr.
 //
-// It owns the routes and their answers, which are the client package's
+// It owns the routes and their answers, which are package api's
 // HealthResponse and ReadinessResponse, as ingest's are; what makes a
 // process ready is the caller's, given as Config.Ready. It serves nothing
 // else: ingest serves the same three routes on its API address.

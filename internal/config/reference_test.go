@@ -46,7 +46,7 @@ func yamlKeys() map[string]int {
 func envNames(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
-	for _, file := range []string{"config.go", "../service/configfile.go", "../service/flags.go"} {
+	for _, file := range []string{"env.go", "../service/configfile.go", "../service/flags.go"} {
 		src, err := os.ReadFile(file)
 		require.NoError(t, err)
 		for _, n := range regexp.MustCompile(`"(HARVEST_[A-Z_]+)"`).FindAllStringSubmatch(string(src), -1) {

@@ -9,21 +9,21 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
-// api calls the HTTP API's own handler in the process, as one more
+// apiCaller calls the HTTP API's own handler in the process, as one more
 // client: each request carries the console user's token, so the API's
 // scopes and workflow limits decide what the console may show and do.
-type api struct {
+type apiCaller struct {
 	h     http.Handler
 	token string
 }
 
 // call sends method path (with query q, and body encoded as JSON unless
 // nil) and decodes a 2xx answer into out (unless nil). Any other answer
-// is a *client.APIError.
-func (a api) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+// is an *apiError.
+func (a apiCaller) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		raw, err := json.Marshal(body)
@@ -53,9 +53,9 @@ func (a api) call(ctx context.Context, method, path string, q url.Values, body, 
 		rec.status = http.StatusOK
 	}
 	if rec.status < 200 || rec.status > 299 {
-		var e client.ErrorResponse
-		_ = json.Unmarshal(rec.body.Bytes(), &e)
-		return &client.APIError{StatusCode: rec.status, Code: e.Error, Message: e.Message, Field: e.Field, RequestID: e.RequestID}
+		e := &apiError{status: rec.status}
+		_ = json.Unmarshal(rec.body.Bytes(), &e.body)
+		return e
 	}
 	if out == nil {
 		return nil
@@ -64,6 +64,22 @@ func (a api) call(ctx context.Context, method, path string, q url.Values, body, 
 		return fmt.Errorf("decode %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// apiError is an answer of the API other than 2xx: its HTTP status and
+// its body, whose message the pages show. (Package client has its own,
+// APIError, but the server, the console with it, never imports the
+// users' client.)
+type apiError struct {
+	status int
+	body   api.ErrorResponse
+}
+
+func (e *apiError) Error() string {
+	if e.body.Error == "" {
+		return fmt.Sprintf("HTTP %d: %s", e.status, http.StatusText(e.status))
+	}
+	return fmt.Sprintf("HTTP %d %s: %s", e.status, e.body.Error, e.body.Message)
 }
 
 // recorder is the http.ResponseWriter an in-process call answers into.

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/auth"
 )
 
@@ -140,8 +139,8 @@ func forgetLegacyToken(h http.Handler) http.Handler {
 
 // apiFor is the API as the requesting user: with their session's token,
 // if any.
-func (c *Console) apiFor(r *http.Request) api {
-	a := api{h: c.cfg.API}
+func (c *Console) apiFor(r *http.Request) apiCaller {
+	a := apiCaller{h: c.cfg.API}
 	if sess, ok := c.sessions.get(sessionID(r)); ok {
 		a.token = sess.token
 	}
@@ -183,27 +182,27 @@ func (c *Console) problem(w http.ResponseWriter, r *http.Request, status int, he
 // the session and leads to the login page, any other answer is shown as
 // the API gave it.
 func (c *Console) apiProblem(w http.ResponseWriter, r *http.Request, err error) {
-	var apiErr *client.APIError
+	var apiErr *apiError
 	if !errors.As(err, &apiErr) {
 		c.cfg.Logger.Error("console: API call", "path", r.URL.Path, "err", err)
 		c.problem(w, r, http.StatusInternalServerError, "Something went wrong", "The console could not read the API; the log has the detail.")
 		return
 	}
-	switch apiErr.StatusCode {
+	switch apiErr.status {
 	case http.StatusUnauthorized:
 		c.sessions.revoke(sessionID(r))
 		clearSession(w)
 		http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 	case http.StatusForbidden:
-		c.problem(w, r, http.StatusForbidden, "Not allowed", apiErr.Message)
+		c.problem(w, r, http.StatusForbidden, "Not allowed", apiErr.body.Message)
 	case http.StatusNotFound:
-		c.problem(w, r, http.StatusNotFound, "Not found", apiErr.Message)
+		c.problem(w, r, http.StatusNotFound, "Not found", apiErr.body.Message)
 	default:
-		msg := apiErr.Message
-		if apiErr.RequestID != "" {
-			msg += " (request " + apiErr.RequestID + ")"
+		msg := apiErr.body.Message
+		if apiErr.body.RequestID != "" {
+			msg += " (request " + apiErr.body.RequestID + ")"
 		}
-		c.problem(w, r, apiErr.StatusCode, "The API answered "+http.StatusText(apiErr.StatusCode), msg)
+		c.problem(w, r, apiErr.status, "The API answered "+http.StatusText(apiErr.status), msg)
 	}
 }
 

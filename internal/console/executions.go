@@ -8,15 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // statuses are the execution statuses, for the filter.
 var statuses = []string{
-	client.StatusRunning, client.StatusCompleted, client.StatusFailed,
-	client.StatusCancelled, client.StatusTerminated, client.StatusTimedOut,
+	api.StatusRunning, api.StatusCompleted, api.StatusFailed,
+	api.StatusCancelled, api.StatusTerminated, api.StatusTimedOut,
 }
 
 // filter is the executions page's filter, as its URL carries it.
@@ -76,7 +76,7 @@ func (f filter) apiQuery() (url.Values, string) {
 type executionsData struct {
 	Filter   filter
 	Statuses []string
-	Rows     []client.Execution
+	Rows     []api.Execution
 	// Problem is what the API refused in the filter.
 	Problem string
 	// Next is the URL of the next (older) page; First that of the newest.
@@ -104,12 +104,12 @@ func (c *Console) handleExecutions(w http.ResponseWriter, r *http.Request) {
 	if cur := r.URL.Query().Get("cursor"); cur != "" {
 		q.Set("cursor", cur)
 	}
-	var list client.ListExecutionsResponse
+	var list api.ListExecutionsResponse
 	err := c.apiFor(r).call(ctx, http.MethodGet, "/api/harvest/executions", q, nil, &list)
-	var apiErr *client.APIError
-	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest {
+	var apiErr *apiError
+	if errors.As(err, &apiErr) && apiErr.status == http.StatusBadRequest {
 		// A filter the API refuses: the page says which, and keeps it.
-		data.Problem = apiErr.Message
+		data.Problem = apiErr.body.Message
 		c.render(w, r, http.StatusBadRequest, "executions", "Executions", data)
 		return
 	}
@@ -146,7 +146,7 @@ type signal struct {
 	Payload json.RawMessage
 	At      time.Time
 	// Dup is what describe says of its key: the duplicates dropped.
-	Dup *client.SignalKey
+	Dup *api.SignalKey
 }
 
 type timer struct {
@@ -164,7 +164,7 @@ type event struct {
 }
 
 type executionData struct {
-	E          client.Execution
+	E          api.Execution
 	Activities []*activity
 	Signals    []signal
 	Timers     []*timer
@@ -183,7 +183,7 @@ func (c *Console) handleExecution(w http.ResponseWriter, r *http.Request) {
 		c.apiProblem(w, r, err)
 		return
 	}
-	var hist client.HistoryResponse
+	var hist api.HistoryResponse
 	if err := a.call(ctx, http.MethodGet, path+"/history", nil, nil, &hist); err != nil {
 		c.apiProblem(w, r, err)
 		return
@@ -201,7 +201,7 @@ func (c *Console) handleExecution(w http.ResponseWriter, r *http.Request) {
 
 // fromHistory fills the activities, signals, timers and timeline from the
 // execution's history.
-func (d *executionData) fromHistory(events []client.Event) {
+func (d *executionData) fromHistory(events []api.Event) {
 	acts := map[int]*activity{}
 	timers := map[int]*timer{}
 	for _, e := range events {
@@ -255,7 +255,7 @@ func (d *executionData) fromHistory(events []client.Event) {
 // withSignalKeys joins describe's keyed signals, with their duplicates,
 // to the signals of the history.
 func (d *executionData) withSignalKeys() {
-	keys := map[string]*client.SignalKey{}
+	keys := map[string]*api.SignalKey{}
 	for i := range d.E.SignalKeys {
 		keys[d.E.SignalKeys[i].IdempotencyKey] = &d.E.SignalKeys[i]
 	}
@@ -268,7 +268,7 @@ func (d *executionData) withSignalKeys() {
 
 // attrsOf is an event's attributes as compact JSON, without the seq, type
 // and at the timeline shows apart.
-func attrsOf(e client.Event) string {
+func attrsOf(e api.Event) string {
 	if len(e.Attrs) == 0 {
 		return ""
 	}
@@ -286,7 +286,7 @@ var actions = map[string]struct{ Verb, Explain string }{
 }
 
 type confirmData struct {
-	E       client.Execution
+	E       api.Execution
 	Action  string
 	Verb    string
 	Explain string

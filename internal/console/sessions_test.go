@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
 )
 
@@ -33,10 +33,10 @@ func (a *tokenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if !a.known[strings.TrimPrefix(h, "Bearer ")] {
 		w.WriteHeader(http.StatusUnauthorized)
-		_ = json.NewEncoder(w).Encode(client.ErrorResponse{Error: client.CodeUnauthenticated, Message: "unknown token"})
+		_ = json.NewEncoder(w).Encode(api.ErrorResponse{Error: api.CodeUnauthenticated, Message: "unknown token"})
 		return
 	}
-	_ = json.NewEncoder(w).Encode(client.ListWorkersResponse{})
+	_ = json.NewEncoder(w).Encode(api.ListWorkersResponse{})
 }
 
 func (a *tokenAPI) forget(token string) {

@@ -4,13 +4,13 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // handleWorkers shows the live workers, as GET /api/harvest/workers
 // lists them.
 func (c *Console) handleWorkers(w http.ResponseWriter, r *http.Request) {
-	var list client.ListWorkersResponse
+	var list api.ListWorkersResponse
 	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/workers", nil, nil, &list); err != nil {
 		c.apiProblem(w, r, err)
 		return
@@ -23,7 +23,7 @@ func (c *Console) handleWorkers(w http.ResponseWriter, r *http.Request) {
 // tells them.
 func (c *Console) handleTaskQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	var q client.TaskQueueResponse
+	var q api.TaskQueueResponse
 	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/task-queues/"+url.PathEscape(name), nil, nil, &q); err != nil {
 		c.apiProblem(w, r, err)
 		return
@@ -37,11 +37,11 @@ func (c *Console) handleTaskQueue(w http.ResponseWriter, r *http.Request) {
 // taskQueueData is the task queue page's: the API's answer, and its names
 // by kind.
 type taskQueueData struct {
-	client.TaskQueueResponse
+	api.TaskQueueResponse
 	Kinds []taskQueueKind
 }
 
 type taskQueueKind struct {
 	Kind, ID string
-	Names    []client.NameBacklog
+	Names    []api.NameBacklog
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,11 +23,11 @@ func fakeAPI(answers map[string]any) http.Handler {
 		body, ok := answers[r.URL.Path]
 		if !ok {
 			w.WriteHeader(http.StatusNotFound)
-			_ = json.NewEncoder(w).Encode(client.ErrorResponse{Error: client.CodeNotFound, Message: "no route"})
+			_ = json.NewEncoder(w).Encode(api.ErrorResponse{Error: api.CodeNotFound, Message: "no route"})
 			return
 		}
 		status := http.StatusOK
-		if e, ok := body.(client.ErrorResponse); ok && e.Error == client.CodeInvalidTaskQueue {
+		if e, ok := body.(api.ErrorResponse); ok && e.Error == api.CodeInvalidTaskQueue {
 			status = http.StatusBadRequest
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -54,21 +54,21 @@ func TestTheWorkersPageShowsTheLiveWorkers(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	answers := map[string]any{
-		"/api/harvest/workers": client.ListWorkersResponse{Workers: []client.Worker{
+		"/api/harvest/workers": api.ListWorkersResponse{Workers: []api.Worker{
 			{ID: "w1", Host: "box<1>", PID: 4242, Build: "v1.4.0+75549c2a1b3c", StartedAt: at, TaskQueue: "billing",
 				Workflows: []string{"charge", "refund"}, Activities: []string{"charge_card"},
-				Slots:           &client.WorkerSlots{Workflow: client.SlotUsage{Used: 1, Size: 4}, Activity: client.SlotUsage{Used: 3, Size: 16}},
+				Slots:           &api.WorkerSlots{Workflow: api.SlotUsage{Used: 1, Size: 4}, Activity: api.SlotUsage{Used: 3, Size: 16}},
 				LastHeartbeatAt: at.Add(time.Minute)},
 			{ID: "w0", Host: "old", TaskQueue: "billing", Workflows: []string{"charge"}, Activities: []string{}, LastHeartbeatAt: at},
 		}},
-		"/api/harvest/task-queues/billing": client.TaskQueueResponse{TaskQueue: "billing",
-			Workflows: []client.NameBacklog{
+		"/api/harvest/task-queues/billing": api.TaskQueueResponse{TaskQueue: "billing",
+			Workflows: []api.NameBacklog{
 				{Name: "charge", Backlog: 1, Workers: []string{"w0", "w1"}},
 				{Name: "payroll", Backlog: 2, Workers: []string{}},
 			},
-			Activities:      []client.NameBacklog{{Name: "charge_card", Workers: []string{"w1"}}},
-			UnroutedBacklog: client.UnroutedBacklog{Activity: 3}},
-		"/api/harvest/task-queues/no.queue": client.ErrorResponse{Error: client.CodeInvalidTaskQueue, Message: `task queue "no.queue": want a task queue name`},
+			Activities:      []api.NameBacklog{{Name: "charge_card", Workers: []string{"w1"}}},
+			UnroutedBacklog: api.UnroutedBacklog{Activity: 3}},
+		"/api/harvest/task-queues/no.queue": api.ErrorResponse{Error: api.CodeInvalidTaskQueue, Message: `task queue "no.queue": want a task queue name`},
 	}
 	c, err := New(Config{API: fakeAPI(answers)})
 	require.NoError(t, err)
@@ -91,7 +91,7 @@ func TestTheWorkersPageShowsTheLiveWorkers(t *testing.T) {
 	require.Equal(t, 5, strings.Count(old, "–"), "pid, build, start and both slots unknown: %s", old)
 	require.Contains(t, old, `<span class="hint">none</span>`, "no activities")
 
-	answers["/api/harvest/workers"] = client.ListWorkersResponse{Workers: []client.Worker{}}
+	answers["/api/harvest/workers"] = api.ListWorkersResponse{Workers: []api.Worker{}}
 	_, body = get(t, c, "/ui/workers")
 	require.Contains(t, body, "No live worker")
 

@@ -5,18 +5,18 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 type workflowsData struct {
-	Workflows []client.WorkflowSummary
+	Workflows []api.WorkflowSummary
 	Statuses  []string
 	Done      string
 }
 
 func (c *Console) handleWorkflows(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	var list client.ListWorkflowsResponse
+	var list api.ListWorkflowsResponse
 	if err := c.apiFor(r).call(ctx, http.MethodGet, "/api/harvest/workflows", nil, nil, &list); err != nil {
 		c.apiProblem(w, r, err)
 		return
@@ -44,7 +44,7 @@ func (c *Console) handleAdmission(w http.ResponseWriter, r *http.Request) {
 		path += "/open"
 	case "closed":
 		path += "/close"
-		body = client.CloseAdmissionRequest{Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
+		body = api.CloseAdmissionRequest{Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
 	default:
 		c.problem(w, r, http.StatusBadRequest, "Bad form", "state must be open or closed.")
 		return
@@ -60,7 +60,7 @@ func (c *Console) handleAdmission(w http.ResponseWriter, r *http.Request) {
 // handleWebhooks shows the webhook sources and bindings with this ingest
 // process's counts, saying so.
 func (c *Console) handleWebhooks(w http.ResponseWriter, r *http.Request) {
-	var list client.ListWebhooksResponse
+	var list api.ListWebhooksResponse
 	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/webhooks", nil, nil, &list); err != nil {
 		c.apiProblem(w, r, err)
 		return

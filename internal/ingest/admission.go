@@ -11,13 +11,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 )
 
-func decodeGate(_ string, value []byte) (client.AdmissionGate, error) {
-	var g client.AdmissionGate
+func decodeGate(_ string, value []byte) (api.AdmissionGate, error) {
+	var g api.AdmissionGate
 	err := json.Unmarshal(value, &g)
 	return g, err
 }
@@ -25,7 +25,7 @@ func decodeGate(_ string, value []byte) (client.AdmissionGate, error) {
 func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("workflow")
 	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "workflow", err.Error())
 		return
 	}
 	if !s.mayUse(w, r, name) {
@@ -36,7 +36,7 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
-	var req client.CloseAdmissionRequest
+	var req api.CloseAdmissionRequest
 	unknown, rej := decodeObject(bytes.TrimSpace(body), &req, "a gate's body")
 	if rej == nil {
 		rej = unknown
@@ -47,16 +47,16 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Reason = strings.TrimSpace(req.Reason)
 	if req.Reason == "" {
-		writeFieldError(w, http.StatusBadRequest, client.CodeReasonRequired, "reason", "say why the gate closes: it is shown to refused callers")
+		writeFieldError(w, http.StatusBadRequest, api.CodeReasonRequired, "reason", "say why the gate closes: it is shown to refused callers")
 		return
 	}
 	// The reason is shown to refused callers, in the console and in the
 	// logs: text, on a line, without U+0000 or other control characters.
 	if err := storable.CheckIdentifier(req.Reason); err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidReason, "reason", "reason "+err.Error()+": give it as text on one line")
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidReason, "reason", "reason "+err.Error()+": give it as text on one line")
 		return
 	}
-	g := client.AdmissionGate{Workflow: name, State: "closed", Reason: req.Reason, ClosedAt: time.Now().UTC()}
+	g := api.AdmissionGate{Workflow: name, State: "closed", Reason: req.Reason, ClosedAt: time.Now().UTC()}
 	data, _ := json.Marshal(g)
 	if _, err := s.cfg.Topology.Admission.Put(r.Context(), name, data); err != nil {
 		s.unavailable(w, r, "could not store the gate; retry", err)
@@ -71,7 +71,7 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleAdmissionOpen(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("workflow")
 	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "workflow", err.Error())
 		return
 	}
 	if !s.mayUse(w, r, name) {
@@ -83,16 +83,16 @@ func (s *Server) handleAdmissionOpen(w http.ResponseWriter, r *http.Request) {
 	}
 	s.admission.remove(name)
 	s.log.Info("admission opened", "workflow", name)
-	writeJSON(w, http.StatusOK, client.AdmissionGate{Workflow: name, State: "open"})
+	writeJSON(w, http.StatusOK, api.AdmissionGate{Workflow: name, State: "open"})
 }
 
 func (s *Server) handleAdmissionList(w http.ResponseWriter, r *http.Request) {
-	gates := []client.AdmissionGate{}
+	gates := []api.AdmissionGate{}
 	for _, g := range s.admission.all() {
 		if sees(r.Context(), g.Workflow) {
 			gates = append(gates, g)
 		}
 	}
 	sort.Slice(gates, func(i, j int) bool { return gates[i].Workflow < gates[j].Workflow })
-	writeJSON(w, http.StatusOK, client.ListAdmissionResponse{Closed: gates})
+	writeJSON(w, http.StatusOK, api.ListAdmissionResponse{Closed: gates})
 }

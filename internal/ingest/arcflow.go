@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -44,7 +44,7 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if p.key, err = dedup.ValidateKey(strings.Join(vals, ",")); err != nil {
 			s.metrics.starts.WithLabelValues("refused").Inc()
-			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 			return
 		}
 	}
@@ -61,7 +61,7 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	if !s.mayUse(w, r, req.Workflow) {
 		return
 	}
-	p.name, p.req = req.Workflow, client.StartRequest{Input: req.Input}
+	p.name, p.req = req.Workflow, api.StartRequest{Input: req.Input}
 	var status int
 	var answer any
 	// As for a start, a keyed retry of a committed run is answered before
@@ -81,8 +81,8 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
-	if sr, ok := answer.(client.StartResponse); ok {
-		answer = client.RunResponse{RunID: sr.ExecutionID, TraceID: traceID(sr.ExecutionID), Status: sr.Status}
+	if sr, ok := answer.(api.StartResponse); ok {
+		answer = api.RunResponse{RunID: sr.ExecutionID, TraceID: traceID(sr.ExecutionID), Status: sr.Status}
 	}
 	writeJSON(w, status, answer)
 }
@@ -94,12 +94,12 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	runID := r.PathValue("run_id")
 	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
 	runID, err := canonicalExecutionID(runID)
 	if err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidExecutionID, "run_id", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidExecutionID, "run_id", err.Error())
 		return
 	}
 	e, err := store.GetExecution(r.Context(), s.poolOf(runID), runID)
@@ -108,26 +108,26 @@ func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case errors.Is(err, store.ErrExecutionNotFound):
-		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
+		writeError(w, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no run %q", runID))
 	case err != nil:
 		s.readError(w, runID, err)
 	default:
-		writeJSON(w, http.StatusOK, client.RunResponse{RunID: e.ExecutionID, TraceID: traceID(e.ExecutionID), Status: e.Status})
+		writeJSON(w, http.StatusOK, api.RunResponse{RunID: e.ExecutionID, TraceID: traceID(e.ExecutionID), Status: e.Status})
 	}
 }
 
 // parseRunRequest reads the body of POST /v1/runs: one JSON object naming
 // the workflow to run. unknown refuses a member the body should not have;
 // it is answered after a keyed replay, as a start's is.
-func parseRunRequest(body []byte) (req client.RunRequest, unknown, rej *rejection) {
+func parseRunRequest(body []byte) (req api.RunRequest, unknown, rej *rejection) {
 	if unknown, rej = decodeObject(body, &req, "a run's body"); rej != nil {
 		return req, nil, rej
 	}
 	if req.Workflow == "" {
-		return req, nil, reject(http.StatusBadRequest, client.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
+		return req, nil, reject(http.StatusBadRequest, api.CodeMissingWorkflow, "workflow", `the body names no "workflow" to run`)
 	}
 	if err := dedup.ValidateName(req.Workflow); err != nil {
-		return req, nil, reject(http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", err.Error())
+		return req, nil, reject(http.StatusBadRequest, api.CodeInvalidWorkflowName, "workflow", err.Error())
 	}
 	return req, unknown, nil
 }
@@ -175,7 +175,7 @@ func externalPayload(raw []byte) (json.RawMessage, *rejection) {
 		return nil, nil
 	}
 	if !json.Valid(body) {
-		return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "the callback body is not JSON")
+		return nil, reject(http.StatusBadRequest, api.CodeInvalidJSON, "", "the callback body is not JSON")
 	}
 	if rej := unstorablePayload(body, "payload"); rej != nil {
 		return nil, rej
@@ -202,7 +202,7 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 			// A run is an execution (its run_id the execution id), whose
 			// workflow is not read for a refused request.
 			logattr.With(s.log, runID, "", "").Warn("external callback refused", "binding_id", bindingID, "err", err)
-			writeError(w, http.StatusUnauthorized, client.CodeInvalidSignature, err.Error())
+			writeError(w, http.StatusUnauthorized, api.CodeInvalidSignature, err.Error())
 			return
 		}
 	}
@@ -210,17 +210,17 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 	if keyed {
 		var err error
 		if key, err = dedup.ValidateKey(strings.Join(keyVals, ",")); err != nil {
-			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 			return
 		}
 	}
 	runID, err := canonicalExecutionID(runID)
 	if err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidExecutionID, "run_id", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidExecutionID, "run_id", err.Error())
 		return
 	}
 	if err := dedup.ValidateName(bindingID); err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidBindingID, "binding_id", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidBindingID, "binding_id", err.Error())
 		return
 	}
 	if !s.executionVisible(w, r, runID) {
@@ -238,8 +238,8 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 		cmd.CommandID = dedup.SignalCommandID(runID, key)
 	}
 	status, answer := s.sendSignal(r, cmd)
-	if sr, ok := answer.(client.SignalResponse); ok {
-		resp := client.ExternalResponse{RunID: runID, BindingID: bindingID, Status: "accepted"}
+	if sr, ok := answer.(api.SignalResponse); ok {
+		resp := api.ExternalResponse{RunID: runID, BindingID: bindingID, Status: "accepted"}
 		switch {
 		case sr.SignalDelivered == nil:
 			// Durable, not applied yet: it will be, once.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -53,7 +53,7 @@ func FuzzParseRunRequest(f *testing.F) {
 			requireRejection(t, rej)
 			require.Equal(t, http.StatusBadRequest, rej.status)
 			if !json.Valid(body) {
-				require.Equal(t, client.CodeInvalidJSON, rej.body.Error, "body %q: %+v", body, rej.body)
+				require.Equal(t, api.CodeInvalidJSON, rej.body.Error, "body %q: %+v", body, rej.body)
 			}
 			return
 		}

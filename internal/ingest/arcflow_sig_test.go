@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/webhook"
@@ -46,7 +46,7 @@ func TestArcFlowBodyOnlySignaturesOnlyWhenConfigured(t *testing.T) {
 		path = "/v1/runs/" + testExecutionID + "/external/approval"
 		body = `{"approved": true}`
 	)
-	post := func(s *Server, header, value string) (int, client.ErrorResponse) {
+	post := func(s *Server, header, value string) (int, api.ErrorResponse) {
 		t.Helper()
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -54,7 +54,7 @@ func TestArcFlowBodyOnlySignaturesOnlyWhenConfigured(t *testing.T) {
 		req.Header.Set(header, value)
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, req)
-		var a client.ErrorResponse
+		var a api.ErrorResponse
 		if rec.Code >= 400 {
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &a), "%d %s", rec.Code, rec.Body)
 		}
@@ -67,7 +67,7 @@ func TestArcFlowBodyOnlySignaturesOnlyWhenConfigured(t *testing.T) {
 
 	status, a := post(strict, HeaderArcFlowSignature, bodyOnly)
 	require.Equal(t, http.StatusUnauthorized, status)
-	require.Equal(t, client.CodeInvalidSignature, a.Error)
+	require.Equal(t, api.CodeInvalidSignature, a.Error)
 	require.Contains(t, a.Message, webhook.HeaderHarvestSignature)
 	for _, s := range []*Server{strict, legacy} {
 		status, a = post(s, webhook.HeaderHarvestSignature, stale)

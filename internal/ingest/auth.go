@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -49,13 +49,13 @@ func (s *Server) guard(scope auth.Scope, h http.HandlerFunc) http.HandlerFunc {
 			w.Header().Set("WWW-Authenticate", challenge)
 			s.metrics.refused.WithLabelValues("unauthenticated").Inc()
 			s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "reason", err.Error())
-			writeError(w, http.StatusUnauthorized, client.CodeUnauthenticated, err.Error())
+			writeError(w, http.StatusUnauthorized, api.CodeUnauthenticated, err.Error())
 			return
 		}
 		if !p.Has(scope) {
 			s.metrics.refused.WithLabelValues("forbidden").Inc()
 			s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "token", p.Name(), "lacks", string(scope))
-			writeError(w, http.StatusForbidden, client.CodeForbidden, fmt.Sprintf("token %q lacks scope %s", p.Name(), scope))
+			writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("token %q lacks scope %s", p.Name(), scope))
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -72,7 +72,7 @@ func (s *Server) mayUse(w http.ResponseWriter, r *http.Request, workflow string)
 	}
 	s.metrics.refused.WithLabelValues("forbidden").Inc()
 	s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "token", p.Name(), "workflow", workflow)
-	writeError(w, http.StatusForbidden, client.CodeForbidden,
+	writeError(w, http.StatusForbidden, api.CodeForbidden,
 		fmt.Sprintf("token %q is limited to the workflows %s", p.Name(), strings.Join(p.Workflows(), ", ")))
 	return false
 }
@@ -88,7 +88,7 @@ func (s *Server) unlimited(h http.HandlerFunc) http.HandlerFunc {
 		}
 		s.metrics.refused.WithLabelValues("forbidden").Inc()
 		s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "token", p.Name(), "reason", "limited to workflows")
-		writeError(w, http.StatusForbidden, client.CodeForbidden,
+		writeError(w, http.StatusForbidden, api.CodeForbidden,
 			fmt.Sprintf("token %q is limited to the workflows %s, and %s holds every workflow's series", p.Name(), strings.Join(p.Workflows(), ", "), r.URL.Path))
 	}
 }
@@ -114,7 +114,7 @@ func (s *Server) executionVisible(w http.ResponseWriter, r *http.Request, id str
 		return true
 	}
 	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to check the execution's workflow against the token's")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to check the execution's workflow against the token's")
 		return false
 	}
 	ctx, cancel := s.readContext(r.Context())
@@ -125,7 +125,7 @@ func (s *Server) executionVisible(w http.ResponseWriter, r *http.Request, id str
 		return false
 	}
 	if !sees(r.Context(), e.WorkflowName) {
-		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %q", id))
+		writeError(w, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution %q", id))
 		return false
 	}
 	return true

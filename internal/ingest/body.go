@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // readBody reads a request body up to MaxBodyBytes, trimmed of white
@@ -24,7 +24,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *reje
 // readRaw reads a request body, as sent, up to limit bytes.
 func readRaw(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *rejection) {
 	tooLarge := func() *rejection {
-		rej := reject(http.StatusRequestEntityTooLarge, client.CodePayloadTooLarge, "", fmt.Sprintf("request body exceeds %d bytes", limit))
+		rej := reject(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, "", fmt.Sprintf("request body exceeds %d bytes", limit))
 		rej.body.Limit = limit
 		return rej
 	}
@@ -40,7 +40,7 @@ func readRaw(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *reje
 		if errors.As(err, &tooBig) {
 			return nil, tooLarge()
 		}
-		return nil, reject(http.StatusBadRequest, client.CodeUnreadableBody, "", err.Error())
+		return nil, reject(http.StatusBadRequest, api.CodeUnreadableBody, "", err.Error())
 	}
 	return body, nil
 }
@@ -63,13 +63,13 @@ func (s *Server) readPayload(w http.ResponseWriter, r *http.Request) (json.RawMe
 		return nil, nil
 	}
 	if !json.Valid(body) {
-		return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "the signal payload is not JSON")
+		return nil, reject(http.StatusBadRequest, api.CodeInvalidJSON, "", "the signal payload is not JSON")
 	}
 	return json.RawMessage(body), nil
 }
 
 // Request bodies Harvest defines (a start's, a signal-with-start's, a
-// cancellation's, …) are decoded into the client package's request types,
+// cancellation's, …) are decoded into package api's request types,
 // and a member the type does not declare is refused: a misspelt member
 // would otherwise be dropped without a word (a start with
 // "id_reuse_policy" would run under the default policy). Names match as
@@ -77,7 +77,7 @@ func (s *Server) readPayload(w http.ResponseWriter, r *http.Request) (json.RawMe
 // (a start's input, a signal's payload) are never looked into.
 
 // decodeObject decodes body, one JSON value, into v, a pointer to one of
-// the client's request types. A body that is not one JSON value of v's
+// package api's request types. A body that is not one JSON value of v's
 // shape is refused (rej, invalid_json). A body whose only fault is a
 // member v does not declare is decoded all the same, and unknown is the
 // refusal of its first such member: the caller decides what is checked
@@ -88,18 +88,18 @@ func decodeObject(body []byte, v any, what string) (unknown, rej *rejection) {
 	if err := dec.Decode(v); err != nil {
 		member, found := unknownMember(body, v)
 		if !found {
-			return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
+			return nil, reject(http.StatusBadRequest, api.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
 		}
 		// Decoded again, leniently, so that the members it does declare
 		// are read (a start's idempotency_key among them).
 		dec = json.NewDecoder(bytes.NewReader(body))
 		if err := dec.Decode(v); err != nil {
-			return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
+			return nil, reject(http.StatusBadRequest, api.CodeInvalidJSON, "", fmt.Sprintf("request body is not a JSON object: %v", err))
 		}
 		unknown = unknownField(member, what, memberNames(reflect.TypeOf(v)))
 	}
 	if !atEnd(dec) {
-		return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", "request body holds more than one JSON value")
+		return nil, reject(http.StatusBadRequest, api.CodeInvalidJSON, "", "request body holds more than one JSON value")
 	}
 	return unknown, nil
 }
@@ -191,7 +191,7 @@ func unknownField(name, what string, known []string) *rejection {
 		msg += fmt.Sprintf(" (did you mean %q?)", near)
 	}
 	msg += fmt.Sprintf(": %s has %s", what, listNames(known))
-	return reject(http.StatusBadRequest, client.CodeUnknownField, shown, msg)
+	return reject(http.StatusBadRequest, api.CodeUnknownField, shown, msg)
 }
 
 // listNames is "a, b and c".

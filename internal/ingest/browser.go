@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -150,7 +150,7 @@ func (s *Server) browserGuard(next http.Handler) http.Handler {
 		if !hosts.allows(r.Host) && !s.signedOrProbe(r) {
 			s.metrics.refused.WithLabelValues(refusedHost).Inc()
 			s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "reason", refusedHost, "host", r.Host)
-			writeError(w, http.StatusMisdirectedRequest, client.CodeHostNotAllowed,
+			writeError(w, http.StatusMisdirectedRequest, api.CodeHostNotAllowed,
 				fmt.Sprintf("this API does not answer requests for host %q: %s", r.Host, hostsAnswered))
 			return
 		}
@@ -158,7 +158,7 @@ func (s *Server) browserGuard(next http.Handler) http.Handler {
 			s.metrics.refused.WithLabelValues(refusedCrossSite).Inc()
 			s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "reason", refusedCrossSite,
 				"sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "origin", r.Header.Get("Origin"))
-			writeError(w, http.StatusForbidden, client.CodeCrossSiteRequest,
+			writeError(w, http.StatusForbidden, api.CodeCrossSiteRequest,
 				"a browser sent this request from another site (Sec-Fetch-Site or Origin says so) with a body that is not "+
 					"Content-Type: application/json; the API acts only on such requests from its own origin")
 			return

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
@@ -71,7 +71,7 @@ func (a *browserAPI) send(method, path, body string, header ...string) (int, str
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(a.t, err)
-	var e client.ErrorResponse
+	var e api.ErrorResponse
 	if resp.StatusCode >= 400 {
 		require.NoError(a.t, json.Unmarshal(raw, &e), "%d %s", resp.StatusCode, raw)
 	}
@@ -120,7 +120,7 @@ func TestTheOpenAPIRefusesWhatAPageOnAnotherSiteSends(t *testing.T) {
 	} {
 		status, code := a.send(tc.method, tc.path, tc.body, tc.header...)
 		require.Equal(t, http.StatusForbidden, status, tc.name)
-		require.Equal(t, client.CodeCrossSiteRequest, code, tc.name)
+		require.Equal(t, api.CodeCrossSiteRequest, code, tc.name)
 	}
 	require.Zero(t, a.published(), "nothing refused was published")
 
@@ -160,12 +160,12 @@ func TestTheOpenAPIAnswersOnlyLoopbackHosts(t *testing.T) {
 		{"POST", "/ui/executions/" + testExecutionID + "/cancel"}, {"GET", "/metrics"}, {"POST", "/hooks/unsigned"}} {
 		status, code := a.send(req[0], req[1], chargeBody, rebound...)
 		require.Equal(t, http.StatusMisdirectedRequest, status, req)
-		require.Equal(t, client.CodeHostNotAllowed, code, req)
+		require.Equal(t, api.CodeHostNotAllowed, code, req)
 	}
 	for _, host := range []string{"127.0.0.1.evil.example", "localhost.evil.example", "10.0.0.1", "0.0.0.0:8080", "[::]:8080"} {
 		status, code := a.send("POST", "/api/harvest/workflows/charge/start", chargeBody, "Host", host, "Content-Type", "application/json")
 		require.Equal(t, http.StatusMisdirectedRequest, status, host)
-		require.Equal(t, client.CodeHostNotAllowed, code, host)
+		require.Equal(t, api.CodeHostNotAllowed, code, host)
 	}
 	require.Zero(t, a.published())
 	for _, host := range []string{"localhost:8080", "LOCALHOST", "127.0.0.1", "127.1.2.3:9", "[::1]:8080", "[::ffff:127.0.0.1]:80"} {
@@ -180,7 +180,7 @@ func TestTheOpenAPIAnswersOnlyLoopbackHosts(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	status, code := a.send("POST", "/hooks/signed", `{"type": "order.created"}`, "Host", "abc.tunnel.example", "Content-Type", "application/json", "X-Signature", "sha256=00")
 	require.Equal(t, http.StatusUnauthorized, status)
-	require.Equal(t, client.CodeInvalidSignature, code)
+	require.Equal(t, api.CodeInvalidSignature, code)
 
 	// allowed_hosts for a real deployment.
 	d := newBrowserAPI(t, Config{AllowedHosts: []string{"harvest.internal", "10.0.0.0/8", "fd00::1"}})
@@ -191,7 +191,7 @@ func TestTheOpenAPIAnswersOnlyLoopbackHosts(t *testing.T) {
 	for _, host := range []string{"evil.internal", "11.0.0.1", "x.harvest.internal"} {
 		status, code := d.send("GET", "/openapi.json", "", "Host", host)
 		require.Equal(t, http.StatusMisdirectedRequest, status, host)
-		require.Equal(t, client.CodeHostNotAllowed, code, host)
+		require.Equal(t, api.CodeHostNotAllowed, code, host)
 	}
 
 	// With tokens the Host does not matter, unless allowed_hosts is set.
@@ -205,7 +205,7 @@ func TestTheOpenAPIAnswersOnlyLoopbackHosts(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	status, code = pinned.send("GET", "/openapi.json", "", "Host", "other.example.com")
 	require.Equal(t, http.StatusMisdirectedRequest, status)
-	require.Equal(t, client.CodeHostNotAllowed, code)
+	require.Equal(t, api.CodeHostNotAllowed, code)
 }
 
 // TestAllowedHostsAreChecked: an allowed_hosts entry that is no host name,

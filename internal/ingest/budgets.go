@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // What ingest serves at once, by who asks. A request that presents a
@@ -212,7 +212,7 @@ func (s *Server) overloaded(w http.ResponseWriter, r *http.Request, b *budget) {
 		w.Header().Set("Connection", "close")
 	}
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable,
+	writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable,
 		fmt.Sprintf("ingest is serving %d %s already (%s); retry", cap(b.serving), b.what, b.setting))
 }
 
@@ -247,11 +247,11 @@ func (s *Server) readAhead(w http.ResponseWriter, r *http.Request, limit int64) 
 			s.metrics.refused.WithLabelValues(refusedSlowBody).Inc()
 			s.log.Info("request refused: its body did not arrive in time", "method", r.Method, "path", r.URL.Path,
 				"request_id", requestIDOf(r.Context()), "read", len(body), "deadline", deadline)
-			writeError(w, http.StatusRequestTimeout, client.CodeBodyTimeout,
+			writeError(w, http.StatusRequestTimeout, api.CodeBodyTimeout,
 				fmt.Sprintf("the request body did not arrive within %s; send it at once", deadline))
 			return false
 		}
-		writeError(w, http.StatusBadRequest, client.CodeUnreadableBody, "the request body could not be read")
+		writeError(w, http.StatusBadRequest, api.CodeUnreadableBody, "the request body could not be read")
 		return false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
@@ -59,10 +59,10 @@ func TestTheAPIBudgetIsTokenHoldersAlone(t *testing.T) {
 		require.NoError(t, err)
 		return resp.StatusCode, string(raw)
 	}
-	ready := func() (int, client.ReadinessResponse) {
+	ready := func() (int, api.ReadinessResponse) {
 		t.Helper()
 		status, raw := send(http.MethodGet, "/readyz", "", "")
-		var r client.ReadinessResponse
+		var r api.ReadinessResponse
 		require.NoError(t, json.Unmarshal([]byte(raw), &r), raw)
 		return status, r
 	}
@@ -85,7 +85,7 @@ func TestTheAPIBudgetIsTokenHoldersAlone(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "/readyz did not say the API is saturated within 30s")
 		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
 	}
-	require.Equal(t, client.ReadyStatusNotReady, r.Status)
+	require.Equal(t, api.ReadyStatusNotReady, r.Status)
 	require.Equal(t, []string{budgetAPI}, r.Saturated)
 	require.Contains(t, r.Message, "max_in_flight")
 

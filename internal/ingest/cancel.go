@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -12,7 +12,7 @@ import (
 // handleCancel is POST /api/harvest/executions/{execution_id}/cancel: it
 // publishes a cancellation and answers from its outcome.
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	var req client.CancelRequest
+	var req api.CancelRequest
 	s.closeExecution(w, r, wire.KindCancel, &req.Reason, &req, "cancellation")
 }
 
@@ -20,7 +20,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 // /api/harvest/executions/{execution_id}/terminate: as a cancellation,
 // but the execution closes as Terminated.
 func (s *Server) handleTerminate(w http.ResponseWriter, r *http.Request) {
-	var req client.TerminateRequest
+	var req api.TerminateRequest
 	s.closeExecution(w, r, wire.KindTerminate, &req.Reason, &req, "termination")
 }
 
@@ -76,15 +76,15 @@ func (s *Server) closeExecution(w http.ResponseWriter, r *http.Request, kind str
 		}
 		writeJSON(w, status, body)
 	case errors.Is(err, errOutcomeLate):
-		writeJSON(w, http.StatusAccepted, client.AcceptedResponse{CommandID: cmd.CommandID, Status: "accepted"})
+		writeJSON(w, http.StatusAccepted, api.AcceptedResponse{CommandID: cmd.CommandID, Status: "accepted"})
 	case out.Error != "":
-		writeJSON(w, out.HTTPStatus, client.ErrorResponse{Error: out.Error, Message: out.Message})
+		writeJSON(w, out.HTTPStatus, api.ErrorResponse{Error: out.Error, Message: out.Message})
 	case kind == wire.KindTerminate:
-		writeJSON(w, http.StatusOK, client.TerminateResponse{
+		writeJSON(w, http.StatusOK, api.TerminateResponse{
 			ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
 		})
 	default:
-		writeJSON(w, http.StatusOK, client.CancelResponse{
+		writeJSON(w, http.StatusOK, api.CancelResponse{
 			ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
 		})
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -20,7 +20,7 @@ import (
 func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("command_id")
 	if _, err := uuid.Parse(id); err != nil {
-		writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q", id))
+		writeError(w, http.StatusNotFound, api.CodeCommandNotFound, fmt.Sprintf("no command %q", id))
 		return
 	}
 	out, ok, err := s.findOutcome(r.Context(), id)
@@ -30,27 +30,27 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		accepted, aerr := s.cfg.Topology.WasAccepted(r.Context(), id)
 		switch {
 		case aerr == nil && accepted:
-			writeJSON(w, http.StatusOK, client.AcceptedResponse{CommandID: id, Status: client.CommandAccepted})
+			writeJSON(w, http.StatusOK, api.AcceptedResponse{CommandID: id, Status: api.CommandAccepted})
 		case err != nil || aerr != nil:
 			s.unavailable(w, r, fmt.Sprintf("could not read command %q; retry", id), errors.Join(err, aerr))
 		default:
-			writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
+			writeError(w, http.StatusNotFound, api.CodeCommandNotFound, fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
 		}
 		return
 	}
 	if out.WorkflowName != "" && !sees(r.Context(), out.WorkflowName) {
-		writeError(w, http.StatusNotFound, client.CodeCommandNotFound, fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
+		writeError(w, http.StatusNotFound, api.CodeCommandNotFound, fmt.Sprintf("no command %q is known (outcomes are kept for a limited time)", id))
 		return
 	}
 	if out.Deferred {
 		// Held back by its workflow's start policy: the execution it
 		// becomes part of replaces this outcome when it begins.
-		writeJSON(w, http.StatusOK, client.AcceptedResponse{CommandID: id, Status: client.CommandDeferred})
+		writeJSON(w, http.StatusOK, api.AcceptedResponse{CommandID: id, Status: api.CommandDeferred})
 		return
 	}
 	status, body := startAnswer(out)
 	if out.Kind == wire.KindSignalWithStart && out.Error == "" {
-		status, body = http.StatusOK, client.SignalWithStartResponse{
+		status, body = http.StatusOK, api.SignalWithStartResponse{
 			ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
 			StartedFresh: out.StartedFresh, SignalDelivered: out.SignalDelivered,
 		}
@@ -59,19 +59,19 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if out.Kind == wire.KindSignal {
-		status, body = http.StatusAccepted, client.SignalResponse{OK: true, SignalDelivered: &out.SignalDelivered}
+		status, body = http.StatusAccepted, api.SignalResponse{OK: true, SignalDelivered: &out.SignalDelivered}
 		if out.Error != "" {
-			status, body = out.HTTPStatus, client.ErrorResponse{Error: out.Error, Message: out.Message}
+			status, body = out.HTTPStatus, api.ErrorResponse{Error: out.Error, Message: out.Message}
 		}
 	}
-	state := client.CommandApplied
-	if out.Error == client.CodeCommandRejected {
+	state := api.CommandApplied
+	if out.Error == api.CodeCommandRejected {
 		// Set aside by the scheduler: never applied, and never will be.
-		state = client.CommandRejected
+		state = api.CommandRejected
 	}
-	// body is one of the client's answer types, which always encode.
+	// body is one of package api's answer types, which always encode.
 	outcome, _ := json.Marshal(body)
-	writeJSON(w, http.StatusOK, client.CommandResponse{CommandID: id, Status: state, HTTPStatus: status, Outcome: outcome})
+	writeJSON(w, http.StatusOK, api.CommandResponse{CommandID: id, Status: state, HTTPStatus: status, Outcome: outcome})
 }
 
 // findOutcome reads a command's outcome in whichever store applied it.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -22,7 +22,7 @@ import (
 // scheduler set aside, newest first (?shard=, ?before=<id>, ?limit=).
 func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
 	q := queryOf(r)
@@ -30,7 +30,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("shard"); v != "" {
 		n, err := strconv.Atoi(v)
 		if total := s.cfg.Topology.Layout().TotalShards(); err != nil || n < 0 || n >= total {
-			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidShard, "shard", fmt.Sprintf("shard must be 0 to %d", total-1))
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidShard, "shard", fmt.Sprintf("shard must be 0 to %d", total-1))
 			return
 		}
 		f.Shard = &n
@@ -38,7 +38,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidBefore, "before", "before must be a dead command id")
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidBefore, "before", "before must be a dead command id")
 			return
 		}
 		f.Before = n
@@ -50,7 +50,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 	if limited(r.Context()) {
 		// A dead command's payload may name any workflow, or none: a
 		// token limited to some workflows sees none of them.
-		writeJSON(w, http.StatusOK, client.ListDeadCommandsResponse{DeadCommands: []client.DeadCommand{}})
+		writeJSON(w, http.StatusOK, api.ListDeadCommandsResponse{DeadCommands: []api.DeadCommand{}})
 		return
 	}
 	dead, err := s.listDead(r.Context(), f)
@@ -58,24 +58,24 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, "", err)
 		return
 	}
-	out := make([]client.DeadCommand, 0, len(dead))
+	out := make([]api.DeadCommand, 0, len(dead))
 	for _, d := range dead {
 		out = append(out, deadView(d))
 	}
-	writeJSON(w, http.StatusOK, client.ListDeadCommandsResponse{DeadCommands: out})
+	writeJSON(w, http.StatusOK, api.ListDeadCommandsResponse{DeadCommands: out})
 }
 
 // handleGetDead answers GET /api/harvest/commands/dead/{id}, with the
 // message as it came.
 func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
 	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
 	raw := r.PathValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 || limited(r.Context()) {
-		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %q", raw))
+		writeError(w, http.StatusNotFound, api.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %q", raw))
 		return
 	}
 	i, own := id>>deadStoreShift, id&(1<<deadStoreShift-1)
@@ -87,7 +87,7 @@ func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if errors.Is(err, store.ErrDeadCommandNotFound) {
-		writeError(w, http.StatusNotFound, client.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %d", id))
+		writeError(w, http.StatusNotFound, api.CodeDeadCommandNotFound, fmt.Sprintf("no dead command %d", id))
 		return
 	}
 	if err != nil {
@@ -103,8 +103,8 @@ func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-func deadView(d store.DeadCommand) client.DeadCommand {
-	return client.DeadCommand{ID: d.ID, Shard: d.Shard, StreamSeq: d.StreamSeq, CommandID: d.CommandID, Kind: d.Kind,
+func deadView(d store.DeadCommand) api.DeadCommand {
+	return api.DeadCommand{ID: d.ID, Shard: d.Shard, StreamSeq: d.StreamSeq, CommandID: d.CommandID, Kind: d.Kind,
 		Subject: d.Subject, Error: d.Error, Reason: d.Reason, DeadAt: d.DeadAt}
 }
 

@@ -24,20 +24,44 @@
 //   - Apply commands or change an execution: that is the scheduler's
 //     (internal/scheduler), which stores each outcome and announces it.
 //   - Declare its own HTTP bodies or error codes: every request and
-//     answer is a type of the public client package, and every error
-//     code a client.Code constant, so that the server and its Go client
-//     cannot drift. Commands and outcomes are internal/wire's; streams,
-//     buckets and publishing are internal/broker'.
-//
-// Files, by job: config.go (Config, defaults, Validate), server.go
-// (Server and its routes), body.go, query.go, validate.go, execid.go and
-// storable.go (a request's own checks), start.go (starts and their replays),
-// submit.go and outcomes.go (publishing a command and waiting for its
-// outcome), signal.go, cancel.go (cancel and terminate), hooks.go,
-// arcflow.go and admission.go (the other writing routes), reads.go,
-// executions.go, workflows.go, history.go, commands.go, dead.go,
-// workers_api.go and taskqueues.go (the read routes), health.go
-// (/healthz, /readyz), errors.go (the JSON writer), browser.go (what a
-// web page may not make the API do: requests from another site, Host
-// names that are not the API's).
+//     answer is a type of the public api package, and every error code
+//     an api.Code constant, so that the server and its Go client
+//     (package client, which re-exports them) cannot drift. Commands and
+//     outcomes are internal/wire's; streams, buckets and publishing are
+//     internal/broker's.
 package ingest
+
+// Where things are:
+//
+//   - server.go: Server, New (every route is registered there: add a
+//     route there), Start, Stop, Handler. config.go: Config, its
+//     defaults, Validate. stores.go: which PostgreSQL store holds a shard
+//     or an execution, and reading every store at once.
+//   - What every request passes before its handler: guard.go (request
+//     ids, the HTTP server's limits, panics and 500s), metrics.go (ingest's
+//     metrics, counted by route), browser.go (Host names the API does not
+//     answer, state-changing requests from another site), budgets.go (how
+//     many requests of each class are served at once, slow bodies),
+//     auth.go (a route's token scope, tokens limited to some workflows),
+//     query.go (query parameters a route does not read), deadline.go (the
+//     read routes' PostgreSQL deadline).
+//   - A request's own checks: body.go (reading a body, members its type
+//     does not declare), validate.go (a start: its names, schedule,
+//     callback, policy, admission gate and input schema), execid.go
+//     (execution ids in paths), storable.go (values PostgreSQL cannot
+//     store). errors.go: the JSON answers and errors.
+//   - The writing routes: start.go (starts, and answering a keyed start's
+//     replay from its claim), signal.go (signals and signal-with-start),
+//     cancel.go (cancel and terminate), hooks.go (webhook deliveries),
+//     arcflow.go (ArcFlow-compatible runs and their signed external
+//     callbacks), admission.go (closing and opening admission gates),
+//     retention.go (what is past retention, and pruning it).
+//   - submit.go, outcomes.go: publishing a command, and waiting for the
+//     outcome the scheduler announces (or reading it when late).
+//   - The read routes: reads.go (what they share: 503s, ?limit=),
+//     executions.go, history.go, commands.go (a command by id), dead.go
+//     (dead commands), workflows.go, webhooks.go, workers_api.go (live
+//     workers), taskqueues.go. health.go: /healthz and /readyz.
+//   - workers.go: whether a live worker serves a workflow, and which task
+//     queue a start goes to. mirror.go: the in-memory copies of the
+//     admission gates and input schemas buckets every replica follows.

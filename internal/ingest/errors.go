@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/schema"
 )
 
-// Every answer is one of the client package's wire types, encoded by
-// writeJSON; an error answer is a client.ErrorResponse whose code is one
-// of the client.Code constants.
+// Every answer is one of package api's wire types, encoded by writeJSON;
+// an error answer is an api.ErrorResponse whose code is one of the
+// api.Code constants.
 
 // writeJSON answers status with body encoded as JSON.
 func writeJSON(w http.ResponseWriter, status int, body any) {
@@ -21,20 +21,20 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 
 // writeError answers status with the error code and message.
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, client.ErrorResponse{Error: code, Message: message})
+	writeJSON(w, status, api.ErrorResponse{Error: code, Message: message})
 }
 
 // writeFieldError answers status with the error code and message about
 // the request field named field.
 func writeFieldError(w http.ResponseWriter, status int, code, field, message string) {
-	writeJSON(w, status, client.ErrorResponse{Error: code, Message: message, Field: field})
+	writeJSON(w, status, api.ErrorResponse{Error: code, Message: message, Field: field})
 }
 
 // violationsOf is how the violations of a schema are sent.
-func violationsOf(vs []schema.Violation) []client.Violation {
-	out := make([]client.Violation, len(vs))
+func violationsOf(vs []schema.Violation) []api.Violation {
+	out := make([]api.Violation, len(vs))
 	for i, v := range vs {
-		out[i] = client.Violation(v)
+		out[i] = api.Violation(v)
 	}
 	return out
 }

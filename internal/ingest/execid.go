@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // An execution id has one form everywhere past ingest: 36 characters,
@@ -38,7 +38,7 @@ func canonicalExecutionID(raw string) (string, error) {
 func pathExecutionID(w http.ResponseWriter, r *http.Request, param string) (string, bool) {
 	id, err := canonicalExecutionID(r.PathValue(param))
 	if err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidExecutionID, param, err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidExecutionID, param, err.Error())
 		return "", false
 	}
 	return id, true

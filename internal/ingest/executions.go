@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -43,7 +43,7 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 	view := executionView(e)
 	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
 	if view.WaitingForWorker {
-		view.WaitingForWorkers = append(view.WaitingForWorkers, client.WaitingFor{Kind: client.WaitingForWorkflow, Name: e.WorkflowName, TaskQueue: e.TaskQueue})
+		view.WaitingForWorkers = append(view.WaitingForWorkers, api.WaitingFor{Kind: api.WaitingForWorkflow, Name: e.WorkflowName, TaskQueue: e.TaskQueue})
 	}
 	for _, a := range s.unservedActivities(r.Context(), details.PendingActivities, e.TaskQueue) {
 		view.WaitingForActivityWorkers = append(view.WaitingForActivityWorkers, a.Name)
@@ -55,7 +55,7 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 
 // executionView is an execution's row as the API shows it, in a
 // description and in a list: its view with its task queue.
-func executionView(e *store.Execution) client.Execution {
+func executionView(e *store.Execution) api.Execution {
 	view := e.View()
 	view.TaskQueue = e.TaskQueue
 	return view
@@ -64,37 +64,37 @@ func executionView(e *store.Execution) client.Execution {
 // withDetails adds to an execution's view what describe shows besides
 // its row: its start key's claim, its keyed signals and its completion
 // callback.
-func withDetails(view *client.Execution, e *store.Execution, d *store.ExecutionDetails, now time.Time) {
+func withDetails(view *api.Execution, e *store.Execution, d *store.ExecutionDetails, now time.Time) {
 	if c := d.Claim; c != nil {
-		view.IdempotencyClaim = &client.KeyClaim{FirstSeenAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: !now.Before(c.ExpiresAt),
+		view.IdempotencyClaim = &api.KeyClaim{FirstSeenAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: !now.Before(c.ExpiresAt),
 			Duplicates: duplicatesOf(c.Duplicates)}
 	}
 	for _, k := range d.SignalKeys {
 		dup := duplicatesOf(k.Duplicates)
-		view.SignalKeys = append(view.SignalKeys, client.SignalKey{IdempotencyKey: k.IdempotencyKey, ReceivedAt: k.ReceivedAt,
+		view.SignalKeys = append(view.SignalKeys, api.SignalKey{IdempotencyKey: k.IdempotencyKey, ReceivedAt: k.ReceivedAt,
 			Deduplicated: dup.Total() > 0, Duplicates: dup})
 	}
 	if cb := d.Callback; cb != nil {
 		created := cb.CreatedAt
-		out := &client.CallbackDelivery{URL: redactURL(cb.URL), Status: client.CallbackPending, Attempts: cb.Attempts,
+		out := &api.CallbackDelivery{URL: redactURL(cb.URL), Status: api.CallbackPending, Attempts: cb.Attempts,
 			LastError: deref(cb.LastError), DeliveredAt: cb.DeliveredAt, FailedAt: cb.FailedAt, CreatedAt: &created}
 		switch {
 		case cb.DeliveredAt != nil:
-			out.Status = client.CallbackDelivered
+			out.Status = api.CallbackDelivered
 		case cb.FailedAt != nil:
-			out.Status = client.CallbackFailed
+			out.Status = api.CallbackFailed
 		default:
 			next := cb.NextAttemptAt
 			out.NextAttemptAt = &next
 		}
 		view.CompletionCallback = out
 	} else if e.CompletionCallback != nil {
-		view.CompletionCallback = &client.CallbackDelivery{URL: redactURL(*e.CompletionCallback), Status: client.CallbackWaiting}
+		view.CompletionCallback = &api.CallbackDelivery{URL: redactURL(*e.CompletionCallback), Status: api.CallbackWaiting}
 	}
 }
 
-func duplicatesOf(d store.Duplicates) client.DuplicateCounts {
-	return client.DuplicateCounts{Replay: d.Replay, Broker: d.Broker, Claim: d.Claim}
+func duplicatesOf(d store.Duplicates) api.DuplicateCounts {
+	return api.DuplicateCounts{Replay: d.Replay, Broker: d.Broker, Claim: d.Claim}
 }
 
 // redactURL hides the password a URL may carry; a URL that does not
@@ -112,7 +112,7 @@ func redactURL(raw string) string {
 // ?created_after=, ?created_before=, ?limit=, ?cursor=).
 func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
 	q := queryOf(r)
@@ -121,16 +121,16 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		KeyPrefix: q.Get("key_prefix"), WorkflowIDPrefix: q.Get("workflow_id_prefix"), Limit: 50,
 	}
 	if f.WorkflowName != "" && dedup.ValidateName(f.WorkflowName) != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "workflow", "not a workflow name")
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "workflow", "not a workflow name")
 		return
 	}
 	if f.Status != "" && !wire.ValidStatus(f.Status) {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidStatus, "status", "want Running, Completed, Failed, Cancelled, Terminated or TimedOut")
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidStatus, "status", "want Running, Completed, Failed, Cancelled, Terminated or TimedOut")
 		return
 	}
 	for field, v := range map[string]string{"key_prefix": f.KeyPrefix, "workflow_id_prefix": f.WorkflowIDPrefix} {
 		if len(v) > dedup.MaxKeyBytes || storable.CheckText(v) != nil {
-			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidPrefix, field,
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidPrefix, field,
 				fmt.Sprintf("%s must be UTF-8 text without U+0000, at most %d bytes", field, dedup.MaxKeyBytes))
 			return
 		}
@@ -145,7 +145,7 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	if c := q.Get("cursor"); c != "" {
 		after, err := decodeCursor(c)
 		if err != nil {
-			writeFieldError(w, http.StatusBadRequest, client.CodeInvalidCursor, "cursor", "not a cursor this API gave (use next_cursor as it came)")
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidCursor, "cursor", "not a cursor this API gave (use next_cursor as it came)")
 			return
 		}
 		f.After = after
@@ -153,7 +153,7 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	if f.Limit, ok = queryLimit(w, q, f.Limit); !ok {
 		return
 	}
-	empty := client.ListExecutionsResponse{Executions: []client.Execution{}}
+	empty := api.ListExecutionsResponse{Executions: []api.Execution{}}
 	if p := principalOf(r.Context()); p != nil && p.Workflows() != nil {
 		// A token limited to some workflows lists only theirs.
 		if f.WorkflowName != "" && !p.Sees(f.WorkflowName) {
@@ -189,7 +189,7 @@ func queryTime(w http.ResponseWriter, q url.Values, name string) (*time.Time, bo
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidTime, name, name+" must be an RFC 3339 time, such as 2026-12-04T15:00:00Z")
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidTime, name, name+" must be an RFC 3339 time, such as 2026-12-04T15:00:00Z")
 		return nil, false
 	}
 	return &t, true

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 )
@@ -49,9 +49,9 @@ func TestAFullCommandStreamIsAnswered503(t *testing.T) {
 			continue
 		}
 		require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
-		var a client.ErrorResponse
+		var a api.ErrorResponse
 		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &a))
-		require.Equal(t, client.CodeUnavailable, a.Error)
+		require.Equal(t, api.CodeUnavailable, a.Error)
 		require.NotEmpty(t, rec.Header().Get("Retry-After"))
 		require.Less(t, time.Since(began), DefaultPublishTimeout, "refused at once, not after the publish timeout")
 		break

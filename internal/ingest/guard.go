@@ -9,7 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // What wraps every route: a request id on each answer, bounds on the
@@ -117,7 +117,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 func (s *Server) internalError(w http.ResponseWriter, r *http.Request, err error) {
 	id := requestIDOf(r.Context())
 	s.log.Error("internal error", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
-	writeJSON(w, http.StatusInternalServerError, client.ErrorResponse{Error: client.CodeInternal,
+	writeJSON(w, http.StatusInternalServerError, api.ErrorResponse{Error: api.CodeInternal,
 		Message: "internal error; the server's log has the detail under this request id", RequestID: id})
 }
 
@@ -127,5 +127,5 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, message str
 	id := requestIDOf(r.Context())
 	s.log.Warn(message, "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
 	w.Header().Set("Retry-After", "1")
-	writeJSON(w, http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: message, RequestID: id})
+	writeJSON(w, http.StatusServiceUnavailable, api.ErrorResponse{Error: api.CodeUnavailable, Message: message, RequestID: id})
 }

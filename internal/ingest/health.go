@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -19,7 +19,7 @@ const readyTimeout = 2 * time.Second
 
 // handleHealth answers 200 while the process serves.
 func handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, client.HealthResponse{Status: "ok"})
+	writeJSON(w, http.StatusOK, api.HealthResponse{Status: "ok"})
 }
 
 // handleReady answers whether this process can serve: 503 not_ready when
@@ -36,7 +36,7 @@ func handleHealth(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	body := client.ReadinessResponse{Status: client.ReadyStatusReady, JetStream: "ok", Database: "none"}
+	body := api.ReadinessResponse{Status: api.ReadyStatusReady, JetStream: "ok", Database: "none"}
 	var degraded []string
 	if _, err := s.cfg.Topology.JS.AccountInfo(ctx); err != nil {
 		s.log.Warn("readiness: JetStream unreachable", "err", err)
@@ -56,7 +56,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		// in the scheduler's log, its admin /readyz and
 		// shard_offsets.last_error, not in this public answer.
 		for _, f := range failing {
-			body.FailingShards = append(body.FailingShards, client.FailingShard{Shard: f.Shard, FailingSince: f.FailingSince, Cause: f.Cause})
+			body.FailingShards = append(body.FailingShards, api.FailingShard{Shard: f.Shard, FailingSince: f.FailingSince, Cause: f.Cause})
 		}
 		if len(failing) > 0 {
 			f := failing[0]
@@ -72,8 +72,8 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	// is this process's alone, and a balancer should send elsewhere; the
 	// others are filled by whoever may call without a token, on every
 	// replica alike.
-	api, others := s.saturation()
-	if api {
+	apiFull, others := s.saturation()
+	if apiFull {
 		b := s.budgets.api
 		body.Saturated = append(body.Saturated, b.name)
 		body.Reasons = append(body.Reasons, fmt.Sprintf("saturated: serving %d %s (%s)", cap(b.serving), b.what, b.setting))
@@ -87,10 +87,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case len(body.Reasons) > 0:
 		status = http.StatusServiceUnavailable
 		body.Reasons = append(body.Reasons, degraded...)
-		body.Status, body.Error, body.Message = client.ReadyStatusNotReady, client.CodeNotReady, strings.Join(body.Reasons, "; ")
+		body.Status, body.Error, body.Message = api.ReadyStatusNotReady, api.CodeNotReady, strings.Join(body.Reasons, "; ")
 	case len(degraded) > 0:
 		body.Reasons = degraded
-		body.Status, body.Message = client.ReadyStatusDegraded, strings.Join(degraded, "; ")
+		body.Status, body.Message = api.ReadyStatusDegraded, strings.Join(degraded, "; ")
 	}
 	writeJSON(w, status, body)
 }

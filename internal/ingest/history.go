@@ -3,7 +3,7 @@ package ingest
 import (
 	"net/http"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -20,5 +20,5 @@ func (s *Server) handleGetHistory(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.HistoryResponse{Events: store.EventViews(events)})
+	writeJSON(w, http.StatusOK, api.HistoryResponse{Events: store.EventViews(events)})
 }

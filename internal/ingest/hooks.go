@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/storable"
@@ -28,7 +28,7 @@ func (s *Server) handleHook(w http.ResponseWriter, r *http.Request) {
 	ep, ok := s.hooks[name]
 	if !ok {
 		s.metrics.webhooks.WithLabelValues(otherSource, hookRejected).Inc()
-		writeError(w, http.StatusNotFound, client.CodeUnknownSource, fmt.Sprintf("no webhook source %q is configured", name))
+		writeError(w, http.StatusNotFound, api.CodeUnknownSource, fmt.Sprintf("no webhook source %q is configured", name))
 		return
 	}
 	rec := &statusRecorder{ResponseWriter: w}
@@ -54,25 +54,25 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		return hookRejected
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, client.CodeUnsupportedMediaType, "webhook bodies must be application/json")
+		writeError(w, http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType, "webhook bodies must be application/json")
 		return hookRejected
 	}
 	delivery, err := webhook.Verify(ep.Source, r.Header, body, time.Now())
 	if err != nil {
 		s.log.Warn("webhook refused", "source", name, "err", err)
-		writeError(w, http.StatusUnauthorized, client.CodeInvalidSignature, err.Error())
+		writeError(w, http.StatusUnauthorized, api.CodeInvalidSignature, err.Error())
 		return hookUnverified
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var event any
 	if err := dec.Decode(&event); err != nil {
-		writeError(w, http.StatusBadRequest, client.CodeInvalidJSON, fmt.Sprintf("the payload is not JSON: %v", err))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidJSON, fmt.Sprintf("the payload is not JSON: %v", err))
 		return hookRejected
 	}
 	if sch, ok := s.hookSchemas[name]; ok {
 		if violations := sch.Validate(body); len(violations) > 0 {
-			writeJSON(w, http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodePayloadInvalid, Field: violations[0].Field, Violations: violationsOf(violations),
+			writeJSON(w, http.StatusUnprocessableEntity, api.ErrorResponse{Error: api.CodePayloadInvalid, Field: violations[0].Field, Violations: violationsOf(violations),
 				Message: fmt.Sprintf("the payload does not match the schema of source %s: %s at %q", name, violations[0].Message, violations[0].Field)})
 			return hookRejected
 		}
@@ -87,14 +87,14 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		}
 	}
 	if delivery.ID == "" {
-		writeError(w, http.StatusBadRequest, client.CodeMissingEventID, "the event carries no id to deduplicate it by")
+		writeError(w, http.StatusBadRequest, api.CodeMissingEventID, "the event carries no id to deduplicate it by")
 		return hookRejected
 	}
 	rule, ok := ep.Rule(delivery.EventType)
 	if !ok {
 		s.log.Info("webhook event ignored: no rule", "source", name, "event", delivery.EventType)
 		s.metrics.hooksIgnored.Inc()
-		writeJSON(w, http.StatusAccepted, client.HookResponse{Accepted: true, Ignored: true})
+		writeJSON(w, http.StatusAccepted, api.HookResponse{Accepted: true, Ignored: true})
 		return hookIgnored
 	}
 	// What would be stored must be storable: the body (the input or the
@@ -106,24 +106,24 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 		return hookRejected
 	}
 	if err := storable.CheckIdentifier(delivery.ID); err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidEventID, "event_id", "the event id "+err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidEventID, "event_id", "the event id "+err.Error())
 		return hookRejected
 	}
 	cmd, shard, err := rule.Command(s.cfg.Topology.Layout(), s.configuredQueue(rule.Workflow), dedup.HookKey(name, delivery.ID), event, time.Now())
 	var unstorableID *storable.Error
 	switch {
 	case errors.As(err, &unstorableID), errors.Is(err, webhook.ErrWorkflowID):
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowID, "workflow_id", err.Error())
 		return hookRejected
 	case err != nil:
-		writeError(w, http.StatusBadRequest, client.CodeUnroutableEvent, err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeUnroutableEvent, err.Error())
 		return hookRejected
 	}
 	if pol := s.cfg.StartPolicies[rule.Workflow]; pol != nil && cmd.Kind == wire.KindStart {
 		// Under a start policy: deduped by its command id, derived from
 		// the event's, never by a start key.
 		if shard, err = pol.Place(cmd, s.cfg.Topology.Layout()); err != nil {
-			writeFieldError(w, http.StatusUnprocessableEntity, client.CodePayloadInvalid, "payload", fmt.Sprintf("%s starts under a %s start policy: %v", rule.Workflow, pol.Kind(), err))
+			writeFieldError(w, http.StatusUnprocessableEntity, api.CodePayloadInvalid, "payload", fmt.Sprintf("%s starts under a %s start policy: %v", rule.Workflow, pol.Kind(), err))
 			return hookRejected
 		}
 	}
@@ -132,14 +132,14 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 	// the broker or answered from its claim either way.)
 	if sch, ok := s.schemas.get(rule.Workflow); ok && cmd.Start.Input != nil {
 		if violations := sch.Validate(cmd.Start.Input); len(violations) > 0 {
-			writeJSON(w, http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodeInputInvalid, Field: "input", Violations: violationsOf(violations),
+			writeJSON(w, http.StatusUnprocessableEntity, api.ErrorResponse{Error: api.CodeInputInvalid, Field: "input", Violations: violationsOf(violations),
 				Message: fmt.Sprintf("the event does not match the input schema of %s: %s at %q", rule.Workflow, violations[0].Message, violations[0].Field)})
 			return hookRejected
 		}
 	}
 	if g, closed := s.admission.get(rule.Workflow); closed {
 		w.Header().Set("Retry-After", admissionRetryAfter)
-		writeError(w, http.StatusServiceUnavailable, client.CodeAdmissionBlocked, fmt.Sprintf("starts of %s are paused: %s", rule.Workflow, g.Reason))
+		writeError(w, http.StatusServiceUnavailable, api.CodeAdmissionBlocked, fmt.Sprintf("starts of %s are paused: %s", rule.Workflow, g.Reason))
 		return hookUnavailable
 	}
 	pctx, cancel := context.WithTimeout(r.Context(), s.cfg.PublishTimeout)
@@ -152,7 +152,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 			return hookRejected
 		}
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "the command stream is unavailable; deliver again later")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "the command stream is unavailable; deliver again later")
 		return hookUnavailable
 	}
 	duplicate := ack.Duplicate
@@ -173,9 +173,9 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, ep webhook.Endpoin
 	}
 	if duplicate {
 		s.duplicate(r.Context(), "broker")
-		writeJSON(w, http.StatusOK, client.HookResponse{Accepted: true, Duplicate: true})
+		writeJSON(w, http.StatusOK, api.HookResponse{Accepted: true, Duplicate: true})
 		return hookDuplicate
 	}
-	writeJSON(w, http.StatusAccepted, client.HookResponse{Accepted: true, CommandID: cmd.CommandID})
+	writeJSON(w, http.StatusAccepted, api.HookResponse{Accepted: true, CommandID: cmd.CommandID})
 	return hookAccepted
 }

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -276,14 +276,14 @@ func (s *Server) traceAnswer(ctx context.Context, workflow string, body any) {
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(tracing.AttrWorkflow.String(workflow))
 	switch b := body.(type) {
-	case client.StartResponse:
+	case api.StartResponse:
 		span.SetAttributes(tracing.AttrExecutionID.String(b.ExecutionID))
 		if b.Deduplicated != nil {
 			span.SetAttributes(tracing.AttrDeduplicated.Bool(*b.Deduplicated))
 		}
-	case client.AcceptedResponse:
+	case api.AcceptedResponse:
 		span.SetAttributes(tracing.AttrCommandID.String(b.CommandID))
-	case client.ErrorResponse:
+	case api.ErrorResponse:
 		span.SetAttributes(tracing.AttrErrorCode.String(b.Error))
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // Query parameters: a route reads the ones it declares, and a request
@@ -40,7 +40,7 @@ func params(h http.HandlerFunc, names ...string) http.HandlerFunc {
 		} else {
 			msg += fmt.Sprintf(": %s reads %s", route, listNames(names))
 		}
-		writeJSON(w, http.StatusBadRequest, client.ErrorResponse{Error: client.CodeUnknownParameter, Field: shown, Message: msg})
+		writeJSON(w, http.StatusBadRequest, api.ErrorResponse{Error: api.CodeUnknownParameter, Field: shown, Message: msg})
 	}
 }
 

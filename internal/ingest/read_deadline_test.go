@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -99,9 +99,9 @@ func TestEveryReadAnswers503WithinItsDeadlineWhilePostgreSQLIsFrozen(t *testing.
 		status, h, body, took := send(rq.method, rq.path, rq.token)
 		require.Equal(t, http.StatusServiceUnavailable, status, "%s %s: %s", rq.method, rq.path, body)
 		require.NotEmpty(t, h.Get("Retry-After"), "%s %s", rq.method, rq.path)
-		var e client.ErrorResponse
+		var e api.ErrorResponse
 		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
-		require.Equal(t, client.CodeUnavailable, e.Error, body)
+		require.Equal(t, api.CodeUnavailable, e.Error, body)
 		require.Less(t, took, deadline+2*time.Second, "%s %s answered after %s", rq.method, rq.path, took)
 		u, err := url.Parse(proxy.URL())
 		require.NoError(t, err)

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -17,7 +17,7 @@ import (
 // readable checks that reads can be served, and answers 503 when not.
 func (s *Server) readable(w http.ResponseWriter) bool {
 	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
 		return false
 	}
 	return true
@@ -27,17 +27,17 @@ func (s *Server) readable(w http.ResponseWriter) bool {
 // 503 with Retry-After.
 func (s *Server) readError(w http.ResponseWriter, id string, err error) {
 	if errors.Is(err, store.ErrExecutionNotFound) {
-		writeError(w, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %q", id))
+		writeError(w, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution %q", id))
 		return
 	}
 	s.log.Warn("read failed", "execution_id", id, "err", err)
 	w.Header().Set("Retry-After", "1")
 	if errors.Is(err, context.DeadlineExceeded) {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable,
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable,
 			fmt.Sprintf("the database did not answer within %s (db_read_timeout); retry", s.cfg.DBReadTimeout))
 		return
 	}
-	writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "the database could not be read; retry")
+	writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "the database could not be read; retry")
 }
 
 // queryLimit reads a list's ?limit=, 1 to 500, def when absent; it
@@ -49,7 +49,7 @@ func queryLimit(w http.ResponseWriter, q url.Values, def int) (int, bool) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 500 {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidLimit, "limit", "limit must be 1 to 500")
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidLimit, "limit", "limit must be 1 to 500")
 		return 0, false
 	}
 	return n, true

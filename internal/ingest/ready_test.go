@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
@@ -74,26 +74,26 @@ func TestReadyzIsDegradedWhilePostgreSQLCannotBeRead(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	ready := func() (int, client.ReadinessResponse, string) {
+	ready := func() (int, api.ReadinessResponse, string) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + "/readyz")
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		raw, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
-		var a client.ReadinessResponse
+		var a api.ReadinessResponse
 		require.NoError(t, json.Unmarshal(raw, &a), "%s", raw)
 		return resp.StatusCode, a, string(raw)
 	}
 
 	status, a, raw := ready()
 	require.Equal(t, http.StatusOK, status, raw)
-	require.Equal(t, client.ReadinessResponse{Status: "ready", JetStream: "ok", Database: "ok"}, a)
+	require.Equal(t, api.ReadinessResponse{Status: "ready", JetStream: "ok", Database: "ok"}, a)
 
 	proxy.Cut()
 	status, a, raw = ready()
 	require.Equal(t, http.StatusOK, status, raw)
-	require.Equal(t, client.ReadinessResponse{Status: "degraded", Message: "PostgreSQL unreachable",
+	require.Equal(t, api.ReadinessResponse{Status: "degraded", Message: "PostgreSQL unreachable",
 		Reasons: []string{"PostgreSQL unreachable"}, JetStream: "ok", Database: "unavailable"}, a)
 	_, port, _ := net.SplitHostPort(u.Host)
 	for _, leak := range []string{port, "dial", "connect", "refused", "EOF", "pgx", "SQLSTATE"} {
@@ -137,8 +137,8 @@ func TestReadyzIsDegradedWhilePostgreSQLCannotBeRead(t *testing.T) {
 	rec = httptest.NewRecorder()
 	cutOff.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
-	var off client.ReadinessResponse
+	var off api.ReadinessResponse
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &off))
-	require.Equal(t, client.ReadinessResponse{Status: "not_ready", Error: client.CodeNotReady, Message: "JetStream unreachable; PostgreSQL unreachable",
+	require.Equal(t, api.ReadinessResponse{Status: "not_ready", Error: api.CodeNotReady, Message: "JetStream unreachable; PostgreSQL unreachable",
 		Reasons: []string{"JetStream unreachable", "PostgreSQL unreachable"}, JetStream: "unreachable", Database: "unavailable"}, off)
 }

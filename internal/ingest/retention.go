@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -50,7 +50,7 @@ func (s *Server) handlePrune(w http.ResponseWriter, r *http.Request) {
 		// A prune acts on every workflow's executions.
 		s.metrics.refused.WithLabelValues("forbidden").Inc()
 		s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "token", p.Name(), "reason", "limited to some workflows")
-		writeError(w, http.StatusForbidden, client.CodeForbidden,
+		writeError(w, http.StatusForbidden, api.CodeForbidden,
 			fmt.Sprintf("token %q is limited to the workflows %s; a prune acts on every workflow", p.Name(), strings.Join(p.Workflows(), ", ")))
 		return
 	}
@@ -76,10 +76,10 @@ func (s *Server) handlePrune(w http.ResponseWriter, r *http.Request) {
 // retentionReport reads what is past retention at asOf, by the workflows
 // the caller may see; it has answered 503 and reports false when it
 // cannot.
-func (s *Server) retentionReport(w http.ResponseWriter, r *http.Request, asOf time.Time) (client.RetentionResponse, bool) {
+func (s *Server) retentionReport(w http.ResponseWriter, r *http.Request, asOf time.Time) (api.RetentionResponse, bool) {
 	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
-		return client.RetentionResponse{}, false
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
+		return api.RetentionResponse{}, false
 	}
 	layout := s.cfg.Topology.Layout()
 	per, err := eachStore(r.Context(), s, func(ctx context.Context, i int, db *pgxpool.Pool) ([]store.PastRetention, error) {
@@ -91,15 +91,15 @@ func (s *Server) retentionReport(w http.ResponseWriter, r *http.Request, asOf ti
 	})
 	if err != nil {
 		s.readError(w, "", err)
-		return client.RetentionResponse{}, false
+		return api.RetentionResponse{}, false
 	}
 	rows := mergeRetention(per)
-	rep := client.RetentionResponse{AsOf: asOf.UTC(), Workflows: make([]client.WorkflowRetention, 0, len(rows))}
+	rep := api.RetentionResponse{AsOf: asOf.UTC(), Workflows: make([]api.WorkflowRetention, 0, len(rows))}
 	for _, row := range rows {
 		if !sees(r.Context(), row.WorkflowName) {
 			continue
 		}
-		wr := client.WorkflowRetention{WorkflowName: row.WorkflowName, PastRetention: row.Executions, ClosedWithoutPruneAfter: row.Unset}
+		wr := api.WorkflowRetention{WorkflowName: row.WorkflowName, PastRetention: row.Executions, ClosedWithoutPruneAfter: row.Unset}
 		if row.Oldest != nil {
 			oldest := row.Oldest.UTC()
 			wr.OldestPruneAfter = &oldest

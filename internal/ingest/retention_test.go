@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
@@ -38,15 +38,15 @@ func TestPruneWithoutASchedulerIs503(t *testing.T) {
 	rec := serve(http.MethodPost, "/api/harvest/retention/prune")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	require.Equal(t, "1", rec.Header().Get("Retry-After"))
-	var e client.ErrorResponse
+	var e api.ErrorResponse
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
-	require.Equal(t, client.CodeUnavailable, e.Error)
+	require.Equal(t, api.CodeUnavailable, e.Error)
 	require.Contains(t, e.Message, "no scheduler is running")
 
 	rec = serve(http.MethodGet, "/api/harvest/retention")
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	var r client.RetentionResponse
+	var r api.RetentionResponse
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
-	require.Equal(t, []client.WorkflowRetention{}, r.Workflows)
+	require.Equal(t, []api.WorkflowRetention{}, r.Workflows)
 	require.False(t, r.Pending())
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/console"
@@ -30,7 +30,7 @@ type Server struct {
 	mux       *routeMux
 	handler   http.Handler // mux, wrapped (guard.go)
 	metrics   *metrics
-	admission *mirror[client.AdmissionGate]
+	admission *mirror[api.AdmissionGate]
 	schemas   *mirror[*schema.Schema]
 	// workers indexes the workflows live workers serve; declared are the
 	// workflows the configuration names (workers.go).
@@ -134,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /healthz", handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, client.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
 	s.handler = withRequestID(s.instrument(s.browserGuard(s.limitInFlight(s.recoverPanics(s.mux)))))
 	return s, nil

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -32,16 +32,16 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("signal_name")
 	key, err := signalKey(r)
 	if err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 		return
 	}
 	executionID, err = canonicalExecutionID(executionID)
 	if err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidExecutionID, "execution_id", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidExecutionID, "execution_id", err.Error())
 		return
 	}
 	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidSignalName, "signal_name", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidSignalName, "signal_name", err.Error())
 		return
 	}
 	if !s.executionVisible(w, r, executionID) {
@@ -88,13 +88,13 @@ func (s *Server) sendSignal(r *http.Request, cmd *wire.Command) (int, any) {
 	case errors.Is(err, errNotAccepted):
 		return notAccepted(err, "signal")
 	case errors.Is(err, errOutcomeLate):
-		return http.StatusAccepted, client.SignalResponse{OK: true, CommandID: cmd.CommandID, Status: "accepted"}
+		return http.StatusAccepted, api.SignalResponse{OK: true, CommandID: cmd.CommandID, Status: "accepted"}
 	case out.Error != "":
-		return out.HTTPStatus, client.ErrorResponse{Error: out.Error, Message: out.Message}
+		return out.HTTPStatus, api.ErrorResponse{Error: out.Error, Message: out.Message}
 	}
 	// A broker duplicate is a retry of a delivery that already landed.
 	delivered := out.SignalDelivered && !duplicate
-	return http.StatusAccepted, client.SignalResponse{OK: true, SignalDelivered: &delivered}
+	return http.StatusAccepted, api.SignalResponse{OK: true, SignalDelivered: &delivered}
 }
 
 // tallySignal reports a keyed signal (or signal-with-start) the broker
@@ -125,7 +125,7 @@ func signalResult(out wire.Outcome, duplicate bool, err error) string {
 // Idempotency-Key header (which wins over the body's idempotency_key). It
 // returns the request, with empty input and payload made nil, and the key,
 // or the rejection that answers it.
-func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (req client.SignalWithStartRequest, key string, rej *rejection) {
+func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (req api.SignalWithStartRequest, key string, rej *rejection) {
 	raw, rej := s.readPayload(w, r)
 	if rej != nil {
 		return req, "", rej
@@ -142,7 +142,7 @@ func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (r
 	if req.IdempotencyKey != nil {
 		var err error
 		if key, err = dedup.ValidateKey(*req.IdempotencyKey); err != nil {
-			return req, "", reject(http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
+			return req, "", reject(http.StatusBadRequest, api.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
 		}
 	}
 	if unknown != nil {
@@ -159,14 +159,14 @@ func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (r
 	}
 	switch {
 	case req.WorkflowID == nil || strings.TrimSpace(*req.WorkflowID) == "" || len(*req.WorkflowID) > maxWorkflowIDBytes:
-		return req, "", reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id",
+		return req, "", reject(http.StatusBadRequest, api.CodeInvalidWorkflowID, "workflow_id",
 			fmt.Sprintf("workflow_id is required: 1 to %d bytes, not blank", maxWorkflowIDBytes))
 	case idErr != nil:
-		return req, "", reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+idErr.Error())
+		return req, "", reject(http.StatusBadRequest, api.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+idErr.Error())
 	case dedup.ValidateName(req.SignalName) != nil:
-		return req, "", reject(http.StatusBadRequest, client.CodeInvalidSignalName, "signal_name", "signal_name is required: letters, digits, '_' and '-'")
+		return req, "", reject(http.StatusBadRequest, api.CodeInvalidSignalName, "signal_name", "signal_name is required: letters, digits, '_' and '-'")
 	case !wire.ValidReusePolicy(req.ReusePolicy):
-		return req, "", reject(http.StatusBadRequest, client.CodeInvalidReusePolicy, "reuse_policy",
+		return req, "", reject(http.StatusBadRequest, api.CodeInvalidReusePolicy, "reuse_policy",
 			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", req.ReusePolicy))
 	}
 	if len(req.Input) == 0 {
@@ -181,7 +181,7 @@ func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (r
 func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidWorkflowName, "name", err.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "name", err.Error())
 		return
 	}
 	if !s.mayUse(w, r, name) {
@@ -201,7 +201,7 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	}
 	if sch, ok := s.schemas.get(name); ok && req.Input != nil {
 		if violations := sch.Validate(req.Input); len(violations) > 0 {
-			writeJSON(w, http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodeInputInvalid, Field: "input", Violations: violationsOf(violations),
+			writeJSON(w, http.StatusUnprocessableEntity, api.ErrorResponse{Error: api.CodeInputInvalid, Field: "input", Violations: violationsOf(violations),
 				Message: fmt.Sprintf("input does not match the schema of %s: %s at %q", name, violations[0].Message, violations[0].Field)})
 			return
 		}
@@ -218,7 +218,7 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	shard, err := s.cfg.Topology.Layout().StartShard(name, workflowID, "")
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, fmt.Sprintf("no store takes the start: %v", err))
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, fmt.Sprintf("no store takes the start: %v", err))
 		return
 	}
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)
@@ -233,13 +233,13 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, body)
 		return
 	case errors.Is(err, errOutcomeLate):
-		writeJSON(w, http.StatusAccepted, client.SignalResponse{OK: true, CommandID: cmd.CommandID, Status: "accepted"})
+		writeJSON(w, http.StatusAccepted, api.SignalResponse{OK: true, CommandID: cmd.CommandID, Status: "accepted"})
 		return
 	case out.Error != "":
-		writeJSON(w, out.HTTPStatus, client.ErrorResponse{Error: out.Error, Message: out.Message})
+		writeJSON(w, out.HTTPStatus, api.ErrorResponse{Error: out.Error, Message: out.Message})
 		return
 	}
-	resp := client.SignalWithStartResponse{
+	resp := api.SignalWithStartResponse{
 		ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
 		StartedFresh: out.StartedFresh && !duplicate, SignalDelivered: out.SignalDelivered && !duplicate,
 	}

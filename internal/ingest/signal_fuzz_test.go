@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -28,7 +28,7 @@ func requirePayloadVerdict(t *testing.T, body []byte, payload json.RawMessage, r
 	if len(body) > fuzzMaxBody {
 		require.NotNil(t, rej)
 		require.Equal(t, http.StatusRequestEntityTooLarge, rej.status)
-		require.Equal(t, client.CodeBodyTooLarge, rej.body.Error)
+		require.Equal(t, api.CodePayloadTooLarge, rej.body.Error)
 		return
 	}
 	switch {
@@ -37,7 +37,7 @@ func requirePayloadVerdict(t *testing.T, body []byte, payload json.RawMessage, r
 		require.Nil(t, payload, "a blank body is no payload")
 	case !json.Valid(trimmed):
 		require.NotNil(t, rej, "%q accepted", body)
-		requireRejection(t, rej, client.CodeInvalidJSON)
+		requireRejection(t, rej, api.CodeInvalidJSON)
 		require.Nil(t, payload)
 	default:
 		err := storable.CheckJSON(trimmed)
@@ -47,7 +47,7 @@ func requirePayloadVerdict(t *testing.T, body []byte, payload json.RawMessage, r
 			return
 		}
 		require.NotNil(t, rej, "%q accepted: %v", body, err)
-		requireRejection(t, rej, client.CodePayloadUnstorable)
+		requireRejection(t, rej, api.CodePayloadUnstorable)
 		var se *storable.Error
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, se.Pointer, rej.body.Pointer)
@@ -153,7 +153,7 @@ func FuzzParseSignalWithStart(f *testing.F) {
 
 	s := fuzzServer()
 	f.Fuzz(func(t *testing.T, body []byte, withKey bool, key string) {
-		parse := func(body []byte) (client.SignalWithStartRequest, string, *rejection) {
+		parse := func(body []byte) (api.SignalWithStartRequest, string, *rejection) {
 			return s.parseSignalWithStart(httptest.NewRecorder(), fuzzRequest("/api/harvest/workflows/w/signal-with-start", body, withKey, key))
 		}
 		req, gotKey, rej := parse(body)
@@ -161,7 +161,7 @@ func FuzzParseSignalWithStart(f *testing.F) {
 			requireRejection(t, rej)
 			require.Empty(t, gotKey)
 			if trimmed := bytes.TrimSpace(body); len(body) <= fuzzMaxBody && len(trimmed) > 0 && !json.Valid(trimmed) {
-				require.Equal(t, client.CodeInvalidJSON, rej.body.Error, "body %q: %+v", body, rej.body)
+				require.Equal(t, api.CodeInvalidJSON, rej.body.Error, "body %q: %+v", body, rej.body)
 			}
 			return
 		}
@@ -236,7 +236,7 @@ func FuzzUnstorableBody(f *testing.F) {
 		var se *storable.Error
 		require.ErrorAs(t, err, &se)
 		if se.Problem == storable.ProblemSyntax || !json.Valid(body) {
-			require.Equal(t, client.CodeInvalidJSON, rej.body.Error, "%q", body)
+			require.Equal(t, api.CodeInvalidJSON, rej.body.Error, "%q", body)
 			return
 		}
 		require.Equal(t, se.Pointer, rej.body.Pointer)
@@ -244,7 +244,7 @@ func FuzzUnstorableBody(f *testing.F) {
 		if se.Pointer != "" {
 			require.Equal(t, se.Pointer, "/"+escapePointerToken(member)+rest)
 		}
-		code, named := client.CodePayloadUnstorable, member
+		code, named := api.CodePayloadUnstorable, member
 		for name, c := range startMembers {
 			if strings.EqualFold(name, member) {
 				code, named = c, name

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
@@ -25,7 +25,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	}
 	if keyErr != nil {
 		s.metrics.starts.WithLabelValues("refused").Inc()
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidIdempotencyKey, "idempotency_key", keyErr.Error())
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidIdempotencyKey, "idempotency_key", keyErr.Error())
 		return
 	}
 	var status int
@@ -62,7 +62,7 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 		shard, err = layout.StartShard(p.name, p.workflowID, p.key)
 	}
 	if err != nil {
-		return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: fmt.Sprintf("no store takes the start: %v", err)}
+		return http.StatusServiceUnavailable, api.ErrorResponse{Error: api.CodeUnavailable, Message: fmt.Sprintf("no store takes the start: %v", err)}
 	}
 	if p.key != "" && p.policy == nil && p.store == "" && layout.HomeShard(p.name, p.workflowID, p.key) != shard {
 		// The key's home store is drained: a lookup, which ignores
@@ -107,7 +107,7 @@ func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command,
 			s.tally(ctx, shard, wire.DuplicateOf(cmd, wire.DuplicateBroker))
 		}
 		s.metrics.starts.WithLabelValues("accepted").Inc()
-		return http.StatusAccepted, client.AcceptedResponse{CommandID: cmd.CommandID, Status: "accepted"}
+		return http.StatusAccepted, api.AcceptedResponse{CommandID: cmd.CommandID, Status: "accepted"}
 	}
 	if !duplicate {
 		if out.Deduplicated {
@@ -132,7 +132,7 @@ func (s *Server) publishStart(ctx context.Context, shard int, cmd *wire.Command,
 	if out.Error == "" {
 		if claim != nil && cmd.Start.RejectFingerprintMismatch && claim.Fingerprint != "" && claim.Fingerprint != cmd.Start.Fingerprint {
 			s.metrics.starts.WithLabelValues("refused").Inc()
-			return http.StatusUnprocessableEntity, client.ErrorResponse{Error: client.CodeIdempotencyKeyReused,
+			return http.StatusUnprocessableEntity, api.ErrorResponse{Error: api.CodeIdempotencyKeyReused,
 				Message: fmt.Sprintf("idempotency key %q was first used with a different input", cmd.Start.IdempotencyKey)}
 		}
 		out.StartedFresh, out.Deduplicated = false, true
@@ -222,12 +222,12 @@ func startAnswer(out wire.Outcome) (int, any) {
 		if status == 0 {
 			status = http.StatusInternalServerError
 		}
-		return status, client.ErrorResponse{Error: out.Error, Message: out.Message}
+		return status, api.ErrorResponse{Error: out.Error, Message: out.Message}
 	}
 	if out.Deferred {
-		return http.StatusAccepted, client.AcceptedResponse{CommandID: out.CommandID, Status: client.CommandDeferred}
+		return http.StatusAccepted, api.AcceptedResponse{CommandID: out.CommandID, Status: api.CommandDeferred}
 	}
-	resp := client.StartResponse{ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status}
+	resp := api.StartResponse{ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status}
 	if out.Keyed {
 		resp.StartedFresh, resp.Deduplicated = &out.StartedFresh, &out.Deduplicated
 		if out.Deduplicated {
@@ -264,7 +264,7 @@ func (s *Server) replayFromClaim(ctx context.Context, p parsedStart) (int, any, 
 	claim, e, err := store.LiveClaim(ctx, pool, store.ClaimRef{WorkflowName: p.name, IdempotencyKey: p.key})
 	if err != nil {
 		s.log.Warn("read the claim of a keyed start", "workflow", p.name, "idempotency_key", p.key, "err", err)
-		return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: "could not tell whether this key was used before; retry"}, true
+		return http.StatusServiceUnavailable, api.ErrorResponse{Error: api.CodeUnavailable, Message: "could not tell whether this key was used before; retry"}, true
 	}
 	if claim == nil {
 		return 0, nil, false

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/registry"
@@ -48,7 +48,7 @@ func fuzzServer() *Server {
 	cfg := Config{MaxBodyBytes: fuzzMaxBody, MaxStartDelay: time.Hour, CallbackPolicy: callback.Policy{Resolver: fuzzResolver{}},
 		DeclaredWorkflows: []string{"onboarding"}}.withDefaults()
 	return &Server{cfg: cfg, log: cfg.Logger,
-		admission: newMirror[client.AdmissionGate](nil, cfg.Logger, nil),
+		admission: newMirror[api.AdmissionGate](nil, cfg.Logger, nil),
 		schemas:   newMirror[*schema.Schema](nil, cfg.Logger, nil),
 		workers:   registry.NewIndex(noWorkers{}, cfg.Logger), declared: declaredWorkflows(cfg)}
 }
@@ -90,7 +90,7 @@ func fuzzRequest(target string, body []byte, withKey bool, key string) *http.Req
 func requireRejection(t *testing.T, rej *rejection, codes ...string) {
 	t.Helper()
 	if rej.status == http.StatusNotFound {
-		require.Equal(t, client.CodeUnknownWorkflow, rej.body.Error, "%+v", rej.body)
+		require.Equal(t, api.CodeUnknownWorkflow, rej.body.Error, "%+v", rej.body)
 	} else {
 		require.Contains(t, []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}, rej.status, "%+v", rej.body)
 	}
@@ -187,7 +187,7 @@ func FuzzParseStart(f *testing.F) {
 			requireRejection(t, rej)
 			trimmed := bytes.TrimSpace(body)
 			if len(body) <= fuzzMaxBody && dedup.ValidateName(name) == nil && len(trimmed) > 0 && !json.Valid(trimmed) {
-				require.Equal(t, client.CodeInvalidJSON, rej.body.Error, "body %q: %+v", body, rej.body)
+				require.Equal(t, api.CodeInvalidJSON, rej.body.Error, "body %q: %+v", body, rej.body)
 			}
 			return
 		}

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 )
@@ -21,16 +21,16 @@ import (
 // any other member is a payload (payload_unstorable).
 var (
 	startMembers = map[string]string{
-		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,
-		"delay": client.CodeInvalidDelay, "start_at": client.CodeInvalidStartAt, "completion_callback": client.CodeInvalidCompletionCallback,
-		"start_policy": client.CodeInvalidStartPolicy, "store": client.CodeInvalidStore, "task_queue": client.CodeInvalidTaskQueue,
+		"workflow_id": api.CodeInvalidWorkflowID, "idempotency_key": api.CodeInvalidIdempotencyKey, "reuse_policy": api.CodeInvalidReusePolicy,
+		"delay": api.CodeInvalidDelay, "start_at": api.CodeInvalidStartAt, "completion_callback": api.CodeInvalidCompletionCallback,
+		"start_policy": api.CodeInvalidStartPolicy, "store": api.CodeInvalidStore, "task_queue": api.CodeInvalidTaskQueue,
 	}
 	signalWithStartMembers = map[string]string{
-		"workflow_id": client.CodeInvalidWorkflowID, "idempotency_key": client.CodeInvalidIdempotencyKey, "reuse_policy": client.CodeInvalidReusePolicy,
-		"signal_name": client.CodeInvalidSignalName, "task_queue": client.CodeInvalidTaskQueue,
+		"workflow_id": api.CodeInvalidWorkflowID, "idempotency_key": api.CodeInvalidIdempotencyKey, "reuse_policy": api.CodeInvalidReusePolicy,
+		"signal_name": api.CodeInvalidSignalName, "task_queue": api.CodeInvalidTaskQueue,
 	}
-	runMembers   = map[string]string{"workflow": client.CodeInvalidWorkflowName}
-	closeMembers = map[string]string{"reason": client.CodeInvalidReason}
+	runMembers   = map[string]string{"workflow": api.CodeInvalidWorkflowName}
+	closeMembers = map[string]string{"reason": api.CodeInvalidReason}
 )
 
 // unstorableBody checks a request body, a JSON object, and refuses it if
@@ -43,7 +43,7 @@ func unstorableBody(body []byte, members map[string]string) *rejection {
 		return rej
 	}
 	member, rest := splitPointer(se.Pointer)
-	code := client.CodePayloadUnstorable
+	code := api.CodePayloadUnstorable
 	for name, c := range members {
 		// encoding/json matches member names without regard to case.
 		if strings.EqualFold(name, member) {
@@ -60,7 +60,7 @@ func unstorablePayload(body []byte, field string) *rejection {
 	if se == nil {
 		return rej
 	}
-	return unstorableRejection(se, client.CodePayloadUnstorable, field, se.Pointer)
+	return unstorableRejection(se, api.CodePayloadUnstorable, field, se.Pointer)
 }
 
 // unstorableRejection is the 400 that refuses se, found in field at the
@@ -143,7 +143,7 @@ func checkStorable(body []byte) (*storable.Error, *rejection) {
 		if isSE && se.Problem == storable.ProblemSyntax {
 			msg = "request body: " + err.Error()
 		}
-		return nil, reject(http.StatusBadRequest, client.CodeInvalidJSON, "", msg)
+		return nil, reject(http.StatusBadRequest, api.CodeInvalidJSON, "", msg)
 	}
 	return se, nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/poison"
@@ -61,7 +61,7 @@ func newEdge(t *testing.T) *edge {
 
 // do sends a request; signing, when set, names the header that carries
 // the body's HMAC under secret.
-func (e *edge) do(method, target string, header map[string]string, body string) (int, client.ErrorResponse) {
+func (e *edge) do(method, target string, header map[string]string, body string) (int, api.ErrorResponse) {
 	e.t.Helper()
 	req := httptest.NewRequest(method, "http://localhost"+target, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -77,7 +77,7 @@ func (e *edge) do(method, target string, header map[string]string, body string) 
 	}
 	rec := httptest.NewRecorder()
 	e.s.Handler().ServeHTTP(rec, req)
-	var a client.ErrorResponse
+	var a api.ErrorResponse
 	if rec.Code >= 400 {
 		require.NoError(e.t, json.Unmarshal(rec.Body.Bytes(), &a), "%d %s", rec.Code, rec.Body)
 	}
@@ -254,7 +254,7 @@ func BenchmarkStartBody(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				var req client.StartRequest
+				var req api.StartRequest
 				if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
 					b.Fatal(err)
 				}

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -23,17 +23,17 @@ import (
 // notAccepted answers a command the command stream did not take: 413
 // command_too_large when it is larger than NATS carries (retrying cannot
 // help), else 503 unavailable (JetStream down or unreachable: retry).
-func notAccepted(err error, what string) (int, client.ErrorResponse) {
+func notAccepted(err error, what string) (int, api.ErrorResponse) {
 	var big *broker.TooLargeError
 	if errors.As(err, &big) {
-		return http.StatusRequestEntityTooLarge, client.ErrorResponse{Error: client.CodeCommandTooLarge, Limit: big.Limit,
+		return http.StatusRequestEntityTooLarge, api.ErrorResponse{Error: api.CodeCommandTooLarge, Limit: big.Limit,
 			Message: fmt.Sprintf("the %s, encoded as a command, is %d bytes: more than the %d the command stream carries", what, big.Size, big.Limit)}
 	}
 	if errors.Is(err, nats.ErrMaxPayload) {
-		return http.StatusRequestEntityTooLarge, client.ErrorResponse{Error: client.CodeCommandTooLarge,
+		return http.StatusRequestEntityTooLarge, api.ErrorResponse{Error: api.CodeCommandTooLarge,
 			Message: fmt.Sprintf("the %s, encoded as a command, is larger than the command stream carries", what)}
 	}
-	return http.StatusServiceUnavailable, client.ErrorResponse{Error: client.CodeUnavailable, Message: fmt.Sprintf("the command stream did not accept the %s; retry", what)}
+	return http.StatusServiceUnavailable, api.ErrorResponse{Error: api.CodeUnavailable, Message: fmt.Sprintf("the command stream did not accept the %s; retry", what)}
 }
 
 var (

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -22,7 +22,7 @@ import (
 func (s *Server) handleTaskQueue(w http.ResponseWriter, r *http.Request) {
 	queue := r.PathValue("name")
 	if dedup.ValidateName(queue) != nil {
-		writeFieldError(w, http.StatusBadRequest, client.CodeInvalidTaskQueue, "name", fmt.Sprintf(
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidTaskQueue, "name", fmt.Sprintf(
 			"task queue %q: want a task queue name, 1 to %d bytes of letters, digits, '_' and '-'", shownName(queue), dedup.MaxNameBytes))
 		return
 	}
@@ -37,11 +37,11 @@ func (s *Server) handleTaskQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// byKind gathers each name's backlog and workers, by task kind.
-	byKind := map[string]map[string]*client.NameBacklog{wire.TaskWorkflow: {}, wire.TaskActivity: {}}
-	entry := func(kind, name string) *client.NameBacklog {
+	byKind := map[string]map[string]*api.NameBacklog{wire.TaskWorkflow: {}, wire.TaskActivity: {}}
+	entry := func(kind, name string) *api.NameBacklog {
 		e := byKind[kind][name]
 		if e == nil {
-			e = &client.NameBacklog{Name: name, Workers: []string{}}
+			e = &api.NameBacklog{Name: name, Workers: []string{}}
 			byKind[kind][name] = e
 		}
 		return e
@@ -67,8 +67,8 @@ func (s *Server) handleTaskQueue(w http.ResponseWriter, r *http.Request) {
 			e.Workers = append(e.Workers, lw.Worker)
 		}
 	}
-	out := client.TaskQueueResponse{TaskQueue: queue, Workflows: []client.NameBacklog{}, Activities: []client.NameBacklog{},
-		UnroutedBacklog: client.UnroutedBacklog{Workflow: int64(backlog.Unrouted[wire.TaskWorkflow]), Activity: int64(backlog.Unrouted[wire.TaskActivity])}}
+	out := api.TaskQueueResponse{TaskQueue: queue, Workflows: []api.NameBacklog{}, Activities: []api.NameBacklog{},
+		UnroutedBacklog: api.UnroutedBacklog{Workflow: int64(backlog.Unrouted[wire.TaskWorkflow]), Activity: int64(backlog.Unrouted[wire.TaskActivity])}}
 	for name, e := range byKind[wire.TaskWorkflow] {
 		if sees(r.Context(), name) {
 			out.Workflows = append(out.Workflows, *e)
@@ -77,8 +77,8 @@ func (s *Server) handleTaskQueue(w http.ResponseWriter, r *http.Request) {
 	for _, e := range byKind[wire.TaskActivity] {
 		out.Activities = append(out.Activities, *e)
 	}
-	for _, list := range [][]client.NameBacklog{out.Workflows, out.Activities} {
-		slices.SortFunc(list, func(a, b client.NameBacklog) int { return strings.Compare(a.Name, b.Name) })
+	for _, list := range [][]api.NameBacklog{out.Workflows, out.Activities} {
+		slices.SortFunc(list, func(a, b api.NameBacklog) int { return strings.Compare(a.Name, b.Name) })
 		for i := range list {
 			slices.Sort(list[i].Workers)
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
@@ -28,12 +28,12 @@ const (
 // replay of a committed keyed start.
 type rejection struct {
 	status     int
-	body       client.ErrorResponse
+	body       api.ErrorResponse
 	retryAfter string
 }
 
 func reject(status int, code, field, message string) *rejection {
-	return &rejection{status: status, body: client.ErrorResponse{Error: code, Message: message, Field: field}}
+	return &rejection{status: status, body: api.ErrorResponse{Error: code, Message: message, Field: field}}
 }
 
 // parsedStart is a start request that passed every check of its own.
@@ -42,7 +42,7 @@ type parsedStart struct {
 	key        string
 	workflowID string
 	startAt    *time.Time
-	req        client.StartRequest
+	req        api.StartRequest
 	// policy is the start policy that admits the start, bound to its
 	// input; nil for a start under none.
 	policy *wire.StartPolicy
@@ -66,7 +66,7 @@ func (s *Server) parseStart(w http.ResponseWriter, r *http.Request) (p parsedSta
 		}
 	}
 	if err := dedup.ValidateName(p.name); err != nil {
-		return p, nil, reject(http.StatusBadRequest, client.CodeInvalidWorkflowName, "name", err.Error())
+		return p, nil, reject(http.StatusBadRequest, api.CodeInvalidWorkflowName, "name", err.Error())
 	}
 	body, rej := s.readBody(w, r)
 	if rej != nil {
@@ -113,15 +113,15 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 	if p.req.WorkflowID != nil {
 		p.workflowID = *p.req.WorkflowID
 		if strings.TrimSpace(p.workflowID) == "" || len(p.workflowID) > maxWorkflowIDBytes {
-			return reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id",
+			return reject(http.StatusBadRequest, api.CodeInvalidWorkflowID, "workflow_id",
 				fmt.Sprintf("workflow_id must be 1 to %d bytes and not blank", maxWorkflowIDBytes))
 		}
 		if err := storable.CheckIdentifier(p.workflowID); err != nil {
-			return reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+err.Error())
+			return reject(http.StatusBadRequest, api.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+err.Error())
 		}
 	}
 	if !wire.ValidReusePolicy(p.req.ReusePolicy) {
-		return reject(http.StatusBadRequest, client.CodeInvalidReusePolicy, "reuse_policy",
+		return reject(http.StatusBadRequest, api.CodeInvalidReusePolicy, "reuse_policy",
 			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", p.req.ReusePolicy))
 	}
 	if p.startAt, rej = s.parseSchedule(p.req); rej != nil {
@@ -135,10 +135,10 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 	}
 	if p.req.Store != nil {
 		if _, err := s.cfg.Topology.Layout().Set.Pinned(*p.req.Store); err != nil {
-			return reject(http.StatusBadRequest, client.CodeInvalidStore, "store", fmt.Sprintf("store: %v: a pinned start goes to its store or is refused", err))
+			return reject(http.StatusBadRequest, api.CodeInvalidStore, "store", fmt.Sprintf("store: %v: a pinned start goes to its store or is refused", err))
 		}
 		if p.policy != nil {
-			return reject(http.StatusBadRequest, client.CodeInvalidStore, "store", "a start under a start policy goes to the store of its policy key: it takes no store")
+			return reject(http.StatusBadRequest, api.CodeInvalidStore, "store", "a start under a start policy goes to the store of its policy key: it takes no store")
 		}
 		p.store = *p.req.Store
 	}
@@ -149,14 +149,14 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 	}
 	if sch, ok := s.schemas.get(p.name); ok {
 		if violations := sch.Validate(p.req.Input); len(violations) > 0 {
-			rej := reject(http.StatusUnprocessableEntity, client.CodeInputInvalid, "input",
+			rej := reject(http.StatusUnprocessableEntity, api.CodeInputInvalid, "input",
 				fmt.Sprintf("input does not match the schema of %s: %s at %q", p.name, violations[0].Message, violations[0].Field))
 			rej.body.Violations = violationsOf(violations)
 			return rej
 		}
 	}
 	if g, closed := s.admission.get(p.name); closed {
-		rej := reject(http.StatusServiceUnavailable, client.CodeAdmissionBlocked, "",
+		rej := reject(http.StatusServiceUnavailable, api.CodeAdmissionBlocked, "",
 			fmt.Sprintf("starts of %s are paused since %s: %s", p.name, g.ClosedAt.Format(time.RFC3339), g.Reason))
 		rej.retryAfter = admissionRetryAfter
 		return rej
@@ -179,12 +179,12 @@ func (s *Server) checkCallback(ctx context.Context, target string) *rejection {
 		// anyone with a start token could map internal names; the
 		// address goes to the log.
 		s.log.Info("completion_callback refused", "request_id", requestIDOf(ctx), "err", err)
-		return reject(http.StatusUnprocessableEntity, client.CodeCallbackRejected, "completion_callback",
+		return reject(http.StatusUnprocessableEntity, api.CodeCallbackRejected, "completion_callback",
 			callback.ErrRejected.Error()+": "+refused.Reason)
 	default:
 		// The resolver's error names the resolver: it stays in the log.
 		s.log.Warn("check a completion_callback target", "request_id", requestIDOf(ctx), "err", err)
-		rej := reject(http.StatusServiceUnavailable, client.CodeCallbackUnverifiable, "completion_callback",
+		rej := reject(http.StatusServiceUnavailable, api.CodeCallbackUnverifiable, "completion_callback",
 			"could not resolve the completion_callback target's host; retry")
 		rej.retryAfter = "5"
 		return rej
@@ -193,32 +193,32 @@ func (s *Server) checkCallback(ctx context.Context, target string) *rejection {
 
 // parseSchedule reads delay or start_at into the time the first workflow
 // task may run; nil means now.
-func (s *Server) parseSchedule(req client.StartRequest) (*time.Time, *rejection) {
+func (s *Server) parseSchedule(req api.StartRequest) (*time.Time, *rejection) {
 	now := time.Now().UTC()
 	limit := now.Add(s.cfg.MaxStartDelay)
 	switch {
 	case req.Delay != nil && req.StartAt != nil:
-		return nil, reject(http.StatusBadRequest, client.CodeInvalidSchedule, "delay", "give delay or start_at, not both")
+		return nil, reject(http.StatusBadRequest, api.CodeInvalidSchedule, "delay", "give delay or start_at, not both")
 	case req.Delay != nil:
 		d, err := time.ParseDuration(*req.Delay)
 		if err != nil {
-			return nil, reject(http.StatusBadRequest, client.CodeInvalidDelay, "delay", fmt.Sprintf("delay %q: want a duration such as \"10s\" or \"1h30m\"", *req.Delay))
+			return nil, reject(http.StatusBadRequest, api.CodeInvalidDelay, "delay", fmt.Sprintf("delay %q: want a duration such as \"10s\" or \"1h30m\"", *req.Delay))
 		}
 		if d < 0 {
-			return nil, reject(http.StatusBadRequest, client.CodeInvalidDelay, "delay", fmt.Sprintf("delay %s is negative", d))
+			return nil, reject(http.StatusBadRequest, api.CodeInvalidDelay, "delay", fmt.Sprintf("delay %s is negative", d))
 		}
 		if d > s.cfg.MaxStartDelay {
-			return nil, reject(http.StatusBadRequest, client.CodeInvalidDelay, "delay", fmt.Sprintf("delay %s is beyond the maximum of %s", d, s.cfg.MaxStartDelay))
+			return nil, reject(http.StatusBadRequest, api.CodeInvalidDelay, "delay", fmt.Sprintf("delay %s is beyond the maximum of %s", d, s.cfg.MaxStartDelay))
 		}
 		at := now.Add(d)
 		return &at, nil
 	case req.StartAt != nil:
 		at, err := time.Parse(time.RFC3339Nano, *req.StartAt)
 		if err != nil {
-			return nil, reject(http.StatusBadRequest, client.CodeInvalidStartAt, "start_at", fmt.Sprintf("start_at %q: want an RFC 3339 time such as \"2026-12-24T18:00:00Z\"", *req.StartAt))
+			return nil, reject(http.StatusBadRequest, api.CodeInvalidStartAt, "start_at", fmt.Sprintf("start_at %q: want an RFC 3339 time such as \"2026-12-24T18:00:00Z\"", *req.StartAt))
 		}
 		if at.After(limit) {
-			return nil, reject(http.StatusBadRequest, client.CodeInvalidStartAt, "start_at", fmt.Sprintf("start_at %s is beyond the maximum of %s ahead", at.Format(time.RFC3339), s.cfg.MaxStartDelay))
+			return nil, reject(http.StatusBadRequest, api.CodeInvalidStartAt, "start_at", fmt.Sprintf("start_at %s is beyond the maximum of %s ahead", at.Format(time.RFC3339), s.cfg.MaxStartDelay))
 		}
 		at = at.UTC()
 		return &at, nil
@@ -243,7 +243,7 @@ func (s *Server) checkPolicy(p *parsedStart) *rejection {
 			if perr.Field != "" {
 				field += "." + perr.Field
 			}
-			return reject(http.StatusBadRequest, client.CodeInvalidStartPolicy, field, fmt.Sprintf("%s: %s", field, perr.Message))
+			return reject(http.StatusBadRequest, api.CodeInvalidStartPolicy, field, fmt.Sprintf("%s: %s", field, perr.Message))
 		}
 		if own != nil {
 			pol = own
@@ -255,24 +255,24 @@ func (s *Server) checkPolicy(p *parsedStart) *rejection {
 	under := fmt.Sprintf("%s starts under a %s start policy", p.name, pol.Kind())
 	switch {
 	case p.key != "":
-		return reject(http.StatusBadRequest, client.CodeIdempotencyKeyNotAllowed, "idempotency_key",
+		return reject(http.StatusBadRequest, api.CodeIdempotencyKeyNotAllowed, "idempotency_key",
 			fmt.Sprintf("%s, which defers starts: a start under it takes no idempotency_key (there is no execution for a retry to converge on); webhooks and bindings dedupe by the event's id", under))
 	case p.req.WorkflowID != nil:
-		return reject(http.StatusBadRequest, client.CodeInvalidWorkflowID, "workflow_id",
+		return reject(http.StatusBadRequest, api.CodeInvalidWorkflowID, "workflow_id",
 			fmt.Sprintf("%s: a start under it takes no workflow_id (its execution's is minted when it begins)", under))
 	case p.req.ReusePolicy != "":
-		return reject(http.StatusBadRequest, client.CodeInvalidReusePolicy, "reuse_policy",
+		return reject(http.StatusBadRequest, api.CodeInvalidReusePolicy, "reuse_policy",
 			fmt.Sprintf("%s: a start under it takes no reuse_policy", under))
 	case p.startAt != nil:
 		field := "delay"
 		if p.req.StartAt != nil {
 			field = "start_at"
 		}
-		return reject(http.StatusBadRequest, client.CodeInvalidSchedule, field, fmt.Sprintf("%s: the policy decides when it begins, so it takes no %s", under, field))
+		return reject(http.StatusBadRequest, api.CodeInvalidSchedule, field, fmt.Sprintf("%s: the policy decides when it begins, so it takes no %s", under, field))
 	}
 	sp, err := pol.For(p.req.Input)
 	if err != nil {
-		return reject(http.StatusUnprocessableEntity, client.CodeInputInvalid, "input", fmt.Sprintf("%s: %v", under, err))
+		return reject(http.StatusUnprocessableEntity, api.CodeInputInvalid, "input", fmt.Sprintf("%s: %v", under, err))
 	}
 	p.policy = sp
 	return nil

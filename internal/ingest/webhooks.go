@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
 
@@ -16,7 +16,7 @@ import (
 // bindings that have such a rule.
 func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	out := client.ListWebhooksResponse{CountedSince: s.started, Sources: []client.WebhookSource{}, Bindings: []client.BindingSummary{}}
+	out := api.ListWebhooksResponse{CountedSince: s.started, Sources: []api.WebhookSource{}, Bindings: []api.BindingSummary{}}
 	for _, e := range s.cfg.Webhooks {
 		rules, ok := visibleRules(ctx, e.Rules)
 		if !ok {
@@ -24,10 +24,10 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 		}
 		n := func(result string) int64 { return counted(s.metrics.webhooks.WithLabelValues(e.Name, result)) }
 		why := func(reason string) int64 { return counted(s.metrics.hooksRefused.WithLabelValues(e.Name, reason)) }
-		src := client.WebhookSource{Name: e.Name, Kind: e.Kind, MaxBodyBytes: e.MaxBodyBytes, PayloadSchema: e.Schema != nil, Rules: rules,
-			Counts: client.WebhookCounts{Accepted: n(hookAccepted), Duplicate: n(hookDuplicate), Ignored: n(hookIgnored),
+		src := api.WebhookSource{Name: e.Name, Kind: e.Kind, MaxBodyBytes: e.MaxBodyBytes, PayloadSchema: e.Schema != nil, Rules: rules,
+			Counts: api.WebhookCounts{Accepted: n(hookAccepted), Duplicate: n(hookDuplicate), Ignored: n(hookIgnored),
 				Refused: n(hookUnverified) + n(hookRejected), Unavailable: n(hookUnavailable)},
-			Refused: client.WebhookRefusals{BadSignature: why(refusedSignature), Schema: why(refusedSchema),
+			Refused: api.WebhookRefusals{BadSignature: why(refusedSignature), Schema: why(refusedSchema),
 				TooLarge: why(refusedTooLarge), Malformed: why(refusedMalformed)}}
 		if src.MaxBodyBytes == 0 {
 			src.MaxBodyBytes = DefaultMaxBodyBytes
@@ -44,8 +44,8 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			c := s.cfg.Bindings.Counts(b.Name)
-			out.Bindings = append(out.Bindings, client.BindingSummary{Name: b.Name, Stream: b.Stream, Subject: b.Subject, Rules: rules,
-				Counts: client.BindingCounts{Published: c.Published, Duplicate: c.Duplicate, Ignored: c.Ignored, Retried: c.Retried, DeadLettered: c.DeadLettered}})
+			out.Bindings = append(out.Bindings, api.BindingSummary{Name: b.Name, Stream: b.Stream, Subject: b.Subject, Rules: rules,
+				Counts: api.BindingCounts{Published: c.Published, Duplicate: c.Duplicate, Ignored: c.Ignored, Retried: c.Retried, DeadLettered: c.DeadLettered}})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -53,11 +53,11 @@ func (s *Server) handleListWebhooks(w http.ResponseWriter, r *http.Request) {
 
 // visibleRules are the rules whose workflows the caller sees; ok is false
 // when a token limited to some workflows sees none of them.
-func visibleRules(ctx context.Context, rules []webhook.Rule) (out []client.RoutingRule, ok bool) {
-	out = []client.RoutingRule{}
+func visibleRules(ctx context.Context, rules []webhook.Rule) (out []api.RoutingRule, ok bool) {
+	out = []api.RoutingRule{}
 	for _, r := range rules {
 		if sees(ctx, r.Workflow) {
-			out = append(out, client.RoutingRule{Event: r.Event, Workflow: r.Workflow, Signal: r.Signal, WorkflowID: r.WorkflowID})
+			out = append(out, api.RoutingRule{Event: r.Event, Workflow: r.Workflow, Signal: r.Signal, WorkflowID: r.WorkflowID})
 		}
 	}
 	return out, len(out) > 0 || !limited(ctx)

@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,42 +19,44 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/client"
 )
 
-// The HTTP bodies are the client package's types, encoded by the server
-// and decoded by the client. These tests fill every field of every one,
-// send it the way each side does, and require it back whole, so that a
-// field one side cannot carry fails here. A field added to a body must be
-// carried by the client's result too, and a struct added to the client
-// must be declared a body (and so tested) or not.
+// The HTTP bodies are package api's types, encoded by the server and
+// decoded by the client (package client re-exports them). These tests
+// fill every field of every one, send it the way each side does, and
+// require it back whole, so that a field one side cannot carry fails
+// here. A field added to a body must be carried by the client's result
+// too; a struct added to api is a body (and so tested), and one added to
+// the client must be declared a body or not.
 
 // wireTypes are the request and answer bodies of the API.
 var wireTypes = []any{
 	// Errors.
-	client.ErrorResponse{}, client.Violation{},
+	api.ErrorResponse{}, api.Violation{},
 	// Starts, signals, cancellations.
-	client.StartRequest{}, client.StartResponse{}, client.AcceptedResponse{},
-	client.StartPolicy{}, client.Throttle{}, client.Debounce{}, client.Batch{},
-	client.SignalResponse{}, client.SignalWithStartRequest{}, client.SignalWithStartResponse{},
-	client.CancelRequest{}, client.CancelResponse{}, client.TerminateRequest{}, client.TerminateResponse{},
+	api.StartRequest{}, api.StartResponse{}, api.AcceptedResponse{},
+	api.StartPolicy{}, api.Throttle{}, api.Debounce{}, api.Batch{},
+	api.SignalResponse{}, api.SignalWithStartRequest{}, api.SignalWithStartResponse{},
+	api.CancelRequest{}, api.CancelResponse{}, api.TerminateRequest{}, api.TerminateResponse{},
 	// Reads.
-	client.CommandResponse{}, client.Execution{}, client.ListExecutionsResponse{},
-	client.KeyClaim{}, client.DuplicateCounts{}, client.SignalKey{}, client.CallbackDelivery{}, client.WaitingFor{},
-	client.Event{}, client.HistoryResponse{}, client.DeadCommand{}, client.ListDeadCommandsResponse{},
-	client.RetentionResponse{}, client.WorkflowRetention{},
-	client.Worker{}, client.WorkerSlots{}, client.SlotUsage{}, client.ListWorkersResponse{},
-	client.TaskQueueResponse{}, client.NameBacklog{}, client.UnroutedBacklog{},
+	api.CommandResponse{}, api.Execution{}, api.ListExecutionsResponse{},
+	api.KeyClaim{}, api.DuplicateCounts{}, api.SignalKey{}, api.CallbackDelivery{}, api.WaitingFor{},
+	api.Event{}, api.HistoryResponse{}, api.DeadCommand{}, api.ListDeadCommandsResponse{},
+	api.RetentionResponse{}, api.WorkflowRetention{},
+	api.Worker{}, api.WorkerSlots{}, api.SlotUsage{}, api.ListWorkersResponse{},
+	api.TaskQueueResponse{}, api.NameBacklog{}, api.UnroutedBacklog{},
 	// Admission, webhooks, ArcFlow runs, health.
-	client.AdmissionGate{}, client.CloseAdmissionRequest{}, client.ListAdmissionResponse{},
-	client.WorkflowSummary{}, client.ListWorkflowsResponse{},
-	client.HookResponse{}, client.RunRequest{}, client.RunResponse{}, client.ExternalResponse{},
-	client.ListWebhooksResponse{}, client.WebhookSource{}, client.RoutingRule{}, client.WebhookCounts{}, client.WebhookRefusals{},
-	client.BindingSummary{}, client.BindingCounts{},
-	client.HealthResponse{}, client.ReadinessResponse{}, client.FailingShard{},
+	api.AdmissionGate{}, api.CloseAdmissionRequest{}, api.ListAdmissionResponse{},
+	api.WorkflowSummary{}, api.ListWorkflowsResponse{},
+	api.HookResponse{}, api.RunRequest{}, api.RunResponse{}, api.ExternalResponse{},
+	api.ListWebhooksResponse{}, api.WebhookSource{}, api.RoutingRule{}, api.WebhookCounts{}, api.WebhookRefusals{},
+	api.BindingSummary{}, api.BindingCounts{},
+	api.HealthResponse{}, api.ReadinessResponse{}, api.FailingShard{},
 }
 
-// notWire are the client's structs that are no HTTP body.
+// notWire are package client's structs that are no HTTP body.
 var notWire = []string{
 	"Config", "Client", "StartOptions", "StartResult", "CommandStatus", "SignalWithStartOptions", "SignalWithStartResult", "CloseResult",
 	"ListOptions", "DeadCommandsOptions", "APIError", "PendingError", "ExecutionFailedError",
@@ -87,26 +90,30 @@ func TestEveryWireTypeRoundTrips(t *testing.T) {
 	}
 }
 
-// TestEveryClientStructIsClassified: a struct added to the client package
-// is a wire type (and round-trips above) or is named as not one.
-func TestEveryClientStructIsClassified(t *testing.T) {
-	known := map[string]bool{}
+// TestEveryStructIsClassified: a struct added to package api is a wire
+// type (and round-trips above); one added to package client is a wire
+// type or is named as not one.
+func TestEveryStructIsClassified(t *testing.T) {
+	wire := map[string]bool{}
 	for _, zero := range wireTypes {
-		known[reflect.TypeOf(zero).Name()] = true
+		wire[reflect.TypeOf(zero).Name()] = true
 	}
+	known := maps.Clone(wire)
 	for _, name := range notWire {
 		known[name] = true
 	}
-	fset := token.NewFileSet()
-	for _, f := range parseSources(t, fset, filepath.Join("..", "..", "client")) {
-		ast.Inspect(f, func(n ast.Node) bool {
-			if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.IsExported() {
-				if _, isStruct := ts.Type.(*ast.StructType); isStruct {
-					require.True(t, known[ts.Name.Name], "client.%s (%s): add it to wireTypes or notWire", ts.Name.Name, fset.Position(ts.Pos()))
+	for pkg, allowed := range map[string]map[string]bool{"api": wire, "client": known} {
+		fset := token.NewFileSet()
+		for _, f := range parseSources(t, fset, filepath.Join("..", "..", pkg)) {
+			ast.Inspect(f, func(n ast.Node) bool {
+				if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.IsExported() {
+					if _, isStruct := ts.Type.(*ast.StructType); isStruct {
+						require.True(t, allowed[ts.Name.Name], "%s.%s (%s): add it to wireTypes (or, in client, notWire)", pkg, ts.Name.Name, fset.Position(ts.Pos()))
+					}
 				}
-			}
-			return true
-		})
+				return true
+			})
+		}
 	}
 }
 
@@ -128,7 +135,7 @@ func parseSources(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
 	return files
 }
 
-// TestIngestDeclaresNoBodies: ingest encodes and decodes the client's
+// TestIngestDeclaresNoBodies: ingest encodes and decodes package api's
 // types only; a struct with JSON tags of its own would be a second home
 // for a body. The exceptions decode one member of a request as it was
 // sent, or are not HTTP bodies.
@@ -150,7 +157,7 @@ func TestIngestDeclaresNoBodies(t *testing.T) {
 				}
 				for _, field := range st.Fields.List {
 					if field.Tag != nil && strings.Contains(field.Tag.Value, "json:") {
-						t.Errorf("%s: %s declares a JSON body; use (or add) a type of the client package", fset.Position(field.Pos()), where)
+						t.Errorf("%s: %s declares a JSON body; use (or add) a type of package api", fset.Position(field.Pos()), where)
 					}
 				}
 				return true
@@ -176,7 +183,7 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("start", func(t *testing.T) {
-		var a client.StartResponse
+		var a api.StartResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "start")
 		r, err := serve(t, http.StatusOK, a).Start(ctx, "w", nil, client.StartOptions{})
 		require.NoError(t, err)
@@ -187,38 +194,38 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		requireCarries(t, a, *r, nil)
 	})
 	t.Run("start deferred", func(t *testing.T) {
-		a := client.AcceptedResponse{CommandID: "cmd", Status: client.CommandDeferred}
-		r, err := serve(t, http.StatusAccepted, a).Start(ctx, "w", nil, client.StartOptions{StartPolicy: &client.StartPolicy{Batch: &client.Batch{MaxSize: 2, MaxWait: "1s"}}})
+		a := api.AcceptedResponse{CommandID: "cmd", Status: api.CommandDeferred}
+		r, err := serve(t, http.StatusAccepted, a).Start(ctx, "w", nil, client.StartOptions{StartPolicy: &api.StartPolicy{Batch: &api.Batch{MaxSize: 2, MaxWait: "1s"}}})
 		require.NoError(t, err)
 		require.True(t, r.Deferred)
 		require.Equal(t, "cmd", r.CommandID)
 		require.Empty(t, r.ExecutionID)
 	})
 	t.Run("signal-with-start", func(t *testing.T) {
-		var a client.SignalWithStartResponse
+		var a api.SignalWithStartResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "sws")
 		r, err := serve(t, http.StatusOK, a).SignalWithStart(ctx, "w", client.SignalWithStartOptions{WorkflowID: "o", SignalName: "s"})
 		require.NoError(t, err)
 		requireCarries(t, a, *r, nil)
 	})
 	t.Run("cancel", func(t *testing.T) {
-		var a client.CancelResponse
+		var a api.CancelResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "cancel")
 		r, err := serve(t, http.StatusOK, a).Cancel(ctx, "e", "why")
 		require.NoError(t, err)
 		requireCarries(t, a, *r, nil)
 	})
 	t.Run("terminate", func(t *testing.T) {
-		var a client.TerminateResponse
+		var a api.TerminateResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "terminate")
 		r, err := serve(t, http.StatusOK, a).Terminate(ctx, "e", "")
 		require.NoError(t, err)
 		requireCarries(t, a, *r, nil)
 	})
 	t.Run("command", func(t *testing.T) {
-		var a client.CommandResponse
+		var a api.CommandResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "command")
-		a.Status = client.CommandRejected
+		a.Status = api.CommandRejected
 		r, err := serve(t, http.StatusOK, a).Command(ctx, "c")
 		require.NoError(t, err)
 		require.False(t, r.Deferred)
@@ -226,34 +233,34 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		// one is the next check.
 		r.Deferred = true
 		requireCarries(t, a, *r, map[string]string{"Status": ""})
-		deferred, err := serve(t, http.StatusOK, client.AcceptedResponse{CommandID: "c", Status: client.CommandDeferred}).Command(ctx, "c")
+		deferred, err := serve(t, http.StatusOK, api.AcceptedResponse{CommandID: "c", Status: api.CommandDeferred}).Command(ctx, "c")
 		require.NoError(t, err)
 		require.True(t, deferred.Deferred)
 		require.False(t, deferred.Applied)
 	})
 	t.Run("describe", func(t *testing.T) {
-		var a client.Execution
+		var a api.Execution
 		fill(t, reflect.ValueOf(&a).Elem(), "execution")
 		r, err := serve(t, http.StatusOK, a).Describe(ctx, "e")
 		require.NoError(t, err)
 		requireCarries(t, a, *r, nil)
 	})
 	t.Run("list", func(t *testing.T) {
-		var a client.ListExecutionsResponse
+		var a api.ListExecutionsResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "list")
 		r, err := serve(t, http.StatusOK, a).List(ctx, client.ListOptions{})
 		require.NoError(t, err)
 		requireCarriesEach(t, a.Executions, r)
 	})
 	t.Run("history", func(t *testing.T) {
-		var a client.HistoryResponse
+		var a api.HistoryResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "history")
 		r, err := serve(t, http.StatusOK, a).History(ctx, "e")
 		require.NoError(t, err)
 		requireCarriesEach(t, a.Events, r)
 	})
 	t.Run("dead commands", func(t *testing.T) {
-		var a client.ListDeadCommandsResponse
+		var a api.ListDeadCommandsResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "dead")
 		r, err := serve(t, http.StatusOK, a).DeadCommands(ctx, client.DeadCommandsOptions{})
 		require.NoError(t, err)
@@ -263,7 +270,7 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		require.Equal(t, a.DeadCommands[0], *d)
 	})
 	t.Run("retention", func(t *testing.T) {
-		var a client.RetentionResponse
+		var a api.RetentionResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "retention")
 		r, err := serve(t, http.StatusOK, a).Retention(ctx, time.Now())
 		require.NoError(t, err)
@@ -273,21 +280,21 @@ func TestTheClientCarriesEveryAnswer(t *testing.T) {
 		require.Equal(t, a, *r)
 	})
 	t.Run("workers", func(t *testing.T) {
-		var a client.ListWorkersResponse
+		var a api.ListWorkersResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "workers")
 		r, err := serve(t, http.StatusOK, a).Workers(ctx)
 		require.NoError(t, err)
 		requireCarriesEach(t, a.Workers, r)
 	})
 	t.Run("task queue", func(t *testing.T) {
-		var a client.TaskQueueResponse
+		var a api.TaskQueueResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "queue")
 		r, err := serve(t, http.StatusOK, a).TaskQueue(ctx, "q")
 		require.NoError(t, err)
 		require.Equal(t, a, *r)
 	})
 	t.Run("error", func(t *testing.T) {
-		var a client.ErrorResponse
+		var a api.ErrorResponse
 		fill(t, reflect.ValueOf(&a).Elem(), "error")
 		_, err := serve(t, http.StatusConflict, a).Describe(ctx, "e")
 		var apiErr *client.APIError
@@ -446,11 +453,11 @@ func clearUnencoded(v reflect.Value) {
 // request's answer, embedded as it is.
 func TestCommandOutcomesAreSentAsTheyWere(t *testing.T) {
 	delivered := true
-	answer := client.SignalResponse{OK: true, SignalDelivered: &delivered}
+	answer := api.SignalResponse{OK: true, SignalDelivered: &delivered}
 	outcome, err := json.Marshal(answer)
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
-	writeJSON(rec, http.StatusOK, client.CommandResponse{CommandID: "c", Status: client.CommandApplied, HTTPStatus: http.StatusAccepted, Outcome: outcome})
+	writeJSON(rec, http.StatusOK, api.CommandResponse{CommandID: "c", Status: api.CommandApplied, HTTPStatus: http.StatusAccepted, Outcome: outcome})
 	require.Equal(t, `{"command_id":"c","http_status":202,"outcome":{"ok":true,"signal_delivered":true},"status":"applied"}`,
 		string(bytes.TrimSpace(rec.Body.Bytes())))
 }

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -60,12 +60,12 @@ func (s *Server) servedAs(ctx context.Context, kind, name, taskQueue string) boo
 // unservedActivities are those of pending (activities an execution
 // waits for) that no live worker registers on the task queue each goes
 // to: its own, else the execution's, taskQueue.
-func (s *Server) unservedActivities(ctx context.Context, pending []store.PendingActivity, taskQueue string) []client.WaitingFor {
-	var out []client.WaitingFor
+func (s *Server) unservedActivities(ctx context.Context, pending []store.PendingActivity, taskQueue string) []api.WaitingFor {
+	var out []api.WaitingFor
 	for _, a := range pending {
 		queue := cmp.Or(a.TaskQueue, taskQueue)
 		if !s.servedAs(ctx, registry.KindActivity, a.Name, queue) {
-			out = append(out, client.WaitingFor{Kind: client.WaitingForActivity, Name: a.Name, TaskQueue: queue})
+			out = append(out, api.WaitingFor{Kind: api.WaitingForActivity, Name: a.Name, TaskQueue: queue})
 		}
 	}
 	return out
@@ -85,7 +85,7 @@ func (s *Server) startQueue(name string, requested *string) (string, *rejection)
 		return s.configuredQueue(name), nil
 	}
 	if dedup.ValidateName(*requested) != nil {
-		return "", reject(http.StatusBadRequest, client.CodeInvalidTaskQueue, "task_queue", fmt.Sprintf(
+		return "", reject(http.StatusBadRequest, api.CodeInvalidTaskQueue, "task_queue", fmt.Sprintf(
 			"task_queue %q: want a task queue name, 1 to %d bytes of letters, digits, '_' and '-'", shownName(*requested), dedup.MaxNameBytes))
 	}
 	return *requested, nil
@@ -114,7 +114,7 @@ func (s *Server) checkKnown(ctx context.Context, name, taskQueue string) *reject
 			"check the name, start a worker that registers it, "+
 			"or declare it (workflows: {%s: {}}) to accept its starts while no worker runs", name, taskQueue, name)
 	}
-	return reject(http.StatusNotFound, client.CodeUnknownWorkflow, "name", msg)
+	return reject(http.StatusNotFound, api.CodeUnknownWorkflow, "name", msg)
 }
 
 // waitingForWorker says whether a running execution of name on

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/registry"
 )
 
@@ -24,7 +24,7 @@ func (s *Server) handleListWorkers(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "the workers bucket cannot be read now; try again", err)
 		return
 	}
-	out := client.ListWorkersResponse{Workers: make([]client.Worker, 0, len(live))}
+	out := api.ListWorkersResponse{Workers: make([]api.Worker, 0, len(live))}
 	for _, lw := range live {
 		out.Workers = append(out.Workers, workerView(r.Context(), lw))
 	}
@@ -44,13 +44,13 @@ func (s *Server) liveWorkers(ctx context.Context) ([]registry.Worker, error) {
 }
 
 // workerView is how the API shows a live worker to the caller of ctx.
-func workerView(ctx context.Context, lw registry.Worker) client.Worker {
-	v := client.Worker{ID: lw.Worker, Host: lw.Host, PID: lw.PID, Build: lw.Build, StartedAt: lw.StartedAt, TaskQueue: lw.TaskQueue,
+func workerView(ctx context.Context, lw registry.Worker) api.Worker {
+	v := api.Worker{ID: lw.Worker, Host: lw.Host, PID: lw.PID, Build: lw.Build, StartedAt: lw.StartedAt, TaskQueue: lw.TaskQueue,
 		Workflows: visibleWorkflows(ctx, lw.Workflows), Activities: slices.Clone(lw.Activities), LastHeartbeatAt: lw.HeartbeatAt.UTC()}
 	if l := lw.Load; l != nil {
-		v.Slots = &client.WorkerSlots{
-			Workflow: client.SlotUsage{Used: l.WorkflowSlotsUsed, Size: l.WorkflowSlots},
-			Activity: client.SlotUsage{Used: l.ActivitySlotsUsed, Size: l.ActivitySlots},
+		v.Slots = &api.WorkerSlots{
+			Workflow: api.SlotUsage{Used: l.WorkflowSlotsUsed, Size: l.WorkflowSlots},
+			Activity: api.SlotUsage{Used: l.ActivitySlotsUsed, Size: l.ActivitySlots},
 		}
 	}
 	return v

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/registry"
@@ -65,7 +65,7 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 	e := newEdge(t)
 	h := e.s.Handler()
 
-	var list client.ListWorkersResponse
+	var list api.ListWorkersResponse
 	status, raw := get(t, h, "/api/harvest/workers", "", &list)
 	require.Equal(t, http.StatusOK, status)
 	require.JSONEq(t, `{"workers": []}`, string(raw))
@@ -87,7 +87,7 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Len(t, list.Workers, 3, string(raw))
 	host, _ := os.Hostname()
-	byID := map[string]client.Worker{}
+	byID := map[string]api.Worker{}
 	for _, w := range list.Workers {
 		byID[w.ID] = w
 	}
@@ -99,12 +99,12 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 	require.Equal(t, "billing", w1.TaskQueue)
 	require.Equal(t, []string{"charge"}, w1.Workflows)
 	require.Equal(t, []string{"charge_card"}, w1.Activities)
-	require.Equal(t, &client.WorkerSlots{Workflow: client.SlotUsage{Used: 1, Size: 4}, Activity: client.SlotUsage{Used: 3, Size: 16}}, w1.Slots)
+	require.Equal(t, &api.WorkerSlots{Workflow: api.SlotUsage{Used: 1, Size: 4}, Activity: api.SlotUsage{Used: 3, Size: 16}}, w1.Slots)
 	require.WithinDuration(t, time.Now(), w1.LastHeartbeatAt, 5*time.Second)
 	require.Nil(t, byID["w2"].Slots, "a worker that reports no load")
 	require.Equal(t, []string{}, byID["w2"].Activities)
 	w0 := byID["w0"]
-	require.Equal(t, client.Worker{ID: "w0", Host: "old-host", TaskQueue: "billing", Workflows: []string{"charge"}, Activities: []string{},
+	require.Equal(t, api.Worker{ID: "w0", Host: "old-host", TaskQueue: "billing", Workflows: []string{"charge"}, Activities: []string{},
 		LastHeartbeatAt: w0.LastHeartbeatAt}, w0, "an older worker: what its keys tell")
 	require.False(t, w0.LastHeartbeatAt.IsZero())
 	// By task queue, host and id.
@@ -140,17 +140,17 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 		broker.TaskSubject("billing", wire.TaskActivity),
 		broker.NameTaskSubject("default", wire.TaskWorkflow, "charge"),
 	)
-	var q client.TaskQueueResponse
+	var q api.TaskQueueResponse
 	status, raw = get(t, h, "/api/harvest/task-queues/billing", "", &q)
 	require.Equal(t, http.StatusOK, status, string(raw))
-	require.Equal(t, client.TaskQueueResponse{
+	require.Equal(t, api.TaskQueueResponse{
 		TaskQueue: "billing",
-		Workflows: []client.NameBacklog{
+		Workflows: []api.NameBacklog{
 			{Name: "charge", Backlog: 1, Workers: []string{"w0", "w1"}},
 			{Name: "refund", Backlog: 2, Workers: []string{}},
 		},
-		Activities:      []client.NameBacklog{{Name: "charge_card", Backlog: 0, Workers: []string{"w1"}}},
-		UnroutedBacklog: client.UnroutedBacklog{Activity: 1},
+		Activities:      []api.NameBacklog{{Name: "charge_card", Backlog: 0, Workers: []string{"w1"}}},
+		UnroutedBacklog: api.UnroutedBacklog{Activity: 1},
 	}, q)
 	require.Contains(t, string(raw), `{"name":"refund","backlog":2,"workers":[]}`, "no worker is an empty list")
 
@@ -161,15 +161,15 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 	for _, bad := range []string{"bad.queue", "a%20b", "%C3%A9t%C3%A9"} {
 		code, a := e.do(http.MethodGet, "/api/harvest/task-queues/"+bad, nil, "")
 		require.Equal(t, http.StatusBadRequest, code, bad)
-		require.Equal(t, client.CodeInvalidTaskQueue, a.Error, bad)
+		require.Equal(t, api.CodeInvalidTaskQueue, a.Error, bad)
 		require.Equal(t, "name", a.Field)
 	}
 	code, a := e.do(http.MethodGet, "/api/harvest/task-queues/billing?kind=workflow", nil, "")
 	require.Equal(t, http.StatusBadRequest, code)
-	require.Equal(t, client.CodeUnknownParameter, a.Error)
+	require.Equal(t, api.CodeUnknownParameter, a.Error)
 	code, a = e.do(http.MethodGet, "/api/harvest/workers?task_queue=billing", nil, "")
 	require.Equal(t, http.StatusBadRequest, code)
-	require.Equal(t, client.CodeUnknownParameter, a.Error)
+	require.Equal(t, api.CodeUnknownParameter, a.Error)
 }
 
 // TestWorkersAndTaskQueuesNeedTheReadScope: without a token both routes
@@ -204,7 +204,7 @@ func TestWorkersAndTaskQueuesNeedTheReadScope(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, status, target)
 	}
 
-	var list client.ListWorkersResponse
+	var list api.ListWorkersResponse
 	status, _ := get(t, h, "/api/harvest/workers", "t-reader", &list)
 	require.Equal(t, http.StatusOK, status)
 	require.Len(t, list.Workers, 1)
@@ -215,12 +215,12 @@ func TestWorkersAndTaskQueuesNeedTheReadScope(t *testing.T) {
 	require.Equal(t, []string{"charge"}, list.Workers[0].Workflows)
 	require.Equal(t, []string{"charge_card"}, list.Workers[0].Activities)
 
-	var q client.TaskQueueResponse
+	var q api.TaskQueueResponse
 	status, _ = get(t, h, "/api/harvest/task-queues/default", "t-reader", &q)
 	require.Equal(t, http.StatusOK, status)
 	require.Len(t, q.Workflows, 2)
 	status, _ = get(t, h, "/api/harvest/task-queues/default", "t-billing", &q)
 	require.Equal(t, http.StatusOK, status)
-	require.Equal(t, []client.NameBacklog{{Name: "charge", Workers: []string{"w1"}}}, q.Workflows)
-	require.Equal(t, []client.NameBacklog{{Name: "charge_card", Workers: []string{"w1"}}}, q.Activities)
+	require.Equal(t, []api.NameBacklog{{Name: "charge", Workers: []string{"w1"}}}, q.Workflows)
+	require.Equal(t, []api.NameBacklog{{Name: "charge_card", Workers: []string{"w1"}}}, q.Activities)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -22,7 +22,7 @@ import (
 // limited to some workflows sees only those.
 func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
 	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, client.CodeUnavailable, "this ingest has no database to read from")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
 		return
 	}
 	var only []string
@@ -64,13 +64,13 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
 	for name := range workers {
 		names[name] = true
 	}
-	out := client.ListWorkflowsResponse{Workflows: []client.WorkflowSummary{}}
+	out := api.ListWorkflowsResponse{Workflows: []api.WorkflowSummary{}}
 	for name := range names {
 		if !sees(r.Context(), name) {
 			continue
 		}
-		sum := client.WorkflowSummary{Name: name, Counts: counts[name], InputSchema: json.RawMessage("null"),
-			Admission: client.AdmissionGate{Workflow: name, State: "open"}, Declared: s.declared[name], Workers: workers[name]}
+		sum := api.WorkflowSummary{Name: name, Counts: counts[name], InputSchema: json.RawMessage("null"),
+			Admission: api.AdmissionGate{Workflow: name, State: "open"}, Declared: s.declared[name], Workers: workers[name]}
 		if sum.Counts == nil {
 			sum.Counts = map[string]int64{}
 		}
@@ -82,6 +82,6 @@ func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Workflows = append(out.Workflows, sum)
 	}
-	slices.SortFunc(out.Workflows, func(a, b client.WorkflowSummary) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out.Workflows, func(a, b api.WorkflowSummary) int { return cmp.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, out)
 }

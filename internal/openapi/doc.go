@@ -1,6 +1,6 @@
 // Package openapi describes Harvest's HTTP API in OpenAPI 3.1: Routes is
 // the table of operations, Build makes the document from it (schemas
-// reflected from the client package's wire types, so the description and
+// reflected from package api's wire types, so the description and
 // the server cannot drift), and JSON is the committed document ingest
 // serves at GET /openapi.json.
 //

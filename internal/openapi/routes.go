@@ -5,7 +5,7 @@ import (
 	"maps"
 	"net/http"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // Route is one operation of the API.
@@ -47,7 +47,7 @@ type Answer struct {
 // text is an answer that is not JSON, by its media type.
 type text string
 
-var errBody = client.ErrorResponse{}
+var errBody = api.ErrorResponse{}
 
 // errs adds the error answers every route of its kind can give.
 func errs(m map[int]Answer, statuses ...int) map[int]Answer {
@@ -104,12 +104,12 @@ var Routes = []Route{
 			"task_queue chooses the task queue the execution's tasks go to (absent: the workflow's configured workflows.<name>.task_queue, else default); " +
 			"a name that is not 1 to 128 bytes of letters, digits, '_' and '-' is 400 invalid_task_queue, and a start on a queue no live worker serves " +
 			"the workflow on, where the configuration does not declare it, is 404 unknown_workflow naming the queue.",
-		Headers: []Param{idempotencyKey}, Body: client.StartRequest{},
+		Headers: []Param{idempotencyKey}, Body: api.StartRequest{},
 		Responses: replacing(errs(map[int]Answer{
-			200: {"An execution with this key (or workflow_id, by reuse policy) already exists: its id.", client.StartResponse{}},
-			201: {"The execution was created.", client.StartResponse{}},
+			200: {"An execution with this key (or workflow_id, by reuse policy) already exists: its id.", api.StartResponse{}},
+			201: {"The execution was created.", api.StartResponse{}},
 			202: {"The start is durable but its outcome is not known yet (status accepted), or its start policy deferred it (status deferred): " +
-				"poll GET /api/harvest/commands/{command_id}, which gives the execution it became part of once it begins.", client.AcceptedResponse{}},
+				"poll GET /api/harvest/commands/{command_id}, which gives the execution it became part of once it begins.", api.AcceptedResponse{}},
 		}, with(guarded, 409, 413, 422)...), startErrors),
 	},
 	{
@@ -117,11 +117,11 @@ var Routes = []Route{
 		Summary: "Signal the execution of a workflow_id, starting it if none runs",
 		Description: "task_queue chooses the task queue of the execution it starts, as a start's does (400 invalid_task_queue, " +
 			"404 unknown_workflow naming the queue).",
-		Headers: []Param{idempotencyKey}, Body: client.SignalWithStartRequest{}, BodyRequired: true,
+		Headers: []Param{idempotencyKey}, Body: api.SignalWithStartRequest{}, BodyRequired: true,
 		Responses: replacing(errs(map[int]Answer{
-			200: {"The running execution took the signal.", client.SignalWithStartResponse{}},
-			201: {"The execution was started with the signal.", client.SignalWithStartResponse{}},
-			202: {"Durable, outcome not known yet.", client.SignalResponse{}},
+			200: {"The running execution took the signal.", api.SignalWithStartResponse{}},
+			201: {"The execution was started with the signal.", api.SignalWithStartResponse{}},
+			202: {"Durable, outcome not known yet.", api.SignalResponse{}},
 		}, with(guarded, 409, 413, 422)...), startErrors),
 	},
 	{
@@ -131,13 +131,13 @@ var Routes = []Route{
 		Headers:     []Param{idempotencyKey}, Body: json.RawMessage(nil),
 		Query: []Param{{Name: "idempotency_key", Description: "The key, for senders that cannot set headers; the Idempotency-Key header wins."}},
 		Responses: errs(map[int]Answer{
-			202: {"The signal was delivered (signal_delivered), deduplicated (signal_delivered false), or is durable and not applied yet (command_id).", client.SignalResponse{}},
+			202: {"The signal was delivered (signal_delivered), deduplicated (signal_delivered false), or is durable and not applied yet (command_id).", api.SignalResponse{}},
 		}, with(guarded, 400, 404, 409, 413, 422)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/workflows", ID: "listWorkflows", Tag: "workflows", Scope: "read",
 		Summary:   "List workflows with their executions by status, input schemas, admission gates and live workers, including those declared or served that never ran",
-		Responses: errs(map[int]Answer{200: {"The workflows, by name.", client.ListWorkflowsResponse{}}}, guarded...),
+		Responses: errs(map[int]Answer{200: {"The workflows, by name.", api.ListWorkflowsResponse{}}}, guarded...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/webhooks", ID: "listWebhooks", Tag: "webhooks", Scope: "read",
@@ -145,7 +145,7 @@ var Routes = []Route{
 		Description: "The counts are the answering process's, since counted_since (when it started): for a fleet of ingest processes, " +
 			"sum harvest_ingest_webhooks_total, harvest_ingest_webhooks_refused_total and harvest_binding_messages_total in Prometheus. " +
 			"A token limited to some workflows sees the rules that route to them.",
-		Responses: errs(map[int]Answer{200: {"The sources and bindings, as configured.", client.ListWebhooksResponse{}}}, guarded...),
+		Responses: errs(map[int]Answer{200: {"The sources and bindings, as configured.", api.ListWebhooksResponse{}}}, guarded...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/workers", ID: "listWorkers", Tag: "workers", Scope: "read",
@@ -154,7 +154,7 @@ var Routes = []Route{
 			"or until its registration lapses (worker_ttl, 30 s) after it vanished. By task queue, host and id. " +
 			"pid, build, started_at and slots are absent for a worker of a version before workers said who they are. " +
 			"A token limited to some workflows sees every worker, with only those workflows.",
-		Responses: errs(map[int]Answer{200: {"The live workers.", client.ListWorkersResponse{}}}, guarded...),
+		Responses: errs(map[int]Answer{200: {"The live workers.", api.ListWorkersResponse{}}}, guarded...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/task-queues/{name}", ID: "describeTaskQueue", Tag: "workers", Scope: "read",
@@ -163,7 +163,7 @@ var Routes = []Route{
 			"with its backlog (tasks waiting for a worker or being run) and the ids of the live workers that serve it: " +
 			"a backlog with no workers is work that waits for a worker. unrouted_backlog counts the tasks an older scheduler " +
 			"wrote before tasks were routed by name. A token limited to some workflows sees only those workflows.",
-		Responses: errs(map[int]Answer{200: {"The queue's names, with their backlogs and workers.", client.TaskQueueResponse{}}}, with(guarded, 400)...),
+		Responses: errs(map[int]Answer{200: {"The queue's names, with their backlogs and workers.", api.TaskQueueResponse{}}}, with(guarded, 400)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions", ID: "listExecutions", Tag: "executions", Scope: "read",
@@ -178,36 +178,36 @@ var Routes = []Route{
 			{Name: "limit", Description: "1 to 500, default 50.", Type: "integer"},
 			{Name: "cursor", Description: "The next_cursor of the previous page."},
 		},
-		Responses: errs(map[int]Answer{200: {"A page of executions; next_cursor when there are more.", client.ListExecutionsResponse{}}}, with(guarded, 400)...),
+		Responses: errs(map[int]Answer{200: {"A page of executions; next_cursor when there are more.", api.ListExecutionsResponse{}}}, with(guarded, 400)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions/{execution_id}", ID: "describeExecution", Tag: "executions", Scope: "read",
 		Summary: "Describe an execution",
 		Description: "Besides its row: its start key's claim (idempotency_claim, while it is kept) with the duplicates it absorbed by layer, " +
 			"its keyed signals with theirs (signal_keys), and its completion callback's delivery (completion_callback).",
-		Responses: errs(map[int]Answer{200: {"The execution.", client.Execution{}}}, with(guarded, 400, 404)...),
+		Responses: errs(map[int]Answer{200: {"The execution.", api.Execution{}}}, with(guarded, 400, 404)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions/{execution_id}/history", ID: "executionHistory", Tag: "executions", Scope: "read",
 		Summary:   "Read an execution's history, oldest event first",
-		Responses: errs(map[int]Answer{200: {"The events.", client.HistoryResponse{}}}, with(guarded, 400, 404)...),
+		Responses: errs(map[int]Answer{200: {"The events.", api.HistoryResponse{}}}, with(guarded, 400, 404)...),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/executions/{execution_id}/cancel", ID: "cancelExecution", Tag: "executions", Scope: "cancel",
-		Summary: "Ask a running execution to cancel", Body: client.CancelRequest{},
+		Summary: "Ask a running execution to cancel", Body: api.CancelRequest{},
 		Responses: errs(map[int]Answer{
-			200: {"The cancellation was applied (or the execution had already closed: its status).", client.CancelResponse{}},
-			202: {"Durable, outcome not known yet.", client.AcceptedResponse{}},
+			200: {"The cancellation was applied (or the execution had already closed: its status).", api.CancelResponse{}},
+			202: {"Durable, outcome not known yet.", api.AcceptedResponse{}},
 		}, with(guarded, 400, 404, 409, 413)...),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/executions/{execution_id}/terminate", ID: "terminateExecution", Tag: "executions", Scope: "cancel",
 		Summary:     "Terminate a running execution",
 		Description: "It closes as Terminated at once: its workflow code runs no more, its pending activities and timers are abandoned, its running activities' contexts cancelled.",
-		Body:        client.TerminateRequest{},
+		Body:        api.TerminateRequest{},
 		Responses: errs(map[int]Answer{
-			200: {"The termination was applied (or the execution had already closed: its status).", client.TerminateResponse{}},
-			202: {"Durable, outcome not known yet.", client.AcceptedResponse{}},
+			200: {"The termination was applied (or the execution had already closed: its status).", api.TerminateResponse{}},
+			202: {"Durable, outcome not known yet.", api.AcceptedResponse{}},
 		}, with(guarded, 400, 404, 409, 413)...),
 	},
 	{
@@ -215,7 +215,7 @@ var Routes = []Route{
 		Summary: "Read what became of a command answered 202",
 		Description: "While the command waits, its status is accepted (deferred: a start its start policy holds back); " +
 			"once applied (or rejected) the answer its request would have had.",
-		Responses: errs(map[int]Answer{200: {"The command's state.", client.CommandResponse{}}}, with(guarded, 404)...),
+		Responses: errs(map[int]Answer{200: {"The command's state.", api.CommandResponse{}}}, with(guarded, 404)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/commands/dead", ID: "listDeadCommands", Tag: "commands", Scope: "read",
@@ -225,12 +225,12 @@ var Routes = []Route{
 			{Name: "before", Description: "Older than this id: the next page.", Type: "integer"},
 			{Name: "limit", Description: "1 to 500, default 50.", Type: "integer"},
 		},
-		Responses: errs(map[int]Answer{200: {"The dead commands.", client.ListDeadCommandsResponse{}}}, with(guarded, 400)...),
+		Responses: errs(map[int]Answer{200: {"The dead commands.", api.ListDeadCommandsResponse{}}}, with(guarded, 400)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/commands/dead/{id}", ID: "getDeadCommand", Tag: "commands", Scope: "read",
 		Summary:   "Read a dead command with its payload",
-		Responses: errs(map[int]Answer{200: {"The dead command.", client.DeadCommand{}}}, with(guarded, 400, 404)...),
+		Responses: errs(map[int]Answer{200: {"The dead command.", api.DeadCommand{}}}, with(guarded, 400, 404)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/retention", ID: "getRetention", Tag: "retention", Scope: "read",
@@ -240,7 +240,7 @@ var Routes = []Route{
 			"A token limited to some workflows sees theirs.",
 		Query: []Param{{Name: "as_of", Description: "Tell what is past retention at this time (RFC 3339), default now: " +
 			"the as_of of a prune's answer follows what it asked to prune while more executions pass their retention.", Type: "date-time"}},
-		Responses: errs(map[int]Answer{200: {"What the schedulers have yet to prune.", client.RetentionResponse{}}}, with(guarded, 400)...),
+		Responses: errs(map[int]Answer{200: {"What the schedulers have yet to prune.", api.RetentionResponse{}}}, with(guarded, 400)...),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/retention/prune", ID: "pruneNow", Tag: "retention", Scope: "admin",
@@ -249,7 +249,7 @@ var Routes = []Route{
 			"the answer does not wait for it. Follow it with GET /api/harvest/retention?as_of=<the answer's as_of> until nothing is left. " +
 			"A token limited to some workflows may not: a prune acts on every workflow.",
 		Responses: replacing(errs(map[int]Answer{
-			202: {"The schedulers were asked; what was past retention when they were.", client.RetentionResponse{}},
+			202: {"The schedulers were asked; what was past retention when they were.", api.RetentionResponse{}},
 		}, with(guarded, 400)...), map[int]Answer{
 			503: {"Try again after Retry-After: PostgreSQL or NATS unavailable, too many requests at once, or no scheduler running to prune.", errBody},
 		}),
@@ -257,18 +257,18 @@ var Routes = []Route{
 	{
 		Method: "GET", Path: "/api/harvest/admission", ID: "listAdmission", Tag: "admission", Scope: "read",
 		Summary:   "List the closed admission gates",
-		Responses: errs(map[int]Answer{200: {"The closed gates.", client.ListAdmissionResponse{}}}, guarded...),
+		Responses: errs(map[int]Answer{200: {"The closed gates.", api.ListAdmissionResponse{}}}, guarded...),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/admission/{workflow}/close", ID: "closeAdmission", Tag: "admission", Scope: "admin",
 		Summary: "Close a workflow's admission gate: its starts are refused with 503 admission_blocked",
-		Body:    client.CloseAdmissionRequest{}, BodyRequired: true,
-		Responses: errs(map[int]Answer{200: {"The gate, closed.", client.AdmissionGate{}}}, with(guarded, 400, 413)...),
+		Body:    api.CloseAdmissionRequest{}, BodyRequired: true,
+		Responses: errs(map[int]Answer{200: {"The gate, closed.", api.AdmissionGate{}}}, with(guarded, 400, 413)...),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/admission/{workflow}/open", ID: "openAdmission", Tag: "admission", Scope: "admin",
 		Summary:   "Open a workflow's admission gate",
-		Responses: errs(map[int]Answer{200: {"The gate, open.", client.AdmissionGate{}}}, with(guarded, 400)...),
+		Responses: errs(map[int]Answer{200: {"The gate, open.", api.AdmissionGate{}}}, with(guarded, 400)...),
 	},
 	{
 		Method: "POST", Path: "/hooks/{source}", ID: "deliverWebhook", Tag: "webhooks",
@@ -276,25 +276,25 @@ var Routes = []Route{
 		Description: "Authenticated by the source's signature (Stripe, GitHub or HMAC), never by a token. The body is the provider's event.",
 		Body:        json.RawMessage(nil), BodyRequired: true,
 		Responses: errs(map[int]Answer{
-			200: {"A duplicate of an event already accepted.", client.HookResponse{}},
-			202: {"Accepted (command_id), or ignored: no routing rule names it.", client.HookResponse{}},
+			200: {"A duplicate of an event already accepted.", api.HookResponse{}},
+			202: {"Accepted (command_id), or ignored: no routing rule names it.", api.HookResponse{}},
 		}, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge,
 			http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusInternalServerError, http.StatusServiceUnavailable),
 	},
 	{
 		Method: "POST", Path: "/v1/runs", ID: "createRun", Tag: "arcflow", Scope: "start",
 		Summary: "ArcFlow: create a run (a start keyed by Idempotency-Key)",
-		Headers: []Param{idempotencyKey}, Body: client.RunRequest{}, BodyRequired: true,
+		Headers: []Param{idempotencyKey}, Body: api.RunRequest{}, BodyRequired: true,
 		Responses: errs(map[int]Answer{
-			200: {"The run this key already started.", client.RunResponse{}},
-			201: {"The run was started.", client.RunResponse{}},
-			202: {"Durable, outcome not known yet.", client.AcceptedResponse{}},
+			200: {"The run this key already started.", api.RunResponse{}},
+			201: {"The run was started.", api.RunResponse{}},
+			202: {"Durable, outcome not known yet.", api.AcceptedResponse{}},
 		}, with(guarded, 400, 404, 409, 413, 422)...),
 	},
 	{
 		Method: "GET", Path: "/v1/runs/{run_id}", ID: "getRun", Tag: "arcflow", Scope: "read",
 		Summary:   "ArcFlow: read a run's status",
-		Responses: errs(map[int]Answer{200: {"The run, as its create answered it, with its current status.", client.RunResponse{}}}, with(guarded, 400, 404)...),
+		Responses: errs(map[int]Answer{200: {"The run, as its create answered it, with its current status.", api.RunResponse{}}}, with(guarded, 400, 404)...),
 	},
 	{
 		Method: "POST", Path: "/v1/runs/{run_id}/external/{binding_id}", ID: "runExternalCallback", Tag: "arcflow", Scope: "signal",
@@ -310,21 +310,21 @@ var Routes = []Route{
 		},
 		Body: json.RawMessage(nil),
 		Responses: errs(map[int]Answer{
-			202: {"Delivered (accepted), a repeated key (already_processed), or durable and not applied yet (accepted with command_id).", client.ExternalResponse{}},
+			202: {"Delivered (accepted), a repeated key (already_processed), or durable and not applied yet (accepted with command_id).", api.ExternalResponse{}},
 		}, with(guarded, 400, 404, 408, 409, 413, 422)...),
 	},
 	{
 		Method: "GET", Path: "/healthz", ID: "health", Tag: "operations",
 		Summary:   "The process serves",
-		Responses: map[int]Answer{200: {"Alive.", client.HealthResponse{}}},
+		Responses: map[int]Answer{200: {"Alive.", api.HealthResponse{}}},
 	},
 	{
 		Method: "GET", Path: "/readyz", ID: "ready", Tag: "operations",
 		Summary: "The process can take requests",
 		Responses: map[int]Answer{
 			200: {"Ready (status ready), or serving with something every ingest shares wrong (status degraded: PostgreSQL unreadable, shards not applying, " +
-				"the budget of a webhook source or of the requests without a token full, named in saturated; reasons say what).", client.ReadinessResponse{}},
-			503: {"Not ready (this process cannot accept commands: JetStream unreachable, or every slot of max_in_flight taken, saturated [\"api\"]), and why.", client.ReadinessResponse{}},
+				"the budget of a webhook source or of the requests without a token full, named in saturated; reasons say what).", api.ReadinessResponse{}},
+			503: {"Not ready (this process cannot accept commands: JetStream unreachable, or every slot of max_in_flight taken, saturated [\"api\"]), and why.", api.ReadinessResponse{}},
 		},
 	},
 	{

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -47,7 +47,7 @@ func TestCommandsForNoExecutionAreNotFound(t *testing.T) {
 	for _, c := range cmds {
 		out := outcomeOf(t, w, c.cmd.CommandID)
 		require.Equal(t, 404, out.HTTPStatus, "%s %q", c.cmd.Kind, c.cmd.TargetExecution())
-		require.Equal(t, client.CodeExecutionNotFound, out.Error)
+		require.Equal(t, api.CodeExecutionNotFound, out.Error)
 	}
 	e, err := store.GetExecution(t.Context(), db, id)
 	require.NoError(t, err)

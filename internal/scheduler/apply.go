@@ -203,29 +203,9 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	b := newBatch(ctx, env, time.Now().UTC(), applied)
 
 	// Gather what the batch reads, so each table is read once.
-	var (
-		newClaims    []store.NewClaim
-		wfRefs       []store.WorkflowRef
-		execIDs      []string
-		actRefs      []store.ActivityRef
-		sigRefs      []store.SignalRef
-		policyRefs   []store.PolicyRef
-		policyCmdIDs []string
-		seenPolicy   = map[store.PolicyRef]bool{}
-		pending      []seqCommand
-		seenWf       = map[store.WorkflowRef]bool{}
-		seenExecIDs  = map[string]bool{}
-		// readFree says whether the batch can go without reads: no key
-		// used twice, no signal-with-start, no activity or signal rows
-		// to read.
-		readFree = env.known != nil && env.lock != nil
-	)
-	addExec := func(id string) {
-		if !seenExecIDs[id] {
-			seenExecIDs[id] = true
-			execIDs = append(execIDs, id)
-		}
-	}
+	g := gathering{b: b, readFree: env.known != nil && env.lock != nil, seenWf: map[store.WorkflowRef]bool{},
+		seenExecIDs: map[string]bool{}, seenPolicy: map[store.PolicyRef]bool{}}
+	var pending []seqCommand
 	for _, c := range cmds {
 		if c.seq <= uint64(applied) {
 			continue
@@ -236,78 +216,8 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			continue
 		}
 		pending = append(pending, c)
-		switch c.cmd.Kind {
-		case wire.KindStart:
-			s := c.cmd.Start
-			if p := s.Policy; p != nil {
-				readFree = false
-				ref := store.PolicyRef{WorkflowName: s.WorkflowName, Kind: p.Kind, Key: p.Key}
-				if !seenPolicy[ref] {
-					seenPolicy[ref] = true
-					policyRefs = append(policyRefs, ref)
-				}
-				policyCmdIDs = append(policyCmdIDs, c.cmd.CommandID)
-				if p.Kind == wire.PolicyThrottle {
-					// It may begin at once, as any start, which looks
-					// up its workflow_id.
-					if ref := (store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}); !seenWf[ref] {
-						seenWf[ref] = true
-						wfRefs = append(wfRefs, ref)
-					}
-				}
-				continue
-			}
-			if s.IdempotencyKey != "" {
-				ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
-				if _, ok := b.tentative[ref]; !ok {
-					id := b.mintExecutionID()
-					b.tentative[ref] = id
-					newClaims = append(newClaims, store.NewClaim{ClaimRef: ref, ExecutionID: id, Fingerprint: s.Fingerprint})
-				} else {
-					readFree = false
-				}
-			}
-			ref := store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}
-			if !seenWf[ref] {
-				seenWf[ref] = true
-				wfRefs = append(wfRefs, ref)
-			}
-		case wire.KindWorkflowTaskCompleted:
-			addExec(c.cmd.WorkflowTask.ExecutionID)
-		case wire.KindActivityResult:
-			addExec(c.cmd.Activity.ExecutionID)
-			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Activity.ExecutionID, ActivityID: c.cmd.Activity.ActivityID})
-		case wire.KindSignal:
-			// An execution id in another form than the canonical one
-			// names no execution: it is not looked up (PostgreSQL could
-			// refuse it), and the command is answered 404, as for an
-			// execution that does not exist (validCommand). So are a
-			// cancellation's and a termination's.
-			if !validUUID(c.cmd.Signal.ExecutionID) {
-				continue
-			}
-			addExec(c.cmd.Signal.ExecutionID)
-			if c.cmd.Signal.IdempotencyKey != "" {
-				sigRefs = append(sigRefs, store.SignalRef{ExecutionID: c.cmd.Signal.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
-			}
-		case wire.KindCancel:
-			if validUUID(c.cmd.Cancel.ExecutionID) {
-				addExec(c.cmd.Cancel.ExecutionID)
-			}
-		case wire.KindTerminate:
-			if validUUID(c.cmd.Terminate.ExecutionID) {
-				addExec(c.cmd.Terminate.ExecutionID)
-			}
-		case wire.KindActivityHeartbeat:
-			addExec(c.cmd.Heartbeat.ExecutionID)
-			actRefs = append(actRefs, store.ActivityRef{ExecutionID: c.cmd.Heartbeat.ExecutionID, ActivityID: c.cmd.Heartbeat.ActivityID})
-		case wire.KindSignalWithStart:
-			readFree = false
-			ref := store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}
-			if !seenWf[ref] {
-				seenWf[ref] = true
-				wfRefs = append(wfRefs, ref)
-			}
+		if k := commandKinds[c.cmd.Kind]; k.gather != nil {
+			k.gather(&g, c)
 		}
 	}
 	if len(pending) == 0 {
@@ -319,7 +229,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		return &b.writes, nil
 	}
 	if env.known != nil {
-		if !readFree || len(actRefs) > 0 || len(sigRefs) > 0 || !b.assume(env, applied, execIDs, newClaims, wfRefs) {
+		if !g.readFree || len(g.actRefs) > 0 || len(g.sigRefs) > 0 || !b.assume(env, applied, g.execIDs, g.newClaims, g.wfRefs) {
 			return nil, errNeedsReads
 		}
 		return b.applyAll(ctx, txHistories(tx), pending)
@@ -331,35 +241,35 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	var (
 		reads     store.Reads
 		lockedSeq int64
-		latest    = make(map[store.WorkflowRef]*store.Execution, len(wfRefs))
+		latest    = make(map[store.WorkflowRef]*store.Execution, len(g.wfRefs))
 	)
-	b.claims = make(map[store.ClaimRef]store.Claim, len(newClaims))
-	b.execs = make(map[string]*store.Execution, len(execIDs))
-	b.activities = make(map[store.ActivityRef]*store.Activity, len(actRefs))
-	b.signalClaims = make(map[store.SignalRef]bool, len(sigRefs))
+	b.claims = make(map[store.ClaimRef]store.Claim, len(g.newClaims))
+	b.execs = make(map[string]*store.Execution, len(g.execIDs))
+	b.activities = make(map[store.ActivityRef]*store.Activity, len(g.actRefs))
+	b.signalClaims = make(map[store.SignalRef]bool, len(g.sigRefs))
 	if env.lock != nil {
 		reads.LockShard(env.lock.owner, env.lock.lease, &lockedSeq)
 	}
-	reads.ClaimStartKeys(newClaims, env.window, b.claims)
-	reads.LoadExecutions(execIDs, b.execs)
-	reads.LatestByWorkflowID(wfRefs, latest)
-	reads.LoadActivities(actRefs, b.activities)
-	reads.LoadSignalClaims(sigRefs, b.signalClaims)
-	reads.LoadPolicyKeys(policyRefs, b.policyKeys)
-	reads.LoadOutcomes(policyCmdIDs, b.priorOutcomes)
+	reads.ClaimStartKeys(g.newClaims, env.window, b.claims)
+	reads.LoadExecutions(g.execIDs, b.execs)
+	reads.LatestByWorkflowID(g.wfRefs, latest)
+	reads.LoadActivities(g.actRefs, b.activities)
+	reads.LoadSignalClaims(g.sigRefs, b.signalClaims)
+	reads.LoadPolicyKeys(g.policyRefs, b.policyKeys)
+	reads.LoadOutcomes(g.policyCmdIDs, b.priorOutcomes)
 	if err := reads.Send(ctx, tx); err != nil {
 		return nil, err
 	}
 	if env.lock != nil && lockedSeq != applied {
 		return nil, fmt.Errorf("shard %d: applied %d, expected %d: %w", shard, lockedSeq, applied, errAppliedMoved)
 	}
-	if err := store.ClaimsMissed(ctx, tx, newClaims, b.claims); err != nil {
+	if err := store.ClaimsMissed(ctx, tx, g.newClaims, b.claims); err != nil {
 		return nil, err
 	}
 	var more []string
 	for ref, c := range b.claims {
-		if c.ExecutionID != b.tentative[ref] && !seenExecIDs[c.ExecutionID] {
-			seenExecIDs[c.ExecutionID] = true
+		if c.ExecutionID != b.tentative[ref] && !g.seenExecIDs[c.ExecutionID] {
+			g.seenExecIDs[c.ExecutionID] = true
 			more = append(more, c.ExecutionID)
 		}
 	}
@@ -424,29 +334,8 @@ func (b *batch) applyAll(ctx context.Context, histories historyLoader, pending [
 	for _, c := range pending {
 		b.cmd = &c.cmd
 		b.curTrace = c.trace
-		switch c.cmd.Kind {
-		case wire.KindStart:
-			if c.cmd.Start.Policy != nil {
-				b.policyStart(c)
-			} else {
-				b.start(c)
-			}
-		case wire.KindWorkflowTaskCompleted:
-			b.workflowTaskCompleted(c.cmd.WorkflowTask)
-		case wire.KindActivityResult:
-			b.activityResult(c.cmd.Activity)
-		case wire.KindSignal:
-			b.signal(c)
-		case wire.KindSignalWithStart:
-			b.signalWithStart(c)
-		case wire.KindActivityHeartbeat:
-			b.heartbeat(c.cmd.Heartbeat)
-		case wire.KindCancel:
-			b.cancel(c)
-		case wire.KindTerminate:
-			b.terminateCommand(c)
-		case wire.KindDuplicate:
-			b.duplicate(c.cmd.Duplicate)
+		if k, ok := commandKinds[c.cmd.Kind]; ok {
+			k.apply(b, c)
 		}
 	}
 	b.cmd = nil

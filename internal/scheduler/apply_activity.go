@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/decide"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -136,16 +137,12 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 			Message: fmt.Sprintf("activity %q on task queue %q cannot be dispatched: %v", a.ActivityName, queue, err)})
 		return
 	}
-	deadline := b.now.Add(opts.StartToClose())
-	if total := opts.ScheduleToClose(); total > 0 && a.ScheduledAt.Add(total).Before(deadline) {
-		deadline = a.ScheduledAt.Add(total)
-	}
-	task := wire.ActivityTask{
+	at := decide.Attempt{
 		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, TaskQueue: queue,
-		ActivityID: a.ActivityID, ActivityName: a.ActivityName, Input: a.Input, IdempotencyKey: a.IdempotencyKey,
-		Attempt: a.Attempt, ScheduledAt: a.ScheduledAt, Deadline: deadline,
-		HeartbeatTimeoutMS: opts.HeartbeatTimeoutMS, HeartbeatDetails: a.HeartbeatDetails, PreviousOutcomeUnknown: a.OutcomeUnknown,
+		Activity: decide.Activity{ID: a.ActivityID, Name: a.ActivityName, Key: a.IdempotencyKey, Input: a.Input, Options: opts},
+		Number:   a.Attempt, ScheduledAt: a.ScheduledAt, HeartbeatDetails: a.HeartbeatDetails, PreviousOutcomeUnknown: a.OutcomeUnknown,
 	}
+	task := at.Task(b.now)
 	data, _ := json.Marshal(task)
 	if b.maxTask > 0 && len(data) > b.maxTask {
 		// Every attempt's task would be as large (its input): the
@@ -161,7 +158,7 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data, Trace: b.traceOf(e),
 	})
 	attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
-	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityTimeout, FireAt: deadline, Attrs: attrs})
+	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityTimeout, FireAt: task.Deadline, Attrs: attrs})
 	if hb := time.Duration(opts.HeartbeatTimeoutMS) * time.Millisecond; hb > 0 {
 		now := b.now
 		a.LastHeartbeatAt = &now

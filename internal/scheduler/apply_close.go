@@ -1,9 +1,13 @@
 package scheduler
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"time"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -39,14 +43,52 @@ type CallbackPayload struct {
 	ClosedAt     time.Time       `json:"closed_at"`
 }
 
-// terminate closes a running execution as Terminated, for reason: at
-// once, without a workflow task. Workers are told, so that its running
-// activities' contexts are cancelled.
-func (b *batch) terminate(e *store.Execution, reason string) {
-	e.Error, _ = json.Marshal(wire.Failure{Type: "Terminated", Message: reason})
-	b.close(e, wire.StatusTerminated, wire.EventWorkflowTerminated, wire.WorkflowClosedAttrs{Reason: reason})
+// closing is how an execution is closed at once, without a workflow
+// task, by a command: cancelled or terminated.
+type closing struct {
+	status, event string
+	// failure is the type of the execution's error; reason says why when
+	// the command does not.
+	failure, reason string
+	// msgPrefix makes the message id that tells workers, one per
+	// execution.
+	msgPrefix string
+}
+
+var (
+	cancelling  = closing{status: wire.StatusCancelled, event: wire.EventWorkflowCancelled, failure: "Cancelled", reason: "cancelled", msgPrefix: "cancel:"}
+	terminating = closing{status: wire.StatusTerminated, event: wire.EventWorkflowTerminated, failure: "Terminated", reason: "terminated", msgPrefix: "terminate:"}
+)
+
+// closeNow closes a running execution how says, for reason: at once,
+// without a workflow task. Workers are told, so that its running
+// activities' contexts are cancelled; its pending activities and timers
+// are abandoned (their results and firings find the execution closed).
+func (b *batch) closeNow(e *store.Execution, how closing, reason string) {
+	e.Error, _ = json.Marshal(wire.Failure{Type: how.failure, Message: reason})
+	b.close(e, how.status, how.event, wire.WorkflowClosedAttrs{Reason: reason})
 	e.WFTOutstanding, e.WFTDirty = false, false
-	b.stopActivities(e, "terminate:", reason)
+	b.stopActivities(e, how.msgPrefix, reason)
+}
+
+// terminate closes a running execution as Terminated, for reason, as a
+// start with reuse_policy terminate_if_running does its prior run.
+func (b *batch) terminate(e *store.Execution, reason string) { b.closeNow(e, terminating, reason) }
+
+// closeCommand applies a cancel or terminate command (kind) for the
+// execution executionID: a running one is closed how says; closing a
+// closed one changes nothing, and the answer says how it ended.
+func (b *batch) closeCommand(c seqCommand, kind, executionID, reason string, how closing) {
+	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: kind, ExecutionID: executionID, AppliedAt: b.now}
+	e := b.execs[executionID]
+	if e == nil {
+		b.refuse(out, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution %s", executionID))
+		return
+	}
+	if e.Status == wire.StatusRunning {
+		b.closeNow(e, how, cmp.Or(reason, how.reason))
+	}
+	b.outcome(out, e, false, false)
 }
 
 // stopActivities tells workers, after the commit, that the execution e

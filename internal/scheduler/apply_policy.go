@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -112,7 +112,7 @@ func (b *batch) policyStart(c seqCommand) {
 	default:
 		// Ingest sends no other kind; a command that does is refused.
 		logattr.With(b.log, "", s.WorkflowName, c.cmd.CommandID).Error("start under a policy of unknown kind", "kind", p.Kind)
-		b.refuse(out, http.StatusBadRequest, client.CodeInvalidStartPolicy, "unknown start policy kind "+p.Kind)
+		b.refuse(out, http.StatusBadRequest, api.CodeInvalidStartPolicy, "unknown start policy kind "+p.Kind)
 		return
 	}
 	m := store.DeferredMember{GroupID: g.GroupID, Position: g.Size, CommandID: c.cmd.CommandID, StreamSeq: c.seq}
@@ -351,7 +351,7 @@ func refuseGroups(ctx context.Context, env applyEnv, applied int64, now time.Tim
 		}
 		for _, m := range members[g.GroupID] {
 			b.refuse(wire.Outcome{CommandID: m.CommandID, StreamSeq: uint64(applied), Kind: wire.KindStart, WorkflowName: g.WorkflowName, AppliedAt: b.now},
-				http.StatusUnprocessableEntity, client.CodeCommandRejected, fmt.Sprintf("the start was deferred by its %s start policy and could not begin: %v", g.Kind, cause))
+				http.StatusUnprocessableEntity, api.CodeCommandRejected, fmt.Sprintf("the start was deferred by its %s start policy and could not begin: %v", g.Kind, cause))
 		}
 		b.writes.Policies.Released = append(b.writes.Policies.Released, g.GroupID)
 	}

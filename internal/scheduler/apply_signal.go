@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -16,7 +16,7 @@ func (b *batch) signal(c seqCommand) {
 	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindSignal, ExecutionID: sg.ExecutionID, AppliedAt: b.now}
 	e := b.execs[sg.ExecutionID]
 	if e == nil {
-		b.refuse(out, http.StatusNotFound, client.CodeExecutionNotFound, fmt.Sprintf("no execution %s", sg.ExecutionID))
+		b.refuse(out, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution %s", sg.ExecutionID))
 		return
 	}
 	out.WorkflowName, out.WorkflowID, out.Status = e.WorkflowName, e.WorkflowID, e.Status
@@ -28,7 +28,7 @@ func (b *batch) signal(c seqCommand) {
 		return
 	}
 	if e.Status != wire.StatusRunning {
-		b.refuse(out, http.StatusConflict, client.CodeExecutionTerminal, fmt.Sprintf("execution %s is %s and takes no signals", e.ExecutionID, e.Status))
+		b.refuse(out, http.StatusConflict, api.CodeExecutionTerminal, fmt.Sprintf("execution %s is %s and takes no signals", e.ExecutionID, e.Status))
 		return
 	}
 	b.deliverSignal(e, sg)
@@ -64,7 +64,7 @@ func (b *batch) signalWithStart(c seqCommand) {
 			refuse = prior.Status != wire.StatusFailed && prior.Status != wire.StatusCancelled
 		}
 		if refuse {
-			b.refuse(out, http.StatusConflict, client.CodeWorkflowIDConflict,
+			b.refuse(out, http.StatusConflict, api.CodeWorkflowIDConflict,
 				fmt.Sprintf("workflow %s with workflow_id %q already ran (execution %s, %s)", st.WorkflowName, st.WorkflowID, prior.ExecutionID, prior.Status))
 			return
 		}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -23,7 +23,7 @@ func (b *batch) start(c seqCommand) {
 			// Claimed before this batch: a replay.
 			if holder = b.execs[claim.ExecutionID]; holder == nil {
 				logattr.With(b.log, claim.ExecutionID, s.WorkflowName, c.cmd.CommandID).Error("start claim points to a missing execution", "idempotency_key", s.IdempotencyKey)
-				b.refuse(out, http.StatusInternalServerError, client.CodeClaimDangling, fmt.Sprintf("idempotency key %q is claimed by execution %s, which does not exist", s.IdempotencyKey, claim.ExecutionID))
+				b.refuse(out, http.StatusInternalServerError, api.CodeClaimDangling, fmt.Sprintf("idempotency key %q is claimed by execution %s, which does not exist", s.IdempotencyKey, claim.ExecutionID))
 				return
 			}
 			b.claimExec[ref] = holder
@@ -31,7 +31,7 @@ func (b *batch) start(c seqCommand) {
 		if holder != nil {
 			// A keyed replay short-circuits every other rule.
 			if s.RejectFingerprintMismatch && claim.Fingerprint != "" && s.Fingerprint != claim.Fingerprint {
-				b.refuse(out, http.StatusUnprocessableEntity, client.CodeIdempotencyKeyReused,
+				b.refuse(out, http.StatusUnprocessableEntity, api.CodeIdempotencyKeyReused,
 					fmt.Sprintf("idempotency key %q was first used with a different input", s.IdempotencyKey))
 				return
 			}
@@ -45,7 +45,7 @@ func (b *batch) start(c seqCommand) {
 		switch s.ReusePolicy {
 		case wire.ReuseRejectDuplicate:
 			b.rollBackClaim(ref, out.Keyed)
-			b.refuse(out, http.StatusConflict, client.CodeWorkflowIDConflict,
+			b.refuse(out, http.StatusConflict, api.CodeWorkflowIDConflict,
 				fmt.Sprintf("workflow %s with workflow_id %q already exists (execution %s, %s)", s.WorkflowName, s.WorkflowID, prior.ExecutionID, prior.Status))
 			return
 		case wire.ReuseTerminateIfRunning:

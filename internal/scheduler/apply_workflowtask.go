@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/broker"
-	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/decide"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -43,65 +43,41 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	if taskTime.IsZero() {
 		taskTime = b.now // a worker that does not say
 	}
-	b.appendEvent(e, wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: r.TaskID, BaseSeq: r.BaseSeq, Time: taskTime.UTC()})
-	for _, d := range r.Decisions {
+	typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime)
+	b.appendEvent(e, typ, attrs)
+	for i := range r.Decisions {
 		if e.Status != wire.StatusRunning {
 			break
 		}
-		switch d.Type {
-		case wire.DecisionScheduleActivity:
-			opts := d.ScheduledOptions()
-			rawOpts, _ := json.Marshal(opts)
-			ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: d.ActivityID}
-			a := &store.Activity{
-				ExecutionID: e.ExecutionID, ActivityID: d.ActivityID, ActivityName: d.ActivityName,
-				Status: store.ActivityScheduled, Attempt: 1, IdempotencyKey: dedup.ActivityKeyFor(e.ExecutionID, d.ActivityID).String(),
-				Input: d.Input, Options: rawOpts, ScheduledAt: b.now,
+		d := &r.Decisions[i]
+		rec, err := decide.Record(e.ExecutionID, d, b.now)
+		if err != nil {
+			b.logFor(e.ExecutionID).Warn("ignoring a decision", "decision", d.Type, "err", err)
+			continue
+		}
+		// What the decision means is decide's; here are the rows it needs.
+		switch {
+		case rec.Closes:
+			if rec.Status == wire.StatusCompleted {
+				e.Result = d.Result
+			} else {
+				e.Error, _ = json.Marshal(d.Failure)
 			}
-			b.activities[ref] = a
-			b.newActs[ref] = true
-			b.writes.NewActivities = append(b.writes.NewActivities, a)
-			b.appendEvent(e, wire.EventActivityScheduled, wire.ActivityScheduledAttrs{
-				ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input, IdempotencyKey: a.IdempotencyKey, Options: opts,
-			})
-			switch {
-			case eager[d.ActivityID] != nil:
-				// Its attempt 1 ran on the worker; the result follows.
-			case d.PossiblyStarted:
-				// Attempt 1 may have run on a worker that vanished: it
-				// counts, as an attempt whose worker vanished does, and
-				// the next one reconciles first. An activity allowed one
-				// attempt is thus never run twice.
-				b.attemptFailed(e, a, &wire.Failure{Type: "WorkerLost", Message: "attempt 1 may have run eagerly on a worker that vanished before reporting it"})
-			default:
-				b.dispatchAttempt(e, a)
-			}
-		case wire.DecisionStartTimer:
-			fireAt := b.now.Add(time.Duration(d.DurationMS) * time.Millisecond)
-			b.appendEvent(e, wire.EventTimerStarted, wire.TimerAttrs{TimerID: d.TimerID, FireAt: &fireAt, DurationMS: d.DurationMS})
+			b.close(e, rec.Status, rec.Event, rec.Attrs.(wire.WorkflowClosedAttrs))
+			continue
+		case rec.Activity != nil:
+			b.scheduleActivity(e, d, rec, eager[d.ActivityID] != nil)
+			continue
+		case d.Type == wire.DecisionStartTimer:
 			attrs, _ := json.Marshal(wire.TimerAttrs{TimerID: d.TimerID})
-			b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerWorkflow, FireAt: fireAt, Attrs: attrs})
-		case wire.DecisionCancelTimer:
+			b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerWorkflow, FireAt: rec.FireAt, Attrs: attrs})
+		case d.Type == wire.DecisionCancelTimer:
 			// A timer that fired already has no row left; its TimerFired,
 			// recorded after what the task saw, is not seen by the
 			// workflow.
 			b.writes.CancelledTimers = append(b.writes.CancelledTimers, store.WorkflowTimerRef{ExecutionID: e.ExecutionID, TimerID: d.TimerID})
-			b.appendEvent(e, wire.EventTimerCancelled, wire.TimerAttrs{TimerID: d.TimerID})
-		case wire.DecisionRecordMarker:
-			if d.Marker == nil {
-				b.logFor(e.ExecutionID).Warn("ignoring a record_marker decision without its marker")
-				continue
-			}
-			b.appendEvent(e, wire.EventMarkerRecorded, *d.Marker)
-		case wire.DecisionCompleteWorkflow:
-			e.Result = d.Result
-			b.close(e, wire.StatusCompleted, wire.EventWorkflowCompleted, wire.WorkflowClosedAttrs{Result: d.Result})
-		case wire.DecisionFailWorkflow:
-			e.Error, _ = json.Marshal(d.Failure)
-			b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: d.Failure})
-		default:
-			b.logFor(e.ExecutionID).Warn("ignoring unknown decision", "decision", d.Type)
 		}
+		b.appendEvent(e, rec.Event, rec.Attrs)
 	}
 	// The eager attempts' results follow the decisions, in the worker's
 	// order, as they do in the history its next task ran over.
@@ -117,7 +93,8 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			continue
 		}
 		a.Status = store.ActivityCompleted
-		b.appendEvent(e, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: 1, Result: res.Result})
+		typ, attrs := decide.ActivityCompleted(a.ActivityID, a.ActivityName, 1, res.Result)
+		b.appendEvent(e, typ, attrs)
 		if !speculate {
 			b.needWorkflowTask(e)
 		}
@@ -139,6 +116,36 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	if e.Status == wire.StatusRunning && e.WFTDirty {
 		e.WFTDirty = false
 		b.needWorkflowTask(e)
+	}
+}
+
+// scheduleActivity records the activity rec schedules and dispatches its
+// first attempt, unless it ran eagerly (ranEagerly: its result follows)
+// or may have (d.PossiblyStarted).
+func (b *batch) scheduleActivity(e *store.Execution, d *wire.Decision, rec decide.Recorded, ranEagerly bool) {
+	act := rec.Activity
+	rawOpts, _ := json.Marshal(act.Options)
+	ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: act.ID}
+	a := &store.Activity{
+		ExecutionID: e.ExecutionID, ActivityID: act.ID, ActivityName: act.Name,
+		Status: store.ActivityScheduled, Attempt: 1, IdempotencyKey: act.Key,
+		Input: act.Input, Options: rawOpts, ScheduledAt: b.now,
+	}
+	b.activities[ref] = a
+	b.newActs[ref] = true
+	b.writes.NewActivities = append(b.writes.NewActivities, a)
+	b.appendEvent(e, rec.Event, rec.Attrs)
+	switch {
+	case ranEagerly:
+		// Its attempt 1 ran on the worker; the result follows.
+	case d.PossiblyStarted:
+		// Attempt 1 may have run on a worker that vanished: it counts, as
+		// an attempt whose worker vanished does, and the next one
+		// reconciles first. An activity allowed one attempt is thus never
+		// run twice.
+		b.attemptFailed(e, a, &wire.Failure{Type: "WorkerLost", Message: "attempt 1 may have run eagerly on a worker that vanished before reporting it"})
+	default:
+		b.dispatchAttempt(e, a)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -51,7 +51,7 @@ func (b *batch) deadLetter(c seqCommand) {
 		return // no command id to answer under (the message carried none, or garbage)
 	}
 	b.refuse(wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: c.cmd.Kind, AppliedAt: b.now},
-		http.StatusUnprocessableEntity, client.CodeCommandRejected,
+		http.StatusUnprocessableEntity, api.CodeCommandRejected,
 		"the scheduler could not apply this command and set it aside (harvest commands dead lists it): "+c.dead.reason)
 }
 

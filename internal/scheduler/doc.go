@@ -25,18 +25,29 @@ package scheduler
 //   - scheduler.go: Config, New, Start, Stop.
 //   - lease.go, sweep.go: the lease loop and rounds; the sweep of expired
 //     claims and outcomes. callbacks.go: completion callback delivery.
+//     retention.go: pruning closed executions past their retention.
 //   - runner.go: a shard's runner, its restarts and health marks;
 //     ready.go: Ready, the scheduler's readiness (admin_addr's /readyz).
 //   - session.go: a shard session, delivery order checks, catch-up.
 //   - applytx.go: a batch of messages in one apply transaction (pipetx.go
 //     is the transaction), acknowledged and announced.
-//   - apply.go: the apply itself, its reads and dispatch by command kind;
-//     apply_<kind>.go: each kind of command (start, signal, workflowtask,
-//     activity, cancel, terminate), apply_close.go: closing an execution.
+//   - commands.go: the table of command kinds, each with its validation,
+//     its reads and its apply; add a kind of command there.
+//   - apply.go: the apply itself: the batch's reads, then each command by
+//     its kind. Each kind's apply: apply_start.go, apply_policy.go (starts
+//     under a start policy), apply_signal.go, apply_workflowtask.go (a
+//     workflow task's decisions, whose meaning is internal/decide's),
+//     apply_activity.go (results, heartbeats, attempts and their
+//     dispatch), apply_duplicate.go, apply_close.go (closing an
+//     execution; cancel and terminate).
 //   - alarm.go, apply_timer.go: durable timers: firing them (and dropping
 //     one that cannot fire), and what each kind does.
-//   - validate.go: command validation. dead.go: dead letters, and isolating
-//     the command that cannot apply.
+//   - validate.go: what makes a command's fields valid. dead.go: dead
+//     letters, and isolating the command that cannot apply.
 //   - outbox.go, reap.go, tasks.go: publishing the outbox, collecting its
 //     acknowledgements, the workflow tasks the task stream holds.
 //   - cache.go, heldlog.go: what read-free batches rely on.
+//   - memory.go: Memory, one shard in memory, applied by the same code;
+//     the test kit (harvesttest) runs on it.
+//   - metrics.go, shardstats.go: the scheduler's metrics; the shards'
+//     backlogs, read at scrape time. logfor.go: a batch's log lines.

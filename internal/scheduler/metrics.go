@@ -44,10 +44,6 @@ type metrics struct {
 // other is the label value of what is not one of a label's known values.
 const other = "other"
 
-// commandKinds are the values of the kind label of commands.
-var commandKinds = []string{wire.KindStart, wire.KindWorkflowTaskCompleted, wire.KindActivityResult, wire.KindSignal,
-	wire.KindSignalWithStart, wire.KindActivityHeartbeat, wire.KindCancel, wire.KindDuplicate, other}
-
 // timerKinds are the values of the kind label of timers.
 var timerKinds = []string{store.TimerStart, store.TimerWorkflow, store.TimerActivityTimeout, store.TimerActivityRetry,
 	store.TimerActivityHeartbeat, store.TimerWorkflowTask, other}
@@ -162,7 +158,9 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 	m.info.Set(1)
 	// Every series from the start, so that rates and dashboards see zeros
 	// rather than nothing.
-	for _, k := range commandKinds {
+	// The values of the kind label of commands: the kinds applied, and
+	// other.
+	for _, k := range append(commandKindNames(), other) {
 		m.commands[k] = commands.WithLabelValues(k)
 	}
 	for _, k := range timerKinds {

@@ -40,7 +40,7 @@ func TestReadyFollowsNATSAndTheShards(t *testing.T) {
 	require.Len(t, s.OwnedShards(), 2)
 	n, err := testutil.GatherAndCount(reg, "harvest_scheduler_shards_owned", "harvest_scheduler_failing_shards", "harvest_scheduler_shards_failing", "harvest_scheduler_commands_total")
 	require.NoError(t, err)
-	require.Equal(t, 3+len(commandKinds), n, "the commands' series are by kind")
+	require.Equal(t, 3+len(commandKindNames())+1, n, "the commands' series are by kind, and other")
 	require.Equal(t, 2.0, testutil.ToFloat64(s.metrics.owned))
 
 	ns.Shutdown()

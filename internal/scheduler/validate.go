@@ -7,36 +7,6 @@ import (
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-// validCommand says whether c is a command the scheduler can apply; one
-// that is not is set aside as dead. A signal, cancellation or termination
-// whose execution id is not in the canonical form is valid: it names no
-// execution, and is answered 404 as one naming an execution that does
-// not exist, so that a caller cannot fill the dead commands with ids
-// (ingest refuses such ids before publishing).
-func validCommand(c *wire.Command) bool {
-	switch c.Kind {
-	case wire.KindStart:
-		return c.Start != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Start.TaskQueue != "" && validPolicy(c.Start)
-	case wire.KindWorkflowTaskCompleted:
-		return c.WorkflowTask != nil && validUUID(c.WorkflowTask.ExecutionID)
-	case wire.KindActivityResult:
-		return c.Activity != nil && validUUID(c.Activity.ExecutionID)
-	case wire.KindSignal:
-		return c.Signal != nil && c.Signal.SignalName != ""
-	case wire.KindActivityHeartbeat:
-		return c.Heartbeat != nil && validUUID(c.Heartbeat.ExecutionID)
-	case wire.KindCancel:
-		return c.Cancel != nil
-	case wire.KindTerminate:
-		return c.Terminate != nil
-	case wire.KindSignalWithStart:
-		return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
-	case wire.KindDuplicate:
-		return validDuplicate(c.Duplicate)
-	}
-	return false
-}
-
 // validUUID says whether s is an execution id in its canonical form: 36
 // characters, lower-case hex digits with hyphens, as the scheduler mints
 // them and as they are stored. The stores, the caches and the subjects

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest"
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/service"
@@ -52,13 +52,13 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // notReady is /readyz's answer, which must be 503.
-func notReady(t *testing.T, admin string) client.ReadinessResponse {
+func notReady(t *testing.T, admin string) api.ReadinessResponse {
 	t.Helper()
 	status, body := get(t, admin+"/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, status, body)
-	var r client.ReadinessResponse
+	var r api.ReadinessResponse
 	require.NoError(t, json.Unmarshal([]byte(body), &r))
-	require.Equal(t, client.CodeNotReady, r.Error)
+	require.Equal(t, api.CodeNotReady, r.Error)
 	return r
 }
 

@@ -2,16 +2,13 @@ package service
 
 import (
 	"cmp"
-	"log/slog"
 	"time"
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/config"
-	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
-	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -81,39 +78,4 @@ func WorkerConfig(cfg config.Config) harvest.WorkerConfig {
 		DisableEagerActivities: cfg.DisableEagerActivities,
 		WorkflowCacheSize:      cfg.WorkflowCacheSize,
 	}
-}
-
-// DevConfig is the one-process stack the configuration describes, for
-// harvest dev and harvest bench; the state dir and addresses are the
-// caller's. It fails on a credentials or TLS file it cannot read.
-func DevConfig(cfg config.Config, log *slog.Logger) (devstack.Config, error) {
-	natsOpts, err := NATSOptions(cfg)
-	if err != nil {
-		return devstack.Config{}, err
-	}
-	var stores []devstack.StoreConfig
-	for _, st := range cfg.Stores {
-		stores = append(stores, devstack.StoreConfig{Name: st.Name, DatabaseURL: st.DatabaseURL, Mode: storesMode(st.Mode)})
-	}
-	return devstack.Config{
-		NATSURL:     cfg.NATSURL,
-		NATSOptions: natsOpts,
-		DatabaseURL: cfg.StoreURLs()[0],
-		Stores:      stores,
-		// The pool's size, as the services' own pools have it.
-		DatabaseMaxConns: cfg.DatabaseMaxConns,
-		Streams:          StreamsConfig(cfg),
-		Scheduler:        SchedulerConfig(cfg),
-		Ingest:           IngestConfig(cfg),
-		Worker:           WorkerConfig(cfg),
-		Bindings:         cfg.Bindings,
-		Logger:           log,
-	}, nil
-}
-
-func storesMode(mode string) placement.Mode {
-	if mode == "" {
-		return placement.Writable
-	}
-	return placement.Mode(mode)
 }

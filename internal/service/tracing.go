@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/tracing"
+	"github.com/harvest-engine/harvest/internal/tracing/otlpsetup"
 )
 
 // StartTracing returns the process's tracing as the standard
-// OpenTelemetry environment asks (tracing.FromEnv; nil, off, without an
+// OpenTelemetry environment asks (otlpsetup.FromEnv; nil, off, without an
 // OTLP endpoint), and the stop that flushes its last spans.
 func StartTracing(ctx context.Context, service string, log *slog.Logger) (*tracing.Tracing, func(), error) {
-	tr, err := tracing.FromEnv(ctx, service)
+	tr, err := otlpsetup.FromEnv(ctx, service)
 	if err != nil || tr == nil {
 		return nil, func() {}, err
 	}

@@ -1,5 +1,5 @@
 // Package startpolicy owns start policies as ingest sees them: it checks a
-// workflow's policy (client.StartPolicy, from the configuration or a start
+// workflow's policy (api.StartPolicy, from the configuration or a start
 // request), binds it to one start's input (the wire.StartPolicy the start
 // command carries to the scheduler) and places such a start on the shard
 // that keeps its policy's state. The scheduler applies the policies
@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -61,7 +61,7 @@ type Policy struct {
 }
 
 // Parse checks p; nil p, or one that sets none of its policies, is nil.
-func Parse(p *client.StartPolicy) (*Policy, error) {
+func Parse(p *api.StartPolicy) (*Policy, error) {
 	if p == nil {
 		return nil, nil
 	}
@@ -101,11 +101,11 @@ func Parse(p *client.StartPolicy) (*Policy, error) {
 			return nil, err
 		}
 		switch d.Input {
-		case "", client.DebounceInputLast, client.DebounceInputFirst:
+		case "", api.DebounceInputLast, api.DebounceInputFirst:
 		default:
-			return nil, &Error{Field: "debounce.input", Message: fmt.Sprintf("%q: want %s or %s", d.Input, client.DebounceInputLast, client.DebounceInputFirst)}
+			return nil, &Error{Field: "debounce.input", Message: fmt.Sprintf("%q: want %s or %s", d.Input, api.DebounceInputLast, api.DebounceInputFirst)}
 		}
-		return &Policy{kind: wire.PolicyDebounce, key: d.Key, period: period, firstInput: d.Input == client.DebounceInputFirst}, nil
+		return &Policy{kind: wire.PolicyDebounce, key: d.Key, period: period, firstInput: d.Input == api.DebounceInputFirst}, nil
 	default:
 		b := p.Batch
 		if b.MaxSize < 1 || b.MaxSize > MaxBatchSize {

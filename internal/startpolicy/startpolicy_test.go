@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
@@ -18,20 +18,20 @@ import (
 func TestParseNamesTheBadMember(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		p     client.StartPolicy
+		p     api.StartPolicy
 		field string
 	}{
-		{"two policies", client.StartPolicy{Throttle: &client.Throttle{Limit: 1, Period: "1s"}, Debounce: &client.Debounce{Period: "1s"}}, ""},
-		{"no limit", client.StartPolicy{Throttle: &client.Throttle{Period: "1s"}}, "throttle.limit"},
-		{"a limit too high", client.StartPolicy{Throttle: &client.Throttle{Limit: startpolicy.MaxLimit + 1, Period: "1s"}}, "throttle.limit"},
-		{"no period", client.StartPolicy{Throttle: &client.Throttle{Limit: 1}}, "throttle.period"},
-		{"a period that is no duration", client.StartPolicy{Debounce: &client.Debounce{Period: "soon"}}, "debounce.period"},
-		{"a period too long", client.StartPolicy{Debounce: &client.Debounce{Period: "1000h"}}, "debounce.period"},
-		{"a key that is no pointer", client.StartPolicy{Debounce: &client.Debounce{Period: "1s", Key: "customer_id"}}, "debounce.key"},
-		{"a bad escape", client.StartPolicy{Batch: &client.Batch{MaxSize: 2, MaxWait: "1s", Key: "/a~2"}}, "batch.key"},
-		{"an unknown input choice", client.StartPolicy{Debounce: &client.Debounce{Period: "1s", Input: "middle"}}, "debounce.input"},
-		{"a batch too big", client.StartPolicy{Batch: &client.Batch{MaxSize: startpolicy.MaxBatchSize + 1, MaxWait: "1s"}}, "batch.max_size"},
-		{"no max_wait", client.StartPolicy{Batch: &client.Batch{MaxSize: 2}}, "batch.max_wait"},
+		{"two policies", api.StartPolicy{Throttle: &api.Throttle{Limit: 1, Period: "1s"}, Debounce: &api.Debounce{Period: "1s"}}, ""},
+		{"no limit", api.StartPolicy{Throttle: &api.Throttle{Period: "1s"}}, "throttle.limit"},
+		{"a limit too high", api.StartPolicy{Throttle: &api.Throttle{Limit: startpolicy.MaxLimit + 1, Period: "1s"}}, "throttle.limit"},
+		{"no period", api.StartPolicy{Throttle: &api.Throttle{Limit: 1}}, "throttle.period"},
+		{"a period that is no duration", api.StartPolicy{Debounce: &api.Debounce{Period: "soon"}}, "debounce.period"},
+		{"a period too long", api.StartPolicy{Debounce: &api.Debounce{Period: "1000h"}}, "debounce.period"},
+		{"a key that is no pointer", api.StartPolicy{Debounce: &api.Debounce{Period: "1s", Key: "customer_id"}}, "debounce.key"},
+		{"a bad escape", api.StartPolicy{Batch: &api.Batch{MaxSize: 2, MaxWait: "1s", Key: "/a~2"}}, "batch.key"},
+		{"an unknown input choice", api.StartPolicy{Debounce: &api.Debounce{Period: "1s", Input: "middle"}}, "debounce.input"},
+		{"a batch too big", api.StartPolicy{Batch: &api.Batch{MaxSize: startpolicy.MaxBatchSize + 1, MaxWait: "1s"}}, "batch.max_size"},
+		{"no max_wait", api.StartPolicy{Batch: &api.Batch{MaxSize: 2}}, "batch.max_wait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := startpolicy.Parse(&tc.p)
@@ -41,7 +41,7 @@ func TestParseNamesTheBadMember(t *testing.T) {
 			require.NotEmpty(t, perr.Message)
 		})
 	}
-	for _, none := range []*client.StartPolicy{nil, {}} {
+	for _, none := range []*api.StartPolicy{nil, {}} {
 		p, err := startpolicy.Parse(none)
 		require.NoError(t, err)
 		require.Nil(t, p)
@@ -49,7 +49,7 @@ func TestParseNamesTheBadMember(t *testing.T) {
 }
 
 func TestForBindsThePolicyToTheInput(t *testing.T) {
-	p, err := startpolicy.Parse(&client.StartPolicy{Throttle: &client.Throttle{Limit: 3, Period: "1m", Key: "/customer/id"}})
+	p, err := startpolicy.Parse(&api.StartPolicy{Throttle: &api.Throttle{Limit: 3, Period: "1m", Key: "/customer/id"}})
 	require.NoError(t, err)
 	require.Equal(t, wire.PolicyThrottle, p.Kind())
 	for input, key := range map[string]string{
@@ -67,7 +67,7 @@ func TestForBindsThePolicyToTheInput(t *testing.T) {
 		require.True(t, errors.Is(err, startpolicy.ErrNoKey), "%q: %v", input, err)
 	}
 	// No key: the whole workflow is one key.
-	whole, err := startpolicy.Parse(&client.StartPolicy{Batch: &client.Batch{MaxSize: 5, MaxWait: "2s"}})
+	whole, err := startpolicy.Parse(&api.StartPolicy{Batch: &api.Batch{MaxSize: 5, MaxWait: "2s"}})
 	require.NoError(t, err)
 	sp, err := whole.For(nil)
 	require.NoError(t, err)
@@ -79,7 +79,7 @@ func TestForBindsThePolicyToTheInput(t *testing.T) {
 // and goes to the shard of its policy key, with a workflow_id minted
 // there.
 func TestPlaceMakesAWebhookStartOneUnderThePolicy(t *testing.T) {
-	p, err := startpolicy.Parse(&client.StartPolicy{Debounce: &client.Debounce{Period: "30s", Key: "/customer_id", Input: client.DebounceInputFirst}})
+	p, err := startpolicy.Parse(&api.StartPolicy{Debounce: &api.Debounce{Period: "30s", Key: "/customer_id", Input: api.DebounceInputFirst}})
 	require.NoError(t, err)
 	const shards = 16
 	cmd := &wire.Command{CommandID: dedup.StartCommandID("charge", "hook:stripe:evt_1"), Kind: wire.KindStart, Start: &wire.StartCommand{

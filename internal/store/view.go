@@ -3,13 +3,13 @@ package store
 import (
 	"encoding/json"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // View is the execution as the API answers it.
-func (e *Execution) View() client.Execution {
-	return client.Execution{
+func (e *Execution) View() api.Execution {
+	return api.Execution{
 		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
 		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt, StartedBy: deref(e.StartedBy),
@@ -19,14 +19,14 @@ func (e *Execution) View() client.Execution {
 
 // EventViews are events as the API answers them: each its attributes
 // with seq, type and at beside them.
-func EventViews(events []wire.Event) []client.Event {
-	out := make([]client.Event, 0, len(events))
+func EventViews(events []wire.Event) []api.Event {
+	out := make([]api.Event, 0, len(events))
 	for _, ev := range events {
 		attrs := map[string]any{}
 		if len(ev.Attrs) > 0 {
 			_ = json.Unmarshal(ev.Attrs, &attrs)
 		}
-		out = append(out, client.Event{Seq: ev.Seq, Type: ev.Type, At: ev.At, Attrs: attrs})
+		out = append(out, api.Event{Seq: ev.Seq, Type: ev.Type, At: ev.At, Attrs: attrs})
 	}
 	return out
 }

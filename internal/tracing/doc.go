@@ -4,8 +4,12 @@
 // dispatches, the commands the workers publish back), so that one trace
 // shows an event from receipt to completion.
 //
-// Tracing is off unless the standard OTEL_EXPORTER_OTLP_ENDPOINT (or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. Off, a *Tracing is nil and
-// every method is a no-op that allocates nothing: no span is made, no
-// header is read or written.
+// Off, a *Tracing is nil and every method is a no-op that allocates
+// nothing: no span is made, no header is read or written. Harvest's own
+// processes turn it on from the standard OTEL_EXPORTER_OTLP_* environment
+// (package otlpsetup, which alone links the OTLP exporters and gRPC); a
+// user's worker, through the harvest package, traces with the
+// TracerProvider the user gives it. This package depends on the
+// OpenTelemetry API alone (otel, otel/trace, propagation), so that the
+// harvest package adds no exporter to a user's go.mod.
 package tracing

@@ -2,19 +2,11 @@ package tracing
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/textproto"
-	"os"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -62,72 +54,22 @@ type Tracing struct {
 }
 
 // New traces with tp (a test's provider over an in-memory exporter, or
-// one the embedding program built). Shutdown does not shut tp down.
+// the one a user gave their worker). Shutdown does not shut tp down: tp
+// is its owner's to flush.
 func New(tp trace.TracerProvider) *Tracing {
+	return NewWithShutdown(tp, func(context.Context) error { return nil })
+}
+
+// NewWithShutdown traces with tp, which the process built for itself,
+// and makes Shutdown call shutdown (to flush tp's last spans and stop its
+// exporter; otlpsetup.FromEnv).
+func NewWithShutdown(tp trace.TracerProvider, shutdown func(context.Context) error) *Tracing {
 	return &Tracing{
 		provider: tp,
 		tracer:   tp.Tracer(InstrumentationName),
 		prop:     propagation.TraceContext{},
-		shutdown: func(context.Context) error { return nil },
+		shutdown: shutdown,
 	}
-}
-
-// ErrProtocol says OTEL_EXPORTER_OTLP_PROTOCOL names a protocol Harvest
-// does not export with.
-var ErrProtocol = errors.New("unsupported OTLP protocol")
-
-// FromEnv returns the tracing the standard OpenTelemetry environment
-// asks for, or nil (off) when no OTLP endpoint is set, OTEL_SDK_DISABLED
-// is true or OTEL_TRACES_EXPORTER is "none". service is the default
-// service.name (OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override
-// it). Spans go out in batches over OTLP, as
-// OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL says: http/protobuf (the default)
-// or grpc; the exporters read the endpoint, headers, timeout and TLS
-// settings from the environment themselves, and the SDK reads
-// OTEL_TRACES_SAMPLER.
-func FromEnv(ctx context.Context, service string) (*Tracing, error) {
-	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
-		return nil, nil
-	}
-	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-		return nil, nil
-	}
-	switch exp := os.Getenv("OTEL_TRACES_EXPORTER"); exp {
-	case "", "otlp":
-	case "none":
-		return nil, nil
-	default:
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: Harvest exports traces over otlp (or none)", exp)
-	}
-	protocol := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if protocol == "" {
-		protocol = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
-	var (
-		exporter sdktrace.SpanExporter
-		err      error
-	)
-	switch protocol {
-	case "", "http/protobuf":
-		exporter, err = otlptracehttp.New(ctx)
-	case "grpc":
-		exporter, err = otlptracegrpc.New(ctx)
-	default:
-		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: %w (use http/protobuf or grpc)", protocol, ErrProtocol)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("otlp trace exporter: %w", err)
-	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", service)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost())
-	if err != nil && res == nil {
-		return nil, fmt.Errorf("trace resource: %w", err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
-	t := New(tp)
-	t.shutdown = tp.Shutdown
-	return t, nil
 }
 
 // Provider is the tracer provider spans come from; nil when off.
@@ -141,7 +83,9 @@ func (t *Tracing) Provider() trace.TracerProvider {
 // Enabled says whether spans are made.
 func (t *Tracing) Enabled() bool { return t != nil }
 
-// Shutdown flushes the spans not yet exported and stops the exporter.
+// Shutdown flushes the spans not yet exported and stops the exporter of
+// a tracing made with NewWithShutdown; it does nothing for one made with
+// New.
 func (t *Tracing) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil

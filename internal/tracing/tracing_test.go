@@ -2,7 +2,6 @@ package tracing_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -14,51 +13,31 @@ import (
 	"github.com/harvest-engine/harvest/internal/tracing"
 )
 
-func TestOffWithoutAnEndpoint(t *testing.T) {
-	for _, env := range []map[string]string{
-		{},
-		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"},
-		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_TRACES_EXPORTER": "none"},
-	} {
-		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-		for k, v := range env {
-			t.Setenv(k, v)
-		}
-		tr, err := tracing.FromEnv(context.Background(), "harvest-test")
-		require.NoError(t, err)
-		require.Nil(t, tr, "%v", env)
-		require.False(t, tr.Enabled())
-
-		// Off, nothing is made or carried.
-		ctx, span := tr.Start(context.Background(), "x")
-		require.False(t, span.IsRecording())
-		h := nats.Header{}
-		tr.Inject(ctx, h)
-		require.Empty(t, h)
-		require.Empty(t, tr.Traceparent(ctx))
-		require.NoError(t, tr.Shutdown(context.Background()))
-	}
+// A nil *Tracing is tracing off: nothing is made or carried.
+func TestNilIsOff(t *testing.T) {
+	var tr *tracing.Tracing
+	require.False(t, tr.Enabled())
+	require.Nil(t, tr.Provider())
+	ctx, span := tr.Start(context.Background(), "x")
+	require.False(t, span.IsRecording())
+	h := nats.Header{}
+	tr.Inject(ctx, h)
+	require.Empty(t, h)
+	require.Empty(t, tr.Traceparent(ctx))
+	tr.SetHeader(h, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	require.Empty(t, h)
+	require.NoError(t, tr.Shutdown(context.Background()))
 }
 
-func TestOnWithAnEndpoint(t *testing.T) {
-	for _, protocol := range []string{"", "http/protobuf", "grpc"} {
-		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
-		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
-		tr, err := tracing.FromEnv(context.Background(), "harvest-test")
-		require.NoError(t, err)
-		require.True(t, tr.Enabled(), protocol)
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // nothing listens: do not wait for the export
-		_ = tr.Shutdown(ctx)
-	}
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-	_, err := tracing.FromEnv(context.Background(), "harvest-test")
-	require.True(t, errors.Is(err, tracing.ErrProtocol), "%v", err)
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-	t.Setenv("OTEL_TRACES_EXPORTER", "zipkin")
-	_, err = tracing.FromEnv(context.Background(), "harvest-test")
-	require.ErrorContains(t, err, "OTEL_TRACES_EXPORTER")
+// New leaves the provider to its owner; NewWithShutdown hands Shutdown
+// the owner's flush.
+func TestShutdownIsTheOwners(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	require.NoError(t, tracing.New(tp).Shutdown(context.Background()))
+	calls := 0
+	tr := tracing.NewWithShutdown(tp, func(ctx context.Context) error { calls++; return tp.Shutdown(ctx) })
+	require.NoError(t, tr.Shutdown(context.Background()))
+	require.Equal(t, 1, calls)
 }
 
 // A span's context crosses a NATS message and a stored traceparent as

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/api"
 )
 
 // Command kinds: the last token of a command subject.
@@ -28,14 +28,14 @@ const (
 )
 
 // Execution statuses: the names the HTTP API answers with, declared once
-// in the public client.
+// in the public api package.
 const (
-	StatusRunning    = client.StatusRunning
-	StatusCompleted  = client.StatusCompleted
-	StatusFailed     = client.StatusFailed
-	StatusCancelled  = client.StatusCancelled
-	StatusTerminated = client.StatusTerminated
-	StatusTimedOut   = client.StatusTimedOut
+	StatusRunning    = api.StatusRunning
+	StatusCompleted  = api.StatusCompleted
+	StatusFailed     = api.StatusFailed
+	StatusCancelled  = api.StatusCancelled
+	StatusTerminated = api.StatusTerminated
+	StatusTimedOut   = api.StatusTimedOut
 )
 
 // History event types.
@@ -66,17 +66,6 @@ const (
 	EventMarkerRecorded = "MarkerRecorded"
 )
 
-// IsDecisionEvent says whether events of typ record a workflow task's
-// decisions (they follow its WorkflowTaskCompleted, in decision order).
-func IsDecisionEvent(typ string) bool {
-	switch typ {
-	case EventActivityScheduled, EventTimerStarted, EventTimerCancelled, EventMarkerRecorded,
-		EventWorkflowCompleted, EventWorkflowFailed:
-		return true
-	}
-	return false
-}
-
 // ValidStatus reports whether s names an execution status.
 func ValidStatus(s string) bool {
 	switch s {
@@ -87,13 +76,13 @@ func ValidStatus(s string) bool {
 }
 
 // Reuse policies: what a start does when an execution with its
-// (workflow_name, workflow_id) exists; declared once in the public client,
-// which documents each.
+// (workflow_name, workflow_id) exists; declared once in the public api
+// package, which documents each.
 const (
-	ReuseAllowDuplicate           = client.ReuseAllowDuplicate
-	ReuseAllowDuplicateFailedOnly = client.ReuseAllowDuplicateFailedOnly
-	ReuseRejectDuplicate          = client.ReuseRejectDuplicate
-	ReuseTerminateIfRunning       = client.ReuseTerminateIfRunning
+	ReuseAllowDuplicate           = api.ReuseAllowDuplicate
+	ReuseAllowDuplicateFailedOnly = api.ReuseAllowDuplicateFailedOnly
+	ReuseRejectDuplicate          = api.ReuseRejectDuplicate
+	ReuseTerminateIfRunning       = api.ReuseTerminateIfRunning
 )
 
 // ValidReusePolicy reports whether p names a reuse policy ("" is the

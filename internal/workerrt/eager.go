@@ -8,7 +8,7 @@ import (
 	"github.com/sourcegraph/conc"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/decide"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/tracing"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -217,25 +217,22 @@ func (rt *Runtime) runEager(ctx context.Context, t *heldTask, task *wire.Workflo
 }
 
 // eagerTask is attempt 1 of the activity d schedules, as the scheduler
-// would dispatch it at now.
+// would dispatch it at now (decide's Attempt).
 func eagerTask(task *wire.WorkflowTask, d wire.Decision, now time.Time) *wire.ActivityTask {
-	opts := d.ScheduledOptions()
-	deadline := now.Add(opts.StartToClose())
-	if total := opts.ScheduleToClose(); total > 0 && now.Add(total).Before(deadline) {
-		deadline = now.Add(total)
+	rec, err := decide.Record(task.ExecutionID, &d, now)
+	if err != nil || rec.Activity == nil {
+		return nil // eagerShape lets only activities through
 	}
-	return &wire.ActivityTask{
-		ExecutionID: task.ExecutionID, Shard: task.Shard, WorkflowName: task.WorkflowName, TaskQueue: task.TaskQueue,
-		ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input,
-		IdempotencyKey: dedup.ActivityKeyFor(task.ExecutionID, d.ActivityID).String(),
-		Attempt:        1, ScheduledAt: now, Deadline: deadline,
-	}
+	at := decide.Attempt{ExecutionID: task.ExecutionID, Shard: task.Shard, WorkflowName: task.WorkflowName, TaskQueue: task.TaskQueue,
+		Activity: *rec.Activity, Number: 1, ScheduledAt: now}
+	return at.Task(now)
 }
 
 // eagerHistory is task's history followed by the events the scheduler
-// writes when it applies decisions and their eager results: the task's
-// WorkflowTaskCompleted, the activities' ActivityScheduled events in
-// decision order, then their ActivityCompleted events in result order.
+// writes when it applies decisions and their eager results (as decide
+// says): the task's WorkflowTaskCompleted, the activities'
+// ActivityScheduled events in decision order, then their
+// ActivityCompleted events in result order.
 func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []wire.ActivityResult) []wire.Event {
 	hist := make([]wire.Event, len(task.History), len(task.History)+1+len(decisions)+len(results))
 	copy(hist, task.History)
@@ -245,17 +242,19 @@ func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []
 		seq++
 		hist = append(hist, wire.Event{Seq: seq, Type: typ, Attrs: raw})
 	}
-	add(wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: task.TaskID, BaseSeq: seq, Time: task.Time})
+	add(decide.TaskCompleted(task.TaskID, seq, task.Time))
 	names := map[int]string{}
-	for _, d := range decisions {
+	for i := range decisions {
+		d := &decisions[i]
+		rec, err := decide.Record(task.ExecutionID, d, task.Time)
+		if err != nil {
+			continue // eagerShape lets only activities through
+		}
 		names[d.ActivityID] = d.ActivityName
-		add(wire.EventActivityScheduled, wire.ActivityScheduledAttrs{
-			ActivityID: d.ActivityID, ActivityName: d.ActivityName, Input: d.Input,
-			IdempotencyKey: dedup.ActivityKeyFor(task.ExecutionID, d.ActivityID).String(), Options: d.ScheduledOptions(),
-		})
+		add(rec.Event, rec.Attrs)
 	}
 	for _, r := range results {
-		add(wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: r.ActivityID, ActivityName: names[r.ActivityID], Attempt: 1, Result: r.Result})
+		add(decide.ActivityCompleted(r.ActivityID, names[r.ActivityID], 1, r.Result))
 	}
 	return hist
 }

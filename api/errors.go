@@ -1,0 +1,158 @@
+package api
+
+// Error codes: the "error" member of an error answer (ErrorResponse.Error;
+// client.APIError.Code). The HTTP status each comes with is given; a code
+// always comes with the same status.
+const (
+	// 400 Bad Request: the request is malformed; sending it again as it
+	// is cannot succeed.
+	CodeInvalidJSON           = "invalid_json"
+	CodeUnreadableBody        = "unreadable_body"
+	CodeInvalidWorkflowName   = "invalid_workflow_name"
+	CodeInvalidWorkflowID     = "invalid_workflow_id"
+	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
+	CodeInvalidReusePolicy    = "invalid_reuse_policy"
+	CodeInvalidStartPolicy    = "invalid_start_policy"
+	CodeInvalidStore          = "invalid_store"
+	CodeInvalidTaskQueue      = "invalid_task_queue"
+	// CodeIdempotencyKeyNotAllowed refuses a keyed start of a workflow
+	// under a start policy: the policy defers the start, so there is no
+	// execution for a retry to converge on.
+	CodeIdempotencyKeyNotAllowed  = "idempotency_key_not_allowed"
+	CodeInvalidSchedule           = "invalid_schedule"
+	CodeInvalidDelay              = "invalid_delay"
+	CodeInvalidStartAt            = "invalid_start_at"
+	CodeInvalidCompletionCallback = "invalid_completion_callback"
+	CodeInvalidSignalName         = "invalid_signal_name"
+	CodeInvalidReason             = "invalid_reason"
+	CodeInvalidStatus             = "invalid_status"
+	CodeInvalidLimit              = "invalid_limit"
+	CodeInvalidShard              = "invalid_shard"
+	CodeInvalidBefore             = "invalid_before"
+	CodeInvalidCursor             = "invalid_cursor"
+	CodeInvalidTime               = "invalid_time"
+	CodeInvalidPrefix             = "invalid_prefix"
+	CodeInvalidBindingID          = "invalid_binding_id"
+	CodeInvalidEventID            = "invalid_event_id"
+	CodeInvalidExecutionID        = "invalid_execution_id"
+	CodeMissingWorkflow           = "missing_workflow"
+	CodeMissingEventID            = "missing_event_id"
+	CodeUnroutableEvent           = "unroutable_event"
+	CodeReasonRequired            = "reason_required"
+	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
+	// (such as a string holding U+0000); ErrorResponse.Pointer locates it.
+	CodePayloadUnstorable = "payload_unstorable"
+	// CodeUnknownField refuses a request body holding a member its route
+	// does not read (a misspelling, such as "id_reuse_policy" for
+	// "reuse_policy"); ErrorResponse.Field names it as sent.
+	CodeUnknownField = "unknown_field"
+	// CodeUnknownParameter refuses a query parameter its route does not
+	// read (such as ?workflow_name= where the route reads ?workflow=);
+	// ErrorResponse.Field names it as sent.
+	CodeUnknownParameter = "unknown_parameter"
+
+	// 401 Unauthorized.
+	CodeInvalidSignature = "invalid_signature"
+	// CodeUnauthenticated answers a request to the API without a bearer
+	// token the server knows (see client.WithToken).
+	CodeUnauthenticated = "unauthenticated"
+
+	// 403 Forbidden.
+	// CodeForbidden answers a request whose token lacks the route's
+	// scope, or is limited to other workflows than the one named.
+	CodeForbidden = "forbidden"
+	// CodeCrossSiteRequest refuses a request that changes something (a
+	// POST) which a browser says it sent from another site, with a body
+	// that is not JSON: what a web page can send without asking
+	// (docs/security.md, "The dev stack and the browser").
+	CodeCrossSiteRequest = "cross_site_request"
+
+	// 421 Misdirected Request.
+	// CodeHostNotAllowed refuses a request whose Host the API does not
+	// answer: while it needs no token, only loopback names and addresses
+	// and the configured allowed_hosts.
+	CodeHostNotAllowed = "host_not_allowed"
+
+	// 404 Not Found.
+	CodeExecutionNotFound   = "execution_not_found"
+	CodeCommandNotFound     = "command_not_found"
+	CodeDeadCommandNotFound = "dead_command_not_found"
+	CodeUnknownSource       = "unknown_source"
+	// CodeUnknownWorkflow refuses a start of a workflow that no live
+	// worker serves and the configuration does not declare
+	// (workflows.<name>); nothing was published.
+	CodeUnknownWorkflow = "unknown_workflow"
+	// CodeNotFound answers a request no route serves.
+	CodeNotFound = "not_found"
+
+	// 409 Conflict.
+	CodeExecutionTerminal  = "execution_terminal"
+	CodeWorkflowIDConflict = "workflow_id_conflict"
+
+	// 408 Request Timeout.
+	// CodeBodyTimeout: the body of a request that carries no token (a
+	// webhook delivery, a signed ArcFlow callback) did not arrive within
+	// its deadline, a few seconds proportional to its size; the
+	// connection is closed. Nothing was published.
+	CodeBodyTimeout = "body_timeout"
+
+	// 413 Content Too Large.
+	// CodePayloadTooLarge: the request body is over max_body_bytes (or a
+	// webhook source's own limit).
+	CodePayloadTooLarge = "payload_too_large"
+	CodeCommandTooLarge = "command_too_large"
+
+	// 415 Unsupported Media Type.
+	CodeUnsupportedMediaType = "unsupported_media_type"
+
+	// 422 Unprocessable Entity.
+	CodeInputInvalid         = "input_invalid"
+	CodePayloadInvalid       = "payload_invalid"
+	CodeCallbackRejected     = "callback_rejected"
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	CodeCommandRejected      = "command_rejected"
+
+	// 500 Internal Server Error.
+	CodeClaimDangling = "claim_dangling"
+	// CodeInternal answers what went wrong inside the server; the answer
+	// carries a request id (ErrorResponse.RequestID) under which the
+	// server's log has the detail.
+	CodeInternal = "internal"
+
+	// 503 Service Unavailable: retry, after the answer's Retry-After
+	// when it gives one.
+	CodeUnavailable          = "unavailable"
+	CodeAdmissionBlocked     = "admission_blocked"
+	CodeCallbackUnverifiable = "callback_unverifiable"
+	// CodeNotReady is the "error" of GET /readyz's 503 answer.
+	CodeNotReady = "not_ready"
+)
+
+// Violation is one way an input fails its workflow's JSON Schema.
+type Violation struct {
+	// Field is the JSON Pointer of the offending value.
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ErrorResponse is the JSON body of every error answer; package client
+// returns it as a *client.APIError.
+type ErrorResponse struct {
+	// Error is the machine-readable code, one of the Code constants.
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	// Field names the request field at fault, when there is one: a
+	// body member, a query parameter (unknown_parameter, invalid_limit)
+	// or a path segment.
+	Field string `json:"field,omitempty"`
+	// Limit is the limit a too-large request broke, in bytes.
+	Limit int64 `json:"limit,omitempty"`
+	// Pointer is the JSON Pointer, within the request body, of a value
+	// that cannot be stored.
+	Pointer string `json:"pointer,omitempty"`
+	// Violations lists what is wrong with an input that fails its schema.
+	Violations []Violation `json:"violations,omitempty"`
+	// RequestID is the request's id, on a 500 internal (and a 503 whose
+	// cause is logged): the server's log has the detail under it.
+	RequestID string `json:"request_id,omitempty"`
+}

@@ -1,0 +1,206 @@
+package api
+
+import (
+	"encoding/json"
+	"maps"
+	"time"
+)
+
+// Execution is an execution as the API describes it.
+type Execution struct {
+	ExecutionID  string `json:"execution_id"`
+	WorkflowName string `json:"workflow_name"`
+	WorkflowID   string `json:"workflow_id"`
+	Status       string `json:"status"`
+	// TaskQueue is the task queue the execution's tasks go to, chosen
+	// when it started.
+	TaskQueue string          `json:"task_queue"`
+	Input     json.RawMessage `json:"input"`
+	Result    json.RawMessage `json:"result"`
+	// Error is the failure of an execution that did not complete, null
+	// otherwise: {"message", "type"?, "non_retryable"?}.
+	Error     json.RawMessage `json:"error"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	ClosedAt  *time.Time      `json:"closed_at"`
+	// StartedBy names the API token whose request started the execution;
+	// empty when the API has no tokens, or for a webhook's start.
+	StartedBy string `json:"started_by,omitempty"`
+	// IdempotencyKey is the key the execution was started with, if any.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// WaitingForWorker says that the execution is Running and no live
+	// worker serves its workflow on its task queue: it makes no progress
+	// until one starts.
+	WaitingForWorker bool `json:"waiting_for_worker,omitempty"`
+	// WaitingForActivityWorkers names the activities the execution has
+	// scheduled and waits for that no live worker registers on its task
+	// queue: they make no progress until one starts (a misspelt name, a
+	// worker not deployed). Sent by describe only.
+	WaitingForActivityWorkers []string `json:"waiting_for_activity_workers,omitempty"`
+	// WaitingForWorkers says what the execution waits for that no live
+	// worker serves, each workflow or activity with the task queue its
+	// tasks go to: its workflow's (as WaitingForWorker says) and its
+	// activities' (as WaitingForActivityWorkers says, an activity sent to
+	// another queue with that queue). Sent by describe only.
+	WaitingForWorkers []WaitingFor `json:"waiting_for_workers,omitempty"`
+	// IdempotencyClaim is the claim of the start's idempotency key, while
+	// PostgreSQL keeps it (until the sweep after it expires): its window
+	// and the duplicates it absorbed. Sent by describe only.
+	IdempotencyClaim *KeyClaim `json:"idempotency_claim,omitempty"`
+	// SignalKeys are the keyed signals the execution received, oldest
+	// first, each with the duplicates of it that were dropped. Sent by
+	// describe only.
+	SignalKeys []SignalKey `json:"signal_keys,omitempty"`
+	// CompletionCallback is the start's completion_callback and the
+	// delivery of the outcome to it (which begins when the execution
+	// closes). Sent by describe only.
+	CompletionCallback *CallbackDelivery `json:"completion_callback,omitempty"`
+	// Raw is the server's JSON for the execution.
+	Raw json.RawMessage `json:"-"`
+}
+
+// KeyClaim is the claim of an execution's start idempotency key: while
+// it lasts (first_seen_at to expires_at) every start with the key is
+// answered with this execution.
+type KeyClaim struct {
+	FirstSeenAt time.Time `json:"first_seen_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	// Expired says the window has passed: a start with the key now starts
+	// a new execution.
+	Expired    bool            `json:"expired"`
+	Duplicates DuplicateCounts `json:"duplicates"`
+}
+
+// DuplicateCounts are the duplicates of a key that Harvest absorbed, by
+// the layer that caught each: Replay, ingest answered a keyed start
+// from its claim without publishing it (the start also failed a check,
+// which a keyed replay skips); Broker, JetStream dropped the message as
+// a duplicate of a message id it held (a retry within its duplicate
+// window); Claim, the scheduler found the key claimed, or the signal
+// delivered, before. Signals have no replay layer.
+type DuplicateCounts struct {
+	Replay int64 `json:"replay"`
+	Broker int64 `json:"broker"`
+	Claim  int64 `json:"claim"`
+}
+
+// Total is the duplicates of every layer.
+func (d DuplicateCounts) Total() int64 { return d.Replay + d.Broker + d.Claim }
+
+// SignalKey is a keyed signal an execution received.
+type SignalKey struct {
+	IdempotencyKey string    `json:"idempotency_key"`
+	ReceivedAt     time.Time `json:"received_at"`
+	// Deduplicated says duplicates of it arrived and were dropped;
+	// Duplicates counts them.
+	Deduplicated bool            `json:"deduplicated"`
+	Duplicates   DuplicateCounts `json:"duplicates"`
+}
+
+// Completion callback delivery states: CallbackDelivery.Status.
+const (
+	CallbackWaiting   = "waiting"
+	CallbackPending   = "pending"
+	CallbackDelivered = "delivered"
+	CallbackFailed    = "failed"
+)
+
+// CallbackDelivery is the delivery of an execution's outcome to its
+// completion callback.
+type CallbackDelivery struct {
+	// URL is where the outcome is POSTed, its password (if any) hidden.
+	URL string `json:"url"`
+	// Status is waiting (for the execution to close), pending (an
+	// attempt is due at NextAttemptAt), delivered or failed (given up).
+	Status   string `json:"status"`
+	Attempts int    `json:"attempts"`
+	// LastError is why the last attempt failed.
+	LastError     string     `json:"last_error,omitempty"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	DeliveredAt   *time.Time `json:"delivered_at,omitempty"`
+	FailedAt      *time.Time `json:"failed_at,omitempty"`
+	// CreatedAt is when the delivery was scheduled: when the execution
+	// closed (absent while it waits).
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+}
+
+// Terminal reports whether the execution has closed.
+func (e *Execution) Terminal() bool { return IsTerminal(e.Status) }
+
+// UnmarshalJSON decodes an execution as the API sends it, keeping data
+// as Raw.
+func (e *Execution) UnmarshalJSON(data []byte) error {
+	type plain Execution
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*e = Execution(p)
+	e.Raw = append(json.RawMessage(nil), data...)
+	return nil
+}
+
+// Event is one entry of an execution's history.
+type Event struct {
+	Seq  int
+	Type string
+	At   time.Time
+	// Attrs are the event's other fields (activity_name, failure, …),
+	// decoded as encoding/json decodes into any.
+	Attrs map[string]any
+	// Raw is the server's JSON for the event.
+	Raw json.RawMessage `json:"-"`
+}
+
+// The members of an event's JSON that are not Attrs.
+const (
+	eventSeq  = "seq"
+	eventType = "type"
+	eventAt   = "at"
+)
+
+// MarshalJSON encodes the event as the API sends it: one object of Attrs
+// with seq, type and at beside them. Raw is not encoded.
+func (e Event) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(e.Attrs)+3)
+	maps.Copy(m, e.Attrs)
+	m[eventSeq], m[eventType], m[eventAt] = e.Seq, e.Type, e.At
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON decodes an event as the API sends it, keeping data as
+// Raw.
+func (e *Event) UnmarshalJSON(data []byte) error {
+	var head struct {
+		Seq  int       `json:"seq"`
+		Type string    `json:"type"`
+		At   time.Time `json:"at"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return err
+	}
+	attrs := map[string]any{}
+	if err := json.Unmarshal(data, &attrs); err != nil {
+		return err
+	}
+	delete(attrs, eventSeq)
+	delete(attrs, eventType)
+	delete(attrs, eventAt)
+	*e = Event{Seq: head.Seq, Type: head.Type, At: head.At, Attrs: attrs, Raw: append(json.RawMessage(nil), data...)}
+	return nil
+}
+
+// WaitingFor is a workflow or an activity whose tasks no live worker
+// serves on the task queue they go to.
+type WaitingFor struct {
+	// Kind is WaitingForWorkflow or WaitingForActivity.
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	TaskQueue string `json:"task_queue"`
+}
+
+// Kinds of WaitingFor.
+const (
+	WaitingForWorkflow = "workflow"
+	WaitingForActivity = "activity"
+)

@@ -1,0 +1,473 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The JSON bodies of Harvest's HTTP API: what the server decodes from
+// requests and encodes into answers, one type each. The server encodes
+// exactly these types. Execution, Event (execution.go), DeadCommand,
+// the workers' and retention's answers and ErrorResponse (errors.go) are
+// bodies too. Package client's methods wrap them into friendlier results
+// (StartResult, CommandStatus, …); use the types directly to speak to
+// routes it has no method for.
+
+// StartRequest is the body of POST /api/harvest/workflows/{name}/start.
+// Every member is optional; the Idempotency-Key header, when sent,
+// overrides IdempotencyKey.
+type StartRequest struct {
+	Input json.RawMessage `json:"input,omitempty"`
+	// WorkflowID is the business identifier of the execution, 1 to 256
+	// bytes; absent mints one.
+	WorkflowID     *string `json:"workflow_id,omitempty"`
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+	// ReusePolicy is one of the Reuse constants; empty means
+	// allow_duplicate.
+	ReusePolicy string `json:"reuse_policy,omitempty"`
+	// Delay ("90s") or StartAt (RFC 3339) defers the first workflow task;
+	// give one at most.
+	Delay   *string `json:"delay,omitempty"`
+	StartAt *string `json:"start_at,omitempty"`
+	// CompletionCallback is an http(s) URL the outcome is POSTed to when
+	// the execution closes.
+	CompletionCallback *string `json:"completion_callback,omitempty"`
+	// StartPolicy, when set, admits this start by its own policy instead
+	// of the one its workflow is configured with (docs/start-policies.md).
+	StartPolicy *StartPolicy `json:"start_policy,omitempty"`
+	// Store pins the start to the named PostgreSQL store of a deployment
+	// with several: one that is unknown or read_only refuses it
+	// (docs/deploy.md#several-postgresql-stores).
+	Store *string `json:"store,omitempty"`
+	// TaskQueue is the task queue the execution's tasks go to: 1 to 128
+	// bytes of letters, digits, '_' and '-' (else 400
+	// invalid_task_queue). Absent: the workflow's configured
+	// workflows.<name>.task_queue, else "default". A start on a queue no
+	// live worker serves is 404 unknown_workflow unless the configuration
+	// declares the workflow on that queue (docs/deploy.md#task-queues).
+	TaskQueue *string `json:"task_queue,omitempty"`
+}
+
+// StartPolicy says how a workflow's starts are admitted: throttled,
+// debounced or batched (one of the three). A start a policy holds back is
+// answered 202 {"status": "deferred", "command_id"}; GET
+// /api/harvest/commands/{command_id} later gives the execution it became
+// part of.
+type StartPolicy struct {
+	Throttle *Throttle `json:"throttle,omitempty" yaml:"throttle"`
+	Debounce *Debounce `json:"debounce,omitempty" yaml:"debounce"`
+	Batch    *Batch    `json:"batch,omitempty" yaml:"batch"`
+}
+
+// Throttle lets at most Limit starts per Period ("1m") begin for each
+// value of Key, a JSON Pointer into the input ("/customer_id"; empty: the
+// whole workflow). Starts over the limit are deferred, not refused, and
+// begin in the order they came as the window allows.
+type Throttle struct {
+	Limit  int    `json:"limit" yaml:"limit"`
+	Period string `json:"period" yaml:"period"`
+	Key    string `json:"key,omitempty" yaml:"key"`
+}
+
+// Debounce collapses the starts with the same Key that come within Period
+// of each other into one execution, which starts Period after the last of
+// them, with the last start's input (Input "last", the default) or the
+// first's ("first").
+type Debounce struct {
+	Period string `json:"period" yaml:"period"`
+	Key    string `json:"key,omitempty" yaml:"key"`
+	Input  string `json:"input,omitempty" yaml:"input"`
+}
+
+// Batch collects the starts with the same Key and starts one execution
+// whose input is the list of their inputs, in the order they came, when
+// MaxSize have come or MaxWait ("5s") has passed since the first.
+type Batch struct {
+	MaxSize int    `json:"max_size" yaml:"max_size"`
+	MaxWait string `json:"max_wait" yaml:"max_wait"`
+	Key     string `json:"key,omitempty" yaml:"key"`
+}
+
+// The values of Debounce.Input.
+const (
+	DebounceInputLast  = "last"
+	DebounceInputFirst = "first"
+)
+
+// StartResponse answers a start: 201 when it created the execution, 200
+// when it found one.
+type StartResponse struct {
+	ExecutionID  string `json:"execution_id"`
+	WorkflowName string `json:"workflow_name"`
+	WorkflowID   string `json:"workflow_id"`
+	Status       string `json:"status"`
+	// StartedFresh and Deduplicated are sent for keyed starts only.
+	StartedFresh *bool `json:"started_fresh,omitempty"`
+	Deduplicated *bool `json:"deduplicated,omitempty"`
+	// FirstSeenAt and ExpiresAt are the key's claim window, sent for a
+	// deduplicated keyed start.
+	FirstSeenAt *time.Time `json:"first_seen_at,omitempty"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+}
+
+// AcceptedResponse is a 202 answer: the command is durable, its outcome
+// not known yet; poll GET /api/harvest/commands/{command_id}. Status is
+// "accepted".
+type AcceptedResponse struct {
+	CommandID string `json:"command_id"`
+	Status    string `json:"status"`
+}
+
+// SignalResponse answers POST
+// /api/harvest/workflows/{execution_id}/signal/{signal_name} (202):
+// SignalDelivered when the signal was applied (false for the retry of a
+// keyed signal already delivered), or CommandID and Status "accepted"
+// when its outcome is not known yet.
+type SignalResponse struct {
+	OK              bool   `json:"ok"`
+	SignalDelivered *bool  `json:"signal_delivered,omitempty"`
+	CommandID       string `json:"command_id,omitempty"`
+	Status          string `json:"status,omitempty"`
+}
+
+// SignalWithStartRequest is the body of POST
+// /api/harvest/workflows/{name}/signal-with-start. WorkflowID and
+// SignalName are required; the Idempotency-Key header, when sent,
+// overrides IdempotencyKey.
+type SignalWithStartRequest struct {
+	WorkflowID     *string         `json:"workflow_id"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	SignalName     string          `json:"signal_name"`
+	SignalPayload  json.RawMessage `json:"signal_payload,omitempty"`
+	IdempotencyKey *string         `json:"idempotency_key,omitempty"`
+	ReusePolicy    string          `json:"reuse_policy,omitempty"`
+	// TaskQueue is the task queue of the execution, if one starts, as
+	// StartRequest's.
+	TaskQueue *string `json:"task_queue,omitempty"`
+}
+
+// SignalWithStartResponse answers a signal-with-start: 201 when it
+// started the execution, else 200. (A late one is answered 202 with a
+// SignalResponse naming the command.)
+type SignalWithStartResponse struct {
+	ExecutionID     string `json:"execution_id"`
+	WorkflowName    string `json:"workflow_name"`
+	WorkflowID      string `json:"workflow_id"`
+	Status          string `json:"status"`
+	StartedFresh    bool   `json:"started_fresh"`
+	SignalDelivered bool   `json:"signal_delivered"`
+}
+
+// CancelRequest is the optional body of POST
+// /api/harvest/executions/{execution_id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+// CancelResponse answers a cancellation (200); a late one is answered 202
+// with an AcceptedResponse. Its members are in the order the server has
+// always sent them.
+type CancelResponse struct {
+	ExecutionID  string `json:"execution_id"`
+	Status       string `json:"status"`
+	WorkflowID   string `json:"workflow_id"`
+	WorkflowName string `json:"workflow_name"`
+}
+
+// TerminateRequest is the optional body of POST
+// /api/harvest/executions/{execution_id}/terminate.
+type TerminateRequest struct {
+	Reason string `json:"reason"`
+}
+
+// TerminateResponse answers a termination (200): the execution, and its
+// status (Terminated, or how it had closed before); a late one is
+// answered 202 with an AcceptedResponse. Its members are in the order of
+// a CancelResponse's.
+type TerminateResponse struct {
+	ExecutionID  string `json:"execution_id"`
+	Status       string `json:"status"`
+	WorkflowID   string `json:"workflow_id"`
+	WorkflowName string `json:"workflow_name"`
+}
+
+// Command states: CommandResponse.Status.
+const (
+	CommandAccepted = "accepted"
+	CommandApplied  = "applied"
+	CommandRejected = "rejected"
+	// CommandDeferred: a start its workflow's start policy holds back;
+	// it becomes "applied", with the execution it became part of, when
+	// the policy lets it start.
+	CommandDeferred = "deferred"
+)
+
+// CommandResponse answers GET /api/harvest/commands/{command_id} once the
+// command is "applied" (or "rejected": set aside as dead): HTTPStatus and
+// Outcome are the answer the command's request would have had. While the
+// command waits, the answer is an AcceptedResponse instead, which decodes
+// into a CommandResponse with Status "accepted". Its members are in the
+// order the server has always sent them.
+type CommandResponse struct {
+	CommandID  string          `json:"command_id"`
+	HTTPStatus int             `json:"http_status"`
+	Outcome    json.RawMessage `json:"outcome"`
+	Status     string          `json:"status"`
+}
+
+// ListExecutionsResponse answers GET /api/harvest/executions.
+type ListExecutionsResponse struct {
+	Executions []Execution `json:"executions"`
+	// NextCursor, when the listing has more, is the cursor parameter of
+	// its next page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// HistoryResponse answers GET
+// /api/harvest/executions/{execution_id}/history, oldest event first.
+type HistoryResponse struct {
+	Events []Event `json:"events"`
+}
+
+// ListDeadCommandsResponse answers GET /api/harvest/commands/dead.
+type ListDeadCommandsResponse struct {
+	DeadCommands []DeadCommand `json:"dead_commands"`
+}
+
+// Admission gate states: AdmissionGate.State.
+const (
+	AdmissionClosed = "closed"
+	AdmissionOpen   = "open"
+)
+
+// AdmissionGate answers POST /api/harvest/admission/{workflow}/close and
+// /open: while closed, starts of the workflow are refused with 503
+// admission_blocked.
+type AdmissionGate struct {
+	Workflow string    `json:"workflow"`
+	State    string    `json:"state"`
+	Reason   string    `json:"reason,omitempty"`
+	ClosedAt time.Time `json:"closed_at,omitzero"`
+}
+
+// WorkflowSummary is one workflow of GET /api/harvest/workflows.
+type WorkflowSummary struct {
+	Name string `json:"name"`
+	// Counts are its executions by status (absent statuses are 0).
+	Counts map[string]int64 `json:"counts"`
+	// InputSchema is the JSON Schema its starts' input must match, null
+	// when it has none.
+	InputSchema json.RawMessage `json:"input_schema"`
+	// Admission is its gate: state "open", or "closed" with the reason.
+	Admission AdmissionGate `json:"admission"`
+	// Declared says the configuration names it (workflows.<name>, or a
+	// webhook's or binding's rule), so its starts are accepted while no
+	// worker serves it.
+	Declared bool `json:"declared"`
+	// Workers is how many live workers have registered it (on any task
+	// queue).
+	Workers int `json:"workers"`
+}
+
+// ListWorkflowsResponse answers GET /api/harvest/workflows: every
+// workflow that has executions, an input schema, a closed gate, a live
+// worker that registered it or a declaration in the configuration, by
+// name.
+type ListWorkflowsResponse struct {
+	Workflows []WorkflowSummary `json:"workflows"`
+}
+
+// ListWebhooksResponse answers GET /api/harvest/webhooks: the webhook
+// sources and NATS subject bindings the answering ingest process is
+// configured with, and what it counted of their deliveries since
+// CountedSince, when it started. Each ingest process counts only what it
+// served (and its share of each binding's messages): for the whole fleet,
+// sum harvest_ingest_webhooks_total, harvest_ingest_webhooks_refused_total
+// and harvest_binding_messages_total over the processes in Prometheus.
+type ListWebhooksResponse struct {
+	CountedSince time.Time       `json:"counted_since"`
+	Sources      []WebhookSource `json:"sources"`
+	// UnknownSource counts deliveries to a source that is not configured
+	// (404): a provider pointed at a wrong URL.
+	UnknownSource int64            `json:"unknown_source"`
+	Bindings      []BindingSummary `json:"bindings"`
+}
+
+// WebhookSource is one configured webhook source, POST /hooks/{name}.
+type WebhookSource struct {
+	Name string `json:"name"`
+	// Kind is how deliveries are verified: stripe, github, hmac or none.
+	Kind         string `json:"kind"`
+	MaxBodyBytes int64  `json:"max_body_bytes"`
+	// PayloadSchema says deliveries must match the source's JSON Schema.
+	PayloadSchema bool            `json:"payload_schema"`
+	Rules         []RoutingRule   `json:"rules"`
+	Counts        WebhookCounts   `json:"counts"`
+	Refused       WebhookRefusals `json:"refused"`
+}
+
+// RoutingRule routes one event type of a webhook source or a binding to
+// a start of Workflow, or to Signal of the execution of WorkflowID (a
+// template over the event), started if none runs.
+type RoutingRule struct {
+	Event      string `json:"event"`
+	Workflow   string `json:"workflow"`
+	Signal     string `json:"signal,omitempty"`
+	WorkflowID string `json:"workflow_id,omitempty"`
+}
+
+// WebhookCounts are a source's deliveries by what became of them:
+// Accepted (published: a start or a signal), Duplicate (an event
+// accepted before), Ignored (verified, but no rule names its type),
+// Refused (see WebhookRefusals), Unavailable (503: the command stream
+// down, or the workflow's admission gate closed; the provider retries).
+type WebhookCounts struct {
+	Accepted    int64 `json:"accepted"`
+	Duplicate   int64 `json:"duplicate"`
+	Ignored     int64 `json:"ignored"`
+	Refused     int64 `json:"refused"`
+	Unavailable int64 `json:"unavailable"`
+}
+
+// WebhookRefusals are a source's refused deliveries by reason:
+// BadSignature (401: a signature that does not verify, or none, or a
+// stale timestamp), Schema (422: the source's payload schema, or the
+// workflow's input schema), TooLarge (413), Malformed (another 4xx: not
+// JSON, not application/json, no event id, no workflow_id to route by).
+type WebhookRefusals struct {
+	BadSignature int64 `json:"bad_signature"`
+	Schema       int64 `json:"schema"`
+	TooLarge     int64 `json:"too_large"`
+	Malformed    int64 `json:"malformed"`
+}
+
+// BindingSummary is one NATS subject binding: the messages of Subject on
+// the user's Stream, routed by Rules.
+type BindingSummary struct {
+	Name    string        `json:"name"`
+	Stream  string        `json:"stream"`
+	Subject string        `json:"subject"`
+	Rules   []RoutingRule `json:"rules"`
+	Counts  BindingCounts `json:"counts"`
+}
+
+// BindingCounts are a binding's messages by what became of them:
+// Published (a command), Duplicate (the broker held the command: a
+// message taken again), Ignored (no rule), Retried (the command stream
+// did not take it; delivered again later), DeadLettered (it can never
+// become a command: sent to the binding's dead-letter subject).
+type BindingCounts struct {
+	Published    int64 `json:"published"`
+	Duplicate    int64 `json:"duplicate"`
+	Ignored      int64 `json:"ignored"`
+	Retried      int64 `json:"retried"`
+	DeadLettered int64 `json:"dead_lettered"`
+}
+
+// CloseAdmissionRequest is the body of POST
+// /api/harvest/admission/{workflow}/close; Reason is required and shown
+// to refused callers.
+type CloseAdmissionRequest struct {
+	Reason string `json:"reason"`
+}
+
+// ListAdmissionResponse answers GET /api/harvest/admission: the closed
+// gates, by workflow name.
+type ListAdmissionResponse struct {
+	Closed []AdmissionGate `json:"closed"`
+}
+
+// RunRequest is the body of POST /v1/runs, ArcFlow's create-run: a start
+// of Workflow, keyed by the Idempotency-Key header.
+type RunRequest struct {
+	Workflow string          `json:"workflow"`
+	Input    json.RawMessage `json:"input"`
+}
+
+// RunResponse answers POST /v1/runs and GET /v1/runs/{run_id}. RunID is
+// the execution id; TraceID is stable for the run; Status is the
+// execution's (Running, Completed, Failed, Cancelled, Terminated,
+// TimedOut).
+type RunResponse struct {
+	RunID   string `json:"run_id"`
+	TraceID string `json:"trace_id"`
+	Status  string `json:"status"`
+}
+
+// ExternalResponse answers POST /v1/runs/{run_id}/external/{binding_id}.
+// Status is "accepted", or "already_processed" for a repeated
+// X-Idempotency-Key.
+type ExternalResponse struct {
+	RunID     string `json:"run_id"`
+	BindingID string `json:"binding_id"`
+	Status    string `json:"status"`
+	// CommandID is set when the callback is durable but not applied yet.
+	CommandID string `json:"command_id,omitempty"`
+}
+
+// HookResponse answers a webhook delivery, POST /hooks/{source}.
+type HookResponse struct {
+	Accepted  bool   `json:"accepted"`
+	CommandID string `json:"command_id,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Ignored   bool   `json:"ignored,omitempty"`
+}
+
+// HealthResponse answers GET /healthz; Status is "ok".
+type HealthResponse struct {
+	Status string `json:"status"`
+}
+
+// ReadinessResponse answers GET /readyz, on ingest's address and on the
+// scheduler's and the worker's admin_addr: 200 with Status "ready" (or,
+// on ingest, "degraded"), or 503 with Status and Error "not_ready" and
+// Message saying why.
+type ReadinessResponse struct {
+	// Status is ReadyStatusReady, ReadyStatusDegraded (ingest only: it
+	// serves, but something every ingest shares is wrong; Reasons say
+	// what) or ReadyStatusNotReady.
+	Status  string `json:"status"`
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Reasons are why the process is not ready or degraded, one each
+	// (Message joins them): on ingest "JetStream unreachable" (not
+	// ready), "PostgreSQL unreachable" and the failing shards
+	// (degraded), and the budgets of requests served at once that are
+	// full (Saturated).
+	Reasons []string `json:"reasons,omitempty"`
+	// JetStream is "ok" or why it is not (ingest only).
+	JetStream string `json:"jetstream,omitempty"`
+	// Database is "ok", "none" (no database configured: ingest reads
+	// none) or "unavailable" (it cannot be read: ingest is degraded)
+	// (ingest only).
+	Database string `json:"database,omitempty"`
+	// FailingShards are the shards that have not applied commands for
+	// 10 s or more (ingest only).
+	FailingShards []FailingShard `json:"failing_shards,omitempty"`
+	// Saturated names the budgets of requests served at once that are
+	// full (ingest only): "api" (max_in_flight: the process is not
+	// ready), "webhook:<source>", "arcflow" or "unauthenticated" (the
+	// requests that carry no token: degraded).
+	Saturated []string `json:"saturated,omitempty"`
+}
+
+// ReadinessResponse's Status values.
+const (
+	ReadyStatusReady    = "ready"
+	ReadyStatusDegraded = "degraded"
+	ReadyStatusNotReady = "not_ready"
+)
+
+// FailingShard is a shard that has not applied commands since
+// FailingSince.
+type FailingShard struct {
+	Shard        int       `json:"shard"`
+	FailingSince time.Time `json:"failing_since"`
+	// Cause is "failing" (the scheduler that holds the shard keeps
+	// failing to apply its commands) or "unowned" (no scheduler has held
+	// it since FailingSince).
+	Cause string `json:"cause,omitempty"`
+	// LastError is empty on ingest's /readyz, which quotes no internal
+	// error: the scheduler's log and admin /readyz have it.
+	LastError string `json:"last_error,omitempty"`
+}

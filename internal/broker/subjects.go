@@ -1,0 +1,87 @@
+package broker
+
+import (
+	"strconv"
+	"strings"
+)
+
+// CommandSubject is the subject of a command of kind for shard:
+// harvest.cmd.<shard>.<kind>.
+func CommandSubject(shard int, kind string) string {
+	return "harvest.cmd." + strconv.Itoa(shard) + "." + kind
+}
+
+// CommandFilter matches every command of one shard.
+func CommandFilter(shard int) string {
+	return "harvest.cmd." + strconv.Itoa(shard) + ".>"
+}
+
+// TaskSubject is the subject tasks of kind on a task queue had before
+// they were routed by name: harvest.task.<queue>.<kind>. Schedulers
+// publish to NameTaskSubject; workers still drain this subject, for tasks
+// an older scheduler wrote.
+func TaskSubject(queue, kind string) string {
+	return "harvest.task." + queue + "." + kind
+}
+
+// NameTaskSubject is the subject of a task of kind (wire.TaskWorkflow,
+// wire.TaskActivity) for the workflow or activity name on a task queue:
+// harvest.task.<queue>.<kind>.<name>. Only the workers that register name
+// on queue consume it. Queue and names are validated by
+// dedup.ValidateName, so they are safe subject tokens.
+func NameTaskSubject(queue, kind, name string) string {
+	return "harvest.task." + queue + "." + kind + "." + name
+}
+
+// TaskKind is the kind of task (wire.TaskWorkflow, wire.TaskActivity) a
+// task subject, routed by name or not, carries; false for a subject that
+// is no task's.
+func TaskKind(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, "harvest.task.")
+	if !ok {
+		return "", false
+	}
+	tokens := strings.Split(rest, ".")
+	if len(tokens) != 2 && len(tokens) != 3 {
+		return "", false
+	}
+	return tokens[1], true
+}
+
+// TaskQueueFilter matches every task of a task queue, by name or not.
+func TaskQueueFilter(queue string) string {
+	return "harvest.task." + queue + ".>"
+}
+
+// OutcomeSubject is the core NATS subject on which the scheduler announces
+// a command's outcome once the transaction that stored it has committed:
+// harvest.outcome.<command_id>. Nothing stores these messages; a reader
+// that missed one reads the outcome from PostgreSQL.
+func OutcomeSubject(commandID string) string {
+	return outcomePrefix + commandID
+}
+
+const outcomePrefix = "harvest.outcome."
+
+// CancelledSubject is the put subject announcing a cancelled execution.
+func CancelledSubject(executionID string) string {
+	return "$KV." + CancelledBucket + "." + executionID
+}
+
+// OutcomeSubjects matches every outcome announcement.
+const OutcomeSubjects = outcomePrefix + ">"
+
+// OutcomeCommandID returns the command id of an outcome subject.
+func OutcomeCommandID(subject string) string {
+	if len(subject) > len(outcomePrefix) && subject[:len(outcomePrefix)] == outcomePrefix {
+		return subject[len(outcomePrefix):]
+	}
+	return ""
+}
+
+// PruneSubject is the core NATS subject on which ingest asks every
+// scheduler to prune now (POST /api/harvest/retention/prune): each one
+// subscribes, wakes its pruner for the shards it holds, and answers the
+// request, so that ingest knows at least one heard it. Nothing stores
+// these messages: a scheduler that misses one prunes at its next interval.
+const PruneSubject = "harvest.retention.prune"

@@ -1,0 +1,85 @@
+package config
+
+import (
+	"slices"
+	"time"
+
+	"github.com/harvest-engine/harvest/api"
+	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/startpolicy"
+)
+
+// WorkflowConfig is the per-workflow part of Config.
+type WorkflowConfig struct {
+	// IdempotencyFingerprint overrides the deployment's setting.
+	IdempotencyFingerprint string `yaml:"idempotency_fingerprint"`
+	// Retention overrides the deployment's retention for this workflow's
+	// closed executions.
+	Retention Duration `yaml:"retention"`
+	// StartPolicy throttles, debounces or batches the workflow's starts
+	// (docs/start-policies.md).
+	StartPolicy *api.StartPolicy `yaml:"start_policy"`
+	// TaskQueue is the task queue the workflow's starts go to when the
+	// start names none (every start ingest makes: the API's, webhook and
+	// binding rules', ArcFlow runs), default "default". A declared
+	// workflow is accepted on this queue while no worker serves it.
+	TaskQueue string `yaml:"task_queue"`
+}
+
+// DeclaredWorkflows are the workflows the configuration declares: those
+// under workflows, and the targets of the bindings' rules (ingest adds
+// the webhooks' own).
+func (c Config) DeclaredWorkflows() []string {
+	out := make([]string, 0, len(c.Workflows))
+	for name := range c.Workflows {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return append(out, binding.Workflows(c.Bindings)...)
+}
+
+// RetentionByWorkflow returns the per-workflow retentions.
+func (c Config) RetentionByWorkflow() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, w := range c.Workflows {
+		if w.Retention > 0 {
+			out[name] = time.Duration(w.Retention)
+		}
+	}
+	return out
+}
+
+// StartPolicies returns the workflows' start policies, checked (Validate
+// reports one that is not).
+func (c Config) StartPolicies() map[string]*startpolicy.Policy {
+	out := map[string]*startpolicy.Policy{}
+	for name, w := range c.Workflows {
+		if p, err := startpolicy.Parse(w.StartPolicy); err == nil && p != nil {
+			out[name] = p
+		}
+	}
+	return out
+}
+
+// TaskQueues returns the workflows' configured task queues, by workflow;
+// a workflow with none is absent (its starts go to "default").
+func (c Config) TaskQueues() map[string]string {
+	out := map[string]string{}
+	for name, w := range c.Workflows {
+		if w.TaskQueue != "" {
+			out[name] = w.TaskQueue
+		}
+	}
+	return out
+}
+
+// FingerprintByWorkflow returns the per-workflow fingerprint modes.
+func (c Config) FingerprintByWorkflow() map[string]string {
+	out := map[string]string{}
+	for name, w := range c.Workflows {
+		if w.IdempotencyFingerprint != "" {
+			out[name] = w.IdempotencyFingerprint
+		}
+	}
+	return out
+}

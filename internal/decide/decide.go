@@ -1,0 +1,242 @@
+// Package decide says what a workflow task's decisions mean: the event
+// each records in the execution's history, with its attributes; the
+// idempotency key and options of an activity it schedules; the task an
+// activity's attempt is dispatched as; and which recorded event a replay
+// must find for each decision.
+//
+// Every side that turns decisions into history uses it, so that they
+// cannot drift apart: the scheduler's apply (which the test kit runs
+// too, through scheduler.Memory), a worker running activities eagerly
+// (it builds the history of its speculative next task), and the SDK's
+// replayer (it checks the history against what the code decides). A new
+// kind of decision is added here, in kinds, once; the scheduler then
+// writes the rows it needs (its store rows), and tests hold every kind
+// to the scheduler and the replayer.
+//
+// It is pure computation: no I/O, no clock but the times it is given.
+package decide
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// Recorded is what one decision becomes in an execution's history.
+type Recorded struct {
+	// Event is the type of the event the decision records, Attrs its
+	// attributes.
+	Event string
+	Attrs any
+	// Closes says the decision closes the execution (Status: how).
+	Closes bool
+	Status string
+	// Activity is the activity a schedule_activity decision schedules,
+	// nil for the other kinds.
+	Activity *Activity
+	// FireAt is when a start_timer decision's timer fires.
+	FireAt time.Time
+}
+
+// Activity is an activity as a decision schedules it.
+type Activity struct {
+	ID   int
+	Name string
+	// Key is the activity's idempotency key, the same for every attempt
+	// and wherever it runs: derived from the execution and the activity's
+	// id.
+	Key     string
+	Input   json.RawMessage
+	Options wire.ActivityOptions
+}
+
+// kind is what one kind of decision means.
+type kind struct {
+	// event is the type of the event it records.
+	event string
+	// record makes the event's attributes (and the rest of Recorded) of
+	// d, taken at now by the execution executionID.
+	record func(r *Recorded, executionID string, d *wire.Decision, now time.Time) error
+	// matches says whether attrs, the attributes of an event of type
+	// event, record d: the replayer's check that the code decided what
+	// the history holds.
+	matches func(d *wire.Decision, attrs json.RawMessage) bool
+}
+
+// kinds are the decisions a workflow task can take, by their wire type.
+var kinds = map[string]kind{
+	wire.DecisionScheduleActivity: {
+		event: wire.EventActivityScheduled,
+		record: func(r *Recorded, executionID string, d *wire.Decision, _ time.Time) error {
+			a := &Activity{ID: d.ActivityID, Name: d.ActivityName, Key: dedup.ActivityKeyFor(executionID, d.ActivityID).String(),
+				Input: d.Input, Options: d.ScheduledOptions()}
+			r.Activity = a
+			r.Attrs = wire.ActivityScheduledAttrs{ActivityID: a.ID, ActivityName: a.Name, Input: a.Input, IdempotencyKey: a.Key, Options: a.Options}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.ActivityScheduledAttrs
+			return json.Unmarshal(raw, &a) == nil && a.ActivityID == d.ActivityID && a.ActivityName == d.ActivityName &&
+				wire.SameJSON(a.Input, d.Input) && reflect.DeepEqual(a.Options, d.ScheduledOptions())
+		},
+	},
+	wire.DecisionStartTimer: {
+		event: wire.EventTimerStarted,
+		record: func(r *Recorded, _ string, d *wire.Decision, now time.Time) error {
+			r.FireAt = now.Add(time.Duration(d.DurationMS) * time.Millisecond)
+			r.Attrs = wire.TimerAttrs{TimerID: d.TimerID, FireAt: &r.FireAt, DurationMS: d.DurationMS}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.TimerAttrs
+			// Histories from before durations were recorded have none.
+			return json.Unmarshal(raw, &a) == nil && a.TimerID == d.TimerID && (a.DurationMS == 0 || a.DurationMS == d.DurationMS)
+		},
+	},
+	wire.DecisionCancelTimer: {
+		event: wire.EventTimerCancelled,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			r.Attrs = wire.TimerAttrs{TimerID: d.TimerID}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.TimerAttrs
+			return json.Unmarshal(raw, &a) == nil && a.TimerID == d.TimerID
+		},
+	},
+	wire.DecisionRecordMarker: {
+		event: wire.EventMarkerRecorded,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			if d.Marker == nil {
+				return fmt.Errorf("a %s decision without its marker", d.Type)
+			}
+			r.Attrs = *d.Marker
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.MarkerAttrs
+			return d.Marker != nil && json.Unmarshal(raw, &a) == nil && a.Kind == d.Marker.Kind && a.MarkerID == d.Marker.MarkerID
+		},
+	},
+	wire.DecisionCompleteWorkflow: {
+		event: wire.EventWorkflowCompleted,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			r.Closes, r.Status = true, wire.StatusCompleted
+			r.Attrs = wire.WorkflowClosedAttrs{Result: d.Result}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.WorkflowClosedAttrs
+			return json.Unmarshal(raw, &a) == nil && wire.SameJSON(a.Result, d.Result)
+		},
+	},
+	wire.DecisionFailWorkflow: {
+		event: wire.EventWorkflowFailed,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			r.Closes, r.Status = true, wire.StatusFailed
+			r.Attrs = wire.WorkflowClosedAttrs{Failure: d.Failure}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.WorkflowClosedAttrs
+			return json.Unmarshal(raw, &a) == nil && a.Failure != nil && d.Failure != nil &&
+				a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type
+		},
+	},
+}
+
+// Record is what decision d, taken by execution executionID in a task
+// applied at now, records. A decision of an unknown kind, or one missing
+// what its kind needs, is an error: the scheduler ignores it, and says
+// so.
+func Record(executionID string, d *wire.Decision, now time.Time) (Recorded, error) {
+	k, ok := kinds[d.Type]
+	if !ok {
+		return Recorded{}, fmt.Errorf("unknown decision %q", d.Type)
+	}
+	r := Recorded{Event: k.event}
+	if err := k.record(&r, executionID, d, now); err != nil {
+		return Recorded{}, err
+	}
+	return r, nil
+}
+
+// Matches says whether ev is what decision d records: the same kind, and
+// the same name, input and options (an activity), duration (a timer),
+// marker or result. Times and keys, which the scheduler adds, are not
+// compared.
+func Matches(d *wire.Decision, ev wire.Event) bool {
+	k, ok := kinds[d.Type]
+	return ok && k.event == ev.Type && k.matches(d, ev.Attrs)
+}
+
+// IsDecisionEvent says whether events of type typ record a decision, and
+// so are matched against the code's decisions on replay.
+func IsDecisionEvent(typ string) bool {
+	for _, k := range kinds {
+		if k.event == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// Kinds are the wire types of every kind of decision, sorted.
+func Kinds() []string { return slices.Sorted(maps.Keys(kinds)) }
+
+// TaskCompleted is the event the scheduler records before a workflow
+// task's decisions: the task, the last event it saw (baseSeq) and its
+// time, what the workflow's Now read. A replay shows the workflow the
+// history as that task saw it.
+func TaskCompleted(taskID, baseSeq int, at time.Time) (string, wire.WorkflowTaskCompletedAttrs) {
+	return wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: taskID, BaseSeq: baseSeq, Time: at.UTC()}
+}
+
+// ActivityCompleted is the event of an activity's attempt that returned
+// result.
+func ActivityCompleted(activityID int, name string, attempt int, result json.RawMessage) (string, wire.ActivityClosedAttrs) {
+	return wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: activityID, ActivityName: name, Attempt: attempt, Result: result}
+}
+
+// Attempt is one attempt of an activity, as the scheduler (or, for
+// attempt 1, a worker running it eagerly) dispatches it.
+type Attempt struct {
+	// Task is the workflow task's execution: its id, shard and workflow.
+	ExecutionID  string
+	Shard        int
+	WorkflowName string
+	// TaskQueue is the queue the attempt runs on.
+	TaskQueue string
+	Activity  Activity
+	Number    int
+	// ScheduledAt is when the activity was scheduled, which bounds every
+	// attempt by its schedule-to-close timeout.
+	ScheduledAt time.Time
+	// HeartbeatDetails and PreviousOutcomeUnknown carry what the
+	// attempts before it left.
+	HeartbeatDetails       json.RawMessage
+	PreviousOutcomeUnknown bool
+}
+
+// Task is the attempt's task, dispatched at now: its deadline is its
+// start-to-close timeout from now, or the activity's schedule-to-close
+// one from its scheduling, whichever comes first.
+func (a *Attempt) Task(now time.Time) *wire.ActivityTask {
+	opts := a.Activity.Options
+	deadline := now.Add(opts.StartToClose())
+	if total := opts.ScheduleToClose(); total > 0 && a.ScheduledAt.Add(total).Before(deadline) {
+		deadline = a.ScheduledAt.Add(total)
+	}
+	return &wire.ActivityTask{
+		ExecutionID: a.ExecutionID, Shard: a.Shard, WorkflowName: a.WorkflowName, TaskQueue: a.TaskQueue,
+		ActivityID: a.Activity.ID, ActivityName: a.Activity.Name, Input: a.Activity.Input, IdempotencyKey: a.Activity.Key,
+		Attempt: a.Number, ScheduledAt: a.ScheduledAt, Deadline: deadline,
+		HeartbeatTimeoutMS: opts.HeartbeatTimeoutMS, HeartbeatDetails: a.HeartbeatDetails, PreviousOutcomeUnknown: a.PreviousOutcomeUnknown,
+	}
+}

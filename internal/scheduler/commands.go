@@ -1,0 +1,201 @@
+package scheduler
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// commandKind is what the scheduler does with one kind of command. Every
+// step of the apply (validating a delivery, gathering the batch's reads,
+// applying, counting) goes by this table, so that a new kind of command is
+// added here once.
+type commandKind struct {
+	// valid says whether c carries what applying it needs; one that does
+	// not is set aside as dead.
+	valid func(c *wire.Command) bool
+	// gather adds what applying c reads to the batch's reads; nil for a
+	// kind that reads nothing.
+	gather func(g *gathering, c seqCommand)
+	// apply applies c to the batch.
+	apply func(b *batch, c seqCommand)
+}
+
+// commandKinds are the commands the scheduler applies, by wire kind.
+var commandKinds = map[string]commandKind{
+	wire.KindStart: {
+		valid: func(c *wire.Command) bool {
+			return c.Start != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Start.TaskQueue != "" && validPolicy(c.Start)
+		},
+		gather: (*gathering).start,
+		apply: func(b *batch, c seqCommand) {
+			if c.cmd.Start.Policy != nil {
+				b.policyStart(c)
+			} else {
+				b.start(c)
+			}
+		},
+	},
+	wire.KindWorkflowTaskCompleted: {
+		valid: func(c *wire.Command) bool { return c.WorkflowTask != nil && validUUID(c.WorkflowTask.ExecutionID) },
+		gather: func(g *gathering, c seqCommand) {
+			g.execution(c.cmd.WorkflowTask.ExecutionID)
+		},
+		apply: func(b *batch, c seqCommand) { b.workflowTaskCompleted(c.cmd.WorkflowTask) },
+	},
+	wire.KindActivityResult: {
+		valid: func(c *wire.Command) bool { return c.Activity != nil && validUUID(c.Activity.ExecutionID) },
+		gather: func(g *gathering, c seqCommand) {
+			g.activity(c.cmd.Activity.ExecutionID, c.cmd.Activity.ActivityID)
+		},
+		apply: func(b *batch, c seqCommand) { b.activityResult(c.cmd.Activity) },
+	},
+	wire.KindActivityHeartbeat: {
+		valid: func(c *wire.Command) bool { return c.Heartbeat != nil && validUUID(c.Heartbeat.ExecutionID) },
+		gather: func(g *gathering, c seqCommand) {
+			g.activity(c.cmd.Heartbeat.ExecutionID, c.cmd.Heartbeat.ActivityID)
+		},
+		apply: func(b *batch, c seqCommand) { b.heartbeat(c.cmd.Heartbeat) },
+	},
+	// A signal's, a cancellation's and a termination's execution id in
+	// another form than the canonical one names no execution: the command
+	// is valid, its execution is not looked up (PostgreSQL could refuse
+	// the id), and it is answered 404, as for an execution that does not
+	// exist, so that a caller cannot fill the dead commands with ids
+	// (ingest refuses such ids before publishing).
+	wire.KindSignal: {
+		valid: func(c *wire.Command) bool { return c.Signal != nil && c.Signal.SignalName != "" },
+		gather: func(g *gathering, c seqCommand) {
+			sg := c.cmd.Signal
+			if !validUUID(sg.ExecutionID) {
+				return
+			}
+			g.execution(sg.ExecutionID)
+			if sg.IdempotencyKey != "" {
+				g.sigRefs = append(g.sigRefs, store.SignalRef{ExecutionID: sg.ExecutionID, IdempotencyKey: sg.IdempotencyKey})
+			}
+		},
+		apply: (*batch).signal,
+	},
+	wire.KindCancel: {
+		valid: func(c *wire.Command) bool { return c.Cancel != nil },
+		gather: func(g *gathering, c seqCommand) {
+			if validUUID(c.cmd.Cancel.ExecutionID) {
+				g.execution(c.cmd.Cancel.ExecutionID)
+			}
+		},
+		apply: func(b *batch, c seqCommand) {
+			b.closeCommand(c, wire.KindCancel, c.cmd.Cancel.ExecutionID, c.cmd.Cancel.Reason, cancelling)
+		},
+	},
+	wire.KindTerminate: {
+		valid: func(c *wire.Command) bool { return c.Terminate != nil },
+		gather: func(g *gathering, c seqCommand) {
+			if validUUID(c.cmd.Terminate.ExecutionID) {
+				g.execution(c.cmd.Terminate.ExecutionID)
+			}
+		},
+		apply: func(b *batch, c seqCommand) {
+			b.closeCommand(c, wire.KindTerminate, c.cmd.Terminate.ExecutionID, c.cmd.Terminate.Reason, terminating)
+		},
+	},
+	wire.KindSignalWithStart: {
+		valid: func(c *wire.Command) bool {
+			return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
+		},
+		gather: func(g *gathering, c seqCommand) {
+			// Its signal's key is looked up once its workflow_id's
+			// execution is known: a second round trip.
+			g.readFree = false
+			g.workflow(store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID})
+		},
+		apply: (*batch).signalWithStart,
+	},
+	wire.KindDuplicate: {
+		valid: func(c *wire.Command) bool { return validDuplicate(c.Duplicate) },
+		apply: func(b *batch, c seqCommand) { b.duplicate(c.cmd.Duplicate) },
+	},
+}
+
+// commandKindNames are the kinds of commandKinds, sorted.
+func commandKindNames() []string { return slices.Sorted(maps.Keys(commandKinds)) }
+
+// gathering is what a batch's commands read, gathered before the batch
+// reads it in one round trip, so that each table is read once.
+type gathering struct {
+	b            *batch
+	newClaims    []store.NewClaim
+	wfRefs       []store.WorkflowRef
+	execIDs      []string
+	actRefs      []store.ActivityRef
+	sigRefs      []store.SignalRef
+	policyRefs   []store.PolicyRef
+	policyCmdIDs []string
+	seenPolicy   map[store.PolicyRef]bool
+	seenWf       map[store.WorkflowRef]bool
+	seenExecIDs  map[string]bool
+	// readFree says whether the batch can go without reads: no key used
+	// twice, no signal-with-start, no activity or signal rows to read.
+	readFree bool
+}
+
+func (g *gathering) execution(id string) {
+	if !g.seenExecIDs[id] {
+		g.seenExecIDs[id] = true
+		g.execIDs = append(g.execIDs, id)
+	}
+}
+
+func (g *gathering) activity(executionID string, activityID int) {
+	g.execution(executionID)
+	g.actRefs = append(g.actRefs, store.ActivityRef{ExecutionID: executionID, ActivityID: activityID})
+}
+
+func (g *gathering) workflow(ref store.WorkflowRef) {
+	if !g.seenWf[ref] {
+		g.seenWf[ref] = true
+		g.wfRefs = append(g.wfRefs, ref)
+	}
+}
+
+// start gathers a start's reads: its policy's keys and prior outcomes
+// under a start policy; else the claim of its key, taken for an
+// execution id minted now, and its workflow_id's latest execution.
+func (g *gathering) start(c seqCommand) {
+	s := c.cmd.Start
+	if p := s.Policy; p != nil {
+		g.readFree = false
+		ref := store.PolicyRef{WorkflowName: s.WorkflowName, Kind: p.Kind, Key: p.Key}
+		if !g.seenPolicy[ref] {
+			g.seenPolicy[ref] = true
+			g.policyRefs = append(g.policyRefs, ref)
+		}
+		g.policyCmdIDs = append(g.policyCmdIDs, c.cmd.CommandID)
+		if p.Kind == wire.PolicyThrottle {
+			// It may begin at once, as any start, which looks up its
+			// workflow_id.
+			g.workflow(store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID})
+		}
+		return
+	}
+	if s.IdempotencyKey != "" {
+		ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
+		if _, ok := g.b.tentative[ref]; !ok {
+			id := g.b.mintExecutionID()
+			g.b.tentative[ref] = id
+			g.newClaims = append(g.newClaims, store.NewClaim{ClaimRef: ref, ExecutionID: id, Fingerprint: s.Fingerprint})
+		} else {
+			g.readFree = false
+		}
+	}
+	g.workflow(store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID})
+}
+
+// validCommand says whether c is a command the scheduler can apply; one
+// that is not is set aside as dead.
+func validCommand(c *wire.Command) bool {
+	k, ok := commandKinds[c.Kind]
+	return ok && k.valid(c)
+}

@@ -1,0 +1,81 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/decide"
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// decisionSamples holds one decision of each kind decide knows. A kind
+// added to decide without a sample here fails
+// TestEveryDecisionIsAppliedAsDecideRecordsIt, so that it is applied,
+// stored and replayed by a test before it ships.
+var decisionSamples = map[string]wire.Decision{
+	wire.DecisionScheduleActivity: {Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "charge", Input: json.RawMessage(`{"cents":5}`)},
+	wire.DecisionStartTimer:       {Type: wire.DecisionStartTimer, TimerID: 1, DurationMS: 60000},
+	wire.DecisionCancelTimer:      {Type: wire.DecisionCancelTimer, TimerID: 1},
+	wire.DecisionRecordMarker:     {Type: wire.DecisionRecordMarker, Marker: &wire.MarkerAttrs{Kind: wire.MarkerSideEffect, MarkerID: 1, Value: json.RawMessage(`"v"`)}},
+	wire.DecisionCompleteWorkflow: {Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`{"ok":true}`)},
+	wire.DecisionFailWorkflow:     {Type: wire.DecisionFailWorkflow, Failure: &wire.Failure{Type: "Boom", Message: "it broke"}},
+}
+
+// TestEveryDecisionIsAppliedAsDecideRecordsIt holds the scheduler, on
+// PostgreSQL and on the in-memory shard the test kit runs, to decide:
+// each kind of decision a workflow task takes is recorded as the event
+// decide.Record names, with attributes the replayer (decide.Matches)
+// accepts as that decision.
+func TestEveryDecisionIsAppliedAsDecideRecordsIt(t *testing.T) {
+	t.Parallel()
+	require.ElementsMatch(t, decide.Kinds(), mapKeys(decisionSamples), "every kind of decision needs a sample here")
+	for _, typ := range decide.Kinds() {
+		d := decisionSamples[typ]
+		rec, err := decide.Record("x", &d, time.Now())
+		require.NoError(t, err)
+		t.Run(typ+"/postgres", func(t *testing.T) {
+			t.Parallel()
+			f := newEagerFixture(t)
+			f.apply(t, wire.Command{CommandID: dedup.WorkflowTaskCommandID(f.exec, f.task.TaskID), Kind: wire.KindWorkflowTaskCompleted,
+				WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: f.exec, TaskID: f.task.TaskID, BaseSeq: 1, Decisions: []wire.Decision{d}}})
+			var last wire.Event
+			require.NoError(t, f.db.QueryRow(t.Context(), `SELECT seq, type, attrs FROM history_events WHERE execution_id = $1 ORDER BY seq DESC LIMIT 1`,
+				f.exec).Scan(&last.Seq, &last.Type, &last.Attrs))
+			require.Equal(t, rec.Event, last.Type)
+			require.True(t, decide.Matches(&d, last), "the replayer must accept what the scheduler recorded: %s", last.Attrs)
+		})
+		t.Run(typ+"/memory", func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			m, err := NewMemory(MemoryConfig{})
+			require.NoError(t, err)
+			now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+			start := startCmd("pay", "", "w1")
+			out, err := m.Apply(ctx, now, &start)
+			require.NoError(t, err)
+			require.Len(t, out.WorkflowTasks, 1)
+			task := out.WorkflowTasks[0]
+			_, err = m.Apply(ctx, now, &wire.Command{CommandID: dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID), Kind: wire.KindWorkflowTaskCompleted,
+				WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, BaseSeq: 1, Decisions: []wire.Decision{d}}})
+			require.NoError(t, err)
+			_, hist, ok := m.Execution(task.ExecutionID)
+			require.True(t, ok)
+			last := hist[len(hist)-1]
+			require.Equal(t, rec.Event, last.Type)
+			require.True(t, decide.Matches(&d, last), "the replayer must accept what the shard recorded: %s", last.Attrs)
+		})
+	}
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -6,13 +6,14 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/harvest-engine/harvest/harvesttype"
 	"github.com/harvest-engine/harvest/internal/wire"
 	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
 // DefaultWorkflowCacheSize is how many executions a worker keeps in
-// memory between their workflow tasks, by default.
-const DefaultWorkflowCacheSize = 1000
+// memory between their workflow tasks, by default (harvesttype holds it).
+const DefaultWorkflowCacheSize = harvesttype.DefaultWorkflowCacheSize
 
 // workflowCache keeps executions' workflow code parked between their
 // workflow tasks, the least recently used leaving first, so that a task

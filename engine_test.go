@@ -404,7 +404,7 @@ var chargeCard = NewActivity[chargeIn, chargeOut]("charge_card")
 // name, and its future gives the typed result.
 func TestTypedActivities(t *testing.T) {
 	t.Parallel()
-	w := newWorker(WorkerConfig{}.withDefaults())
+	w := newWorker(WorkerConfig{}.WithDefaults())
 	chargeCard.Register(w, func(_ *ActivityContext, in chargeIn) (chargeOut, error) { return chargeOut{ChargeID: "ch_1"}, nil },
 		ActivityOptions{StartToClose: time.Minute})
 	require.True(t, w.hasActivity("charge_card"))

@@ -7,7 +7,10 @@ import (
 )
 
 // ActivityOptions tune an activity's attempts. Set them when registering
-// the activity, and override any field per call (ExecuteActivity).
+// the activity, and override any field per call (ExecuteActivity). The
+// zero value is the defaults. Each of those functions takes at most one,
+// as its last argument; several are merged in order, each one's non-zero
+// fields winning, as a call's win over the registration's.
 type ActivityOptions struct {
 	// StartToClose bounds one attempt, default 5 minutes. An attempt that
 	// has not reported by then (its worker vanished, say) is retried.

@@ -1,7 +1,6 @@
 package harvest
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,26 +11,22 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 
+	"github.com/harvest-engine/harvest/harvesttype"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/schema"
-	"github.com/harvest-engine/harvest/internal/tracing"
-	"github.com/harvest-engine/harvest/internal/wire"
 	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
-// Defaults for WorkerConfig's zero values.
+// Defaults for WorkerConfig's zero values (harvesttype holds them).
 const (
-	DefaultActivityConcurrency     = 32
-	DefaultWorkflowTaskConcurrency = 8
-	DefaultTaskAckWait             = 5 * time.Second
-	DefaultShutdownGrace           = 30 * time.Second
+	DefaultActivityConcurrency     = harvesttype.DefaultActivityConcurrency
+	DefaultWorkflowTaskConcurrency = harvesttype.DefaultWorkflowTaskConcurrency
+	DefaultTaskAckWait             = harvesttype.DefaultTaskAckWait
+	DefaultShutdownGrace           = harvesttype.DefaultShutdownGrace
 )
 
 // ErrNotDeclared is returned by Worker.Start when the NATS server holds no
@@ -47,120 +42,14 @@ var ErrNotDeclared = broker.ErrNotDeclared
 var ErrRegistration = errors.New("registration refused")
 
 // WorkerConfig configures a Worker. Zero values mean the documented
-// defaults.
-type WorkerConfig struct {
-	// NATS is the connection to the deployment's NATS server. Without
-	// one, NewWorker connects to the URL in the HARVEST_NATS_URL
-	// environment variable (which harvest dev prints, and writes to its
-	// state dir's nats.url), and Stop closes that connection; with
-	// neither, NewWorker fails. Start binds to the streams and buckets
-	// the deployment's scheduler and ingest declared (it fails with an
-	// error wrapping ErrNotDeclared when there are none yet), and never
-	// changes them.
-	NATS *nats.Conn
-	// TaskQueue to pull from, default "default".
-	TaskQueue string
-	// ActivityConcurrency caps activities run at once, default 32.
-	ActivityConcurrency int
-	// WorkflowTaskConcurrency caps workflow tasks replayed at once,
-	// default 8.
-	WorkflowTaskConcurrency int
-	// TaskAckWait bounds how long a task held by a worker that vanishes
-	// waits before it is delivered again, default 5 s. A worker tells the
-	// server that each task it holds is in progress every third of it,
-	// from the moment the task arrives until its result is published and
-	// it is acknowledged, so a live worker keeps its tasks however long
-	// they run, and a vanished worker's are delivered again within
-	// TaskAckWait of its last acknowledgement. The task queue's consumers
-	// are shared: give every worker of a queue the same value (the last
-	// to start sets it).
-	TaskAckWait time.Duration
-	// ShutdownGrace bounds how long Stop lets running tasks finish,
-	// default 30 s; a context given to Stop that ends sooner shortens it.
-	ShutdownGrace time.Duration
-	// WorkflowCacheSize is how many executions the worker keeps in
-	// memory between their workflow tasks, default 1000 (negative: none).
-	// A task of a cached execution runs on from where the last one
-	// stopped; any other replays the execution's history first. Each
-	// execution kept holds its workflow goroutines, parked.
-	WorkflowCacheSize int
-	// DisableEagerActivities turns eager dispatch off: every activity
-	// attempt then goes through the task stream. By default a worker that
-	// completes a workflow task scheduling only activities it has, none
-	// with a heartbeat timeout, runs their first attempts at once when it
-	// has free activity slots, then the next workflow task over their
-	// results, and reports all of it in one command.
-	DisableEagerActivities bool
-	// Metrics, when set, is the Prometheus registry the worker's metrics
-	// go to (harvest_worker_*, docs/metrics.md), labelled with its task
-	// queue: the tasks it received, completed, failed and handed back by
-	// kind (workflow, activity), how long it held them and how many it
-	// holds; its workflow tasks, replays and activity attempts by workflow
-	// or activity and outcome, with their durations; retries, heartbeats
-	// and calls of Once. Workflow and activity labels take the names
-	// registered on the worker, and "other" for any other name a task
-	// carries. Workers of one process may share a registry.
-	Metrics prometheus.Registerer
-	// TracerProvider, when set, traces the worker's workflow tasks and
-	// activity attempts with OpenTelemetry, each span a child of the
-	// trace context its task carries (the scheduler's apply of the
-	// command that led to it; ultimately the request that started the
-	// execution), and carries each span's context in the commands the
-	// worker publishes. An activity's ctx holds its span, so calls the
-	// activity makes with an instrumented client join the trace.
-	//
-	// Nil traces nothing, as a nil Metrics measures nothing: the worker
-	// neither reads the OTEL_* environment nor falls back on OpenTelemetry's
-	// global provider, so that this package links the OpenTelemetry API
-	// alone (no SDK, exporter or gRPC enters your go.mod) and a worker
-	// traces only where its program says so. A program that set a global
-	// provider passes otel.GetTracerProvider(). Harvest's own worker
-	// binary (cmd/worker, and harvest dev's example worker) builds one
-	// from the standard OTEL_EXPORTER_OTLP_* environment and passes it
-	// here.
-	TracerProvider trace.TracerProvider
-	// Logger takes the worker's logs; nil logs to standard error, at
-	// info, as text.
-	Logger *slog.Logger
-}
+// defaults; Validate names the first bad field. The type, its fields and
+// its methods are package harvesttype's, the SDK's leaf of plain types,
+// which the worker runtime (internal/workerrt) takes as it is.
+type WorkerConfig = harvesttype.WorkerConfig
 
 // EnvNATSURL is the environment variable NewWorker connects to when
 // WorkerConfig.NATS is nil.
-const EnvNATSURL = "HARVEST_NATS_URL"
-
-func (c WorkerConfig) withDefaults() WorkerConfig {
-	c.TaskQueue = cmp.Or(c.TaskQueue, wire.DefaultTaskQueue)
-	c.ActivityConcurrency = cmp.Or(c.ActivityConcurrency, DefaultActivityConcurrency)
-	c.WorkflowTaskConcurrency = cmp.Or(c.WorkflowTaskConcurrency, DefaultWorkflowTaskConcurrency)
-	c.TaskAckWait = cmp.Or(c.TaskAckWait, DefaultTaskAckWait)
-	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
-	c.WorkflowCacheSize = cmp.Or(c.WorkflowCacheSize, DefaultWorkflowCacheSize)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return c
-}
-
-// Validate names the first bad field.
-func (c WorkerConfig) Validate() error {
-	c = c.withDefaults()
-	switch {
-	case c.NATS == nil:
-		return fmt.Errorf("worker config: NATS is required: give a connection, or set %s to the deployment's NATS URL", EnvNATSURL)
-	case c.ActivityConcurrency < 1:
-		return fmt.Errorf("worker config: ActivityConcurrency %d: want at least 1", c.ActivityConcurrency)
-	case c.WorkflowTaskConcurrency < 1:
-		return fmt.Errorf("worker config: WorkflowTaskConcurrency %d: want at least 1", c.WorkflowTaskConcurrency)
-	case c.TaskAckWait < time.Second:
-		return fmt.Errorf("worker config: TaskAckWait %s: want at least 1s", c.TaskAckWait)
-	case c.ShutdownGrace < 0:
-		return fmt.Errorf("worker config: ShutdownGrace %s: want a positive duration", c.ShutdownGrace)
-	}
-	if err := dedup.ValidateName(c.TaskQueue); err != nil {
-		return fmt.Errorf("worker config: TaskQueue: %w", err)
-	}
-	return nil
-}
+const EnvNATSURL = harvesttype.EnvNATSURL
 
 // Worker runs registered workflows and activities from one task queue.
 // Register everything before Start; several Workers (in one process or
@@ -207,14 +96,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		}
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	w := newWorker(cfg)
 	w.ownedConn = owned
-	rt, err := workerrt.New(workerrt.Config{
-		NATS: cfg.NATS, TaskQueue: cfg.TaskQueue, ActivityConcurrency: cfg.ActivityConcurrency,
-		WorkflowTaskConcurrency: cfg.WorkflowTaskConcurrency, TaskAckWait: cfg.TaskAckWait, ShutdownGrace: cfg.ShutdownGrace,
-		DisableEagerActivities: cfg.DisableEagerActivities, Metrics: cfg.Metrics, Log: w.log, Tracing: tracingOf(cfg.TracerProvider),
-	}, w.handlers())
+	rt, err := workerrt.New(cfg, w.handlers())
 	if err != nil {
 		if owned != nil {
 			owned.Close()
@@ -255,37 +140,54 @@ func (w *Worker) register(kind, name string, add func()) {
 	add()
 }
 
-// WorkflowOption tunes a workflow's registration.
-type WorkflowOption func(*workflowOptions)
-
-type workflowOptions struct {
-	inputSchema []byte
+// WorkflowOptions tune a workflow's registration. The zero value is the
+// defaults.
+type WorkflowOptions struct {
+	// InputSchema, when set, is the JSON Schema the workflow's input must
+	// match. The worker publishes it when it starts; ingest then refuses a
+	// fresh start whose input does not match (422 input_invalid, with
+	// each violation's field path). A keyed replay of a committed start
+	// is never refused.
+	InputSchema []byte
 }
+
+// merge returns o with the non-zero fields of over applied.
+func (o WorkflowOptions) merge(over WorkflowOptions) WorkflowOptions {
+	if over.InputSchema != nil {
+		o.InputSchema = over.InputSchema
+	}
+	return o
+}
+
+// WorkflowOption is the old name of WorkflowOptions.
+//
+// Deprecated: use WorkflowOptions.
+type WorkflowOption = WorkflowOptions
 
 // WithInputSchema declares the JSON Schema the workflow's input must
-// match. The worker publishes it when it starts; ingest then refuses a
-// fresh start whose input does not match (422 input_invalid, with each
-// violation's field path). A keyed replay of a committed start is never
-// refused.
-func WithInputSchema(jsonSchema []byte) WorkflowOption {
-	return func(o *workflowOptions) { o.inputSchema = jsonSchema }
+// match.
+//
+// Deprecated: use WorkflowOptions{InputSchema: jsonSchema}.
+func WithInputSchema(jsonSchema []byte) WorkflowOptions {
+	return WorkflowOptions{InputSchema: jsonSchema}
 }
 
-// RegisterWorkflow registers fn as the workflow name. Input and output
-// travel as JSON. Errors (a bad or duplicate name, a schema that does not
-// compile) are reported by Start.
-func RegisterWorkflow[In, Out any](w *Worker, name string, fn func(ctx *WorkflowContext, input In) (Out, error), opts ...WorkflowOption) {
-	var o workflowOptions
-	for _, opt := range opts {
-		opt(&o)
+// RegisterWorkflow registers fn as the workflow name, with at most one
+// WorkflowOptions (several are merged in order, each one's non-zero
+// fields winning). Input and output travel as JSON. Errors (a bad or
+// duplicate name, a schema that does not compile) are reported by Start.
+func RegisterWorkflow[In, Out any](w *Worker, name string, fn func(ctx *WorkflowContext, input In) (Out, error), opts ...WorkflowOptions) {
+	var o WorkflowOptions
+	for _, over := range opts {
+		o = o.merge(over)
 	}
 	w.register("workflow", name, func() {
 		if _, dup := w.workflows[name]; dup {
 			w.regErrs = append(w.regErrs, fmt.Errorf("register workflow %q: already registered", name))
 			return
 		}
-		if o.inputSchema != nil {
-			sch, err := schema.Compile(name, o.inputSchema)
+		if o.InputSchema != nil {
+			sch, err := schema.Compile(name, o.InputSchema)
 			if err != nil {
 				w.regErrs = append(w.regErrs, fmt.Errorf("register workflow %q: %w", name, err))
 				return
@@ -303,8 +205,10 @@ func RegisterWorkflow[In, Out any](w *Worker, name string, fn func(ctx *Workflow
 }
 
 // RegisterActivity registers fn as the activity name, with the options its
-// invocations get unless a call overrides them. Input and output travel as
-// JSON. Errors (a bad or duplicate name) are reported by Start.
+// invocations get unless a call overrides them: at most one
+// ActivityOptions (several are merged in order, each one's non-zero
+// fields winning). Input and output travel as JSON. Errors (a bad or
+// duplicate name) are reported by Start.
 func RegisterActivity[In, Out any](w *Worker, name string, fn func(ctx *ActivityContext, input In) (Out, error), opts ...ActivityOptions) {
 	w.register("activity", name, func() {
 		if _, dup := w.activities[name]; dup {
@@ -420,12 +324,4 @@ func redactURL(raw string) string {
 		return "the URL"
 	}
 	return u.Redacted()
-}
-
-// tracingOf is the runtime's tracing with tp; nil (off) without one.
-func tracingOf(tp trace.TracerProvider) *tracing.Tracing {
-	if tp == nil {
-		return nil
-	}
-	return tracing.New(tp)
 }

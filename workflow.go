@@ -57,8 +57,9 @@ func IsReplaying(ctx *WorkflowContext) bool { return ctx.x.replaying }
 func Now(ctx *WorkflowContext) time.Time { return ctx.x.now }
 
 // ExecuteActivity schedules the named activity with input (encoded as JSON)
-// and returns a Future for its result. Options given here override, field
-// by field, those the activity was registered with. Scheduling is recorded
+// and returns a Future for its result. Options given here (at most one
+// ActivityOptions; several are merged in order) override, field by
+// field, those the activity was registered with. Scheduling is recorded
 // when the workflow task completes; on replay the call is matched with its
 // history (name, input and options).
 func ExecuteActivity(ctx *WorkflowContext, name string, input any, opts ...ActivityOptions) *Future {

@@ -195,12 +195,8 @@ func (c *Client) Command(ctx context.Context, commandID string) (*CommandStatus,
 		return nil, errors.New("client: Command: command id is required")
 	}
 	path := apiPrefix + "/commands/" + url.PathEscape(commandID)
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
 	var a CommandResponse
-	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+	if err := c.get(ctx, path, &a); err != nil {
 		return nil, err
 	}
 	return &CommandStatus{CommandID: a.CommandID, Applied: a.Status == CommandApplied || a.Status == CommandRejected,

@@ -144,6 +144,24 @@ func (c *Client) do(ctx context.Context, method, path string, header http.Header
 	return &response{status: resp.StatusCode, header: resp.Header, body: raw}, nil
 }
 
+// get sends GET path and decodes the answer into v: the one shape of
+// every read.
+func (c *Client) get(ctx context.Context, path string, v any) error {
+	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return err
+	}
+	return decode(http.MethodGet, path, resp.body, v)
+}
+
+// withQuery appends q to path, if q holds anything.
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
 func decode(method, path string, raw []byte, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		return fmt.Errorf("client: %s %s: decode the answer: %w", method, path, err)

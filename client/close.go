@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -29,14 +28,7 @@ type CloseResult struct {
 // ErrExecutionNotFound. When the server answers 202, Cancel polls the
 // command until it is applied, within ctx.
 func (c *Client) Cancel(ctx context.Context, executionID, reason string) (*CloseResult, error) {
-	if executionID == "" {
-		return nil, errors.New("client: Cancel: execution id is required")
-	}
-	var body any
-	if reason != "" {
-		body = CancelRequest{Reason: reason}
-	}
-	return c.closeExecution(ctx, executionID, "cancel", body)
+	return c.closeExecution(ctx, "Cancel", "cancel", executionID, reason, CancelRequest{Reason: reason})
 }
 
 // Terminate terminates a running execution: it closes as Terminated at
@@ -47,21 +39,19 @@ func (c *Client) Cancel(ctx context.Context, executionID, reason string) (*Close
 // *APIError matching ErrExecutionNotFound. When the server answers 202,
 // Terminate polls the command until it is applied, within ctx.
 func (c *Client) Terminate(ctx context.Context, executionID, reason string) (*CloseResult, error) {
-	if executionID == "" {
-		return nil, errors.New("client: Terminate: execution id is required")
-	}
-	var body any
-	if reason != "" {
-		body = TerminateRequest{Reason: reason}
-	}
-	return c.closeExecution(ctx, executionID, "terminate", body)
+	return c.closeExecution(ctx, "Terminate", "terminate", executionID, reason, TerminateRequest{Reason: reason})
 }
 
-// closeExecution posts to /executions/{id}/{action} and reads the answer,
-// a CancelResponse or a TerminateResponse (the same members).
-func (c *Client) closeExecution(ctx context.Context, executionID, action string, req any) (*CloseResult, error) {
+// closeExecution is Cancel and Terminate (op names the method in errors):
+// it posts req, or no body when reason is empty, to
+// /executions/{id}/{action} and reads the answer, a CancelResponse or a
+// TerminateResponse (the same members).
+func (c *Client) closeExecution(ctx context.Context, op, action, executionID, reason string, req any) (*CloseResult, error) {
+	if executionID == "" {
+		return nil, fmt.Errorf("client: %s: execution id is required", op)
+	}
 	var body []byte
-	if req != nil {
+	if reason != "" {
 		var err error
 		if body, err = json.Marshal(req); err != nil {
 			return nil, fmt.Errorf("client: %s: %w", action, err)

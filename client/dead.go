@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"net/http"
 	"net/url"
 	"strconv"
 
@@ -35,16 +34,9 @@ func (c *Client) DeadCommands(ctx context.Context, opts DeadCommandsOptions) ([]
 	if opts.Limit != 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
 	}
-	path := apiPrefix + "/commands/dead"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
+	path := withQuery(apiPrefix+"/commands/dead", q)
 	var a ListDeadCommandsResponse
-	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+	if err := c.get(ctx, path, &a); err != nil {
 		return nil, err
 	}
 	if a.DeadCommands == nil {
@@ -60,12 +52,8 @@ func (c *Client) DeadCommand(ctx context.Context, id int64) (*DeadCommand, error
 		return nil, errors.New("client: DeadCommand: id must be positive")
 	}
 	path := apiPrefix + "/commands/dead/" + strconv.FormatInt(id, 10)
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
 	var d DeadCommand
-	if err := decode(http.MethodGet, path, resp.body, &d); err != nil {
+	if err := c.get(ctx, path, &d); err != nil {
 		return nil, err
 	}
 	return &d, nil

@@ -12,8 +12,8 @@
 // does. When the server answers 202 (the command is durable but its
 // outcome is not known yet), Start, SendSignal, SendSignalIdempotent,
 // SignalWithStart, Cancel and Terminate poll the command until it is
-// applied; if ctx ends first
-// they return a *PendingError naming the command.
+// applied; if ctx ends first they return a *PendingError naming the
+// command.
 //
 // Errors the API answers are *APIError values carrying the HTTP status,
 // the machine-readable code (one of the Code constants), the message and
@@ -43,3 +43,18 @@
 // package. It is the user's client, not the server's dependency: nothing
 // under internal/ but the dev tools (internal/dev/...) imports it.
 package client
+
+// Where things are:
+//
+//   - client.go: Config, Client, New, and what every call shares: sending
+//     a request, reading its answer, polling.
+//   - api.go: the calls that make commands: Start, SendSignal,
+//     SendSignalIdempotent, SignalWithStart, and polling a command the
+//     server answered 202 for. close.go: Cancel and Terminate.
+//   - reads.go: Describe, History, List, WaitResult. dead.go: dead
+//     commands. retention.go: Retention and PruneNow. workers.go: live
+//     workers and task queues, with their answers' types.
+//   - errors.go: APIError, the error codes and the Err sentinels that
+//     match them, PendingError, ExecutionFailedError.
+//   - bodies.go: the other request and answer bodies, re-exported from
+//     package api under the same names (add a route's types there).

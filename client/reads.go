@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -55,12 +54,8 @@ func (c *Client) Describe(ctx context.Context, executionID string) (*Execution, 
 		return nil, errors.New("client: Describe: execution id is required")
 	}
 	path := apiPrefix + "/executions/" + url.PathEscape(executionID)
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
 	var e Execution
-	if err := decode(http.MethodGet, path, resp.body, &e); err != nil {
+	if err := c.get(ctx, path, &e); err != nil {
 		return nil, err
 	}
 	return &e, nil
@@ -72,12 +67,8 @@ func (c *Client) History(ctx context.Context, executionID string) ([]Event, erro
 		return nil, errors.New("client: History: execution id is required")
 	}
 	path := apiPrefix + "/executions/" + url.PathEscape(executionID) + "/history"
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
 	var a HistoryResponse
-	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+	if err := c.get(ctx, path, &a); err != nil {
 		return nil, err
 	}
 	if a.Events == nil {
@@ -135,16 +126,9 @@ func (c *Client) ListPage(ctx context.Context, opts ListOptions) (*ListExecution
 	if opts.Limit != 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
 	}
-	path := apiPrefix + "/executions"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
+	path := withQuery(apiPrefix+"/executions", q)
 	var a ListExecutionsResponse
-	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+	if err := c.get(ctx, path, &a); err != nil {
 		return nil, err
 	}
 	if a.Executions == nil {

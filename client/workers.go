@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"net/http"
 	"net/url"
 
 	"github.com/harvest-engine/harvest/api"
@@ -33,12 +32,8 @@ type UnroutedBacklog = api.UnroutedBacklog
 // Workers lists the live workers (GET /api/harvest/workers).
 func (c *Client) Workers(ctx context.Context) ([]Worker, error) {
 	path := apiPrefix + "/workers"
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
 	var a ListWorkersResponse
-	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+	if err := c.get(ctx, path, &a); err != nil {
 		return nil, err
 	}
 	if a.Workers == nil {
@@ -55,12 +50,8 @@ func (c *Client) TaskQueue(ctx context.Context, name string) (*TaskQueueResponse
 		return nil, errors.New("client: TaskQueue: name is required")
 	}
 	path := apiPrefix + "/task-queues/" + url.PathEscape(name)
-	resp, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
 	var a TaskQueueResponse
-	if err := decode(http.MethodGet, path, resp.body, &a); err != nil {
+	if err := c.get(ctx, path, &a); err != nil {
 		return nil, err
 	}
 	return &a, nil

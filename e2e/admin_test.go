@@ -13,6 +13,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestServicesServeAdmin runs cmd/scheduler and cmd/worker as processes
@@ -36,7 +37,7 @@ func TestServicesServeAdmin(t *testing.T) {
 		p := &proc{t: t, name: svc.name, bin: filepath.Join(bins, svc.name), log: filepath.Join(logs, svc.name),
 			env: append([]string{"HARVEST_ADMIN_ADDR=" + admin}, env...)}
 		p.start()
-		waitUntil(t, 60*time.Second, svc.name+"'s /readyz to answer 200", func() bool {
+		probe.Until(t, 60*time.Second, svc.name+"'s /readyz to answer 200", func() bool {
 			res, err := http.Get("http://" + admin + "/readyz")
 			if err != nil {
 				return false

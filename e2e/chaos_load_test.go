@@ -107,11 +107,6 @@ func (a answer) String() string {
 	}
 }
 
-// send makes one start request to ingest i.
-func (s *stack) send(ctx context.Context, i int, key, body string) answer {
-	return s.startRequest(ctx, i, "charge", key, body)
-}
-
 // startRequest makes one start request of workflow to ingest i, keyed by
 // key unless it is empty.
 func (s *stack) startRequest(ctx context.Context, i int, workflow, key, body string) answer {

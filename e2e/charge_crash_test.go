@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/examples/fakepay"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestChargesHappenOnceAcrossKilledWorkers runs the charge example on
@@ -58,7 +59,7 @@ func TestChargesHappenOnceAcrossKilledWorkers(t *testing.T) {
 	c.work.kill()
 	close(release)
 	c.work.start()
-	waitUntil(t, 2*time.Minute, "the held charge to complete", func() bool {
+	probe.Until(t, 2*time.Minute, "the held charge to complete", func() bool {
 		return c.count(t, `SELECT count(*) FROM executions WHERE execution_id = $1 AND status = 'Completed'`, id) == 1
 	})
 	require.Equal(t, 1, provider.Charges(), "the retry found the charge instead of making another")
@@ -74,12 +75,12 @@ func TestChargesHappenOnceAcrossKilledWorkers(t *testing.T) {
 		})
 	}
 	for _, at := range []int{15, 45, 75} {
-		waitUntil(t, 2*time.Minute, fmt.Sprintf("%d charges", at), func() bool { return provider.Charges() >= 1+at })
+		probe.Until(t, 2*time.Minute, fmt.Sprintf("%d charges", at), func() bool { return provider.Charges() >= 1+at })
 		c.work.kill()
 		c.work.start()
 	}
 	wg.Wait()
-	waitUntil(t, 4*time.Minute, "every charge workflow to complete", func() bool {
+	probe.Until(t, 4*time.Minute, "every charge workflow to complete", func() bool {
 		return c.count(t, `SELECT count(*) FROM executions WHERE workflow_name = 'charge' AND status = 'Completed'`) == n+1
 	})
 	require.Equal(t, n+1, provider.Charges(), "exactly one charge per workflow")

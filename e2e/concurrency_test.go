@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestSameKeyStartsThroughTwoIngestsAndTwoSchedulers fires 64 simultaneous
@@ -58,13 +59,13 @@ func TestSameKeyStartsThroughTwoIngestsAndTwoSchedulers(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	// Both schedulers hold shards before the burst.
-	waitUntil(t, 60*time.Second, "two schedulers to share the shards", func() bool {
+	probe.Until(t, 60*time.Second, "two schedulers to share the shards", func() bool {
 		var owners, held int
 		_ = db.QueryRow(ctx, `SELECT count(DISTINCT owner), count(*) FROM shard_leases WHERE owner IS NOT NULL AND expires_at > now()`).Scan(&owners, &held)
 		return owners == 2 && held == 16
 	})
 	for _, base := range ingests {
-		waitUntil(t, 60*time.Second, "ingest to be ready", func() bool {
+		probe.Until(t, 60*time.Second, "ingest to be ready", func() bool {
 			resp, err := http.Get(base + "/readyz")
 			if err != nil {
 				return false
@@ -117,7 +118,7 @@ func TestSameKeyStartsThroughTwoIngestsAndTwoSchedulers(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, fresh, "exactly one fresh start")
-	waitUntil(t, 60*time.Second, "the execution to complete", func() bool {
+	probe.Until(t, 60*time.Second, "the execution to complete", func() bool {
 		var status string
 		_ = db.QueryRow(ctx, `SELECT status FROM executions WHERE execution_id = $1`, id).Scan(&status)
 		return status == "Completed"
@@ -190,7 +191,7 @@ func TestSameKeyStartsThroughTwoIngestsAndTwoSchedulers(t *testing.T) {
 		}
 	}
 	require.LessOrEqual(t, delivered, 1, "at most one redelivery is told it was delivered")
-	waitUntil(t, 60*time.Second, "the run to complete", func() bool {
+	probe.Until(t, 60*time.Second, "the run to complete", func() bool {
 		var status string
 		_ = db.QueryRow(ctx, `SELECT status FROM executions WHERE execution_id = $1`, runID).Scan(&status)
 		return status == "Completed"

@@ -27,6 +27,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -204,7 +205,7 @@ func TestTimersAndSignalsSurviveRestarts(t *testing.T) {
 	sendRound(3)
 	c.work.start()
 
-	waitUntil(t, 3*time.Minute, "every execution to complete", func() bool {
+	probe.Until(t, 3*time.Minute, "every execution to complete", func() bool {
 		return c.count(t, `SELECT count(*) FROM executions WHERE status = 'Completed'`) == 2*n
 	})
 	for _, id := range collectors {
@@ -296,10 +297,10 @@ func TestKilledSchedulerAndWorkerLoseNothing(t *testing.T) {
 		}
 	}()
 
-	waitUntil(t, 60*time.Second, "a third of the starts", func() bool { return submitted() >= total/3 })
+	probe.Until(t, 60*time.Second, "a third of the starts", func() bool { return submitted() >= total/3 })
 	sched.kill()
 	sched.start()
-	waitUntil(t, 60*time.Second, "two thirds of the starts", func() bool { return submitted() >= 2*total/3 })
+	probe.Until(t, 60*time.Second, "two thirds of the starts", func() bool { return submitted() >= 2*total/3 })
 	work.kill()
 	work.start()
 	wg.Wait()
@@ -316,7 +317,7 @@ func TestKilledSchedulerAndWorkerLoseNothing(t *testing.T) {
 	sched.kill()
 	sched.start()
 
-	waitUntil(t, 3*time.Minute, "every execution to complete", func() bool {
+	probe.Until(t, 3*time.Minute, "every execution to complete", func() bool {
 		var done int
 		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM executions WHERE status = 'Completed'`).Scan(&done))
 		return done == total
@@ -365,16 +366,5 @@ func TestKilledSchedulerAndWorkerLoseNothing(t *testing.T) {
 		var key string
 		require.NoError(t, db.QueryRow(ctx, `SELECT idempotency_key FROM executions WHERE execution_id = $1`, r.executionID).Scan(&key))
 		require.Equal(t, r.key, key)
-	}
-}
-
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(25 * time.Millisecond) // poll interval, not synchronisation
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 func buildHarvest(t *testing.T) string {
@@ -130,7 +131,7 @@ func TestHarvestDev(t *testing.T) {
 	require.Equal(t, first["execution_id"], again["execution_id"])
 	require.Equal(t, true, again["deduplicated"])
 
-	waitUntil(t, 30*time.Second, "the execution to complete", func() bool {
+	probe.Until(t, 30*time.Second, "the execution to complete", func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://%s/api/harvest/executions/%s", addr, first["execution_id"]))
 		if err != nil {
 			return false

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestDevServersAreClosedToOtherLocalUsers runs harvest dev and tries its
@@ -38,7 +40,7 @@ func TestDevServersAreClosedToOtherLocalUsers(t *testing.T) {
 
 	dev := startDev(t, bin, t.TempDir(), "--addr", freeAddr(t), "--state-dir", stateDir)
 	var printed string
-	waitUntil(t, 30*time.Second, "harvest dev to print the NATS URL", func() bool {
+	probe.Until(t, 30*time.Second, "harvest dev to print the NATS URL", func() bool {
 		for _, line := range strings.Split(dev.logs.String(), "\n") {
 			if v, ok := strings.CutPrefix(line, "export HARVEST_NATS_URL="); ok {
 				printed = v

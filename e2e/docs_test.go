@@ -92,7 +92,7 @@ var docsPages = flag.String("docs.pages", "", "run only these pages' examples, e
 // localhost:8080 becomes the test stack's address, `go run ./cmd/harvest`
 // the binary built here, and NATS_URL and HARVEST_ADDR point the nats CLI
 // and harvest at the stack. docs/security.md's blocks need tokens this
-// stack does not have: internal/dev/devstack's TestTheSecurityExamplesRun
+// stack does not have: TestTheSecurityExamplesRun (security_docs_test.go)
 // runs them, so they are marked skip here.
 func TestTheDocsExamplesRun(t *testing.T) {
 	if testing.Short() {
@@ -413,7 +413,7 @@ func (s *docStack) logTail(n int) string {
 func (s *docStack) kill() {
 	if s.cmd != nil {
 		_ = s.cmd.Process.Kill()
-		<-s.exited
+		_ = <-s.exited // killed: it exits with an error
 		s.cmd = nil
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // devProc is a harvest dev running as a process.
@@ -45,7 +47,7 @@ func startDevEnv(t *testing.T, bin, dir string, env []string, args ...string) *d
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
-			<-d.exited
+			_ = <-d.exited // killed: it exits with an error
 		}
 	})
 	select {
@@ -132,7 +134,7 @@ func TestHarvestDevTheFirstHour(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&e)
 		return e.Status
 	}
-	waitUntil(t, 30*time.Second, "the execution to complete", func() bool { return status("http://"+addr) == "Completed" })
+	probe.Until(t, 30*time.Second, "the execution to complete", func() bool { return status("http://"+addr) == "Completed" })
 
 	// A second harvest dev on the state dir in use.
 	line := devFails(t, bin, 20*time.Second, "--addr", freeAddr(t), "--state-dir", stateDir)

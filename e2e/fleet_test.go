@@ -24,6 +24,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
@@ -83,7 +84,7 @@ func TestAFleetOfDifferentWorkersShareOneQueue(t *testing.T) {
 			env: append(slices.Clone(env), "FLEET_ID="+w.id, "FLEET_NAMES="+w.names, "HARVEST_ADMIN_ADDR="+admins[i])}).start()
 	}
 	for _, addr := range admins {
-		waitUntil(t, 60*time.Second, "worker "+addr+" ready", func() bool {
+		probe.Until(t, 60*time.Second, "worker "+addr+" ready", func() bool {
 			res, err := http.Get("http://" + addr + "/readyz")
 			if err != nil {
 				return false
@@ -107,7 +108,7 @@ func TestAFleetOfDifferentWorkersShareOneQueue(t *testing.T) {
 	}
 	// The workers' registrations reach ingest.
 	for _, name := range []string{"fleet_a", "fleet_b"} {
-		waitUntil(t, 30*time.Second, name+" served", func() bool {
+		probe.Until(t, 30*time.Second, name+" served", func() bool {
 			status, _ := start(name, "warm-up")
 			return status == http.StatusCreated || status == http.StatusAccepted
 		})
@@ -157,7 +158,7 @@ func TestAFleetOfDifferentWorkersShareOneQueue(t *testing.T) {
 		at     time.Time
 	}
 	var closed map[string]done
-	waitUntil(t, 120*time.Second, "every execution to complete", func() bool {
+	probe.Until(t, 120*time.Second, "every execution to complete", func() bool {
 		rows, err := db.Query(ctx, `SELECT execution_id::text, status, coalesce(result, 'null'), closed_at FROM executions
 			WHERE execution_id = ANY($1::uuid[]) AND closed_at IS NOT NULL`, ids)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // procRSS is the resident set size of process pid, in bytes.
@@ -55,7 +56,7 @@ func TestIngestRefusesHugeBodiesWithFlatMemory(t *testing.T) {
 	}}
 	ing.start()
 	base := "http://" + addr
-	waitUntil(t, 60*time.Second, "ingest to serve", func() bool {
+	probe.Until(t, 60*time.Second, "ingest to serve", func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {
 			return false
@@ -128,7 +129,7 @@ func TestAnIngestOpenToTheNetworkRefusesToStart(t *testing.T) {
 	ing := &proc{t: t, name: "ingest", bin: filepath.Join(bins, "ingest"), log: filepath.Join(t.TempDir(), "ingest"),
 		env: []string{"HARVEST_CONFIG=" + config, "HARVEST_NATS_URL=" + ns.ClientURL(), fmt.Sprintf("HARVEST_HTTP_ADDR=0.0.0.0:%d", ports[0])}}
 	ing.start()
-	waitUntil(t, 60*time.Second, "ingest with auth.disabled to serve", func() bool {
+	probe.Until(t, 60*time.Second, "ingest with auth.disabled to serve", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return false

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
@@ -105,7 +106,7 @@ func TestTheREADMEWorkerRuns(t *testing.T) {
 			t.Logf("the worker's log:\n%s\nharvest dev's log:\n%s", workerLog.String(), devLog.String())
 		}
 	})
-	waitUntil(t, 30*time.Second, "the worker to log that it started", func() bool {
+	probe.Until(t, 30*time.Second, "the worker to log that it started", func() bool {
 		return strings.Contains(workerLog.String(), "worker started")
 	})
 
@@ -142,7 +143,7 @@ func TestTheREADMEWorkerRuns(t *testing.T) {
 			}
 		}
 	})
-	waitUntil(t, 60*time.Second, "place_order to complete", func() bool {
+	probe.Until(t, 60*time.Second, "place_order to complete", func() bool {
 		resp, err := http.Get("http://" + addr + "/api/harvest/executions/" + started.ExecutionID)
 		if err != nil {
 			return false

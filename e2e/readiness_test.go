@@ -21,6 +21,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestAShardMarkDoesNotOutliveAKilledScheduler: a scheduler process whose
@@ -80,7 +81,7 @@ func TestAShardMarkDoesNotOutliveAKilledScheduler(t *testing.T) {
 	// when cause is empty; ingest answers 200 all along.
 	waitReady := func(what, cause string) {
 		t.Helper()
-		waitUntil(t, 30*time.Second, what, func() bool {
+		probe.Until(t, 30*time.Second, what, func() bool {
 			status, body := ready()
 			require.Equal(t, http.StatusOK, status, "ingest stays in service: %+v", body)
 			if cause == "" {
@@ -124,7 +125,7 @@ func TestAShardMarkDoesNotOutliveAKilledScheduler(t *testing.T) {
 
 	scheduler("scheduler-b").start()
 	waitReady("ingest to be ready once a scheduler applies the shards again", "")
-	waitUntil(t, 30*time.Second, "the new owner to remove the dead one's marks", func() bool {
+	probe.Until(t, 30*time.Second, "the new owner to remove the dead one's marks", func() bool {
 		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM shard_offsets WHERE failing_since IS NOT NULL`).Scan(&marks))
 		return marks == 0
 	})

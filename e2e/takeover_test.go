@@ -23,6 +23,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestSchedulersOnAClusterShareShardsAndTakeOver runs two schedulers and a
@@ -137,7 +138,7 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 		}
 		return false
 	}
-	waitUntil(t, 60*time.Second, "the shards to be split evenly between the two schedulers", even)
+	probe.Until(t, 60*time.Second, "the shards to be split evenly between the two schedulers", even)
 	phase("the shards are split evenly")
 
 	// Keyed starts in flight while scheduler a is killed.
@@ -165,7 +166,7 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 		}
 	}
 	killed := time.Now()
-	waitUntil(t, 30*time.Second, "scheduler b to hold every shard", alone)
+	probe.Until(t, 30*time.Second, "scheduler b to hold every shard", alone)
 	took := time.Since(killed)
 	t.Logf("scheduler b held every shard %s after a was killed (lease_ttl %s)", took.Round(10*time.Millisecond), leaseTTL)
 	require.Less(t, took, 3*leaseTTL, "a killed scheduler's shards move within lease_ttl and a renewal (with room for a loaded machine)")
@@ -173,7 +174,7 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 	for k, s := range statuses {
 		require.Contains(t, []int{http.StatusOK, http.StatusCreated, http.StatusAccepted}, s, "start %d", k)
 	}
-	waitUntil(t, 90*time.Second, "every execution to complete", func() bool {
+	probe.Until(t, 90*time.Second, "every execution to complete", func() bool {
 		return c.count(t, `SELECT count(*) FROM executions WHERE status <> 'Completed'`) == 0 &&
 			c.count(t, `SELECT count(*) FROM executions`) == keys
 	})
@@ -186,7 +187,7 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 	// A SIGTERMed scheduler releases its leases as it stops: the other
 	// takes them without waiting for them to lapse.
 	a.start()
-	waitUntil(t, 60*time.Second, "the shards to be split evenly again", even)
+	probe.Until(t, 60*time.Second, "the shards to be split evenly again", even)
 	var bOwner string
 	for owner := range owners() {
 		if strings.Contains(owner, fmt.Sprintf("-%d-", b.cmd.Process.Pid)) {
@@ -199,6 +200,6 @@ func TestSchedulersOnAClusterShareShardsAndTakeOver(t *testing.T) {
 	require.Zero(t, c.count(t, `SELECT count(*) FROM shard_leases WHERE owner = $1 AND expires_at > now()`, bOwner),
 		"a SIGTERMed scheduler leaves no lease to lapse")
 	stopped := time.Now()
-	waitUntil(t, 30*time.Second, "scheduler a to hold every shard", alone)
+	probe.Until(t, 30*time.Second, "scheduler a to hold every shard", alone)
 	t.Logf("scheduler a held every shard %s after b stopped", time.Since(stopped).Round(10*time.Millisecond))
 }

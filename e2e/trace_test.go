@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // collector is an OTLP/HTTP trace receiver: it keeps, by trace id, the
@@ -104,7 +106,7 @@ func TestHarvestDevExportsTracesOverOTLP(t *testing.T) {
 
 	want := []string{"POST /api/harvest/workflows/{name}/start", "apply start", "workflow task onboarding",
 		"activity create_db_user", "activity send_welcome_email", "apply wft_completed"}
-	waitUntil(t, 60*time.Second, "the start's trace at the collector", func() bool {
+	probe.Until(t, 60*time.Second, "the start's trace at the collector", func() bool {
 		names := col.trace("POST /api/harvest/workflows/{name}/start")
 		for _, w := range want {
 			if !containsName(names, w) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/examples/fakepay"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // logged says whether the process's current run has logged s.
@@ -25,7 +26,7 @@ func (p *proc) logged(s string) bool {
 func (p *proc) startReady(ready string) {
 	p.t.Helper()
 	p.start()
-	waitUntil(p.t, 60*time.Second, p.name+" to be ready", func() bool { return p.logged(ready) })
+	probe.Until(p.t, 60*time.Second, p.name+" to be ready", func() bool { return p.logged(ready) })
 }
 
 // TestAKilledWorkerIsNoticedInSeconds runs the charge example on worker
@@ -74,7 +75,7 @@ func TestAKilledWorkerIsNoticedInSeconds(t *testing.T) {
 	t.Cleanup(release)
 	c := startCluster(t, "HARVEST_FAKEPAY_URL="+payments.URL)
 	spare := &proc{t: t, name: "spare worker", bin: c.work.bin, env: c.work.env, log: c.work.log + "-spare"}
-	waitUntil(t, 60*time.Second, "the worker to be ready", func() bool { return c.work.logged(ready) })
+	probe.Until(t, 60*time.Second, "the worker to be ready", func() bool { return c.work.logged(ready) })
 
 	// charge starts a charge and waits until the provider holds it.
 	charge := func(key string) string {
@@ -94,7 +95,7 @@ func TestAKilledWorkerIsNoticedInSeconds(t *testing.T) {
 		running.kill()
 		died := time.Now()
 		release()
-		waitUntil(t, 2*time.Minute, "the charge to complete", func() bool {
+		probe.Until(t, 2*time.Minute, "the charge to complete", func() bool {
 			return c.count(t, `SELECT count(*) FROM executions WHERE execution_id = $1 AND status = 'Completed'`, id) == 1
 		})
 		return time.Since(died)
@@ -131,7 +132,7 @@ func TestAKilledWorkerIsNoticedInSeconds(t *testing.T) {
 	// exits cleanly.
 	id = charge("graceful")
 	require.NoError(t, c.work.cmd.Process.Signal(syscall.SIGTERM))
-	waitUntil(t, 30*time.Second, "the worker to begin stopping", func() bool { return c.work.logged("worker stopping") })
+	probe.Until(t, 30*time.Second, "the worker to begin stopping", func() bool { return c.work.logged("worker stopping") })
 	exited := make(chan error, 1)
 	go func() { exited <- c.work.cmd.Wait() }()
 	select {
@@ -146,7 +147,7 @@ func TestAKilledWorkerIsNoticedInSeconds(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the worker did not exit once its charge finished")
 	}
-	waitUntil(t, 30*time.Second, "the graceful charge to complete", func() bool {
+	probe.Until(t, 30*time.Second, "the graceful charge to complete", func() bool {
 		return c.count(t, `SELECT count(*) FROM executions WHERE execution_id = $1 AND status = 'Completed'`, id) == 1
 	})
 	require.Equal(t, 1, completedAt(id), "reported by the stopping worker, not retried")

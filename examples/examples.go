@@ -133,7 +133,7 @@ type registrar struct {
 
 func (r registrar) has(name string) bool { return r.keep == nil || r.keep(name) }
 
-func workflow[In, Out any](r registrar, name string, fn func(*harvest.WorkflowContext, In) (Out, error), opts ...harvest.WorkflowOption) {
+func workflow[In, Out any](r registrar, name string, fn func(*harvest.WorkflowContext, In) (Out, error), opts ...harvest.WorkflowOptions) {
 	if r.has(name) {
 		harvest.RegisterWorkflow(r.w, name, fn, opts...)
 	}
@@ -151,8 +151,8 @@ func activity[In, Out any](r registrar, name string, fn func(*harvest.ActivityCo
 func RegisterOnly(w *harvest.Worker, svc *Services, keep func(name string) bool) {
 	r := registrar{w: w, keep: keep}
 	workflow(r, WorkflowOnboarding, Onboarding)
-	workflow(r, WorkflowCharge, ChargeWorkflow, harvest.WithInputSchema([]byte(ChargeInputSchema)))
-	workflow(r, WorkflowCollect, Collect, harvest.WithInputSchema([]byte(CollectInputSchema)))
+	workflow(r, WorkflowCharge, ChargeWorkflow, harvest.WorkflowOptions{InputSchema: []byte(ChargeInputSchema)})
+	workflow(r, WorkflowCollect, Collect, harvest.WorkflowOptions{InputSchema: []byte(CollectInputSchema)})
 	workflow(r, WorkflowSleep, SleepWorkflow)
 	workflow(r, WorkflowDigest, Digest)
 	registerBench(r, svc.Bench)

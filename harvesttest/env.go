@@ -106,7 +106,7 @@ type Env struct {
 	now time.Time
 	// worker is the current worker's registrations; workers counts the
 	// workers started, the first included.
-	worker  inproc.Binding
+	worker  inproc.Worker
 	workers int
 	queue   []*delivery
 	nextSeq int
@@ -194,17 +194,17 @@ func (e *Env) Workers() int {
 // startWorker replaces the worker with one that registers with register.
 // Call with mu held or before the Env is shared.
 func (e *Env) startWorker(register func(*harvest.Worker)) error {
-	var b inproc.Binding
-	if err := harvest.BindInProcess(&b, e.log, register); err != nil {
+	b, err := bind(e.log, register)
+	if err != nil {
 		return fmt.Errorf("harvesttest: start worker: %w", err)
 	}
 	for name, fake := range e.fakes {
-		if err := b.Replace(name, fake); err != nil {
+		if err := b.ReplaceActivity(name, fake); err != nil {
 			b.Close()
 			return fmt.Errorf("harvesttest: start worker: %w", err)
 		}
 	}
-	if e.worker.Close != nil {
+	if e.worker != nil {
 		// The worker it replaces dies: the workflow code it kept in
 		// memory ends with it.
 		e.worker.Close()
@@ -212,6 +212,16 @@ func (e *Env) startWorker(register func(*harvest.Worker)) error {
 	e.worker = b
 	e.workers++
 	return nil
+}
+
+// bind binds register's registrations in process (harvest.BindTestKit),
+// as a new worker that starts.
+func bind(log *slog.Logger, register func(*harvest.Worker)) (inproc.Worker, error) {
+	b, err := harvest.BindTestKit(log, register)
+	if err != nil {
+		return nil, err
+	}
+	return inproc.Of(b)
 }
 
 // OnActivity replaces the activity name, for this Env, with fake: a
@@ -225,7 +235,7 @@ func (e *Env) OnActivity(name string, fake any) error {
 	defer e.run.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.worker.Replace(name, fake); err != nil {
+	if err := e.worker.ReplaceActivity(name, fake); err != nil {
 		return fmt.Errorf("harvesttest: %w", err)
 	}
 	if e.fakes == nil {
@@ -256,7 +266,7 @@ func (e *Env) Close() {
 	defer e.run.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.worker.Close != nil {
+	if e.worker != nil {
 		e.worker.Close()
 	}
 }
@@ -293,7 +303,7 @@ func (e *Env) Settle(ctx context.Context) error {
 
 // runConcurrently runs an activity attempt on a goroutine of its own,
 // then the tasks its result leads to.
-func (e *Env) runConcurrently(worker inproc.Binding, d *delivery) {
+func (e *Env) runConcurrently(worker inproc.Worker, d *delivery) {
 	e.mu.Lock()
 	e.running++
 	e.mu.Unlock()
@@ -517,9 +527,9 @@ func (e *Env) crash(d *delivery) error {
 
 // runWorkflowTask replays a workflow task on worker and reports its
 // decisions, as a worker's runtime does (internal/workerrt).
-func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Binding, d *delivery) error {
+func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Worker, d *delivery) error {
 	task := d.wft
-	run, ok := worker.Handlers.Workflow(task.WorkflowName)
+	run, ok := worker.Handlers().Workflow(task.WorkflowName)
 	if !ok {
 		e.mu.Lock()
 		d.at = e.now.Add(handBackDelay)
@@ -584,7 +594,7 @@ func (e *Env) Attempts() []Attempt {
 
 // runActivityTask runs an activity attempt on worker and reports how it
 // ended, as a worker's runtime does.
-func (e *Env) runActivityTask(ctx context.Context, worker inproc.Binding, d *delivery) error {
+func (e *Env) runActivityTask(ctx context.Context, worker inproc.Worker, d *delivery) error {
 	task := d.act
 	e.mu.Lock()
 	now := e.now
@@ -610,7 +620,7 @@ func (e *Env) runActivityTask(ctx context.Context, worker inproc.Binding, d *del
 		_, err := e.apply(ctx, resultCmd(workerrt.LostAttempt(task)))
 		return err
 	}
-	if !worker.Handlers.HasActivity(task.ActivityName) {
+	if !worker.Handlers().HasActivity(task.ActivityName) {
 		e.mu.Lock()
 		d.at = now.Add(handBackDelay)
 		e.push(d)
@@ -620,10 +630,10 @@ func (e *Env) runActivityTask(ctx context.Context, worker inproc.Binding, d *del
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	log := e.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName, "activity", task.ActivityName, "attempt", task.Attempt)
-	res, err := worker.Handlers.Activity(actx, &workerrt.Attempt{Task: task, Log: log, Ledger: e.ledger, Heartbeat: func(details json.RawMessage) {
+	res, err := worker.Handlers().Activity(actx, &workerrt.Attempt{Task: task, Log: log, Ledger: e.ledger, Heartbeat: func(details json.RawMessage) {
 		e.heartbeat(ctx, task, details)
 	}})
-	result := workerrt.AttemptResult(task, res, err, worker.Handlers.Failure)
+	result := workerrt.AttemptResult(task, res, err, worker.Handlers().Failure)
 	if result.Failure != nil {
 		rec.Failure = result.Failure.Type
 	}

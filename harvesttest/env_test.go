@@ -62,10 +62,10 @@ func TestDuplicateStartResolvesToTheFirstExecution(t *testing.T) {
 	svc := examples.NewServices()
 	env := newEnv(t, svc)
 
-	first, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.IdempotencyKey("order-1"))
+	first, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	require.NoError(t, err)
 	require.False(t, first.Deduplicated)
-	again, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.IdempotencyKey("order-1"))
+	again, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	require.NoError(t, err)
 	require.True(t, again.Deduplicated)
 	require.Equal(t, first.ID, again.ID)
@@ -85,16 +85,16 @@ func TestDuplicateSignalIsDeliveredOnce(t *testing.T) {
 
 	x, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 2})
 	require.NoError(t, err)
-	delivered, err := x.Signal(ctx, "item", "a", harvesttest.SignalKey("item-a"))
+	delivered, err := x.Signal(ctx, "item", "a", harvesttest.SignalOptions{IdempotencyKey: "item-a"})
 	require.NoError(t, err)
 	require.True(t, delivered)
-	delivered, err = x.Signal(ctx, "item", "a", harvesttest.SignalKey("item-a"))
+	delivered, err = x.Signal(ctx, "item", "a", harvesttest.SignalOptions{IdempotencyKey: "item-a"})
 	require.NoError(t, err)
 	require.False(t, delivered, "a keyed signal delivered twice is a duplicate")
 	require.Equal(t, 1, countEvents(t, x, "SignalReceived"))
 	require.ErrorIs(t, x.Result(nil), harvesttest.ErrNotClosed, "one item is not two")
 
-	_, err = x.Signal(ctx, "item", "b", harvesttest.SignalKey("item-b"))
+	_, err = x.Signal(ctx, "item", "b", harvesttest.SignalOptions{IdempotencyKey: "item-b"})
 	require.NoError(t, err)
 	var out examples.CollectResult
 	require.NoError(t, x.Result(&out))
@@ -102,7 +102,7 @@ func TestDuplicateSignalIsDeliveredOnce(t *testing.T) {
 	require.JSONEq(t, `"a"`, string(out.Items[0]))
 	require.JSONEq(t, `"b"`, string(out.Items[1]))
 
-	_, err = x.Signal(ctx, "item", "c", harvesttest.SignalKey("item-c"))
+	_, err = x.Signal(ctx, "item", "c", harvesttest.SignalOptions{IdempotencyKey: "item-c"})
 	require.ErrorIs(t, err, client.ErrExecutionTerminal)
 }
 
@@ -273,16 +273,16 @@ func TestStartWindowAndRetentionOnTheClock(t *testing.T) {
 	svc := examples.NewServices()
 	env := newEnv(t, svc)
 
-	first, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.IdempotencyKey("order-1"))
+	first, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	require.NoError(t, err)
 	require.NoError(t, env.Advance(ctx, harvesttest.DefaultStartIdempotencyWindow-time.Second))
-	again, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.IdempotencyKey("order-1"))
+	again, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	require.NoError(t, err)
 	require.True(t, again.Deduplicated)
 	require.Equal(t, first.ID, again.ID)
 
 	require.NoError(t, env.Advance(ctx, time.Second))
-	fresh, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.IdempotencyKey("order-1"))
+	fresh, err := env.Start(ctx, examples.WorkflowCharge, charge, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	require.NoError(t, err)
 	require.False(t, fresh.Deduplicated, "past the window the key starts a fresh run")
 	require.NotEqual(t, first.ID, fresh.ID)
@@ -460,7 +460,7 @@ func TestCancelClosesTheExecutionAndItsKeyStillResolves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	env := newEnv(t, examples.NewServices())
-	x, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.IdempotencyKey("c-1"))
+	x, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.StartOptions{IdempotencyKey: "c-1"})
 	require.NoError(t, err)
 	require.NoError(t, x.Cancel(ctx, "no longer needed"))
 	status, err := x.Status()
@@ -468,7 +468,7 @@ func TestCancelClosesTheExecutionAndItsKeyStillResolves(t *testing.T) {
 	require.Equal(t, client.StatusCancelled, status)
 	_, err = x.Signal(ctx, "item", "late")
 	require.ErrorIs(t, err, client.ErrExecutionTerminal)
-	again, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.IdempotencyKey("c-1"))
+	again, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.StartOptions{IdempotencyKey: "c-1"})
 	require.NoError(t, err)
 	require.True(t, again.Deduplicated)
 	require.Equal(t, x.ID, again.ID)
@@ -485,7 +485,7 @@ func TestWhatHarvestCannotStoreIsRefused(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, client.CodePayloadUnstorable, apiErr.Code)
 	require.Equal(t, "input", apiErr.Field)
-	_, err = env.Start(ctx, examples.WorkflowOnboarding, examples.OnboardingInput{UserID: 1}, harvesttest.IdempotencyKey("k\x00"))
+	_, err = env.Start(ctx, examples.WorkflowOnboarding, examples.OnboardingInput{UserID: 1}, harvesttest.StartOptions{IdempotencyKey: "k\x00"})
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "idempotency_key", apiErr.Field)
 	x, err := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1})
@@ -537,16 +537,18 @@ func TestStartsWithAReusePolicyAndSignalWithStart(t *testing.T) {
 	require.NoError(t, x.Result(&res))
 	require.Len(t, res.Items, 2)
 
-	_, err = env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.WorkflowID("order-9"),
-		harvesttest.ReusePolicy("reject_duplicate"))
+	_, err = env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1},
+		harvesttest.StartOptions{WorkflowID: "order-9", ReusePolicy: "reject_duplicate"})
 	require.ErrorIs(t, err, client.ErrWorkflowIDConflict)
-	_, err = env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.ReusePolicy("sometimes"))
+	_, err = env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 1}, harvesttest.StartOptions{ReusePolicy: "sometimes"})
 	var apiErr *client.APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, client.CodeInvalidReusePolicy, apiErr.Code)
 	_, err = env.SignalWithStart(ctx, examples.WorkflowCollect, "", "item", nil, nil)
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, client.CodeInvalidWorkflowID, apiErr.Code)
+	_, err = env.SignalWithStart(ctx, examples.WorkflowCollect, "order-9", "item", nil, nil, harvesttest.StartOptions{WorkflowID: "order-10"})
+	require.ErrorContains(t, err, `StartOptions.WorkflowID "order-10" is not the workflowID "order-9"`)
 }
 
 // TestFanoutReplaysAsItRan: the fanout example, which uses the

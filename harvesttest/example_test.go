@@ -44,8 +44,8 @@ func ExampleEnv_Start_charge() {
 	defer env.Close()
 	in := examples.ChargeInput{AmountCents: 1250, CustomerID: "cus_1"}
 
-	first, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.IdempotencyKey("order-1"))
-	again, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.IdempotencyKey("order-1"))
+	first, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.StartOptions{IdempotencyKey: "order-1"})
+	again, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	fmt.Println("deduplicated:", again.Deduplicated, "same execution:", again.ID == first.ID)
 	fmt.Println("WorkflowStarted events:", events(first, "WorkflowStarted"))
 	fmt.Println("charges:", svc.Payments.Charges())
@@ -131,13 +131,13 @@ func ExampleEnv_Advance_charge() {
 	defer env.Close()
 	in := examples.ChargeInput{AmountCents: 1250, CustomerID: "cus_1"}
 
-	first, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.IdempotencyKey("order-1"))
+	first, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	_ = env.Advance(ctx, 23*time.Hour)
-	x, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.IdempotencyKey("order-1"))
+	x, _ := env.Start(ctx, examples.WorkflowCharge, in, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	fmt.Println("after 23h: deduplicated", x.Deduplicated, "charges", svc.Payments.Charges())
 
 	_ = env.Advance(ctx, time.Hour)
-	x, _ = env.Start(ctx, examples.WorkflowCharge, in, harvesttest.IdempotencyKey("order-1"))
+	x, _ = env.Start(ctx, examples.WorkflowCharge, in, harvesttest.StartOptions{IdempotencyKey: "order-1"})
 	fmt.Println("after 24h: deduplicated", x.Deduplicated, "charges", svc.Payments.Charges())
 
 	_ = env.Advance(ctx, 6*24*time.Hour+time.Minute)
@@ -157,12 +157,12 @@ func ExampleExecution_Signal_collect() {
 	defer env.Close()
 
 	x, _ := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 2})
-	delivered, _ := x.Signal(ctx, "item", "apples", harvesttest.SignalKey("line-1"))
+	delivered, _ := x.Signal(ctx, "item", "apples", harvesttest.SignalOptions{IdempotencyKey: "line-1"})
 	fmt.Println("delivered:", delivered)
-	delivered, _ = x.Signal(ctx, "item", "apples", harvesttest.SignalKey("line-1"))
+	delivered, _ = x.Signal(ctx, "item", "apples", harvesttest.SignalOptions{IdempotencyKey: "line-1"})
 	fmt.Println("delivered again:", delivered, "SignalReceived events:", events(x, "SignalReceived"))
 
-	_, _ = x.Signal(ctx, "item", "pears", harvesttest.SignalKey("line-2"))
+	_, _ = x.Signal(ctx, "item", "pears", harvesttest.SignalOptions{IdempotencyKey: "line-2"})
 	var out examples.CollectResult
 	_ = x.Result(&out)
 	fmt.Printf("items: %s\n", out.Items)
@@ -181,12 +181,12 @@ func ExampleEnv_RestartWorker_collect() {
 	defer env.Close()
 
 	x, _ := env.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 3})
-	_, _ = x.Signal(ctx, "item", "apples", harvesttest.SignalKey("line-1"))
+	_, _ = x.Signal(ctx, "item", "apples", harvesttest.SignalOptions{IdempotencyKey: "line-1"})
 	_ = env.RestartWorker(ctx, nil)
 	env.Inject(harvesttest.LoseWorkflowTaskResult(examples.WorkflowCollect))
-	_, _ = x.Signal(ctx, "item", "pears", harvesttest.SignalKey("line-2"))
+	_, _ = x.Signal(ctx, "item", "pears", harvesttest.SignalOptions{IdempotencyKey: "line-2"})
 	_ = env.Advance(ctx, 5*time.Second)
-	_, _ = x.Signal(ctx, "item", "plums", harvesttest.SignalKey("line-3"))
+	_, _ = x.Signal(ctx, "item", "plums", harvesttest.SignalOptions{IdempotencyKey: "line-3"})
 
 	var out examples.CollectResult
 	_ = x.Result(&out)

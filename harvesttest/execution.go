@@ -12,7 +12,6 @@ import (
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
-	"github.com/harvest-engine/harvest/internal/inproc"
 	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
@@ -21,27 +20,6 @@ import (
 
 // ErrNotClosed is returned by Execution.Result while the execution runs.
 var ErrNotClosed = errors.New("execution has not closed")
-
-// StartOption is a per-start knob.
-type StartOption struct{ apply func(*wire.StartCommand) }
-
-// IdempotencyKey makes the start keyed: within the start idempotency
-// window every start with the key resolves to the execution the first one
-// started.
-func IdempotencyKey(key string) StartOption {
-	return StartOption{func(s *wire.StartCommand) { s.IdempotencyKey = key }}
-}
-
-// WorkflowID names the execution's workflow_id; by default one is minted.
-func WorkflowID(id string) StartOption {
-	return StartOption{func(s *wire.StartCommand) { s.WorkflowID = id }}
-}
-
-// ReusePolicy is the start's reuse_policy (client.ReuseAllowDuplicate,
-// ...): what a start with the workflow_id of an earlier execution does.
-func ReusePolicy(policy string) StartOption {
-	return StartOption{func(s *wire.StartCommand) { s.ReusePolicy = policy }}
-}
 
 // Execution is a handle on one execution of the Env.
 type Execution struct {
@@ -65,16 +43,15 @@ type Execution struct {
 // (errors.Is: client.ErrUnknownWorkflow, client.ErrInputInvalid, ...).
 // When a workflow task fails (harvest.ErrNonDeterministic, a panic), the
 // execution is returned with the error; the task is retried, as a
-// deployment retries it, whenever the clock moves.
-func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...StartOption) (*Execution, error) {
+// deployment retries it, whenever the clock moves. opts is at most one
+// StartOptions.
+func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...StartOptions) (*Execution, error) {
 	raw, err := json.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("harvesttest: start %s: encode input: %w", workflow, err)
 	}
 	s := &wire.StartCommand{WorkflowName: workflow, Input: raw, TaskQueue: wire.DefaultTaskQueue}
-	for _, o := range opts {
-		o.apply(s)
-	}
+	mergeStart(opts).apply(s)
 	e.run.Lock()
 	defer e.run.Unlock()
 	e.mu.Lock()
@@ -92,7 +69,7 @@ func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...Sta
 // reuse policy, and a fresh start whose input fails the workflow's
 // schema. Call with mu held.
 func (e *Env) checkStart(s *wire.StartCommand) error {
-	if !slices.Contains(e.worker.Workflows, s.WorkflowName) {
+	if !slices.Contains(e.worker.Workflows(), s.WorkflowName) {
 		return &client.APIError{StatusCode: http.StatusNotFound, Code: client.CodeUnknownWorkflow,
 			Message: fmt.Sprintf("no worker serves workflow %q", s.WorkflowName)}
 	}
@@ -109,7 +86,7 @@ func (e *Env) checkStart(s *wire.StartCommand) error {
 			Message: fmt.Sprintf("reuse_policy %q is not one of the policies", s.ReusePolicy)}
 	}
 	_, replay := e.mem.LiveClaim(s.WorkflowName, s.IdempotencyKey, e.now)
-	if sch := e.worker.Schemas[s.WorkflowName]; sch != nil && !replay {
+	if sch := e.worker.Schema(s.WorkflowName); sch != nil && !replay {
 		// Ingest checks a fresh start's input; a keyed replay of a
 		// committed start is never refused.
 		if vs := sch.Validate(s.Input); len(vs) > 0 {
@@ -128,12 +105,17 @@ func (e *Env) checkStart(s *wire.StartCommand) error {
 // execution of workflow whose workflow_id is workflowID, starting it
 // first with input when there is none (then the signal is its history's
 // first event after WorkflowStarted), as the API's signal-with-start
-// does, and runs the tasks that follow. The options apply to the start
-// (ReusePolicy; a workflowID is required, so WorkflowID is not needed).
-func (e *Env) SignalWithStart(ctx context.Context, workflow, workflowID, name string, payload, input any, opts ...StartOption) (*Execution, error) {
+// does, and runs the tasks that follow. opts, at most one StartOptions,
+// apply to the start (ReusePolicy, IdempotencyKey); the workflow_id is
+// workflowID, so a StartOptions.WorkflowID other than it is refused.
+func (e *Env) SignalWithStart(ctx context.Context, workflow, workflowID, name string, payload, input any, opts ...StartOptions) (*Execution, error) {
 	if workflowID == "" {
 		return nil, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidWorkflowID, Field: "workflow_id",
 			Message: "signal-with-start needs a workflow_id"}
+	}
+	o := mergeStart(opts)
+	if o.WorkflowID != "" && o.WorkflowID != workflowID {
+		return nil, fmt.Errorf("harvesttest: signal-with-start %s: StartOptions.WorkflowID %q is not the workflowID %q: leave it empty", workflow, o.WorkflowID, workflowID)
 	}
 	rawIn, err := json.Marshal(input)
 	if err != nil {
@@ -144,9 +126,7 @@ func (e *Env) SignalWithStart(ctx context.Context, workflow, workflowID, name st
 		return nil, fmt.Errorf("harvesttest: signal-with-start %s: encode payload: %w", workflow, err)
 	}
 	s := &wire.StartCommand{WorkflowName: workflow, WorkflowID: workflowID, Input: rawIn, TaskQueue: wire.DefaultTaskQueue}
-	for _, o := range opts {
-		o.apply(s)
-	}
+	o.apply(s)
 	e.run.Lock()
 	defer e.run.Unlock()
 	e.mu.Lock()
@@ -195,30 +175,18 @@ func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, er
 	return out, nil
 }
 
-// SignalOption is a per-signal knob.
-type SignalOption struct{ apply func(*wire.SignalCommand) }
-
-// SignalKey makes the signal keyed: it is delivered at most once per
-// (execution, key).
-func SignalKey(key string) SignalOption {
-	return SignalOption{func(s *wire.SignalCommand) { s.IdempotencyKey = key }}
-}
-
 // Signal sends the signal name with payload (encoded as JSON) to x, and
 // runs the tasks that follow. delivered is false when a keyed signal was
 // delivered before (a duplicate is a result, not an error). A closed or
 // missing execution returns a *client.APIError (client.ErrExecutionTerminal,
-// client.ErrExecutionNotFound).
-func (x *Execution) Signal(ctx context.Context, name string, payload any, opts ...SignalOption) (delivered bool, err error) {
+// client.ErrExecutionNotFound). opts is at most one SignalOptions.
+func (x *Execution) Signal(ctx context.Context, name string, payload any, opts ...SignalOptions) (delivered bool, err error) {
 	e := x.env
 	raw, err := json.Marshal(payload)
 	if err != nil {
 		return false, fmt.Errorf("harvesttest: signal %s: encode payload: %w", name, err)
 	}
-	sg := &wire.SignalCommand{ExecutionID: x.ID, SignalName: name, Payload: raw}
-	for _, o := range opts {
-		o.apply(sg)
-	}
+	sg := &wire.SignalCommand{ExecutionID: x.ID, SignalName: name, Payload: raw, IdempotencyKey: mergeSignal(opts).IdempotencyKey}
 	for field, err := range map[string]error{"idempotency_key": checkIdentifier(sg.IdempotencyKey), "payload": checkJSON(raw)} {
 		if err != nil {
 			return false, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodePayloadUnstorable, Field: field,
@@ -338,14 +306,14 @@ func (x *Execution) Replay(register func(*harvest.Worker)) error {
 		register = e.register
 	}
 	e.mu.Unlock()
-	var b inproc.Binding
-	if err := harvest.BindInProcess(&b, e.log, register); err != nil {
+	b, err := bind(e.log, register)
+	if err != nil {
 		return fmt.Errorf("harvesttest: replay: %w", err)
 	}
 	// Each task replays its whole history on fresh workflow code: the
 	// worker keeps nothing between them.
 	b.Close()
-	run, ok := b.Handlers.Workflow(x.WorkflowName)
+	run, ok := b.Handlers().Workflow(x.WorkflowName)
 	if !ok {
 		return fmt.Errorf("harvesttest: replay: workflow %q is not registered", x.WorkflowName)
 	}

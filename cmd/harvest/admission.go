@@ -16,6 +16,15 @@ import (
 
 // addAPIFlags adds the flags of a command that talks to the HTTP API:
 // its address and the bearer token to send.
+// addClientFlags adds to a group of commands that talk to the HTTP API
+// the API's flags (addAPIFlags), --json and --timeout, whose default and
+// usage (what it bounds) are the group's.
+func addClientFlags(cmd *cobra.Command, timeout time.Duration, timeoutUsage string) {
+	addAPIFlags(cmd)
+	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
+	cmd.PersistentFlags().Duration("timeout", timeout, timeoutUsage)
+}
+
 func addAPIFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().String("addr", envOr("HARVEST_ADDR", "http://127.0.0.1:8080"), "the Harvest HTTP API (HARVEST_ADDR)")
 	// The token's default is not shown in --help: it is read from the

@@ -165,7 +165,11 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 		if err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
-		defer f.Close()
+		defer func() {
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "harvest bench: --cpuprofile: %v\n", err)
+			}
+		}()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
@@ -324,7 +328,7 @@ func writeHeapProfile(path string) error {
 	}
 	runtime.GC()
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		f.Close()
+		_ = f.Close() // the write's error is the one to report
 		return err
 	}
 	return f.Close()

@@ -23,9 +23,7 @@ cannot apply for a reason retrying would not fix (PostgreSQL refuses a value
 it carries, or the message is not a command) is set aside as dead, so the
 rest of its shard goes on; its outcome is the error command_rejected.`,
 	}
-	addAPIFlags(cmd)
-	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
-	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "give up after this long (0: no limit)")
+	addClientFlags(cmd, 30*time.Second, "give up after this long (0: no limit)")
 	cmd.AddCommand(newCommandsGet(), newCommandsDead())
 	return cmd
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -11,25 +10,18 @@ import (
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
-	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // startStack starts a stack for the CLI to talk to, on its own NATS server
 // and database, stopped at cleanup.
+// startStack starts a stack of its own for one test: the tests of the
+// command line run against a real ingest.
 func startStack(t *testing.T, cfg devstack.Config) *devstack.Stack {
 	t.Helper()
-	cfg.NATSURL = natstest.RunServer(t, natstest.Options{}).ClientURL()
-	cfg.DatabaseURL = pgtest.NewDatabase(t)
-	cfg.Addr, cfg.StateDir = "127.0.0.1:0", t.TempDir()
-	s, err := devstack.Start(natstest.Context(t), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, s.Stop(ctx))
-	})
-	return s
+	return stacktest.Start(t, cfg)
 }
 
 // TestCommandsDead: `harvest commands dead` lists a command the scheduler
@@ -43,9 +35,7 @@ func TestCommandsDead(t *testing.T) {
 	_, err := s.Topology.PublishCommand(ctx, 0, &cmd)
 	require.NoError(t, err)
 
-	var list string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	probe.Until(t, 30*time.Second, "the command to be set aside", func() bool {
 		out, _, err := runCLI(t, "commands", "dead", "--addr", s.URL(), "--json")
 		require.NoError(t, err)
 		var got struct {
@@ -55,15 +45,10 @@ func TestCommandsDead(t *testing.T) {
 			} `json:"dead_commands"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(out), &got), out)
-		if len(got.DeadCommands) == 1 {
-			require.Equal(t, cmd.CommandID, got.DeadCommands[0].CommandID)
-			list, _, err = runCLI(t, "commands", "dead", "--addr", s.URL())
-			require.NoError(t, err)
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the command was not set aside within 30s")
-		time.Sleep(50 * time.Millisecond) // poll interval, not synchronisation
-	}
+		return len(got.DeadCommands) == 1 && got.DeadCommands[0].CommandID == cmd.CommandID
+	})
+	list, _, err := runCLI(t, "commands", "dead", "--addr", s.URL())
+	require.NoError(t, err)
 	require.Contains(t, list, "ID")
 	require.Contains(t, list, cmd.CommandID)
 	require.Contains(t, list, "unappliable")

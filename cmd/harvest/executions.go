@@ -23,9 +23,7 @@ workflows.<name>.retention; 7 days by default), counted from its close;
 then the scheduler holding its shard prunes it, with every row that names
 it. Running executions are never pruned.`,
 	}
-	addAPIFlags(cmd)
-	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
-	cmd.PersistentFlags().Duration("timeout", 5*time.Minute, "give up after this long, waiting for the prune included (0: no limit)")
+	addClientFlags(cmd, 5*time.Minute, "give up after this long, waiting for the prune included (0: no limit)")
 	cmd.AddCommand(newExecutionsPrune())
 	return cmd
 }

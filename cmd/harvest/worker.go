@@ -24,9 +24,7 @@ as it starts, renews that every third of worker_ttl (30 s by default) while
 it lives, and removes it when it stops; one that vanishes is forgotten once
 its registration lapses.`,
 	}
-	addAPIFlags(cmd)
-	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
-	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "give up after this long (0: no limit)")
+	addClientFlags(cmd, 30*time.Second, "give up after this long (0: no limit)")
 	cmd.AddCommand(newWorkerList())
 	return cmd
 }
@@ -99,9 +97,7 @@ func newTaskQueue() *cobra.Command {
 		Use:   "task-queue",
 		Short: "See a task queue: each workflow's and activity's backlog and the live workers that serve it",
 	}
-	addAPIFlags(cmd)
-	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
-	cmd.PersistentFlags().Duration("timeout", 30*time.Second, "give up after this long (0: no limit)")
+	addClientFlags(cmd, 30*time.Second, "give up after this long (0: no limit)")
 	cmd.AddCommand(newTaskQueueShow())
 	return cmd
 }

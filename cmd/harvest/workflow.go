@@ -71,9 +71,7 @@ Starts and signals given --idempotency-key are idempotent: repeating one
 answers with the first one's execution or delivery. Cancelling or
 terminating an execution that has closed changes nothing.`,
 	}
-	addAPIFlags(cmd)
-	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
-	cmd.PersistentFlags().Duration("timeout", time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
+	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowList(),
 		newWorkflowCancel(), newWorkflowTerminate())
 	return cmd
@@ -218,11 +216,7 @@ func newWorkflowHistory() *cobra.Command {
 				return err
 			}
 			if jsonOutput(cmd) {
-				raws := make([]json.RawMessage, 0, len(events))
-				for _, ev := range events {
-					raws = append(raws, ev.Raw)
-				}
-				return printRawList(cmd, "events", raws)
+				return printRawList(cmd, "events", events, func(ev client.Event) json.RawMessage { return ev.Raw })
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "SEQ\tTYPE\tAT\tDETAILS")
@@ -246,11 +240,7 @@ func newWorkflowList() *cobra.Command {
 				return err
 			}
 			if jsonOutput(cmd) {
-				raws := make([]json.RawMessage, 0, len(execs))
-				for _, e := range execs {
-					raws = append(raws, e.Raw)
-				}
-				return printRawList(cmd, "executions", raws)
+				return printRawList(cmd, "executions", execs, func(e client.Execution) json.RawMessage { return e.Raw })
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "EXECUTION_ID\tWORKFLOW\tWORKFLOW_ID\tSTATUS\tCREATED_AT")
@@ -356,13 +346,18 @@ func details(attrs map[string]any) string {
 	return string(raw)
 }
 
-// printRawList prints {"<field>": [the server's objects, as sent]}.
-func printRawList(cmd *cobra.Command, field string, raws []json.RawMessage) error {
-	raw, err := json.Marshal(map[string]any{field: raws})
+// printRawList prints {"<field>": [the server's objects, as sent]}: raw
+// is an item's object as the server sent it.
+func printRawList[T any](cmd *cobra.Command, field string, items []T, raw func(T) json.RawMessage) error {
+	raws := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		raws = append(raws, raw(it))
+	}
+	list, err := json.Marshal(map[string]any{field: raws})
 	if err != nil {
 		return err
 	}
-	return printJSON(cmd.OutOrStdout(), raw)
+	return printJSON(cmd.OutOrStdout(), list)
 }
 
 // withClient adapts a command that talks to the HTTP API: it gets the

@@ -15,18 +15,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 	"github.com/harvest-engine/harvest/internal/testing/poison"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/webhook"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// pgtest.Main also fails the run when goroutines leaked (goleak); the
+// stack tests need its PostgreSQL.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // env is a NATS server with Harvest's topology and a user's stream ORDERS
 // on orders.>, without a scheduler: the commands stay in HARVEST_CMD for
@@ -143,45 +146,16 @@ func (e *env) consumer(stream, name string) *jetstream.ConsumerInfo {
 // message up to seq.
 func (e *env) settled(stream, name string, seq uint64) {
 	e.t.Helper()
-	eventually(e.t, 30*time.Second, fmt.Sprintf("consumer %s to acknowledge up to %d", name, seq), func() bool {
+	probe.Until(e.t, 30*time.Second, fmt.Sprintf("consumer %s to acknowledge up to %d", name, seq), func() bool {
 		info := e.consumer(stream, name)
 		return info != nil && info.AckFloor.Stream >= seq && info.NumAckPending == 0
 	})
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
-	}
-}
-
 // count reads harvest_binding_messages_total{binding, result}.
 func count(t *testing.T, reg *prometheus.Registry, name, result string) int {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "harvest_binding_messages_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["binding"] == name && labels["result"] == result {
-				return int(m.GetCounter().GetValue())
-			}
-		}
-	}
-	t.Fatalf("no counter for binding %s result %s", name, result)
-	return 0
+	return int(probe.Value(t, reg, "harvest_binding_messages_total", "binding", name, "result", result))
 }
 
 func ordersBinding() binding.Binding {
@@ -265,7 +239,7 @@ func TestARedeliveredMessageMakesTheSameCommand(t *testing.T) {
 	// again: every message of the stream is delivered again, at the same
 	// coordinates, so it makes the same command, which the broker drops.
 	require.NoError(t, e.js.DeleteConsumer(e.ctx, "ORDERS", "harvest_bind_orders"))
-	eventually(t, 30*time.Second, "the redelivery to be published as a duplicate", func() bool {
+	probe.Until(t, 30*time.Second, "the redelivery to be published as a duplicate", func() bool {
 		return count(t, reg, "orders", "duplicate") == 1
 	})
 	e.settled("ORDERS", "harvest_bind_orders", seq)
@@ -411,7 +385,7 @@ func TestAMessageIsAcknowledgedOnlyAfterItsCommandIsPublished(t *testing.T) {
 	_, reg := e.runner(binding.Config{Bindings: []binding.Binding{b}, PublishTimeout: 200 * time.Millisecond})
 	seq := e.publish("orders.created", `{"type": "order.created", "order": {"id": 1}}`, nil)
 
-	eventually(t, 30*time.Second, "three failed deliveries", func() bool {
+	probe.Until(t, 30*time.Second, "three failed deliveries", func() bool {
 		info := e.consumer("ORDERS", "harvest_bind_orders")
 		return info != nil && info.Delivered.Consumer >= 3
 	})
@@ -466,7 +440,7 @@ func TestAMessageThatCannotBeDeadLetteredIsKept(t *testing.T) {
 	first := e.publish("orders.created", `first`, nil)
 	e.settled("ORDERS", "harvest_bind_orders", first)
 	second := e.publish("orders.created", `second`, nil)
-	eventually(t, 30*time.Second, "the dead letter to be refused twice", func() bool {
+	probe.Until(t, 30*time.Second, "the dead letter to be refused twice", func() bool {
 		return count(t, reg, "orders", "retried") >= 2
 	})
 	info := e.consumer("ORDERS", "harvest_bind_orders")

@@ -30,5 +30,5 @@ func RetryDelay(attempt int) time.Duration {
 			d = e
 		}
 	}
-	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+	return d - time.Duration(rand.Int64N(int64(d)/5+1)) //nolint:gosec // G404: jitter, not a secret
 }

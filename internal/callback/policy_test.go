@@ -11,11 +11,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
+// pgtest.Main also fails the run when goroutines leaked (goleak); the
+// stack tests (package callback_test) need its PostgreSQL.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	pgtest.Main(m)
 }
 
 // fakeResolver maps host names to addresses; unknown names do not exist.

@@ -9,12 +9,21 @@
 // SQL and no NATS, and calls the API's handler in the process with the
 // token its user signed in with, so the API's scopes and workflow limits
 // decide what it shows and does. The token stays in a session in the
-// process's memory; the browser holds only the session's opaque id. Pages are html/template, which escapes
-// everything they show; there is no script, and forms that change
-// something are refused from other sites (http.CrossOriginProtection).
-//
-// Files: console.go (routes, rendering, sign-in), sessions.go (the
-// sessions and their cookie), api.go (the in-process
-// API caller), executions.go, workflows.go and workers.go (the pages),
-// funcs.go (the templates' helpers), templates/ and static/ (embedded).
+// process's memory; the browser holds only the session's opaque id. Pages
+// are html/template, which escapes everything they show; there is no
+// script, and forms that change something are refused from other sites
+// (http.CrossOriginProtection).
 package console
+
+// Where things are:
+//
+//   - console.go: Config, New (the routes and the pages' templates: add
+//     a page to both), rendering, security headers, sign-in and
+//     sign-out. sessions.go: the sessions and their cookie. api.go:
+//     calling the API in the process.
+//   - The pages, each a handler here and a template in templates/:
+//     executions.go (the list, one execution, its cancel and terminate),
+//     workflows.go (workflows, admission gates, webhooks), workers.go
+//     (live workers, a task queue).
+//   - funcs.go: the templates' helpers. templates/ and static/ are
+//     embedded.

@@ -84,8 +84,9 @@ type executionsData struct {
 	Paged       bool
 }
 
-// pageSize is how many executions a page lists.
-const pageSize = 50
+// pageSize is how many executions a page lists, as the API's limit
+// parameter.
+const pageSize = "50"
 
 func (c *Console) handleExecutions(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -100,7 +101,7 @@ func (c *Console) handleExecutions(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "executions", "Executions", data)
 		return
 	}
-	q.Set("limit", "50")
+	q.Set("limit", pageSize)
 	if cur := r.URL.Query().Get("cursor"); cur != "" {
 		q.Set("cursor", cur)
 	}

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/harvest-engine/harvest/api"
+	"github.com/harvest-engine/harvest/internal/testing/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// pgtest.Main also fails the run when goroutines leaked (goleak); the
+// stack tests (package console_test) need its PostgreSQL.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // fakeAPI answers each path with its body as JSON (status 200), any
 // other with 404.

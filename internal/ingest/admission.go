@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/harvest-engine/harvest/api"
-	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 )
 
@@ -23,12 +22,8 @@ func decodeGate(_ string, value []byte) (api.AdmissionGate, error) {
 }
 
 func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("workflow")
-	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "workflow", err.Error())
-		return
-	}
-	if !s.mayUse(w, r, name) {
+	name, ok := s.pathWorkflow(w, r, "workflow")
+	if !ok {
 		return
 	}
 	body, rej := readRaw(w, r, 64<<10)
@@ -69,12 +64,8 @@ func (s *Server) handleAdmissionClose(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleAdmissionOpen(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("workflow")
-	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "workflow", err.Error())
-		return
-	}
-	if !s.mayUse(w, r, name) {
+	name, ok := s.pathWorkflow(w, r, "workflow")
+	if !ok {
 		return
 	}
 	if err := s.cfg.Topology.Admission.Delete(r.Context(), name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -16,7 +16,6 @@ import (
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/webhook"
-	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // ArcFlow-compatible runs: the routes callers written against ArcFlow's
@@ -78,13 +77,10 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 	} else {
 		status, answer = s.start(r.Context(), p)
 	}
-	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", "1")
-	}
 	if sr, ok := answer.(api.StartResponse); ok {
 		answer = api.RunResponse{RunID: sr.ExecutionID, TraceID: traceID(sr.ExecutionID), Status: sr.Status}
 	}
-	writeJSON(w, status, answer)
+	writeAnswer(w, status, answer)
 }
 
 // handleGetRun is GET /v1/runs/{run_id}: the run's status, as a create
@@ -93,8 +89,7 @@ func (s *Server) handleCreateRun(w http.ResponseWriter, r *http.Request) {
 // limited to is unknown, as an execution is.
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	runID := r.PathValue("run_id")
-	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
+	if !s.readable(w) {
 		return
 	}
 	runID, err := canonicalExecutionID(runID)
@@ -231,13 +226,7 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
-	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignal, Signal: &wire.SignalCommand{
-		ExecutionID: runID, SignalName: bindingID, Payload: payload, IdempotencyKey: key,
-	}}
-	if key != "" {
-		cmd.CommandID = dedup.SignalCommandID(runID, key)
-	}
-	status, answer := s.sendSignal(r, cmd)
+	status, answer := s.sendSignal(r, signalCommand(runID, bindingID, payload, key))
 	if sr, ok := answer.(api.SignalResponse); ok {
 		resp := api.ExternalResponse{RunID: runID, BindingID: bindingID, Status: "accepted"}
 		switch {
@@ -249,8 +238,5 @@ func (s *Server) handleRunExternal(w http.ResponseWriter, r *http.Request) {
 		}
 		answer = resp
 	}
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, answer)
+	writeAnswer(w, status, answer)
 }

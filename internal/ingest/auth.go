@@ -9,6 +9,7 @@ import (
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -75,6 +76,18 @@ func (s *Server) mayUse(w http.ResponseWriter, r *http.Request, workflow string)
 	writeError(w, http.StatusForbidden, api.CodeForbidden,
 		fmt.Sprintf("token %q is limited to the workflows %s", p.Name(), strings.Join(p.Workflows(), ", ")))
 	return false
+}
+
+// pathWorkflow reads the workflow name a route's path names in param: it
+// answers 400 invalid_workflow_name for a name that is not one, and 403
+// when the caller may not act on the workflow (mayUse), reporting false.
+func (s *Server) pathWorkflow(w http.ResponseWriter, r *http.Request, param string) (string, bool) {
+	name := r.PathValue(param)
+	if err := dedup.ValidateName(name); err != nil {
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, param, err.Error())
+		return "", false
+	}
+	return name, s.mayUse(w, r, name)
 }
 
 // unlimited wraps h so that it answers 403 to a token limited to some

@@ -157,7 +157,9 @@ func memberNames(t reflect.Type) []string {
 // member names: exactly, or else with both upper-cased rune by rune.
 func declares(known []string, name string) bool {
 	for _, k := range known {
-		if k == name || strings.ToUpper(k) == strings.ToUpper(name) {
+		// Not strings.EqualFold: its Unicode folding matches pairs that
+		// upper-casing does not, and this mirrors encoding/json.
+		if k == name || strings.ToUpper(k) == strings.ToUpper(name) { //nolint:staticcheck // SA6005: see above
 			return true
 		}
 	}

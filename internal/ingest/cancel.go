@@ -71,10 +71,7 @@ func (s *Server) closeExecution(w http.ResponseWriter, r *http.Request, kind str
 	switch {
 	case errors.Is(err, errNotAccepted):
 		status, body := notAccepted(err, what)
-		if status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
-		writeJSON(w, status, body)
+		writeAnswer(w, status, body)
 	case errors.Is(err, errOutcomeLate):
 		writeJSON(w, http.StatusAccepted, api.AcceptedResponse{CommandID: cmd.CommandID, Status: "accepted"})
 	case out.Error != "":

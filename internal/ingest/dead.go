@@ -21,8 +21,7 @@ import (
 // handleListDead answers GET /api/harvest/commands/dead: the commands the
 // scheduler set aside, newest first (?shard=, ?before=<id>, ?limit=).
 func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
-	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
+	if !s.readable(w) {
 		return
 	}
 	q := queryOf(r)
@@ -68,8 +67,7 @@ func (s *Server) handleListDead(w http.ResponseWriter, r *http.Request) {
 // handleGetDead answers GET /api/harvest/commands/dead/{id}, with the
 // message as it came.
 func (s *Server) handleGetDead(w http.ResponseWriter, r *http.Request) {
-	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
+	if !s.readable(w) {
 		return
 	}
 	raw := r.PathValue("id")

@@ -25,7 +25,7 @@
 //     (internal/scheduler), which stores each outcome and announces it.
 //   - Declare its own HTTP bodies or error codes: every request and
 //     answer is a type of the public api package, and every error code
-//     an api.Code constant, so that the server and its Go client
+//     one of its Code constants, so that the server and its Go client
 //     (package client, which re-exports them) cannot drift. Commands and
 //     outcomes are internal/wire's; streams, buckets and publishing are
 //     internal/broker's.

@@ -19,6 +19,15 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
+// writeAnswer answers status with body, adding Retry-After: 1 to a 503
+// that carries none yet: a 503 always asks the caller to retry.
+func writeAnswer(w http.ResponseWriter, status int, body any) {
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
 // writeError answers status with the error code and message.
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeJSON(w, status, api.ErrorResponse{Error: code, Message: message})

@@ -111,8 +111,7 @@ func redactURL(raw string) string {
 // (?workflow=, ?status=, ?key_prefix=, ?workflow_id_prefix=,
 // ?created_after=, ?created_before=, ?limit=, ?cursor=).
 func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
-	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
+	if !s.readable(w) {
 		return
 	}
 	q := queryOf(r)

@@ -77,8 +77,7 @@ func (s *Server) handlePrune(w http.ResponseWriter, r *http.Request) {
 // the caller may see; it has answered 503 and reports false when it
 // cannot.
 func (s *Server) retentionReport(w http.ResponseWriter, r *http.Request, asOf time.Time) (api.RetentionResponse, bool) {
-	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
+	if !s.readable(w) {
 		return api.RetentionResponse{}, false
 	}
 	layout := s.cfg.Topology.Layout()

@@ -52,17 +52,21 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rej.status, rej.body)
 		return
 	}
+	status, body := s.sendSignal(r, signalCommand(executionID, name, payload, key))
+	writeAnswer(w, status, body)
+}
+
+// signalCommand is the command of a signal, from the signal endpoint or an
+// external callback: a keyed signal's command id is a function of its
+// execution and key, so that a retry is the same command.
+func signalCommand(executionID, name string, payload json.RawMessage, key string) *wire.Command {
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignal, Signal: &wire.SignalCommand{
 		ExecutionID: executionID, SignalName: name, Payload: payload, IdempotencyKey: key,
 	}}
 	if key != "" {
 		cmd.CommandID = dedup.SignalCommandID(executionID, key)
 	}
-	status, body := s.sendSignal(r, cmd)
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, body)
+	return cmd
 }
 
 // readSignalPayload reads a signal's body: nil when blank, else one JSON
@@ -179,12 +183,8 @@ func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (r
 }
 
 func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "name", err.Error())
-		return
-	}
-	if !s.mayUse(w, r, name) {
+	name, ok := s.pathWorkflow(w, r, "name")
+	if !ok {
 		return
 	}
 	req, key, rej := s.parseSignalWithStart(w, r)
@@ -227,10 +227,7 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, errNotAccepted):
 		status, body := notAccepted(err, "signal")
-		if status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
-		writeJSON(w, status, body)
+		writeAnswer(w, status, body)
 		return
 	case errors.Is(err, errOutcomeLate):
 		writeJSON(w, http.StatusAccepted, api.SignalResponse{OK: true, CommandID: cmd.CommandID, Status: "accepted"})

@@ -36,10 +36,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		status, body = s.start(r.Context(), p)
 	}
 	s.traceAnswer(r.Context(), p.name, body)
-	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, body)
+	writeAnswer(w, status, body)
 }
 
 // start publishes a checked start and answers it.

@@ -21,8 +21,7 @@ import (
 // counts by status, its schema, its gate and who serves it; a token
 // limited to some workflows sees only those.
 func (s *Server) handleListWorkflows(w http.ResponseWriter, r *http.Request) {
-	if !s.hasDB() {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this ingest has no database to read from")
+	if !s.readable(w) {
 		return
 	}
 	var only []string

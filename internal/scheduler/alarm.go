@@ -128,24 +128,16 @@ func (r *runner) isolateReleases(ctx context.Context, cause error) (int, error) 
 // refuseGroupTx sets aside the deferred group id, which cannot begin
 // because of cause: its starts are answered command_rejected.
 func (r *runner) refuseGroupTx(ctx context.Context, id string, cause error) error {
-	var writes *store.Writes
-	err := r.s.inTx(ctx, txTimers, func(tx *pipeTx) error {
-		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
-		if err != nil {
-			return err
-		}
+	writes, err := r.timersTx(ctx, func(tx *pipeTx, applied int64) (*store.Writes, error) {
 		groups, members, err := store.DueGroups(ctx, tx, r.lease.Shard, time.Now(), 1, id)
 		if err != nil || len(groups) == 0 {
-			return err
+			return nil, err
 		}
 		keys, err := loadThrottleKeys(ctx, tx, groups)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		writes = refuseGroups(ctx, r.env(), applied, time.Now(), groups, members, keys, cause)
-		writes.PublishedOutbox = r.published
-		tx.commitWithNext()
-		return store.Write(ctx, tx, writes)
+		return refuseGroups(ctx, r.env(), applied, time.Now(), groups, members, keys, cause), nil
 	})
 	if err != nil {
 		return err
@@ -161,21 +153,10 @@ func (r *runner) refuseGroupTx(ctx context.Context, id string, cause error) erro
 // deferred starts in one transaction and publishes their first tasks; it
 // returns how many groups it released.
 func (r *runner) releaseStartsTx(ctx context.Context, limit int, ids []string) (int, error) {
-	var (
-		writes *store.Writes
-		groups []*store.DeferredGroup
-	)
-	err := r.s.inTx(ctx, txTimers, func(tx *pipeTx) error {
-		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
-		if err != nil {
-			return err
-		}
-		if writes, groups, err = releaseDue(ctx, tx, r.env(), applied, time.Now(), limit, ids...); err != nil || writes == nil {
-			return err
-		}
-		writes.PublishedOutbox = r.published
-		tx.commitWithNext()
-		return store.Write(ctx, tx, writes)
+	var groups []*store.DeferredGroup
+	writes, err := r.timersTx(ctx, func(tx *pipeTx, applied int64) (writes *store.Writes, err error) {
+		writes, groups, err = releaseDue(ctx, tx, r.env(), applied, time.Now(), limit, ids...)
+		return writes, err
 	})
 	if err != nil {
 		return 0, err
@@ -187,6 +168,31 @@ func (r *runner) releaseStartsTx(ctx context.Context, limit int, ids []string) (
 		}
 	}
 	return len(groups), nil
+}
+
+// timersTx runs one transaction of the shard's timers or deferred starts:
+// with the shard locked, build says what it writes (nil: nothing, and the
+// transaction ends there), which is written with the deletion of the
+// outbox rows published so far. It returns what was written, for the
+// caller to count and then pass to committed.
+func (r *runner) timersTx(ctx context.Context, build func(tx *pipeTx, applied int64) (*store.Writes, error)) (*store.Writes, error) {
+	var writes *store.Writes
+	err := r.s.inTx(ctx, txTimers, func(tx *pipeTx) error {
+		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
+		if err != nil {
+			return err
+		}
+		if writes, err = build(tx, applied); err != nil || writes == nil {
+			return err
+		}
+		writes.PublishedOutbox = r.published
+		tx.commitWithNext()
+		return store.Write(ctx, tx, writes)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return writes, nil
 }
 
 // committed does what follows the commit of a transaction of the shard's
@@ -205,25 +211,14 @@ func (r *runner) committed(ctx context.Context, writes *store.Writes) error {
 // given) in one transaction and publishes what they produced; it returns
 // how many it fired.
 func (r *runner) fireTimersTx(ctx context.Context, limit int, ids []int64) (int, error) {
-	var (
-		writes *store.Writes
-		due    []store.Timer
-	)
-	err := r.s.inTx(ctx, txTimers, func(tx *pipeTx) error {
-		applied, err := store.LockShard(ctx, tx, r.s.cfg.Owner, r.lease)
-		if err != nil {
-			return err
-		}
+	var due []store.Timer
+	writes, err := r.timersTx(ctx, func(tx *pipeTx, applied int64) (*store.Writes, error) {
+		var err error
 		due, err = store.DueTimers(ctx, tx, r.lease.Shard, time.Now(), limit, ids...)
 		if err != nil || len(due) == 0 {
-			return err
+			return nil, err
 		}
-		if writes, err = fireTimers(ctx, tx, r.env(), applied, due); err != nil {
-			return err
-		}
-		writes.PublishedOutbox = r.published
-		tx.commitWithNext()
-		return store.Write(ctx, tx, writes)
+		return fireTimers(ctx, tx, r.env(), applied, due)
 	})
 	if err != nil {
 		return 0, err

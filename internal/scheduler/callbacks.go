@@ -22,27 +22,20 @@ const callbackLease = 2 * time.Minute
 func (s *Scheduler) callbackLoop(ctx context.Context) {
 	client := callback.NewClient(s.cfg.CallbackPolicy, callback.DefaultTimeout)
 	defer client.CloseIdleConnections()
-	ticker := time.NewTicker(s.cfg.CallbackPollInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	every(ctx, s.cfg.CallbackPollInterval, func() {
 		due, err := store.LeaseDueCallbacks(ctx, s.cfg.DB, s.OwnedShards(), callbackLease, 32)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("lease due callbacks", "err", err)
 			}
-			continue
+			return
 		}
 		p := pool.New().WithMaxGoroutines(8)
 		for _, d := range due {
 			p.Go(func() { s.deliver(ctx, client, d) })
 		}
 		p.Wait()
-	}
+	})
 }
 
 func (s *Scheduler) deliver(ctx context.Context, client *callback.Client, d store.CallbackDelivery) {

@@ -20,6 +20,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -58,7 +59,7 @@ func TestPoisonCommandsAreSetAsideAndTheShardGoesOn(t *testing.T) {
 
 	s := startScheduler(t, Config{DB: db, Topology: top, Metrics: prometheus.NewRegistry()})
 
-	waitFor(t, 20*time.Second, "the shard to apply every command", func() bool {
+	probe.Until(t, 20*time.Second, "the shard to apply every command", func() bool {
 		return count(t, db, `SELECT applied_seq FROM shard_offsets WHERE shard = 0`) == int(last)
 	})
 	require.Equal(t, 3, count(t, db, `SELECT count(*) FROM executions`))
@@ -99,7 +100,7 @@ func TestPoisonCommandsAreSetAsideAndTheShardGoesOn(t *testing.T) {
 
 	// The shard goes on.
 	publish(startCmd("onboarding", "k4", "wf-4"))
-	waitFor(t, 20*time.Second, "a later start to apply", func() bool {
+	probe.Until(t, 20*time.Second, "a later start to apply", func() bool {
 		return count(t, db, `SELECT count(*) FROM executions WHERE workflow_id = 'wf-4'`) == 1
 	})
 	require.Zero(t, count(t, db, `SELECT count(*) FROM shard_offsets WHERE failing_since IS NOT NULL`))
@@ -169,11 +170,11 @@ func TestATimerThatCannotFireIsDropped(t *testing.T) {
 	require.NoError(t, err)
 
 	s := startScheduler(t, Config{DB: db, Topology: top})
-	waitFor(t, 20*time.Second, "the good timer to fire", func() bool {
+	probe.Until(t, 20*time.Second, "the good timer to fire", func() bool {
 		return count(t, db, `SELECT count(*) FROM history_events h JOIN executions e USING (execution_id)
 			WHERE e.workflow_id = 'wf-good' AND h.type = 'TimerFired'`) == 1
 	})
-	waitFor(t, 20*time.Second, "the bad timer to be dropped", func() bool {
+	probe.Until(t, 20*time.Second, "the bad timer to be dropped", func() bool {
 		return count(t, db, `SELECT count(*) FROM timers WHERE kind = 'workflow'`) == 0
 	})
 	require.Equal(t, 1.0, testutil.ToFloat64(s.metrics.deadTimers))
@@ -195,7 +196,7 @@ func TestAnUnstorableDecisionIsSetAsideAndTheShardGoesOn(t *testing.T) {
 	publish(startCmd("onboarding", "k-marker", "wf-marker"))
 	var exec string
 	var taskID, lastSeq int
-	waitFor(t, 20*time.Second, "the start to apply", func() bool {
+	probe.Until(t, 20*time.Second, "the start to apply", func() bool {
 		return db.QueryRow(ctx, `SELECT execution_id::text, wft_id, last_seq FROM executions WHERE workflow_id = 'wf-marker'`).Scan(&exec, &taskID, &lastSeq) == nil
 	})
 	bad := wire.Command{CommandID: dedup.WorkflowTaskCommandID(exec, taskID), Kind: wire.KindWorkflowTaskCompleted, WorkflowTask: &wire.WorkflowTaskResult{
@@ -204,7 +205,7 @@ func TestAnUnstorableDecisionIsSetAsideAndTheShardGoesOn(t *testing.T) {
 	}}
 	publish(bad)
 	publish(startCmd("onboarding", "k-after", "wf-after"))
-	waitFor(t, 20*time.Second, "a later start to apply", func() bool {
+	probe.Until(t, 20*time.Second, "a later start to apply", func() bool {
 		return count(t, db, `SELECT count(*) FROM executions WHERE workflow_id = 'wf-after'`) == 1
 	})
 	dead, err := store.ListDeadCommands(ctx, db, store.DeadFilter{})

@@ -12,6 +12,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -35,7 +36,7 @@ func TestALostWorkflowTaskIsDispatchedAgain(t *testing.T) {
 	cmd := startCmd("onboarding", "k-deadline", "wf-deadline")
 	_, err = top.PublishCommand(ctx, 0, &cmd)
 	require.NoError(t, err)
-	waitFor(t, 20*time.Second, "the first workflow task", func() bool {
+	probe.Until(t, 20*time.Second, "the first workflow task", func() bool {
 		info, err := cons.Info(ctx)
 		return err == nil && info.NumPending == 1
 	})
@@ -44,7 +45,7 @@ func TestALostWorkflowTaskIsDispatchedAgain(t *testing.T) {
 
 	// Queued, no worker: past several deadlines, it is looked at, not
 	// dispatched again.
-	waitFor(t, 20*time.Second, "the deadline to be looked at twice", func() bool {
+	probe.Until(t, 20*time.Second, "the deadline to be looked at twice", func() bool {
 		var checks int
 		err := db.QueryRow(ctx, `SELECT coalesce((attrs->>'checks')::int, 0) FROM timers WHERE execution_id = $1 AND kind = 'workflow_task'`, exec).Scan(&checks)
 		return err == nil && checks >= 2
@@ -64,7 +65,7 @@ func TestALostWorkflowTaskIsDispatchedAgain(t *testing.T) {
 	require.NoError(t, first.DoubleAck(ctx))
 
 	var again wire.WorkflowTask
-	waitFor(t, 60*time.Second, "the task to be dispatched again", func() bool {
+	probe.Until(t, 60*time.Second, "the task to be dispatched again", func() bool {
 		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			return false
@@ -86,7 +87,7 @@ func TestALostWorkflowTaskIsDispatchedAgain(t *testing.T) {
 			{Type: wire.DecisionStartTimer, TimerID: 1, DurationMS: 3_600_000}}}}
 	_, err = top.PublishCommand(ctx, 0, &done)
 	require.NoError(t, err)
-	waitFor(t, 20*time.Second, "the result to apply", func() bool {
+	probe.Until(t, 20*time.Second, "the result to apply", func() bool {
 		return count(t, db, `SELECT count(*) FROM history_events WHERE execution_id = $1 AND type = 'TimerStarted'`, exec) == 1
 	})
 	require.Zero(t, count(t, db, `SELECT count(*) FROM timers WHERE execution_id = $1 AND kind = $2`, exec, store.TimerWorkflowTask),

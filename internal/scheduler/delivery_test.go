@@ -15,6 +15,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestACommandLostInFlightIsAppliedInOrder is the cause of acknowledged
@@ -46,13 +47,13 @@ func TestACommandLostInFlightIsAppliedInOrder(t *testing.T) {
 	}
 	executions := func() int { return count(t, db, `SELECT count(*) FROM executions`) }
 	start("a")
-	waitFor(t, 20*time.Second, "start a to apply", func() bool { return executions() == 1 })
+	probe.Until(t, 20*time.Second, "start a to apply", func() bool { return executions() == 1 })
 
 	cons, err := direct.Consumer(ctx, broker.CommandStream, fmt.Sprintf("harvest_sched_%d", 0))
 	require.NoError(t, err)
 	proxy.Blackhole(true)
 	seqB := start("b")
-	waitFor(t, 20*time.Second, "start b to be delivered", func() bool {
+	probe.Until(t, 20*time.Second, "start b to be delivered", func() bool {
 		info, err := cons.Info(ctx)
 		return err == nil && info.Delivered.Stream >= seqB
 	})
@@ -62,7 +63,7 @@ func TestACommandLostInFlightIsAppliedInOrder(t *testing.T) {
 
 	// Wait until the stream holds nothing: every command applied, or
 	// acknowledged without being applied.
-	waitFor(t, 30*time.Second, "the command stream to drain", func() bool {
+	probe.Until(t, 30*time.Second, "the command stream to drain", func() bool {
 		st, err := direct.Stream(ctx, broker.CommandStream)
 		if err != nil {
 			return false
@@ -108,20 +109,20 @@ func TestACommandLostInFlightBeforeAQuietSpellIsAppliedSoon(t *testing.T) {
 	// The session is in place once its consumer has a pull request
 	// waiting: blackholing earlier could catch it between deleting and
 	// creating its consumer.
-	waitFor(t, 20*time.Second, "the shard's session to pull", func() bool {
+	probe.Until(t, 20*time.Second, "the shard's session to pull", func() bool {
 		i := info()
 		return i != nil && i.NumWaiting > 0
 	})
 	proxy.Blackhole(true)
 	ack, err := pub.PublishCommand(ctx, 0, &cmd)
 	require.NoError(t, err)
-	waitFor(t, 20*time.Second, "the start to be delivered", func() bool {
+	probe.Until(t, 20*time.Second, "the start to be delivered", func() bool {
 		i := info()
 		return i != nil && i.Delivered.Stream >= ack.Sequence
 	})
 	proxy.Cut()
 	proxy.Blackhole(false)
-	waitFor(t, 30*time.Second, "the start to apply (the consumer's AckWait is an hour)", func() bool {
+	probe.Until(t, 30*time.Second, "the start to apply (the consumer's AckWait is an hour)", func() bool {
 		return count(t, db, `SELECT count(*) FROM executions WHERE workflow_id = 'wf-quiet'`) == 1
 	})
 }

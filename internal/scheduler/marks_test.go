@@ -15,6 +15,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // markFixture is a one-shard deployment whose scheduler reaches
@@ -70,7 +71,7 @@ func (f *markFixture) publish(t *testing.T, key string) {
 
 func (f *markFixture) waitApplied(t *testing.T, key string) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "start "+key+" to be applied", func() bool {
+	probe.Until(t, 30*time.Second, "start "+key+" to be applied", func() bool {
 		return count(t, f.direct, `SELECT count(*) FROM executions WHERE idempotency_key = $1`, key) == 1
 	})
 }
@@ -113,16 +114,16 @@ func TestAMarkWhoseWriteWentUnansweredIsClearedByTheNextApply(t *testing.T) {
 	f.exec(t, `ALTER TABLE history_events RENAME TO history_events_away`)
 	f.proxy.LoseAnswers(isMarkWrite)
 	f.publish(t, "while-broken")
-	waitFor(t, 30*time.Second, "a mark written whose answer was lost", func() bool {
+	probe.Until(t, 30*time.Second, "a mark written whose answer was lost", func() bool {
 		return len(f.proxy.Lost()) > 0 && f.marked(t)
 	})
 	f.exec(t, `ALTER TABLE history_events_away RENAME TO history_events`)
 	f.waitApplied(t, "while-broken")
 	f.proxy.LoseAnswers(nil)
 
-	waitFor(t, 5*time.Second, "the apply to clear the mark", func() bool { return !f.marked(t) })
+	probe.Until(t, 5*time.Second, "the apply to clear the mark", func() bool { return !f.marked(t) })
 	require.Empty(t, f.counted(t))
-	waitFor(t, 5*time.Second, "the gauge to say so", func() bool { return s.metrics.failing.Load() == 0 })
+	probe.Until(t, 5*time.Second, "the gauge to say so", func() bool { return s.metrics.failing.Load() == 0 })
 	require.Empty(t, s.Ready(context.Background()))
 }
 
@@ -139,18 +140,18 @@ func TestAMarkWhoseWriteWentUnansweredStopsCountingWithoutTraffic(t *testing.T) 
 	f.exec(t, `ALTER TABLE outbox RENAME TO outbox_away`)
 	f.proxy.LoseAnswers(isMarkWrite)
 	f.failSession(t)
-	waitFor(t, 30*time.Second, "a mark written whose answer was lost", func() bool {
+	probe.Until(t, 30*time.Second, "a mark written whose answer was lost", func() bool {
 		return len(f.proxy.Lost()) > 0 && f.marked(t)
 	})
 	// A failing shard keeps refreshing its mark, and counts as failing.
-	waitFor(t, 10*time.Second, "the mark to count", func() bool { return len(f.counted(t)) == 1 })
+	probe.Until(t, 10*time.Second, "the mark to count", func() bool { return len(f.counted(t)) == 1 })
 	f.exec(t, `ALTER TABLE outbox_away RENAME TO outbox`)
 	f.proxy.LoseAnswers(nil)
 
-	waitFor(t, healthyAfter+store.MarkStaleAfter+10*time.Second, "the mark to stop counting", func() bool {
+	probe.Until(t, healthyAfter+store.MarkStaleAfter+10*time.Second, "the mark to stop counting", func() bool {
 		return len(f.counted(t)) == 0
 	})
-	waitFor(t, healthyAfter+10*time.Second, "the gauge to say the shard applies", func() bool { return s.metrics.failing.Load() == 0 })
+	probe.Until(t, healthyAfter+10*time.Second, "the gauge to say the shard applies", func() bool { return s.metrics.failing.Load() == 0 })
 	require.Empty(t, s.Ready(context.Background()))
 }
 
@@ -167,7 +168,7 @@ func TestAMarkOfALeaseThatMovedDoesNotCount(t *testing.T) {
 
 	f.exec(t, `ALTER TABLE outbox RENAME TO outbox_away`)
 	f.failSession(t)
-	waitFor(t, 30*time.Second, "a's mark to count", func() bool {
+	probe.Until(t, 30*time.Second, "a's mark to count", func() bool {
 		failing := f.counted(t)
 		return len(failing) == 1 && failing[0].Cause == store.FailingCause &&
 			count(t, f.direct, `SELECT count(*) FROM shard_offsets WHERE failing_owner = 'a'`) == 1
@@ -176,7 +177,7 @@ func TestAMarkOfALeaseThatMovedDoesNotCount(t *testing.T) {
 	f.exec(t, `ALTER TABLE outbox_away RENAME TO outbox`)
 	// While no scheduler holds the shard, a's mark no longer counts once
 	// its lease has expired.
-	waitFor(t, 10*time.Second, "a's lease to expire", func() bool {
+	probe.Until(t, 10*time.Second, "a's lease to expire", func() bool {
 		return count(t, f.direct, `SELECT count(*) FROM shard_leases WHERE expires_at <= now()`) == 1
 	})
 	failing := f.counted(t)
@@ -184,11 +185,11 @@ func TestAMarkOfALeaseThatMovedDoesNotCount(t *testing.T) {
 	require.Equal(t, store.UnownedCause, failing[0].Cause, "a mark of an expired lease does not count: the shard is unowned")
 
 	startScheduler(t, Config{DB: f.direct, Topology: f.top, Owner: "b", LeaseTTL: time.Second, Metrics: prometheus.NewRegistry()})
-	waitFor(t, 10*time.Second, "b to hold the shard", func() bool {
+	probe.Until(t, 10*time.Second, "b to hold the shard", func() bool {
 		return count(t, f.direct, `SELECT count(*) FROM shard_leases WHERE owner = 'b' AND expires_at > now()`) == 1
 	})
 	require.Empty(t, f.counted(t), "a mark of another lease does not count")
-	waitFor(t, 10*time.Second, "b's session to clear a's mark", func() bool { return !f.marked(t) })
+	probe.Until(t, 10*time.Second, "b's session to clear a's mark", func() bool { return !f.marked(t) })
 	f.start(t, "after")
 	require.Empty(t, f.counted(t))
 }

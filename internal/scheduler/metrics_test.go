@@ -8,58 +8,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
-
-// gathered is a registry's metric families, by name.
-func gathered(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
-	t.Helper()
-	fams, err := reg.Gather()
-	require.NoError(t, err)
-	out := map[string]*dto.MetricFamily{}
-	for _, f := range fams {
-		out[f.GetName()] = f
-	}
-	return out
-}
-
-// series is the value of the series of family name whose labels are
-// labels (name=value pairs), and whether there is one; a histogram's value
-// is its sample count.
-func series(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
-	f, ok := fams[name]
-	if !ok {
-		return 0, false
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for i := 0; i+1 < len(labels); i += 2 {
-			if have[labels[i]] != labels[i+1] {
-				continue next
-			}
-		}
-		switch {
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue(), true
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue(), true
-		case m.GetHistogram() != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
 
 // TestSchedulerMetrics runs starts through a scheduler and reads its
 // metrics: commands by kind, the batches' sizes and apply times, the
@@ -75,7 +32,7 @@ func TestSchedulerMetrics(t *testing.T) {
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	s := startScheduler(t, Config{DB: db, Topology: top, Owner: "sched-a", Metrics: reg, WorkflowTaskTimeout: time.Hour})
-	waitFor(t, 20*time.Second, "both shards to be held", func() bool { return len(s.OwnedShards()) == 2 })
+	probe.Until(t, 20*time.Second, "both shards to be held", func() bool { return len(s.OwnedShards()) == 2 })
 
 	// Three starts on shard 0: one now, one in an hour, one in a moment
 	// (its start timer fires).
@@ -86,23 +43,21 @@ func TestSchedulerMetrics(t *testing.T) {
 		_, err := top.PublishCommand(ctx, 0, &cmd)
 		require.NoError(t, err)
 	}
-	fams := gathered(t, reg)
-	waitFor(t, 30*time.Second, "the start timer to fire", func() bool {
-		fams = gathered(t, reg)
-		n, _ := series(fams, "harvest_scheduler_timers_fired_total", "kind", store.TimerStart)
+	fams := probe.Snapshot(t, reg)
+	probe.Until(t, 30*time.Second, "the start timer to fire", func() bool {
+		fams = probe.Snapshot(t, reg)
+		n, _ := probe.Read(t, fams, "harvest_scheduler_timers_fired_total", "kind", store.TimerStart)
 		return n == 1
 	})
 	v := func(name string, labels ...string) float64 {
 		t.Helper()
-		n, ok := series(fams, name, labels...)
-		require.True(t, ok, "%s%v", name, labels)
-		return n
+		return probe.Value(t, fams, name, labels...)
 	}
 	require.Equal(t, 3.0, v("harvest_scheduler_commands_total", "kind", wire.KindStart))
 	require.Zero(t, v("harvest_scheduler_commands_total", "kind", wire.KindSignal), "every kind has its series from the start")
 	require.Zero(t, v("harvest_scheduler_commands_total", "kind", "other"))
 	// Every delivery handled was in a batch.
-	batches := fams["harvest_scheduler_apply_batch_commands"].GetMetric()[0].GetHistogram()
+	batches := probe.Family(t, fams, "harvest_scheduler_apply_batch_commands").GetMetric()[0].GetHistogram()
 	require.Equal(t, 3.0, batches.GetSampleSum())
 	require.GreaterOrEqual(t, batches.GetSampleCount(), uint64(1))
 	require.Equal(t, batches.GetSampleCount(), uint64(v("harvest_scheduler_apply_duration_seconds")))
@@ -110,7 +65,7 @@ func TestSchedulerMetrics(t *testing.T) {
 	// have been tried first), of a few statements each.
 	require.GreaterOrEqual(t, v("harvest_scheduler_transactions_total", "purpose", txApply, "result", "committed"), float64(batches.GetSampleCount()))
 	require.GreaterOrEqual(t, v("harvest_scheduler_transactions_total", "purpose", txTimers, "result", "committed"), 1.0)
-	for _, m := range fams["harvest_scheduler_transaction_statements"].GetMetric() {
+	for _, m := range probe.Family(t, fams, "harvest_scheduler_transaction_statements").GetMetric() {
 		if h := m.GetHistogram(); h.GetSampleCount() > 0 {
 			require.GreaterOrEqual(t, h.GetSampleSum(), float64(h.GetSampleCount()), "at least a statement per transaction")
 		}
@@ -123,12 +78,12 @@ func TestSchedulerMetrics(t *testing.T) {
 	// The backlog: nothing left to apply on either shard, and shard 0 has
 	// the workflow task deadlines of the two starts that ran and the start
 	// timer of the one an hour away, none of them due.
-	waitFor(t, 30*time.Second, "the backlog to be read", func() bool {
-		fams = gathered(t, reg)
-		p0, ok0 := series(fams, "harvest_scheduler_pending_commands", "shard", "0")
-		p1, ok1 := series(fams, "harvest_scheduler_pending_commands", "shard", "1")
-		tm, _ := series(fams, "harvest_scheduler_timers_pending", "shard", "0")
-		return ok0 && ok1 && p0 == 0 && p1 == 0 && tm == 3
+	probe.Until(t, 30*time.Second, "the backlog to be read", func() bool {
+		fams = probe.Snapshot(t, reg)
+		p0, n0 := probe.Read(t, fams, "harvest_scheduler_pending_commands", "shard", "0")
+		p1, n1 := probe.Read(t, fams, "harvest_scheduler_pending_commands", "shard", "1")
+		tm, _ := probe.Read(t, fams, "harvest_scheduler_timers_pending", "shard", "0")
+		return n0 > 0 && n1 > 0 && p0 == 0 && p1 == 0 && tm == 3
 	})
 	require.Zero(t, v("harvest_scheduler_timers_due", "shard", "0"))
 	require.Zero(t, v("harvest_scheduler_timers_pending", "shard", "1"))
@@ -137,11 +92,11 @@ func TestSchedulerMetrics(t *testing.T) {
 	// they expired): this scheduler loses them.
 	_, err = db.Exec(ctx, `UPDATE shard_leases SET owner = 'sched-b', epoch = epoch + 1, expires_at = now() + interval '1 hour'`)
 	require.NoError(t, err)
-	waitFor(t, 30*time.Second, "the leases to be lost", func() bool {
+	probe.Until(t, 30*time.Second, "the leases to be lost", func() bool {
 		return testutil.ToFloat64(s.metrics.leaseLost) == 2 && len(s.OwnedShards()) == 0
 	})
-	fams = gathered(t, reg)
-	_, ok := series(fams, "harvest_scheduler_pending_commands")
+	fams = probe.Snapshot(t, reg)
+	ok := probe.Count(t, fams, "harvest_scheduler_pending_commands") > 0
 	require.False(t, ok, "a scheduler reports the backlog of the shards it holds only")
 }
 

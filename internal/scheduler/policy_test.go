@@ -14,6 +14,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -190,7 +191,7 @@ func TestAGroupThatCannotBeginIsSetAside(t *testing.T) {
 	insert("bogus", "cmd-bogus")
 	insert(wire.PolicyDebounce, "cmd-good")
 	startScheduler(t, Config{DB: db, Topology: top, LeaseTTL: time.Second})
-	waitFor(t, 30*time.Second, "both groups to be handled", func() bool {
+	probe.Until(t, 30*time.Second, "both groups to be handled", func() bool {
 		return count(t, db, `SELECT count(*) FROM deferred_starts`) == 0
 	})
 	good := storedOutcome(t, db, "cmd-good")
@@ -244,7 +245,7 @@ func TestAStartAfterTheWindowOpensTheNextGroup(t *testing.T) {
 	} {
 		seq := uint64(2*i + 1)
 		applyOnce(t, db, "a", l, []seqCommand{{seq: seq, cmd: policyStartCmd(p.Kind+"-1", p, `{"n": 1}`)}})
-		waitFor(t, 5*time.Second, "the window to pass", func() bool {
+		probe.Until(t, 5*time.Second, "the window to pass", func() bool {
 			return count(t, db, `SELECT count(*) FROM deferred_starts WHERE kind = $1 AND due_at < now()`, p.Kind) == 1
 		})
 		applyOnce(t, db, "a", l, []seqCommand{{seq: seq + 1, cmd: policyStartCmd(p.Kind+"-2", p, `{"n": 2}`)}})

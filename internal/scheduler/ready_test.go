@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestReadyFollowsNATSAndTheShards: a scheduler is ready once its shards'
@@ -36,7 +37,7 @@ func TestReadyFollowsNATSAndTheShards(t *testing.T) {
 
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
-	waitFor(t, 20*time.Second, "the scheduler to be ready", func() bool { return len(s.Ready(ctx)) == 0 })
+	probe.Until(t, 20*time.Second, "the scheduler to be ready", func() bool { return len(s.Ready(ctx)) == 0 })
 	require.Len(t, s.OwnedShards(), 2)
 	n, err := testutil.GatherAndCount(reg, "harvest_scheduler_shards_owned", "harvest_scheduler_failing_shards", "harvest_scheduler_shards_failing", "harvest_scheduler_commands_total")
 	require.NoError(t, err)
@@ -46,12 +47,12 @@ func TestReadyFollowsNATSAndTheShards(t *testing.T) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	var reasons []string
-	waitFor(t, 20*time.Second, "NATS to be reported down", func() bool {
+	probe.Until(t, 20*time.Second, "NATS to be reported down", func() bool {
 		reasons = s.Ready(ctx)
 		return len(reasons) > 0 && strings.HasPrefix(reasons[0], "NATS: connection ")
 	})
 	natstest.RunServer(t, natstest.Options{Port: port, StoreDir: dir})
-	waitFor(t, 30*time.Second, "the scheduler to be ready again", func() bool {
+	probe.Until(t, 30*time.Second, "the scheduler to be ready again", func() bool {
 		reasons = s.Ready(ctx)
 		return len(reasons) == 0
 	})

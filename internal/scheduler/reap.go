@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -32,33 +34,39 @@ func (r *runner) reap(ctx context.Context, wait bool) error {
 	}
 	left := r.inflight[:0]
 	for i, p := range r.inflight {
+		// The row's answer, an ack or an error (failed), whether or not
+		// the reap waits for it.
+		var ack *jetstream.PubAck
+		var err error
+		failed := false
 		if !wait {
 			select {
-			case ack := <-p.f.Ok():
-				r.trackTask(p.row, ack)
-				r.published = append(r.published, p.row.ID)
-			case err := <-p.f.Err():
-				r.inflight = append(left, r.inflight[i+1:]...)
-				return fmt.Errorf("publish outbox row %d to %s: %w", p.row.ID, p.row.Subject, err)
+			case ack = <-p.f.Ok():
+			case err = <-p.f.Err():
+				failed = true
 			default:
 				left = append(left, p)
+				continue
 			}
-			continue
+		} else {
+			select {
+			case ack = <-p.f.Ok():
+			case err = <-p.f.Err():
+				failed = true
+			case <-ctx.Done():
+				r.inflight = append(left, r.inflight[i:]...)
+				return ctx.Err()
+			case <-late:
+				r.inflight = append(left, r.inflight[i:]...)
+				return fmt.Errorf("publish outbox row %d to %s: %w within %s", p.row.ID, p.row.Subject, errOutboxAckLate, outboxAckTimeout)
+			}
 		}
-		select {
-		case ack := <-p.f.Ok():
-			r.trackTask(p.row, ack)
-			r.published = append(r.published, p.row.ID)
-		case err := <-p.f.Err():
+		if failed {
 			r.inflight = append(left, r.inflight[i+1:]...)
 			return fmt.Errorf("publish outbox row %d to %s: %w", p.row.ID, p.row.Subject, err)
-		case <-ctx.Done():
-			r.inflight = append(left, r.inflight[i:]...)
-			return ctx.Err()
-		case <-late:
-			r.inflight = append(left, r.inflight[i:]...)
-			return fmt.Errorf("publish outbox row %d to %s: %w within %s", p.row.ID, p.row.Subject, errOutboxAckLate, outboxAckTimeout)
 		}
+		r.trackTask(p.row, ack)
+		r.published = append(r.published, p.row.ID)
 	}
 	clear(r.inflight[len(left):])
 	r.inflight = left

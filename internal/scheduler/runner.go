@@ -153,16 +153,7 @@ func (r *runner) markFailing(err error) {
 // (the runner died, lost its lease, or no longer fails but could not
 // clear it) stops counting after store.MarkStaleAfter.
 func (r *runner) tendMark(ctx context.Context) {
-	t := time.NewTicker(markRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.refreshMark(ctx)
-		}
-	}
+	every(ctx, markRefresh, func() { r.refreshMark(ctx) })
 }
 
 // refreshMark writes the shard's failure mark if it is failing. A write

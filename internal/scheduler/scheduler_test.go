@@ -19,6 +19,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -175,14 +176,14 @@ func TestShardsMoveWhenASchedulerDies(t *testing.T) {
 		sort.Ints(o)
 		return o
 	}
-	waitFor(t, 10*time.Second, "the shards to be shared", func() bool {
+	probe.Until(t, 10*time.Second, "the shards to be shared", func() bool {
 		return len(owned(a)) == 4 && len(owned(b)) == 4
 	})
 	// a dies without releasing anything: b takes every shard once a's
 	// leases expire.
 	a.cancel()
 	<-a.done
-	waitFor(t, 10*time.Second, "b to own every shard", func() bool { return len(owned(b)) == 8 })
+	probe.Until(t, 10*time.Second, "b to own every shard", func() bool { return len(owned(b)) == 8 })
 	require.Equal(t, 8, count(t, db, `SELECT count(*) FROM shard_leases WHERE owner = 'b'`))
 	require.Equal(t, 8, count(t, db, `SELECT count(*) FROM shard_leases WHERE epoch >= 1`))
 }
@@ -206,17 +207,6 @@ func startScheduler(t *testing.T, cfg Config) *Scheduler {
 	require.NoError(t, s.Start(natstest.Context(t)))
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 	return s
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, not synchronisation
-	}
 }
 
 // TestApplyLocksTheShardWithItsReads checks the fence apply takes itself,

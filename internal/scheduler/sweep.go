@@ -11,19 +11,28 @@ import (
 // policy keys that hold nothing any more, in bounded batches, every
 // SweepInterval.
 func (s *Scheduler) sweepLoop(ctx context.Context) {
-	ticker := time.NewTicker(s.cfg.SweepInterval)
+	every(ctx, s.cfg.SweepInterval, func() {
+		s.sweep(ctx, "expired start claims", store.SweepExpiredClaims)
+		s.sweep(ctx, "expired command outcomes", store.SweepExpiredOutcomes)
+		s.sweep(ctx, "stale start policy keys", store.SweepStalePolicyKeys)
+		if err := store.ForgetDeadSchedulers(ctx, s.cfg.DB); err != nil && ctx.Err() == nil {
+			s.log.Warn("forget dead schedulers", "err", err)
+		}
+	})
+}
+
+// every calls fn each interval, first one interval from now, until ctx
+// ends: the shape of the scheduler's periodic loops (sweeps, callback
+// deliveries, failure marks).
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-		}
-		s.sweep(ctx, "expired start claims", store.SweepExpiredClaims)
-		s.sweep(ctx, "expired command outcomes", store.SweepExpiredOutcomes)
-		s.sweep(ctx, "stale start policy keys", store.SweepStalePolicyKeys)
-		if err := store.ForgetDeadSchedulers(ctx, s.cfg.DB); err != nil && ctx.Err() == nil {
-			s.log.Warn("forget dead schedulers", "err", err)
+			fn()
 		}
 	}
 }

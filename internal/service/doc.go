@@ -25,4 +25,5 @@ package service
 //     tracing.go: OpenTelemetry from the standard environment.
 //   - One file per service, each its Run function: ingest.go, scheduler.go,
 //     worker.go. admin.go: the admin server (health, readiness, metrics)
-//     a scheduler and a worker run on admin_addr, and metrics_addr's.
+//     a scheduler and a worker run on admin_addr, and the metrics alone
+//     on metrics_addr.

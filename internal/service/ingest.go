@@ -84,7 +84,11 @@ func RunIngest(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := api.Start(ctx); err != nil {
 		return err
 	}
-	defer api.Stop(context.Background())
+	defer func() {
+		if err := api.Stop(context.Background()); err != nil {
+			log.Warn("stop ingest", "err", err)
+		}
+	}()
 	if err := bindings.Start(ctx); err != nil {
 		return err
 	}

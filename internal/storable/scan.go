@@ -248,14 +248,15 @@ func (s *scanner) number() error {
 		i++
 	}
 	// weight is the decimal weight of the first significant digit, once
-	// seen; intDigits counts the digits before the point.
-	var intDigits, fracDigits int
+	// seen. A lone leading 0 is not significant and gives none.
+	fracDigits := 0
 	weight, significant := 0, false
 	switch {
 	case i < len(d) && d[i] == '0':
 		i++
-		intDigits = 1
 	case i < len(d) && '1' <= d[i] && d[i] <= '9':
+		// intDigits counts the digits before the point.
+		intDigits := 0
 		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
 			i++
 			intDigits++

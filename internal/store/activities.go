@@ -42,10 +42,7 @@ type ActivityRef struct {
 
 // LoadActivities returns the activities named, locked for update.
 func LoadActivities(ctx context.Context, tx Tx, refs []ActivityRef) (map[ActivityRef]*Activity, error) {
-	out := make(map[ActivityRef]*Activity, len(refs))
-	var r Reads
-	r.LoadActivities(refs, out)
-	return out, r.Send(ctx, tx)
+	return readAlone(ctx, tx, refs, (*Reads).LoadActivities)
 }
 
 // LoadActivities puts in out the activities named, locked for update.

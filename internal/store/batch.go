@@ -27,6 +27,17 @@ func (r *Reads) Send(ctx context.Context, tx Tx) error {
 	return err
 }
 
+// readAlone runs one of Reads' methods by itself, in a round trip of its
+// own: load queues its statement for refs on a fresh Reads, and the map
+// it fills is returned once Send ran. LoadActivities, LoadExecutions and
+// the like are this, for a caller with nothing else to read.
+func readAlone[R any, K comparable, V any](ctx context.Context, tx Tx, refs []R, load func(*Reads, []R, map[K]V)) (map[K]V, error) {
+	out := make(map[K]V, len(refs))
+	var r Reads
+	load(&r, refs, out)
+	return out, r.Send(ctx, tx)
+}
+
 // Writes is everything one apply transaction writes, sent to PostgreSQL as
 // one batch (one round trip).
 type Writes struct {

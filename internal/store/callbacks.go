@@ -29,17 +29,13 @@ func LeaseDueCallbacks(ctx context.Context, db DBTX, shards []int, lease time.Du
 	for i, s := range shards {
 		s32[i] = int32(s)
 	}
-	rows, err := db.Query(ctx, `
+	out, err := queryRows(ctx, db, pgx.RowToStructByPos[CallbackDelivery], `
 		UPDATE callback_deliveries SET next_attempt_at = now() + $2::interval
 		WHERE execution_id IN (
 			SELECT execution_id FROM callback_deliveries
 			WHERE shard = ANY($1) AND delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
 			ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED)
 		RETURNING execution_id::text, url, payload, attempts`, s32, lease, limit)
-	if err != nil {
-		return nil, fmt.Errorf("lease due callbacks: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[CallbackDelivery])
 	if err != nil {
 		return nil, fmt.Errorf("lease due callbacks: %w", err)
 	}

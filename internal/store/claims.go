@@ -106,11 +106,19 @@ func LiveClaim(ctx context.Context, db DBTX, ref ClaimRef) (*Claim, *Execution, 
 // many it deleted. Correctness never depends on it: expired claims are
 // ignored and taken over wherever they are read.
 func SweepExpiredClaims(ctx context.Context, db DBTX, limit int) (int64, error) {
+	return sweepExpired(ctx, db, "start_claims", "claims", limit)
+}
+
+// sweepExpired deletes up to limit rows of table (a table of this
+// package's with an expires_at column) whose time has passed, skipping
+// rows another transaction holds, and returns how many it deleted; what
+// names the rows in its error.
+func sweepExpired(ctx context.Context, db DBTX, table, what string, limit int) (int64, error) {
 	tag, err := db.Exec(ctx, `
-		DELETE FROM start_claims WHERE ctid IN (
-			SELECT ctid FROM start_claims WHERE expires_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED)`, limit)
+		DELETE FROM `+table+` WHERE ctid IN (
+			SELECT ctid FROM `+table+` WHERE expires_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED)`, limit)
 	if err != nil {
-		return 0, fmt.Errorf("sweep expired claims: %w", err)
+		return 0, fmt.Errorf("sweep expired %s: %w", what, err)
 	}
 	return tag.RowsAffected(), nil
 }

@@ -21,3 +21,14 @@ type Tx interface {
 	DBTX
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
+
+// queryRows runs sql and collects its rows with to: db.Query, then
+// pgx.CollectRows, the errors of either returned as they are for the
+// caller to wrap once.
+func queryRows[T any](ctx context.Context, db DBTX, to pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, to)
+}

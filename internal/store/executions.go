@@ -66,6 +66,22 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	return &e, nil
 }
 
+// eachExecution scans each row of rows (executionColumns) and hands the
+// execution to put; what names the read in its errors.
+func eachExecution(rows pgx.Rows, what string, put func(*Execution)) error {
+	for rows.Next() {
+		e, err := scanExecution(rows)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		put(e)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
 // WorkflowRef names executions by workflow id.
 type WorkflowRef struct {
 	WorkflowName string
@@ -75,19 +91,13 @@ type WorkflowRef struct {
 // LatestByWorkflowID returns, for each (workflow_name, workflow_id), its most
 // recent execution, locked for update.
 func LatestByWorkflowID(ctx context.Context, tx Tx, refs []WorkflowRef) (map[WorkflowRef]*Execution, error) {
-	out := make(map[WorkflowRef]*Execution, len(refs))
-	var r Reads
-	r.LatestByWorkflowID(refs, out)
-	return out, r.Send(ctx, tx)
+	return readAlone(ctx, tx, refs, (*Reads).LatestByWorkflowID)
 }
 
 // LoadExecutions returns the executions with the given ids, locked for
 // update. Unknown ids are absent from the map.
 func LoadExecutions(ctx context.Context, tx Tx, ids []string) (map[string]*Execution, error) {
-	out := make(map[string]*Execution, len(ids))
-	var r Reads
-	r.LoadExecutions(ids, out)
-	return out, r.Send(ctx, tx)
+	return readAlone(ctx, tx, ids, (*Reads).LoadExecutions)
 }
 
 // GetExecution reads one execution, or returns ErrExecutionNotFound.
@@ -180,15 +190,8 @@ func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, e
 	}
 	defer rows.Close()
 	var out []*Execution
-	for rows.Next() {
-		e, err := scanExecution(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list executions: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list executions: %w", err)
+	if err := eachExecution(rows, "list executions", func(e *Execution) { out = append(out, e) }); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -208,15 +211,8 @@ func ClosedExecutions(ctx context.Context, db DBTX, executionIDs []string) ([]*E
 	}
 	defer rows.Close()
 	var out []*Execution
-	for rows.Next() {
-		e, err := scanExecution(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read closed executions: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read closed executions: %w", err)
+	if err := eachExecution(rows, "read closed executions", func(e *Execution) { out = append(out, e) }); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -241,17 +237,9 @@ func (r *Reads) LatestByWorkflowID(refs []WorkflowRef, out map[WorkflowRef]*Exec
 			WHERE workflow_name = u.n AND workflow_id = u.id
 			ORDER BY created_at DESC LIMIT 1
 		) AS e`, names, ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			e, err := scanExecution(rows)
-			if err != nil {
-				return fmt.Errorf("look up executions by workflow id: %w", err)
-			}
+		return eachExecution(rows, "look up executions by workflow id", func(e *Execution) {
 			out[WorkflowRef{e.WorkflowName, e.WorkflowID}] = e
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("look up executions by workflow id: %w", err)
-		}
-		return nil
+		})
 	})
 }
 
@@ -262,17 +250,7 @@ func (r *Reads) LoadExecutions(ids []string, out map[string]*Execution) {
 		return
 	}
 	r.b.Queue(`SELECT `+executionColumns+` FROM executions WHERE execution_id = ANY($1::uuid[]) FOR UPDATE`, ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			e, err := scanExecution(rows)
-			if err != nil {
-				return fmt.Errorf("load executions: %w", err)
-			}
-			out[e.ExecutionID] = e
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("load executions: %w", err)
-		}
-		return nil
+		return eachExecution(rows, "load executions", func(e *Execution) { out[e.ExecutionID] = e })
 	})
 }
 

@@ -86,13 +86,9 @@ func Leave(ctx context.Context, db *pgxpool.Pool, owner string) error {
 
 // RenewLeases extends every lease owner holds and returns them.
 func RenewLeases(ctx context.Context, db *pgxpool.Pool, owner string, ttl time.Duration) ([]Lease, error) {
-	rows, err := db.Query(ctx, `
+	leases, err := queryRows(ctx, db, pgx.RowToStructByPos[Lease], `
 		UPDATE shard_leases SET expires_at = now() + $2::interval
 		WHERE owner = $1 RETURNING shard, epoch`, owner, ttl)
-	if err != nil {
-		return nil, fmt.Errorf("renew leases of %s: %w", owner, err)
-	}
-	leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Lease])
 	if err != nil {
 		return nil, fmt.Errorf("renew leases of %s: %w", owner, err)
 	}
@@ -105,17 +101,13 @@ func AcquireLeases(ctx context.Context, db *pgxpool.Pool, owner string, ttl time
 	if max <= 0 {
 		return nil, nil
 	}
-	rows, err := db.Query(ctx, `
+	leases, err := queryRows(ctx, db, pgx.RowToStructByPos[Lease], `
 		UPDATE shard_leases SET owner = $1, epoch = epoch + 1, expires_at = now() + $2::interval
 		WHERE shard IN (
 			SELECT shard FROM shard_leases
 			WHERE owner IS NULL OR expires_at <= now()
 			ORDER BY shard LIMIT $3 FOR UPDATE SKIP LOCKED)
 		RETURNING shard, epoch`, owner, ttl, max)
-	if err != nil {
-		return nil, fmt.Errorf("acquire leases for %s: %w", owner, err)
-	}
-	leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Lease])
 	if err != nil {
 		return nil, fmt.Errorf("acquire leases for %s: %w", owner, err)
 	}
@@ -311,7 +303,7 @@ const clearMarkSQL = `failing_since = NULL, last_error = NULL, failing_owner = N
 // or one written under another lease, does not count), and those no
 // scheduler has held since then.
 func FailingShards(ctx context.Context, db DBTX, longer time.Duration) ([]ShardFailure, error) {
-	rows, err := db.Query(ctx, `
+	out, err := queryRows(ctx, db, pgx.RowToStructByPos[ShardFailure], `
 		SELECT o.shard, o.failing_since, coalesce(o.last_error, ''), $3::text
 		FROM shard_offsets o JOIN shard_leases l USING (shard)
 		WHERE o.failing_since IS NOT NULL AND o.failing_since <= now() - $1::interval
@@ -321,10 +313,6 @@ func FailingShards(ctx context.Context, db DBTX, longer time.Duration) ([]ShardF
 		SELECT shard, expires_at, '', $4::text FROM shard_leases
 		WHERE expires_at <= now() - $1::interval AND expires_at > '-infinity'
 		ORDER BY 1`, longer, MarkStaleAfter, FailingCause, UnownedCause)
-	if err != nil {
-		return nil, fmt.Errorf("read failing shards: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ShardFailure])
 	if err != nil {
 		return nil, fmt.Errorf("read failing shards: %w", err)
 	}

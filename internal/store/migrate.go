@@ -84,11 +84,7 @@ func Migrate(ctx context.Context, db *pgxpool.Pool) ([]int, error) {
 	)`); err != nil {
 		return nil, fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
-		return nil, fmt.Errorf("migrate: read versions: %w", err)
-	}
-	done, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	done, err := queryRows(ctx, conn, pgx.RowTo[int], `SELECT version FROM schema_migrations`)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read versions: %w", err)
 	}

@@ -20,11 +20,7 @@ type OutboxMsg struct {
 
 // PendingOutbox returns the shard's unpublished outbox rows, oldest first.
 func PendingOutbox(ctx context.Context, db DBTX, shard int, limit int) ([]*OutboxMsg, error) {
-	rows, err := db.Query(ctx, `SELECT id, shard, subject, msg_id, payload, COALESCE(trace_parent, '') FROM outbox WHERE shard = $1 ORDER BY id LIMIT $2`, shard, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read outbox of shard %d: %w", shard, err)
-	}
-	msgs, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[OutboxMsg])
+	msgs, err := queryRows(ctx, db, pgx.RowToAddrOfStructByPos[OutboxMsg], `SELECT id, shard, subject, msg_id, payload, COALESCE(trace_parent, '') FROM outbox WHERE shard = $1 ORDER BY id LIMIT $2`, shard, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox of shard %d: %w", shard, err)
 	}

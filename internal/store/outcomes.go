@@ -64,11 +64,5 @@ func GetOutcome(ctx context.Context, db DBTX, commandID string) (out wire.Outcom
 // how many it deleted. Readers ignore expired rows, so nothing depends on
 // when it runs.
 func SweepExpiredOutcomes(ctx context.Context, db DBTX, limit int) (int64, error) {
-	tag, err := db.Exec(ctx, `
-		DELETE FROM command_outcomes WHERE ctid IN (
-			SELECT ctid FROM command_outcomes WHERE expires_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED)`, limit)
-	if err != nil {
-		return 0, fmt.Errorf("sweep expired outcomes: %w", err)
-	}
-	return tag.RowsAffected(), nil
+	return sweepExpired(ctx, db, "command_outcomes", "outcomes", limit)
 }

@@ -184,7 +184,7 @@ type PastRetention struct {
 // prune_after; workflows with neither are left out. It only reads: each
 // half is a range scan of its partial index (migration 019) per shard.
 func ListPastRetention(ctx context.Context, db DBTX, shards []int, asOf time.Time) ([]PastRetention, error) {
-	rows, err := db.Query(ctx, `
+	out, err := queryRows(ctx, db, pgx.RowToStructByPos[PastRetention], `
 		SELECT workflow_name, count(prune_after), min(prune_after), count(*) - count(prune_after)
 		FROM (
 			SELECT workflow_name, prune_after FROM executions WHERE shard = ANY($1) AND prune_after < $2
@@ -192,10 +192,6 @@ func ListPastRetention(ctx context.Context, db DBTX, shards []int, asOf time.Tim
 			SELECT workflow_name, NULL FROM executions WHERE shard = ANY($1) AND closed_at IS NOT NULL AND prune_after IS NULL
 		) AS e
 		GROUP BY workflow_name ORDER BY workflow_name`, shards, asOf)
-	if err != nil {
-		return nil, fmt.Errorf("list executions past retention: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PastRetention])
 	if err != nil {
 		return nil, fmt.Errorf("list executions past retention: %w", err)
 	}

@@ -16,10 +16,7 @@ type SignalRef struct {
 
 // LoadSignalClaims returns which of the keyed signals were delivered.
 func LoadSignalClaims(ctx context.Context, tx Tx, refs []SignalRef) (map[SignalRef]bool, error) {
-	out := make(map[SignalRef]bool, len(refs))
-	var r Reads
-	r.LoadSignalClaims(refs, out)
-	return out, r.Send(ctx, tx)
+	return readAlone(ctx, tx, refs, (*Reads).LoadSignalClaims)
 }
 
 // LoadSignalClaims marks in out the keyed signals that were delivered.

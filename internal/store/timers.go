@@ -53,14 +53,10 @@ type Timer struct {
 // DueTimers locks up to limit of the shard's timers that are due at now;
 // only those of ids, when given.
 func DueTimers(ctx context.Context, tx Tx, shard int, now time.Time, limit int, ids ...int64) ([]Timer, error) {
-	rows, err := tx.Query(ctx, `
+	timers, err := queryRows(ctx, tx, pgx.RowToStructByPos[Timer], `
 		SELECT timer_id, execution_id::text, kind, fire_at, attrs FROM timers
 		WHERE shard = $1 AND fire_at <= $2 AND ($4::bigint[] IS NULL OR timer_id = ANY($4))
 		ORDER BY fire_at LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit, ids)
-	if err != nil {
-		return nil, fmt.Errorf("due timers of shard %d: %w", shard, err)
-	}
-	timers, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Timer])
 	if err != nil {
 		return nil, fmt.Errorf("due timers of shard %d: %w", shard, err)
 	}

@@ -14,6 +14,11 @@
 // another target; ingest uses it for ArcFlow callbacks, and [SignBound]
 // makes one.
 //
+// An [Endpoint] is a source with its payload schema and routing rules: a
+// [Rule] turns a verified event of one type into a start or a
+// signal-with-start command, its input and workflow id taken from the
+// event by JSON Pointer.
+//
 // Every secret listed in a source is tried, so secrets can be rotated by
 // adding the new one before removing the old one. All signature comparisons
 // are constant-time.
@@ -21,3 +26,12 @@
 // It is pure: no NATS, no PostgreSQL, no clock but the one a caller
 // passes; internal/ingest serves the route and publishes what it decides.
 package webhook
+
+// Where things are:
+//
+//   - webhook.go: Source, Verify, and each provider's signature scheme;
+//     add a kind of source there.
+//   - bound.go: bound signatures (X-Harvest-Signature): SignBound,
+//     VerifyBound.
+//   - routing.go: Endpoint, Rule, JSON Pointers and the templates they
+//     fill, and the command a rule makes.

@@ -14,26 +14,38 @@
 //     of activity tasks and eager attempts;
 //   - the keeper, which acknowledges every held task in progress each
 //     third of TaskAckWait, and the hand-back marks that let the next
-//     delivery of a task handed back unstarted run it as a first
-//     (held.go);
+//     delivery of a task handed back unstarted run it as a first;
 //   - redelivery: an activity task delivered again after a delivery that
 //     may have started it is reported lost (WorkerLost), never run again;
 //   - one attempt's frame: its deadline, its heartbeats and their
-//     watchdog, the cancellation of its execution (cancel.go), and the
+//     watchdog, the cancellation of its execution, and the
 //     classification of how it ended;
 //   - eager dispatch: running a workflow task's activities and the next
-//     workflow task at once, in one command (eager.go);
+//     workflow task at once, in one command;
 //   - publishing results as commands (a result too large fails the
 //     workflow or the activity), then acknowledging or handing back;
 //   - shutdown: handing back what has not started, and letting what runs
 //     finish within ShutdownGrace;
-//   - the worker's metrics (metrics.go), and Ready: whether a task
-//     queue's consumers are in place (ready.go), for a worker process's
-//     /readyz.
+//   - the worker's metrics, and Ready: whether a task queue's consumers
+//     are in place, for a worker process's /readyz.
 //
-// It must not touch the SDK's user-facing types (WorkflowContext,
-// ActivityContext, options, errors): it works on internal/wire types and
-// the func types it defines, and never imports the root package, which
-// imports it. It does no PostgreSQL: a worker's only link to the
-// deployment is NATS.
+// It takes the worker's configuration as the SDK's leaf of plain types
+// defines it (harvesttype.WorkerConfig, which harvest.WorkerConfig is),
+// not a copy of it. It must not touch the SDK's user-facing types
+// (WorkflowContext, ActivityContext, options, errors): it works on
+// internal/wire types and the func types it defines, and never imports
+// the root package, which imports it. It does no PostgreSQL: a worker's
+// only link to the deployment is NATS.
 package workerrt
+
+// Where things are:
+//
+//   - runtime.go: Config, Handlers, Runtime, New, Bind, Start and
+//     stopping; the task consumers and their pull loops.
+//   - tasks.go: handling a workflow task and an activity task, publishing
+//     their results, their spans. attempt.go: one activity attempt, its
+//     heartbeats, a lost attempt.
+//   - eager.go: eager dispatch. held.go: the tasks a worker holds, the
+//     keeper, hand-backs. cancel.go: the cancelled executions a worker
+//     follows, and cancelling their running activities.
+//   - metrics.go: the worker's metrics. ready.go: Ready.

@@ -15,10 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/harvest-engine/harvest/harvesttype"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/registry"
@@ -38,26 +38,6 @@ const FailedTaskDelay = 5 * time.Second
 // registrationRemoveTimeout bounds the removal of a stopping worker's
 // registrations; what is not removed lapses within the registration TTL.
 const registrationRemoveTimeout = 5 * time.Second
-
-// Config is a worker's configuration, with the SDK's defaults applied and
-// checked.
-type Config struct {
-	// NATS is the connection to the deployment's NATS server.
-	NATS                    *nats.Conn
-	TaskQueue               string
-	ActivityConcurrency     int
-	WorkflowTaskConcurrency int
-	TaskAckWait             time.Duration
-	ShutdownGrace           time.Duration
-	DisableEagerActivities  bool
-	// Metrics is the registry the worker's metrics go to (metrics.go);
-	// nil registers them nowhere.
-	Metrics prometheus.Registerer
-	// Log is the worker's logger, tagged with its task queue.
-	Log *slog.Logger
-	// Tracing traces tasks and attempts (tasks.go); nil is off.
-	Tracing *tracing.Tracing
-}
 
 // WorkflowFunc runs one workflow task of a registered workflow and
 // returns its decisions. An error means the task cannot complete (a
@@ -115,10 +95,15 @@ type Handlers struct {
 // Runtime pulls a task queue's tasks and runs them with the SDK's
 // Handlers. Bind it, then Start it, once each.
 type Runtime struct {
-	cfg Config
+	// cfg is the worker's configuration, with its defaults applied.
+	cfg harvesttype.WorkerConfig
 	h   Handlers
+	// log is cfg.Logger, tagged with the task queue.
 	log *slog.Logger
-	js  jetstream.JetStream
+	// tracing traces tasks and attempts (tasks.go); nil when
+	// cfg.TracerProvider is.
+	tracing *tracing.Tracing
+	js      jetstream.JetStream
 	// top is the deployment's topology, bound by Bind.
 	top *broker.Topology
 	// cancels cancels the activities of cancelled executions.
@@ -157,15 +142,21 @@ type Registration struct {
 	Activities []string
 }
 
-// New returns a Runtime for cfg that runs tasks with h. It fails only
-// when cfg.Metrics refuses the worker's metrics.
-func New(cfg Config, h Handlers) (*Runtime, error) {
+// New returns a Runtime for cfg, the configuration the SDK's NewWorker
+// checked (Validate), that runs tasks with h. It fails only when
+// cfg.Metrics refuses the worker's metrics.
+func New(cfg harvesttype.WorkerConfig, h Handlers) (*Runtime, error) {
+	cfg = cfg.WithDefaults()
 	m, err := newMetrics(cfg.Metrics, cfg.TaskQueue)
 	if err != nil {
 		return nil, err
 	}
+	var tr *tracing.Tracing
+	if cfg.TracerProvider != nil {
+		tr = tracing.New(cfg.TracerProvider)
+	}
 	return &Runtime{
-		cfg: cfg, h: h, log: cfg.Log, cancels: newCancellations(),
+		cfg: cfg, h: h, log: cfg.Logger.With("task_queue", cfg.TaskQueue), tracing: tr, cancels: newCancellations(),
 		slots: make(chan struct{}, cfg.ActivityConcurrency), wfSlots: make(chan struct{}, cfg.WorkflowTaskConcurrency), stopping: make(chan struct{}), metrics: m,
 	}, nil
 }
@@ -182,7 +173,7 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	top.Tracing = rt.cfg.Tracing
+	top.Tracing = rt.tracing
 	rt.js, rt.top = js, top
 	rt.named(reg.Workflows, reg.Activities)
 	rt.registrar = registry.NewRegistrar(registry.RegistrarConfig{

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest/harvesttype"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -37,9 +38,9 @@ func startRuntime(t *testing.T, reg Registration, h Handlers, before ...func(*Ru
 func runRuntime(t *testing.T, nc *nats.Conn, reg Registration, h Handlers, before ...func(*Runtime)) *Runtime {
 	t.Helper()
 	ctx := natstest.Context(t)
-	rt, err := New(Config{
+	rt, err := New(harvesttype.WorkerConfig{
 		NATS: nc, TaskQueue: wire.DefaultTaskQueue, ActivityConcurrency: 2, WorkflowTaskConcurrency: 1,
-		TaskAckWait: 5 * time.Second, ShutdownGrace: 5 * time.Second, Metrics: prometheus.NewRegistry(), Log: slog.New(slog.DiscardHandler),
+		TaskAckWait: 5 * time.Second, ShutdownGrace: 5 * time.Second, Metrics: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler),
 	}, h)
 	require.NoError(t, err)
 	require.NoError(t, rt.Bind(ctx, reg))

@@ -24,3 +24,17 @@
 // client; it reads PostgreSQL only to verify and to count, and the
 // services must never import it.
 package bench
+
+// Where things are:
+//
+//   - bench.go: the workloads, Config, Result, Run. workloads.go: how each
+//     workload's starts and signals are planned and sent (add a workload
+//     there). runner.go: one run, and its requests to the API.
+//   - track.go: following the run's executions until each has closed,
+//     through the stack's databases or the API. verify.go: the figures
+//     (percentiles) and each workload's checks.
+//   - local.go: Local, a stack in this process, whose cost the bench can
+//     measure. cost.go: what is measured: SQL statements and transactions
+//     (SQLCounter), messages stored, CPU time and memory. storage.go: the
+//     tables' sizes during a run, and a seeded backlog of old executions.
+//   - report.go: a Result as a table for a person.

@@ -16,6 +16,8 @@ import (
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 )
 
 // TestAClusterNodeLostMidLoadLosesNothing runs the stack on a 3-node NATS
@@ -40,7 +42,7 @@ const metaLeader = "meta"
 
 func loseLeaderMidLoad(t *testing.T, stream string) {
 	cluster := natstest.RunCluster(t, 3)
-	s := startStack(t, devstack.Config{NATSURL: cluster.URL(), Streams: broker.Config{Shards: 2, Replicas: 3}})
+	s := stacktest.Start(t, devstack.Config{NATSURL: cluster.URL(), Streams: broker.Config{Shards: 2, Replicas: 3}})
 	ctx := natstest.Context(t)
 	js, err := jetstream.New(s.NC())
 	require.NoError(t, err)
@@ -130,7 +132,7 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 		require.NoError(t, err)
 		collects = append(collects, run.ExecutionID)
 	}
-	eventually(t, 30*time.Second, "the collect executions to be created", func() bool {
+	probe.Until(t, 30*time.Second, "the collect executions to be created", func() bool {
 		var n int
 		require.NoError(t, s.DB.QueryRow(ctx, `SELECT count(*) FROM executions WHERE execution_id = ANY($1::uuid[])`, collects).Scan(&n))
 		return n == signalled
@@ -181,7 +183,7 @@ func loseLeaderMidLoad(t *testing.T, stream string) {
 			}
 		}
 	})
-	eventually(t, 90*time.Second, "every execution to complete", func() bool {
+	probe.Until(t, 90*time.Second, "every execution to complete", func() bool {
 		var open int
 		require.NoError(t, s.DB.QueryRow(ctx, `SELECT count(*) FROM executions WHERE status <> 'Completed'`).Scan(&open))
 		return open == 0

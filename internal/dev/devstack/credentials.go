@@ -129,7 +129,7 @@ func makePrivate(dir string, log *slog.Logger) error {
 		open(errors.New("a shared directory (sticky bit)"))
 		return nil
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory, owner-only
 		open(err)
 		return nil
 	}

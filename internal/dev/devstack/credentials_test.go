@@ -22,6 +22,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/dev/pglocal"
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 )
 
 // fullLog keeps everything a stack logged.
@@ -149,7 +150,7 @@ func TestTheDevServersRequireTheStateDirsCredentials(t *testing.T) {
 		requirePasswordRefused(t, connectPostgres(s, db, "guess"))
 		require.NoError(t, connectPostgres(s, db, pgPassword))
 	}
-	stopStack(t, s)
+	stacktest.Stop(t, s)
 
 	again, err := startOn(t, stateDir, devstack.Config{Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
@@ -159,7 +160,7 @@ func TestTheDevServersRequireTheStateDirsCredentials(t *testing.T) {
 	require.NoError(t, connectNATS(again, "harvest", natsPassword))
 	requirePasswordRefused(t, connectPostgres(again, "harvest", ""))
 	require.NoError(t, connectPostgres(again, "harvest", pgPassword))
-	stopStack(t, again)
+	stacktest.Stop(t, again)
 
 	require.NotContains(t, log.String(), natsPassword)
 	require.NotContains(t, log.String(), pgPassword)
@@ -190,7 +191,7 @@ func TestAStateDirFromBeforeCredentialsIsClosed(t *testing.T) {
 	requirePasswordRefused(t, connectPostgres(s, "postgres", ""))
 	require.NoError(t, connectPostgres(s, "postgres", pgPassword))
 	require.ErrorIs(t, connectNATS(s, "", ""), nats.ErrAuthorization)
-	stopStack(t, s)
+	stacktest.Stop(t, s)
 
 	// Credentials another user could have read are secrets no longer.
 	require.NoError(t, os.Chmod(filepath.Join(stateDir, "credentials.json"), 0o644))
@@ -204,5 +205,5 @@ func TestAStateDirFromBeforeCredentialsIsClosed(t *testing.T) {
 	require.NoError(t, connectPostgres(s, "postgres", p))
 	require.ErrorIs(t, connectNATS(s, "harvest", natsPassword), nats.ErrAuthorization)
 	require.NoError(t, connectNATS(s, "harvest", n))
-	stopStack(t, s)
+	stacktest.Stop(t, s)
 }

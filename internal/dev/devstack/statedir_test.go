@@ -20,6 +20,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dev/pglocal"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 )
 
 // startOn starts a stack on stateDir: its embedded NATS, and the private
@@ -31,23 +32,16 @@ func startOn(t *testing.T, stateDir string, cfg devstack.Config) (*devstack.Stac
 		cfg.Addr = "127.0.0.1:0"
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = captureLog(t)
+		cfg.Logger = stacktest.Logger(t)
 	}
 	cfg.Ingest = ingest.Config{OutcomeWait: 30 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := devstack.Start(ctx, cfg)
 	if err == nil {
-		t.Cleanup(func() { stopStack(t, s) })
+		t.Cleanup(func() { stacktest.Stop(t, s) })
 	}
 	return s, err
-}
-
-func stopStack(t *testing.T, s *devstack.Stack) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, s.Stop(ctx))
 }
 
 // entries lists dir's names.
@@ -75,12 +69,12 @@ func TestAStateDirKeepsItsPostgresAndExecutions(t *testing.T) {
 
 	s, err := startOn(t, stateDir, devstack.Config{})
 	require.NoError(t, err)
-	started := call(t, "POST", s.URL()+"/api/harvest/workflows/onboarding/start",
+	started := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/onboarding/start",
 		map[string]string{"Idempotency-Key": "kept-1"}, `{"input": {"user_id": 7}}`)
-	require.Equal(t, 201, started.status, started.body)
-	id := started.body["execution_id"].(string)
-	waitCompleted(t, s, id)
-	stopStack(t, s)
+	require.Equal(t, 201, started.Status, started.Body)
+	id := started.Body["execution_id"].(string)
+	stacktest.WaitCompleted(t, s, id)
+	stacktest.Stop(t, s)
 
 	_, err = os.Stat(filepath.Join(stateDir, "postgres", "PG_VERSION"))
 	require.NoError(t, err, "PostgreSQL's cluster is in the state dir")
@@ -93,10 +87,10 @@ func TestAStateDirKeepsItsPostgresAndExecutions(t *testing.T) {
 
 	again, err := startOn(t, stateDir, devstack.Config{})
 	require.NoError(t, err)
-	exec := call(t, "GET", again.URL()+"/api/harvest/executions/"+id, nil, "")
-	require.Equal(t, 200, exec.status, exec.body)
-	require.Equal(t, "Completed", exec.body["status"])
-	stopStack(t, again)
+	exec := stacktest.Call(t, "GET", again.URL()+"/api/harvest/executions/"+id, nil, "")
+	require.Equal(t, 200, exec.Status, exec.Body)
+	require.Equal(t, "Completed", exec.Body["status"])
+	stacktest.Stop(t, again)
 	require.Empty(t, entries(t, tmp))
 }
 
@@ -112,12 +106,12 @@ func TestAStateDirRunsOneStackAtATime(t *testing.T) {
 	_, err = startOn(t, stateDir, devstack.Config{DatabaseURL: pgtest.NewDatabase(t)})
 	require.ErrorIs(t, err, devstack.ErrStateDirInUse)
 	require.EqualError(t, err, "state dir "+stateDir+" is in use by another harvest dev (pid "+strconv.Itoa(os.Getpid())+")")
-	require.Equal(t, 200, call(t, "GET", first.URL()+"/api/harvest/executions?limit=1", nil, "").status, "the first stack still serves")
+	require.Equal(t, 200, stacktest.Call(t, "GET", first.URL()+"/api/harvest/executions?limit=1", nil, "").Status, "the first stack still serves")
 
-	stopStack(t, first)
+	stacktest.Stop(t, first)
 	second, err := startOn(t, stateDir, devstack.Config{DatabaseURL: pgtest.NewDatabase(t)})
 	require.NoError(t, err)
-	stopStack(t, second)
+	stacktest.Stop(t, second)
 }
 
 // TestBusyAddressesFailBeforeAnythingStarts: an HTTP address or an
@@ -152,7 +146,7 @@ func TestBusyAddressesFailBeforeAnythingStarts(t *testing.T) {
 		// The state dir is free again.
 		s, err := startOn(t, stateDir, devstack.Config{DatabaseURL: pgtest.NewDatabase(t)})
 		require.NoError(t, err)
-		stopStack(t, s)
+		stacktest.Stop(t, s)
 	}
 }
 
@@ -165,7 +159,7 @@ func TestAStateDirKeepsItsShardCount(t *testing.T) {
 	s, err := startOn(t, stateDir, devstack.Config{DatabaseURL: db})
 	require.NoError(t, err)
 	require.Equal(t, devstack.DefaultShards, s.Topology.Shards())
-	stopStack(t, s)
+	stacktest.Stop(t, s)
 
 	cfg := devstack.Config{DatabaseURL: db}
 	cfg.Streams.Shards = 3
@@ -179,7 +173,7 @@ func TestAStateDirKeepsItsShardCount(t *testing.T) {
 	cfg.Streams.Shards = 1
 	s, err = startOn(t, stateDir, cfg)
 	require.NoError(t, err)
-	stopStack(t, s)
+	stacktest.Stop(t, s)
 }
 
 // TestPostgresKeptInTheTempDirMovesIntoTheStateDir: the data an older
@@ -211,7 +205,7 @@ func TestPostgresKeptInTheTempDirMovesIntoTheStateDir(t *testing.T) {
 	require.NoError(t, s.DB.QueryRow(ctx, `SELECT to_regclass('kept_from_before') IS NOT NULL`).Scan(&kept))
 	require.True(t, kept, "the old cluster is the stack's")
 	require.Empty(t, entries(t, tmp), "and the temp dir holds nothing of it")
-	stopStack(t, s)
+	stacktest.Stop(t, s)
 	_, err = os.Stat(filepath.Join(stateDir, "postgres", "PG_VERSION"))
 	require.NoError(t, err)
 }

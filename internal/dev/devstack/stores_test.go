@@ -3,10 +3,6 @@ package devstack_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +15,8 @@ import (
 	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -39,7 +37,7 @@ func storesStack(t *testing.T, nats string, dbs map[string]string, names []strin
 		cfg.Stores = append(cfg.Stores, devstack.StoreConfig{Name: name, DatabaseURL: dbs[name], Mode: mode})
 	}
 	cfg.DatabaseURL = dbs[names[0]]
-	return startStack(t, cfg)
+	return stacktest.Start(t, cfg)
 }
 
 // perStore counts the executions in each store of the stack.
@@ -64,13 +62,13 @@ func TestTwoAndThreeStoresSpreadExecutionsAndServeThem(t *testing.T) {
 			for i := range n {
 				wg.Go(func() {
 					key := fmt.Sprintf("k-%d", i)
-					a := start(t, s, "charge", key, `{`+chargeInput+`}`)
-					require.Equal(t, 201, a.status, a.body)
-					ids[i] = a.body["execution_id"].(string)
+					a := stacktest.StartWorkflow(t, s, "charge", key, `{`+stacktest.ChargeInput+`}`)
+					require.Equal(t, 201, a.Status, a.Body)
+					ids[i] = a.Body["execution_id"].(string)
 					// A retry converges, whichever store the key is on.
-					again := start(t, s, "charge", key, `{`+chargeInput+`}`)
-					require.Equal(t, 200, again.status, again.body)
-					require.Equal(t, ids[i], again.body["execution_id"])
+					again := stacktest.StartWorkflow(t, s, "charge", key, `{`+stacktest.ChargeInput+`}`)
+					require.Equal(t, 200, again.Status, again.Body)
+					require.Equal(t, ids[i], again.Body["execution_id"])
 				})
 			}
 			wg.Wait()
@@ -87,31 +85,31 @@ func TestTwoAndThreeStoresSpreadExecutionsAndServeThem(t *testing.T) {
 				var found int
 				require.NoError(t, s.Pools[st].QueryRow(context.Background(), `SELECT count(*) FROM executions WHERE execution_id = $1`, id).Scan(&found))
 				require.Equal(t, 1, found, "execution %d", i)
-				waitCompleted(t, s, id)
+				stacktest.WaitCompleted(t, s, id)
 			}
 			require.Equal(t, n, s.Services.Payments.Charges(), "one charge per key")
 			// Listings gather every store's, newest first, across pages.
 			seen := map[string]bool{}
 			cursor := ""
 			for {
-				page := call(t, "GET", s.URL()+"/api/harvest/executions?limit=7&workflow=charge"+cursor, nil, "")
-				require.Equal(t, 200, page.status, page.body)
-				for _, e := range page.body["executions"].([]any) {
+				page := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions?limit=7&workflow=charge"+cursor, nil, "")
+				require.Equal(t, 200, page.Status, page.Body)
+				for _, e := range page.Body["executions"].([]any) {
 					id := e.(map[string]any)["execution_id"].(string)
 					require.False(t, seen[id], "%s listed twice", id)
 					seen[id] = true
 				}
-				next, _ := page.body["next_cursor"].(string)
+				next, _ := page.Body["next_cursor"].(string)
 				if next == "" {
 					break
 				}
 				cursor = "&cursor=" + next
 			}
 			require.Len(t, seen, n)
-			wf := call(t, "GET", s.URL()+"/api/harvest/workflows", nil, "")
-			require.Equal(t, 200, wf.status)
+			wf := stacktest.Call(t, "GET", s.URL()+"/api/harvest/workflows", nil, "")
+			require.Equal(t, 200, wf.Status)
 			var charged float64
-			for _, w := range wf.body["workflows"].([]any) {
+			for _, w := range wf.Body["workflows"].([]any) {
 				if m := w.(map[string]any); m["name"] == "charge" {
 					charged = m["counts"].(map[string]any)["Completed"].(float64)
 				}
@@ -126,20 +124,20 @@ func TestSignalsAndExplicitWorkflowIDsAcrossStores(t *testing.T) {
 	s := storesStack(t, natstest.RunServer(t, natstest.Options{}).ClientURL(), map[string]string{}, []string{"a", "b"}, nil, 1)
 	var ids []string
 	for i := range 12 {
-		a := start(t, s, "collect", "", fmt.Sprintf(`{"input": {"count": 1}, "workflow_id": "order-%d", "reuse_policy": "reject_duplicate"}`, i))
-		require.Equal(t, 201, a.status, a.body)
-		ids = append(ids, a.body["execution_id"].(string))
+		a := stacktest.StartWorkflow(t, s, "collect", "", fmt.Sprintf(`{"input": {"count": 1}, "workflow_id": "order-%d", "reuse_policy": "reject_duplicate"}`, i))
+		require.Equal(t, 201, a.Status, a.Body)
+		ids = append(ids, a.Body["execution_id"].(string))
 		// reject_duplicate sees the workflow_id's execution on its store.
-		dup := start(t, s, "collect", "", fmt.Sprintf(`{"input": {"count": 1}, "workflow_id": "order-%d", "reuse_policy": "reject_duplicate"}`, i))
-		require.Equal(t, 409, dup.status, dup.body)
+		dup := stacktest.StartWorkflow(t, s, "collect", "", fmt.Sprintf(`{"input": {"count": 1}, "workflow_id": "order-%d", "reuse_policy": "reject_duplicate"}`, i))
+		require.Equal(t, 409, dup.Status, dup.Body)
 	}
 	require.NotContains(t, perStore(t, s, `SELECT count(*) FROM executions`), 0, "both stores hold some")
 	for _, id := range ids {
 		for range 2 {
-			a := call(t, "POST", s.URL()+"/api/harvest/workflows/"+id+"/signal/item", map[string]string{"Idempotency-Key": "evt"}, `"x"`)
-			require.Equal(t, 202, a.status, a.body)
+			a := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+id+"/signal/item", map[string]string{"Idempotency-Key": "evt"}, `"x"`)
+			require.Equal(t, 202, a.Status, a.Body)
 		}
-		body := waitCompleted(t, s, id)
+		body := stacktest.WaitCompleted(t, s, id)
 		require.Equal(t, map[string]any{"items": []any{"x"}}, body["result"])
 	}
 }
@@ -155,88 +153,40 @@ func TestADrainSendsNewStartsElsewhere(t *testing.T) {
 	layout := before.Topology.Layout()
 	var onB []string
 	for i := 0; len(onB) < 3; i++ {
-		a := start(t, before, "sleep", fmt.Sprintf("s-%d", i), `{"input": {"duration": "1500ms"}}`)
-		require.Equal(t, 201, a.status, a.body)
-		if id := a.body["execution_id"].(string); layout.StoreOf(id) == 1 {
+		a := stacktest.StartWorkflow(t, before, "sleep", fmt.Sprintf("s-%d", i), `{"input": {"duration": "1500ms"}}`)
+		require.Equal(t, 201, a.Status, a.Body)
+		if id := a.Body["execution_id"].(string); layout.StoreOf(id) == 1 {
 			onB = append(onB, fmt.Sprintf("s-%d", i), id)
 		}
 	}
-	pinned := start(t, before, "sleep", "pinned-b", `{"input": {"duration": "1ms"}, "store": "b"}`)
-	require.Equal(t, 201, pinned.status, pinned.body)
-	stopStack(t, before)
+	pinned := stacktest.StartWorkflow(t, before, "sleep", "pinned-b", `{"input": {"duration": "1ms"}, "store": "b"}`)
+	require.Equal(t, 201, pinned.Status, pinned.Body)
+	stacktest.Stop(t, before)
 
 	s := storesStack(t, nats, dbs, []string{"a", "b"}, map[string]placement.Mode{"b": placement.ReadOnly}, 1)
 	// A keyed retry of a start pinned to b, now read_only: its replay
 	// comes first, from b.
-	again := start(t, s, "sleep", "pinned-b", `{"input": {"duration": "1ms"}, "store": "b"}`)
-	require.Equal(t, 200, again.status, again.body)
-	require.Equal(t, pinned.body["execution_id"], again.body["execution_id"])
+	again := stacktest.StartWorkflow(t, s, "sleep", "pinned-b", `{"input": {"duration": "1ms"}, "store": "b"}`)
+	require.Equal(t, 200, again.Status, again.Body)
+	require.Equal(t, pinned.Body["execution_id"], again.Body["execution_id"])
 	bStarts := perStore(t, s, `SELECT count(*) FROM executions`)[1]
 	// b's running executions finish: its scheduler still applies it.
 	for i := 0; i < len(onB); i += 2 {
-		waitCompleted(t, s, onB[i+1])
+		stacktest.WaitCompleted(t, s, onB[i+1])
 		// A replay of its key is a lookup: it finds it on b.
-		a := start(t, s, "sleep", onB[i], `{"input": {"duration": "1500ms"}}`)
-		require.Equal(t, 200, a.status, a.body)
-		require.Equal(t, onB[i+1], a.body["execution_id"])
+		a := stacktest.StartWorkflow(t, s, "sleep", onB[i], `{"input": {"duration": "1500ms"}}`)
+		require.Equal(t, 200, a.Status, a.Body)
+		require.Equal(t, onB[i+1], a.Body["execution_id"])
 	}
 	for i := range 20 {
-		a := start(t, s, "onboarding", fmt.Sprintf("new-%d", i), `{"input": {"user_id": 1}}`)
-		require.Equal(t, 201, a.status, a.body)
-		require.Zero(t, s.Topology.Layout().StoreOf(a.body["execution_id"].(string)), "a new start on the drained store")
+		a := stacktest.StartWorkflow(t, s, "onboarding", fmt.Sprintf("new-%d", i), `{"input": {"user_id": 1}}`)
+		require.Equal(t, 201, a.Status, a.Body)
+		require.Zero(t, s.Topology.Layout().StoreOf(a.Body["execution_id"].(string)), "a new start on the drained store")
 	}
 	require.Equal(t, bStarts, perStore(t, s, `SELECT count(*) FROM executions`)[1], "b takes no new executions")
-	eventually(t, 30*time.Second, "every execution to complete", func() bool {
-		return dbCount(t, s, `SELECT count(*) FROM executions WHERE status <> 'Completed'`) == 0
+	probe.Until(t, 30*time.Second, "every execution to complete", func() bool {
+		return stacktest.DBCount(t, s, `SELECT count(*) FROM executions WHERE status <> 'Completed'`) == 0
 	})
-}
-
-// testStores is how many stores the stacks of startStack have: 1, unless
-// HARVEST_TEST_STORES says more (TestTheContractHoldsOnTwoStores sets it).
-func testStores() int {
-	n, err := strconv.Atoi(os.Getenv("HARVEST_TEST_STORES"))
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
-}
-
-// contractTests are the tests of the start, signal and activity paths'
-// contract that TestTheContractHoldsOnTwoStores runs again on stacks of
-// two stores.
-var contractTests = []string{
-	// Not TestDedupeIgnoresWorkflowIDAndRoutesMintedIDs: retries of one
-	// key with different explicit workflow_ids are placed by their
-	// workflow_ids, and keyed dedup is store-local (the seed's
-	// consistency caveat, docs/deploy.md).
-	"TestStartKeySources", "TestReusePolicies", "TestMalformedBodyReplaysACommittedKey",
-	"TestFingerprintChecking", "TestInputSchemaValidation",
-	"TestKeyedSignalsLandOnce", "TestSignalScopeAndErrors", "TestCollectManySignals", "TestSleepSurvivesOnADurableTimer", "TestSignalWithStart",
-	"TestActivityRetries", "TestHeartbeatsAndReconcile", "TestScheduleToCloseBoundsAllAttempts", "TestCancellingAWorkflowCancelsItsActivities",
-	"TestKeyedStartAndRetry", "TestConcurrentSameKeyStartsMakeOneExecution", "TestUnkeyedStartAndErrors",
-	"TestDelayedStartsWaitOnADurableTimer", "TestCompletionCallbacks", "TestOnceRunsAnEffectOncePerKey", "TestEveryInvocationGetsItsOwnKey",
-	"TestClientStartWaitAndRead", "TestClientSignals",
-	"TestThrottleDefersStartsAndBeginsThemInOrder", "TestDebounceCollapsesStartsIntoOne", "TestBatchStartsOneExecutionWithTheListOfInputs",
-}
-
-// TestTheContractHoldsOnTwoStores runs the contract tests of the start,
-// signal and activity paths again, in a process of their own (this test
-// binary, run again), on stacks whose executions are spread over two
-// stores.
-func TestTheContractHoldsOnTwoStores(t *testing.T) {
-	if testStores() > 1 {
-		t.Skip("runs the others")
-	}
-	if testing.Short() {
-		t.Skip("runs the contract tests again")
-	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^("+strings.Join(contractTests, "|")+")$", "-test.count=1", "-test.timeout=10m", "-test.v")
-	cmd.Env = append(os.Environ(), "HARVEST_TEST_STORES=2")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "the contract tests on two stores:\n%s", out)
-	for _, name := range contractTests {
-		require.Contains(t, string(out), "--- PASS: "+name+" ", "%s did not pass on two stores", name)
-	}
 }
 
 // TestPinnedStartsGoToTheirStoreOrAreRefused: a start pinned to a store
@@ -249,21 +199,21 @@ func TestPinnedStartsGoToTheirStoreOrAreRefused(t *testing.T) {
 	layout := s.Topology.Layout()
 	for i := range 6 {
 		key := fmt.Sprintf("pin-%d", i)
-		a := start(t, s, "charge", key, `{`+chargeInput+`, "store": "b"}`)
-		require.Equal(t, 201, a.status, a.body)
-		id := a.body["execution_id"].(string)
+		a := stacktest.StartWorkflow(t, s, "charge", key, `{`+stacktest.ChargeInput+`, "store": "b"}`)
+		require.Equal(t, 201, a.Status, a.Body)
+		id := a.Body["execution_id"].(string)
 		require.Equal(t, 1, layout.StoreOf(id), "pinned to b")
-		again := start(t, s, "charge", key, `{`+chargeInput+`, "store": "b"}`)
-		require.Equal(t, 200, again.status, again.body)
-		require.Equal(t, id, again.body["execution_id"])
-		waitCompleted(t, s, id)
+		again := stacktest.StartWorkflow(t, s, "charge", key, `{`+stacktest.ChargeInput+`, "store": "b"}`)
+		require.Equal(t, 200, again.Status, again.Body)
+		require.Equal(t, id, again.Body["execution_id"])
+		stacktest.WaitCompleted(t, s, id)
 	}
 	for store, why := range map[string]string{"c": "read_only", "z": "unknown store"} {
-		a := start(t, s, "charge", "", `{`+chargeInput+`, "store": "`+store+`"}`)
-		require.Equal(t, 400, a.status, a.body)
-		require.Equal(t, "invalid_store", a.body["error"])
-		require.Equal(t, "store", a.body["field"])
-		require.Contains(t, a.body["message"], why)
+		a := stacktest.StartWorkflow(t, s, "charge", "", `{`+stacktest.ChargeInput+`, "store": "`+store+`"}`)
+		require.Equal(t, 400, a.Status, a.Body)
+		require.Equal(t, "invalid_store", a.Body["error"])
+		require.Equal(t, "store", a.Body["field"])
+		require.Contains(t, a.Body["message"], why)
 	}
 	require.Equal(t, []int{0, 6, 0}, perStore(t, s, `SELECT count(*) FROM executions`))
 }
@@ -282,23 +232,23 @@ func TestDeadCommandsAcrossStores(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var ids []float64
-	eventually(t, 30*time.Second, "both to be set aside", func() bool {
-		page := call(t, "GET", s.URL()+"/api/harvest/commands/dead", nil, "")
+	probe.Until(t, 30*time.Second, "both to be set aside", func() bool {
+		page := stacktest.Call(t, "GET", s.URL()+"/api/harvest/commands/dead", nil, "")
 		ids = nil
-		for _, d := range page.body["dead_commands"].([]any) {
+		for _, d := range page.Body["dead_commands"].([]any) {
 			ids = append(ids, d.(map[string]any)["id"].(float64))
 		}
 		return len(ids) == 2
 	})
 	require.Equal(t, []float64{1<<46 | 1, 1}, ids, "store b's first, then store a's, which keeps its own number")
 	for _, id := range ids {
-		d := call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead/%d", s.URL(), int64(id)), nil, "")
-		require.Equal(t, 200, d.status, d.body)
-		require.Equal(t, id, d.body["id"])
-		require.EqualValues(t, int64(id)>>46, d.body["shard"], "the shard of its store")
+		d := stacktest.Call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead/%d", s.URL(), int64(id)), nil, "")
+		require.Equal(t, 200, d.Status, d.Body)
+		require.Equal(t, id, d.Body["id"])
+		require.EqualValues(t, int64(id)>>46, d.Body["shard"], "the shard of its store")
 	}
 	// Paging by id crosses from one store to the other.
-	page := call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead?before=%d", s.URL(), int64(ids[0])), nil, "")
-	require.Len(t, page.body["dead_commands"].([]any), 1)
-	require.Equal(t, 404, call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead/%d", s.URL(), int64(2)<<46|1), nil, "").status)
+	page := stacktest.Call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead?before=%d", s.URL(), int64(ids[0])), nil, "")
+	require.Len(t, page.Body["dead_commands"].([]any), 1)
+	require.Equal(t, 404, stacktest.Call(t, "GET", fmt.Sprintf("%s/api/harvest/commands/dead/%d", s.URL(), int64(2)<<46|1), nil, "").Status)
 }

@@ -42,7 +42,7 @@ type Lock struct {
 // it the error is a *LockedError.
 func Acquire(dir, name string) (*Lock, error) {
 	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644) //nolint:gosec // G302: it holds only a pid, for whoever finds the lock held
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -56,7 +56,8 @@ func Acquire(dir, name string) (*Lock, error) {
 		return nil, &LockedError{Path: path, PID: readPID(path)}
 	}
 	pid := strconv.Itoa(os.Getpid()) + "\n"
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(pid), 0)
 	}
 	if err != nil {

@@ -24,10 +24,10 @@ const helperEnv = "DIRLOCK_TEST_HOLD"
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperEnv); dir != "" {
 		if _, err := dirlock.Acquire(dir, "lock"); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
+			_, _ = os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(1)
 		}
-		os.Stdout.WriteString("locked\n")
+		_, _ = os.Stdout.WriteString("locked\n")
 		_, _ = io.Copy(io.Discard, os.Stdin) // until killed
 		os.Exit(2)
 	}

@@ -23,3 +23,17 @@
 // It knows nothing of Harvest's schema (internal/store migrates) and
 // production services must not import it.
 package pglocal
+
+// Where things are:
+//
+//   - pglocal.go: Config, Start, Server and stopping, signalling or
+//     killing it. launch.go: one start: preparing the data directory
+//     (initdb), starting postgres, waiting until it is ours and ready.
+//   - bindir.go: finding initdb and postgres. password.go: requiring
+//     Config.Password (pg_hba.conf, a single-user backend). output.go:
+//     postgres's output, kept for errors; a free port.
+//   - Running as another user when we are root: runas_unix.go (which
+//     user, handing it the directory), childdir.go (reaching the data
+//     directory by descriptor); runas_other.go elsewhere.
+//   - The child process's group, identity and death signal, by platform:
+//     sysproc_linux.go, sysproc_unix.go (other Unix), sysproc_other.go.

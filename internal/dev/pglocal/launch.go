@@ -33,7 +33,7 @@ type launcher struct {
 // postgres, with mode 0700, running initdb if there is none.
 func (l *launcher) prepareDataDir(ctx context.Context) error {
 	parent := filepath.Dir(l.dataDir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := os.MkdirAll(parent, 0o755); err != nil { //nolint:gosec // G301: postgres, run as another user, must traverse it
 		return fmt.Errorf("pglocal: create parent of data dir: %w", err)
 	}
 	if !l.byDescriptor() {
@@ -49,7 +49,7 @@ func (l *launcher) prepareDataDir(ctx context.Context) error {
 		if err := l.who.chownR(l.dataDir); err != nil {
 			return err
 		}
-		if err := os.Chmod(l.dataDir, 0o700); err != nil {
+		if err := os.Chmod(l.dataDir, 0o700); err != nil { //nolint:gosec // G302: a directory, owner-only
 			return fmt.Errorf("pglocal: %w", err)
 		}
 		return nil
@@ -112,7 +112,7 @@ func (l *launcher) makeOwnedDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("pglocal: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory, owner-only
 		return fmt.Errorf("pglocal: %w", err)
 	}
 	return l.who.chownR(dir)

@@ -21,6 +21,8 @@ const hbaFile = "pg_hba.conf"
 // hbaPassword is pg_hba.conf when Config.Password is set: every
 // connection authenticates with its role's password, and nothing is
 // trusted.
+//
+//nolint:gosec // G101: pg_hba.conf's text, which names the method and holds no password.
 const hbaPassword = `# Written by Harvest (internal/dev/pglocal) at each start: every connection
 # authenticates with its role's password (SCRAM-SHA-256); nothing is
 # trusted. Edits are overwritten.

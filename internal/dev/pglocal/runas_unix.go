@@ -57,7 +57,7 @@ func (r *runAs) chownR(dir string) error {
 		if err != nil {
 			return err
 		}
-		return os.Lchown(path, uid, gid)
+		return os.Lchown(path, uid, gid) //nolint:gosec // G122: Lchown never follows a symlink, so none can lead it out of dir
 	})
 	if err != nil {
 		return fmt.Errorf("pglocal: chown -R %s to %s: %w", dir, r.name, err)

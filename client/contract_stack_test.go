@@ -1,0 +1,19 @@
+package client_test
+
+import (
+	"testing"
+
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
+)
+
+// contractTests are the tests of this package that hold the contract of
+// the start, signal and activity paths: TestTheContractHoldsOnTwoStores
+// runs them again on stacks of two stores.
+var contractTests = []string{
+	"TestClientStartWaitAndRead", "TestClientSignals",
+}
+
+// TestTheContractHoldsOnTwoStores runs the contract tests again, in a
+// process of their own (this test binary, run again), on stacks whose
+// executions are spread over two stores.
+func TestTheContractHoldsOnTwoStores(t *testing.T) { stacktest.RunOnStores(t, 2, contractTests) }

@@ -1,0 +1,107 @@
+package harvesttest
+
+import "github.com/harvest-engine/harvest/internal/wire"
+
+// StartOptions tune a start: the fields of client.StartOptions that mean
+// something to an Env, with the same meaning. The zero value is the
+// defaults. Start and SignalWithStart take at most one, as their last
+// argument; several are merged in order, each one's non-empty fields
+// overriding the earlier ones'.
+type StartOptions struct {
+	// IdempotencyKey makes the start keyed: within the start idempotency
+	// window every start of the workflow with the key resolves to the
+	// execution the first one started.
+	IdempotencyKey string
+	// WorkflowID is the execution's workflow_id; empty mints one.
+	// SignalWithStart takes it as an argument: leave it empty there.
+	WorkflowID string
+	// ReusePolicy is the start's reuse_policy (client.ReuseAllowDuplicate,
+	// ...): what a start with the workflow_id of an earlier execution
+	// does; empty is the deployment's default.
+	ReusePolicy string
+}
+
+// mergeStart merges opts in order, each one's non-empty fields winning.
+func mergeStart(opts []StartOptions) StartOptions {
+	var o StartOptions
+	for _, over := range opts {
+		if over.IdempotencyKey != "" {
+			o.IdempotencyKey = over.IdempotencyKey
+		}
+		if over.WorkflowID != "" {
+			o.WorkflowID = over.WorkflowID
+		}
+		if over.ReusePolicy != "" {
+			o.ReusePolicy = over.ReusePolicy
+		}
+	}
+	return o
+}
+
+// apply sets s's fields that o gives.
+func (o StartOptions) apply(s *wire.StartCommand) {
+	if o.IdempotencyKey != "" {
+		s.IdempotencyKey = o.IdempotencyKey
+	}
+	if o.WorkflowID != "" {
+		s.WorkflowID = o.WorkflowID
+	}
+	if o.ReusePolicy != "" {
+		s.ReusePolicy = o.ReusePolicy
+	}
+}
+
+// SignalOptions tune a signal, as client.SendSignalIdempotent's key does
+// a deployment's. The zero value is the defaults. Execution.Signal takes
+// at most one, as its last argument; several are merged in order, each
+// one's non-empty fields overriding the earlier ones'.
+type SignalOptions struct {
+	// IdempotencyKey makes the signal keyed: it is delivered at most once
+	// per (execution, key).
+	IdempotencyKey string
+}
+
+// mergeSignal merges opts in order, each one's non-empty fields winning.
+func mergeSignal(opts []SignalOptions) SignalOptions {
+	var o SignalOptions
+	for _, over := range opts {
+		if over.IdempotencyKey != "" {
+			o.IdempotencyKey = over.IdempotencyKey
+		}
+	}
+	return o
+}
+
+// The functional options below are the old forms of StartOptions and
+// SignalOptions, kept for one release: each returns the options struct
+// with one field set, and several merge as they always combined.
+
+// StartOption is the old name of StartOptions.
+//
+// Deprecated: use StartOptions.
+type StartOption = StartOptions
+
+// IdempotencyKey makes the start keyed.
+//
+// Deprecated: use StartOptions{IdempotencyKey: key}.
+func IdempotencyKey(key string) StartOptions { return StartOptions{IdempotencyKey: key} }
+
+// WorkflowID names the execution's workflow_id.
+//
+// Deprecated: use StartOptions{WorkflowID: id}.
+func WorkflowID(id string) StartOptions { return StartOptions{WorkflowID: id} }
+
+// ReusePolicy is the start's reuse_policy.
+//
+// Deprecated: use StartOptions{ReusePolicy: policy}.
+func ReusePolicy(policy string) StartOptions { return StartOptions{ReusePolicy: policy} }
+
+// SignalOption is the old name of SignalOptions.
+//
+// Deprecated: use SignalOptions.
+type SignalOption = SignalOptions
+
+// SignalKey makes the signal keyed.
+//
+// Deprecated: use SignalOptions{IdempotencyKey: key}.
+func SignalKey(key string) SignalOptions { return SignalOptions{IdempotencyKey: key} }

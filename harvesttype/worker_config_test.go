@@ -1,0 +1,85 @@
+package harvesttype
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/wire"
+)
+
+// The tests of this file may import the machinery: they are not part of
+// the package, whose own imports the layering test checks.
+
+// TestTheDefaultTaskQueueIsTheDeployments: the default task queue is a
+// persisted name, written here because the leaf cannot import wire.
+func TestTheDefaultTaskQueueIsTheDeployments(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, wire.DefaultTaskQueue, DefaultTaskQueue)
+	require.Equal(t, dedup.MaxNameBytes, maxNameBytes)
+}
+
+func TestWithDefaultsFillsTheZeroValues(t *testing.T) {
+	t.Parallel()
+	got := WorkerConfig{}.WithDefaults()
+	require.Equal(t, DefaultTaskQueue, got.TaskQueue)
+	require.Equal(t, DefaultActivityConcurrency, got.ActivityConcurrency)
+	require.Equal(t, DefaultWorkflowTaskConcurrency, got.WorkflowTaskConcurrency)
+	require.Equal(t, DefaultTaskAckWait, got.TaskAckWait)
+	require.Equal(t, DefaultShutdownGrace, got.ShutdownGrace)
+	require.Equal(t, DefaultWorkflowCacheSize, got.WorkflowCacheSize)
+	require.NotNil(t, got.Logger)
+
+	log := slog.New(slog.DiscardHandler)
+	set := WorkerConfig{TaskQueue: "gpu", ActivityConcurrency: 1, TaskAckWait: 2 * time.Second, WorkflowCacheSize: -1, Logger: log}.WithDefaults()
+	require.Equal(t, "gpu", set.TaskQueue)
+	require.Equal(t, 1, set.ActivityConcurrency)
+	require.Equal(t, 2*time.Second, set.TaskAckWait)
+	require.Equal(t, -1, set.WorkflowCacheSize)
+	require.Same(t, log, set.Logger)
+}
+
+func TestValidateNamesTheBadField(t *testing.T) {
+	t.Parallel()
+	// Validate reads no more than whether there is a connection.
+	nc := &nats.Conn{}
+	require.NoError(t, WorkerConfig{NATS: nc}.Validate())
+	for _, tc := range []struct {
+		cfg  WorkerConfig
+		want string
+	}{
+		{WorkerConfig{}, "worker config: NATS is required: give a connection, or set HARVEST_NATS_URL to the deployment's NATS URL"},
+		{WorkerConfig{NATS: nc, ActivityConcurrency: -1}, "worker config: ActivityConcurrency -1: want at least 1"},
+		{WorkerConfig{NATS: nc, WorkflowTaskConcurrency: -2}, "worker config: WorkflowTaskConcurrency -2: want at least 1"},
+		{WorkerConfig{NATS: nc, TaskAckWait: time.Millisecond}, "worker config: TaskAckWait 1ms: want at least 1s"},
+		{WorkerConfig{NATS: nc, ShutdownGrace: -time.Second}, "worker config: ShutdownGrace -1s: want a positive duration"},
+		{WorkerConfig{NATS: nc, TaskQueue: "a.b"}, `worker config: TaskQueue: invalid name "a.b": only letters, digits, '_' and '-'`},
+	} {
+		require.EqualError(t, tc.cfg.Validate(), tc.want)
+	}
+}
+
+// FuzzTaskQueueNamesAreTheDeployments: the leaf's check of a task queue
+// name answers as the deployment's (dedup.ValidateName) does, in the same
+// words, for any name.
+func FuzzTaskQueueNamesAreTheDeployments(f *testing.F) {
+	for _, s := range []string{
+		"", "default", "gpu_2-b", "a.b", "a b", "a*", "a>", "é", "a\x00", "\xff",
+		strings.Repeat("q", maxNameBytes), strings.Repeat("q", maxNameBytes+1),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		got, want := checkName(name), dedup.ValidateName(name)
+		if want == nil {
+			require.NoError(t, got, "the deployment accepts %q", name)
+			return
+		}
+		require.EqualError(t, got, want.Error())
+	})
+}

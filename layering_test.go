@@ -1,39 +1,11 @@
 package harvest_test
 
 import (
-	"errors"
-	"os/exec"
 	"strings"
 	"testing"
-)
 
-// goListDeps returns, for each package pkgs name, the import paths of all
-// the packages it depends on, as the go tool lists them; the test is
-// skipped where there is no go tool.
-func goListDeps(t *testing.T, pkgs ...string) map[string][]string {
-	t.Helper()
-	gotool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool:", err)
-	}
-	args := append([]string{"list", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}"}, pkgs...)
-	out, err := exec.CommandContext(t.Context(), gotool, args...).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
-		}
-		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
-	}
-	deps := map[string][]string{}
-	for line := range strings.Lines(string(out)) {
-		fields := strings.Fields(line)
-		if len(fields) > 0 {
-			deps[fields[0]] = fields[1:]
-		}
-	}
-	return deps
-}
+	"github.com/harvest-engine/harvest/internal/testing/golist"
+)
 
 // TestTheSDKLinksNoExporterNorDevCode: the packages a user's worker and
 // its tests import (harvest, client, harvesttest) depend on the
@@ -56,7 +28,7 @@ func TestTheSDKLinksNoExporterNorDevCode(t *testing.T) {
 		"github.com/nats-io/nats-server/v2",
 	}
 	pkgs := []string{module, module + "/client", module + "/harvesttest"}
-	deps := goListDeps(t, pkgs...)
+	deps := golist.Deps(t, pkgs...)
 	for _, pkg := range pkgs {
 		list, ok := deps[pkg]
 		if !ok {

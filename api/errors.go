@@ -54,7 +54,7 @@ const (
 	// 401 Unauthorized.
 	CodeInvalidSignature = "invalid_signature"
 	// CodeUnauthenticated answers a request to the API without a bearer
-	// token the server knows (see client.WithToken).
+	// token the server knows (client.Config.Token).
 	CodeUnauthenticated = "unauthenticated"
 
 	// 403 Forbidden.

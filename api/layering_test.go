@@ -1,10 +1,11 @@
 package api_test
 
 import (
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/harvest-engine/harvest/internal/testing/golist"
 )
 
 const (
@@ -17,33 +18,13 @@ const (
 	testPrefix = module + "/internal/testing/"
 )
 
-// goList runs the go tool's list with args from the package's directory
-// and returns its lines; the test is skipped where there is no go tool.
-func goList(t *testing.T, args ...string) []string {
-	t.Helper()
-	gotool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool:", err)
-	}
-	cmd := exec.CommandContext(t.Context(), gotool, append([]string{"list"}, args...)...)
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr)
-	}
-	return strings.Split(strings.TrimSpace(string(out)), "\n")
-}
-
 // TestTheAPIIsALeaf: package api depends on the standard library alone,
 // so that the machinery and the public client can both import it without
 // importing each other.
 func TestTheAPIIsALeaf(t *testing.T) {
 	t.Parallel()
 	var outside []string
-	for _, line := range goList(t, "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".") {
+	for _, line := range golist.Lines(t, "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".") {
 		path, standard, _ := strings.Cut(line, " ")
 		if standard != "true" && path != module+"/api" {
 			outside = append(outside, path)
@@ -65,7 +46,7 @@ func TestTheAPIIsALeaf(t *testing.T) {
 func TestTheMachineryDoesNotImportTheClient(t *testing.T) {
 	t.Parallel()
 	imports := map[string][]string{}
-	for _, line := range goList(t, "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", module+"/internal/...") {
+	for _, line := range golist.Lines(t, "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", module+"/internal/...") {
 		fields := strings.Fields(line)
 		imports[fields[0]] = fields[1:]
 	}

@@ -28,6 +28,10 @@ type Config struct {
 	// HTTPClient sends the requests; nil means a client with a 30 s
 	// timeout on http.DefaultTransport.
 	HTTPClient *http.Client
+	// Token is sent as the bearer token of every request
+	// (Authorization: Bearer <token>), for an API that requires one;
+	// empty sends none.
+	Token string
 }
 
 // Client talks to one Harvest API. It is safe for concurrent use.
@@ -38,10 +42,14 @@ type Client struct {
 }
 
 // Option tunes a Client.
+//
+// Deprecated: set the field of Config instead; options are structs in
+// Harvest's API (CONTRIBUTING.md).
 type Option func(*Client)
 
-// WithToken sends token as the bearer token of every request
-// (Authorization: Bearer <token>), for an API that requires one.
+// WithToken sends token as the bearer token of every request.
+//
+// Deprecated: use Config{Token: token}.
 func WithToken(token string) Option {
 	return func(c *Client) { c.token = strings.TrimSpace(token) }
 }
@@ -72,7 +80,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: DefaultTimeout}
 	}
-	c := &Client{base: strings.TrimRight(u.String(), "/"), hc: hc}
+	c := &Client{base: strings.TrimRight(u.String(), "/"), hc: hc, token: strings.TrimSpace(cfg.Token)}
 	for _, opt := range opts {
 		opt(c)
 	}

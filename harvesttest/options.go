@@ -1,6 +1,10 @@
 package harvesttest
 
-import "github.com/harvest-engine/harvest/internal/wire"
+import (
+	"cmp"
+
+	"github.com/harvest-engine/harvest/internal/wire"
+)
 
 // StartOptions tune a start: the fields of client.StartOptions that mean
 // something to an Env, with the same meaning. The zero value is the
@@ -25,30 +29,18 @@ type StartOptions struct {
 func mergeStart(opts []StartOptions) StartOptions {
 	var o StartOptions
 	for _, over := range opts {
-		if over.IdempotencyKey != "" {
-			o.IdempotencyKey = over.IdempotencyKey
-		}
-		if over.WorkflowID != "" {
-			o.WorkflowID = over.WorkflowID
-		}
-		if over.ReusePolicy != "" {
-			o.ReusePolicy = over.ReusePolicy
-		}
+		o.IdempotencyKey = cmp.Or(over.IdempotencyKey, o.IdempotencyKey)
+		o.WorkflowID = cmp.Or(over.WorkflowID, o.WorkflowID)
+		o.ReusePolicy = cmp.Or(over.ReusePolicy, o.ReusePolicy)
 	}
 	return o
 }
 
 // apply sets s's fields that o gives.
 func (o StartOptions) apply(s *wire.StartCommand) {
-	if o.IdempotencyKey != "" {
-		s.IdempotencyKey = o.IdempotencyKey
-	}
-	if o.WorkflowID != "" {
-		s.WorkflowID = o.WorkflowID
-	}
-	if o.ReusePolicy != "" {
-		s.ReusePolicy = o.ReusePolicy
-	}
+	s.IdempotencyKey = cmp.Or(o.IdempotencyKey, s.IdempotencyKey)
+	s.WorkflowID = cmp.Or(o.WorkflowID, s.WorkflowID)
+	s.ReusePolicy = cmp.Or(o.ReusePolicy, s.ReusePolicy)
 }
 
 // SignalOptions tune a signal, as client.SendSignalIdempotent's key does
@@ -65,9 +57,7 @@ type SignalOptions struct {
 func mergeSignal(opts []SignalOptions) SignalOptions {
 	var o SignalOptions
 	for _, over := range opts {
-		if over.IdempotencyKey != "" {
-			o.IdempotencyKey = over.IdempotencyKey
-		}
+		o.IdempotencyKey = cmp.Or(over.IdempotencyKey, o.IdempotencyKey)
 	}
 	return o
 }

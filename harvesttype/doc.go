@@ -1,6 +1,7 @@
 // Package harvesttype holds the worker SDK's plain types that both the
 // SDK (package harvest) and its machinery under internal/ need, so that
-// neither copies the other's: a leaf, as River's rivertype is.
+// neither copies the other's: a leaf, as River's rivertype is, but for
+// the pure rules of internal/dedup (below).
 //
 // It owns:
 //
@@ -24,10 +25,13 @@
 // Worker would do the same but needs a Worker without NATS, which
 // harvest.NewWorker does not make: one function is the smaller surface.
 //
-// It must not import any Harvest package, internal or public (a test
-// holds that): everything else may import it. Its dependencies are the
-// standard library and the types WorkerConfig's fields name (nats.go,
-// the Prometheus client, the OpenTelemetry trace API). Where it repeats a
-// rule of the machinery (a task queue name's form, the default task
-// queue), a test holds the two equal.
+// Of Harvest's packages it imports internal/dedup alone, and through it
+// only what dedup imports (a test holds that): everything else may import
+// it. dedup is pure computation, with no I/O and no state, and its
+// ValidateName is the deployment's rule for a task queue name, which
+// Validate applies as it is rather than repeat it. Its other dependencies
+// are the standard library and the types WorkerConfig's fields name
+// (nats.go, the Prometheus client, the OpenTelemetry trace API). Where it
+// repeats a value of the machinery (the default task queue, which lives
+// in internal/wire), a test holds the two equal.
 package harvesttype

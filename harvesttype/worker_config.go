@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/harvest-engine/harvest/internal/dedup"
 )
 
 // Defaults for WorkerConfig's zero values.
@@ -140,30 +142,10 @@ func (c WorkerConfig) Validate() error {
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("worker config: ShutdownGrace %s: want a positive duration", c.ShutdownGrace)
 	}
-	if err := checkName(c.TaskQueue); err != nil {
+	// The deployment's own rule for a task queue name, so that a worker
+	// refuses exactly the names ingest and the scheduler refuse.
+	if err := dedup.ValidateName(c.TaskQueue); err != nil {
 		return fmt.Errorf("worker config: TaskQueue: %w", err)
-	}
-	return nil
-}
-
-// maxNameBytes bounds a task queue name.
-const maxNameBytes = 128
-
-// checkName checks a task queue name as the deployment does
-// (internal/dedup.ValidateName, whose words it repeats): 1 to 128 bytes
-// of ASCII letters, digits, '_' and '-', safe as a subject token. The
-// rule is written twice because this package imports no Harvest package;
-// a fuzz test holds the two to the same answers.
-func checkName(name string) error {
-	if name == "" || len(name) > maxNameBytes {
-		return fmt.Errorf("invalid name %q: want 1 to %d bytes", name, maxNameBytes)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		ok := c == '_' || c == '-' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
-		if !ok {
-			return fmt.Errorf("invalid name %q: only letters, digits, '_' and '-'", name)
-		}
 	}
 	return nil
 }

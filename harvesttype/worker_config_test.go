@@ -2,14 +2,12 @@ package harvesttype
 
 import (
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -17,11 +15,10 @@ import (
 // the package, whose own imports the layering test checks.
 
 // TestTheDefaultTaskQueueIsTheDeployments: the default task queue is a
-// persisted name, written here because the leaf cannot import wire.
+// persisted name, written here because this package may not import wire.
 func TestTheDefaultTaskQueueIsTheDeployments(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, wire.DefaultTaskQueue, DefaultTaskQueue)
-	require.Equal(t, dedup.MaxNameBytes, maxNameBytes)
 }
 
 func TestWithDefaultsFillsTheZeroValues(t *testing.T) {
@@ -62,24 +59,4 @@ func TestValidateNamesTheBadField(t *testing.T) {
 	} {
 		require.EqualError(t, tc.cfg.Validate(), tc.want)
 	}
-}
-
-// FuzzTaskQueueNamesAreTheDeployments: the leaf's check of a task queue
-// name answers as the deployment's (dedup.ValidateName) does, in the same
-// words, for any name.
-func FuzzTaskQueueNamesAreTheDeployments(f *testing.F) {
-	for _, s := range []string{
-		"", "default", "gpu_2-b", "a.b", "a b", "a*", "a>", "é", "a\x00", "\xff",
-		strings.Repeat("q", maxNameBytes), strings.Repeat("q", maxNameBytes+1),
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, name string) {
-		got, want := checkName(name), dedup.ValidateName(name)
-		if want == nil {
-			require.NoError(t, got, "the deployment accepts %q", name)
-			return
-		}
-		require.EqualError(t, got, want.Error())
-	})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -58,11 +57,7 @@ func newCommandsDead() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				raw, err := json.Marshal(d)
-				if err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printValue(cmd.OutOrStdout(), d)
 			}
 			if cmd.Flags().Changed("shard") {
 				opts.Shard = &shard
@@ -72,11 +67,7 @@ func newCommandsDead() *cobra.Command {
 				return err
 			}
 			if jsonOutput(cmd) {
-				raw, err := json.Marshal(map[string]any{"dead_commands": dead})
-				if err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printValue(cmd.OutOrStdout(), map[string]any{"dead_commands": dead})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSHARD\tSTREAM_SEQ\tKIND\tCOMMAND_ID\tERROR\tDEAD_AT\tREASON")

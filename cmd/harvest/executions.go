@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -156,11 +155,7 @@ func printRetention(w io.Writer, lead string, r *client.RetentionResponse) error
 }
 
 func printRetentionJSON(w io.Writer, r *client.RetentionResponse) error {
-	raw, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return printJSON(w, raw)
+	return printValue(w, r)
 }
 
 func executionsCount(n int64) string {

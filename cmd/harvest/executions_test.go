@@ -43,7 +43,7 @@ func TestExecutionsPrune(t *testing.T) {
 		Scheduler: scheduler.Config{Retention: 48 * time.Hour, Now: clk.Now, PruneInterval: time.Hour},
 	})
 	ctx := natstest.Context(t)
-	c, err := client.New(client.Config{BaseURL: s.URL()}, client.WithToken("t-ops"))
+	c, err := client.New(client.Config{BaseURL: s.URL(), Token: "t-ops"})
 	require.NoError(t, err)
 	var charges []string
 	for range 3 {

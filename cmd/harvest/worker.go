@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -47,11 +46,7 @@ it does not say.`,
 				return err
 			}
 			if jsonOutput(cmd) {
-				raw, err := json.Marshal(client.ListWorkersResponse{Workers: ws})
-				if err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printValue(cmd.OutOrStdout(), client.ListWorkersResponse{Workers: ws})
 			}
 			return printWorkers(cmd.OutOrStdout(), ws)
 		}),
@@ -121,11 +116,7 @@ queue. The queue of most executions is "default".`,
 				return err
 			}
 			if jsonOutput(cmd) {
-				raw, err := json.Marshal(q)
-				if err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), raw)
+				return printValue(cmd.OutOrStdout(), q)
 			}
 			return printTaskQueue(cmd.OutOrStdout(), q)
 		}),

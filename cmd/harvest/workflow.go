@@ -18,7 +18,7 @@ import (
 // workflowClient is the API client of a workflow subcommand, and the
 // context its calls run under (bounded by --timeout).
 func workflowClient(cmd *cobra.Command) (*client.Client, context.Context, context.CancelFunc, error) {
-	c, err := client.New(client.Config{BaseURL: apiAddr(cmd)}, client.WithToken(apiToken(cmd)))
+	c, err := client.New(client.Config{BaseURL: apiAddr(cmd), Token: apiToken(cmd)})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -48,6 +48,15 @@ func printJSON(w io.Writer, raw []byte) error {
 	pretty.WriteByte('\n')
 	_, err := w.Write(pretty.Bytes())
 	return err
+}
+
+// printValue writes v as JSON, indented (printJSON), to w.
+func printValue(w io.Writer, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return printJSON(w, raw)
 }
 
 // parseInput reads a --input flag: empty is no input.
@@ -353,11 +362,7 @@ func printRawList[T any](cmd *cobra.Command, field string, items []T, raw func(T
 	for _, it := range items {
 		raws = append(raws, raw(it))
 	}
-	list, err := json.Marshal(map[string]any{field: raws})
-	if err != nil {
-		return err
-	}
-	return printJSON(cmd.OutOrStdout(), list)
+	return printValue(cmd.OutOrStdout(), map[string]any{field: raws})
 }
 
 // withClient adapts a command that talks to the HTTP API: it gets the

@@ -14,14 +14,10 @@ func (c *Config) applyEnv(get func(string) string) error {
 		}
 	}
 	dur := func(dst *Duration, name string) error {
-		if v := get(name); v != "" {
+		return fromEnv(get, dst, name, func(v string) (Duration, error) {
 			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			*dst = Duration(d)
-		}
-		return nil
+			return Duration(d), err
+		})
 	}
 	str(&c.NATSURL, "HARVEST_NATS_URL")
 	str(&c.NATSCredentialsFile, "HARVEST_NATS_CREDENTIALS_FILE")
@@ -47,32 +43,12 @@ func (c *Config) applyEnv(get func(string) string) error {
 	if v := get("HARVEST_ARCFLOW_SECRET"); v != "" {
 		c.ArcFlow.Secrets = []string{v}
 	}
-	if v := get("HARVEST_DISABLE_EAGER_ACTIVITIES"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("HARVEST_DISABLE_EAGER_ACTIVITIES: %w", err)
-		}
-		c.DisableEagerActivities = b
+	if err := fromEnv(get, &c.DisableEagerActivities, "HARVEST_DISABLE_EAGER_ACTIVITIES", strconv.ParseBool); err != nil {
+		return err
 	}
-	num := func(dst *int, name string) error {
-		if v := get(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			*dst = n
-		}
-		return nil
-	}
+	num := func(dst *int, name string) error { return fromEnv(get, dst, name, strconv.Atoi) }
 	num64 := func(dst *int64, name string) error {
-		if v := get(name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			*dst = n
-		}
-		return nil
+		return fromEnv(get, dst, name, func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) })
 	}
 	return errors.Join(
 		num(&c.Shards, "HARVEST_SHARDS"),
@@ -96,4 +72,18 @@ func (c *Config) applyEnv(get func(string) string) error {
 		dur(&c.LeaseTTL, "HARVEST_LEASE_TTL"),
 		dur(&c.WorkflowTaskTimeout, "HARVEST_WORKFLOW_TASK_TIMEOUT"),
 	)
+}
+
+// fromEnv sets *dst to the environment variable name's value, read with
+// get and parsed by parse, when the variable is set; a value that does
+// not parse is an error naming the variable, and leaves *dst as it was.
+func fromEnv[T any](get func(string) string, dst *T, name string, parse func(string) (T, error)) error {
+	if v := get(name); v != "" {
+		x, err := parse(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		*dst = x
+	}
+	return nil
 }

@@ -64,21 +64,21 @@ func (c Config) StartPolicies() map[string]*startpolicy.Policy {
 // TaskQueues returns the workflows' configured task queues, by workflow;
 // a workflow with none is absent (its starts go to "default").
 func (c Config) TaskQueues() map[string]string {
-	out := map[string]string{}
-	for name, w := range c.Workflows {
-		if w.TaskQueue != "" {
-			out[name] = w.TaskQueue
-		}
-	}
-	return out
+	return c.byWorkflow(func(w WorkflowConfig) string { return w.TaskQueue })
 }
 
 // FingerprintByWorkflow returns the per-workflow fingerprint modes.
 func (c Config) FingerprintByWorkflow() map[string]string {
+	return c.byWorkflow(func(w WorkflowConfig) string { return w.IdempotencyFingerprint })
+}
+
+// byWorkflow returns, by workflow, the setting field reads from its
+// configuration; a workflow that leaves it empty is absent.
+func (c Config) byWorkflow(field func(WorkflowConfig) string) map[string]string {
 	out := map[string]string{}
 	for name, w := range c.Workflows {
-		if w.IdempotencyFingerprint != "" {
-			out[name] = w.IdempotencyFingerprint
+		if v := field(w); v != "" {
+			out[name] = v
 		}
 	}
 	return out

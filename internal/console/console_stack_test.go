@@ -31,7 +31,7 @@ func TestConsoleIsOneMoreClientOfTheAPI(t *testing.T) {
 	})
 	require.NoError(t, err)
 	s := stacktest.Start(t, devstack.Config{Ingest: ingest.Config{Auth: a}})
-	ops, err := client.New(client.Config{BaseURL: s.URL()}, client.WithToken("t-ops"))
+	ops, err := client.New(client.Config{BaseURL: s.URL(), Token: "t-ops"})
 	require.NoError(t, err)
 	ctx := t.Context()
 	waiting, err := ops.Start(ctx, examples.WorkflowCollect, examples.CollectInput{Count: 2}, client.StartOptions{IdempotencyKey: "console-auth-1"})

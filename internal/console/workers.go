@@ -10,12 +10,19 @@ import (
 // handleWorkers shows the live workers, as GET /api/harvest/workers
 // lists them.
 func (c *Console) handleWorkers(w http.ResponseWriter, r *http.Request) {
-	var list api.ListWorkersResponse
-	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/workers", nil, nil, &list); err != nil {
+	showAnswer[api.ListWorkersResponse](c, w, r, "/api/harvest/workers", "workers", "Workers")
+}
+
+// showAnswer renders the page named page, titled title, with the API's
+// answer to GET path, decoded as T, as it is; a failed call is the API's
+// problem page.
+func showAnswer[T any](c *Console, w http.ResponseWriter, r *http.Request, path, page, title string) {
+	var answer T
+	if err := c.apiFor(r).call(r.Context(), http.MethodGet, path, nil, nil, &answer); err != nil {
 		c.apiProblem(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "workers", "Workers", list)
+	c.render(w, r, http.StatusOK, page, title, answer)
 }
 
 // handleTaskQueue shows a task queue's workflows and activities with

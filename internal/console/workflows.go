@@ -60,10 +60,5 @@ func (c *Console) handleAdmission(w http.ResponseWriter, r *http.Request) {
 // handleWebhooks shows the webhook sources and bindings with this ingest
 // process's counts, saying so.
 func (c *Console) handleWebhooks(w http.ResponseWriter, r *http.Request) {
-	var list api.ListWebhooksResponse
-	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/webhooks", nil, nil, &list); err != nil {
-		c.apiProblem(w, r, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "webhooks", "Webhooks and bindings", list)
+	showAnswer[api.ListWebhooksResponse](c, w, r, "/api/harvest/webhooks", "webhooks", "Webhooks and bindings")
 }

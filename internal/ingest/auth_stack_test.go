@@ -84,7 +84,7 @@ func TestTheAPIRequiresATokenWithTheRouteScope(t *testing.T) {
 
 	// The right tokens, through the Go client.
 	tokenClient := func(token string) *client.Client {
-		c, err := client.New(client.Config{BaseURL: s.URL()}, client.WithToken(token))
+		c, err := client.New(client.Config{BaseURL: s.URL(), Token: token})
 		require.NoError(t, err)
 		return c
 	}

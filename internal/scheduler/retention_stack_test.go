@@ -177,7 +177,7 @@ func TestRetentionRoutesTellAndPruneNow(t *testing.T) {
 	ctx := natstest.Context(t)
 	as := func(token string) *client.Client {
 		t.Helper()
-		c, err := client.New(client.Config{BaseURL: s.URL()}, client.WithToken(token))
+		c, err := client.New(client.Config{BaseURL: s.URL(), Token: token})
 		require.NoError(t, err)
 		return c
 	}

@@ -67,13 +67,19 @@ func (a *adminServer) stopping() {
 // service stops.
 func (a *adminServer) stop() {
 	a.metrics.stop()
-	if a.srv == nil {
+	stopServer(a.srv, a.log, "stop admin server")
+}
+
+// stopServer stops srv, if there is one, within stopTimeout; a failure is
+// logged under msg.
+func stopServer(srv *admin.Server, log *slog.Logger, msg string) {
+	if srv == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	if err := a.srv.Stop(ctx); err != nil {
-		a.log.Warn("stop admin server", "err", err)
+	if err := srv.Stop(ctx); err != nil {
+		log.Warn(msg, "err", err)
 	}
 }
 
@@ -104,12 +110,5 @@ func startMetrics(ctx context.Context, cfg config.Config, reg *prometheus.Regist
 }
 
 func (m *metricsServer) stop() {
-	if m.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer cancel()
-	if err := m.srv.Stop(ctx); err != nil {
-		m.log.Warn("stop metrics server", "err", err)
-	}
+	stopServer(m.srv, m.log, "stop metrics server")
 }

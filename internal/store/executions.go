@@ -66,6 +66,21 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	return &e, nil
 }
 
+// queryExecutions runs sql, which selects executionColumns, and returns
+// the executions it reads; what names the read in its errors.
+func queryExecutions(ctx context.Context, db DBTX, what, sql string, args ...any) ([]*Execution, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []*Execution
+	if err := eachExecution(rows, what, func(e *Execution) { out = append(out, e) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // eachExecution scans each row of rows (executionColumns) and hands the
 // execution to put; what names the read in its errors.
 func eachExecution(rows pgx.Rows, what string, put func(*Execution)) error {
@@ -184,16 +199,7 @@ func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, e
 	q += " ORDER BY created_at DESC, execution_id DESC LIMIT " + arg(f.Limit)
 	// Planned with the values at hand (not a cached generic plan), so that
 	// a LIKE prefix can use its index.
-	rows, err := db.Query(ctx, q, append([]any{pgx.QueryExecModeExec}, args...)...)
-	if err != nil {
-		return nil, fmt.Errorf("list executions: %w", err)
-	}
-	defer rows.Close()
-	var out []*Execution
-	if err := eachExecution(rows, "list executions", func(e *Execution) { out = append(out, e) }); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return queryExecutions(ctx, db, "list executions", q, append([]any{pgx.QueryExecModeExec}, args...)...)
 }
 
 // ClosedExecutions returns those of the given executions that have
@@ -204,17 +210,8 @@ func ClosedExecutions(ctx context.Context, db DBTX, executionIDs []string) ([]*E
 	if len(executionIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := db.Query(ctx, `SELECT `+executionColumns+` FROM executions
+	return queryExecutions(ctx, db, "read closed executions", `SELECT `+executionColumns+` FROM executions
 		WHERE execution_id = ANY($1::uuid[]) AND status <> 'Running'`, executionIDs)
-	if err != nil {
-		return nil, fmt.Errorf("read closed executions: %w", err)
-	}
-	defer rows.Close()
-	var out []*Execution
-	if err := eachExecution(rows, "read closed executions", func(e *Execution) { out = append(out, e) }); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // LatestByWorkflowID puts in out, for each (workflow_name, workflow_id),

@@ -57,15 +57,8 @@ func VerifyBound(secrets []string, tolerance time.Duration, h http.Header, t Tar
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
 	}
-	v, err := singleHeader(h, HeaderHarvestSignature)
+	at, sigs, err := readTimestamped(h, HeaderHarvestSignature, tolerance, now)
 	if err != nil {
-		return err
-	}
-	at, sigs, err := parseTimestamped(HeaderHarvestSignature, v)
-	if err != nil {
-		return err
-	}
-	if err := checkTimestamp(at, tolerance, now); err != nil {
 		return err
 	}
 	if !anyMatch(secrets, sigs, boundPayload(strconv.FormatInt(at, 10), t, body)...) {

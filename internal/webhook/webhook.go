@@ -209,6 +209,26 @@ func parseUnix(v string) (int64, bool) {
 }
 
 // checkTimestamp enforces |now - ts| <= tol without overflowing.
+// readTimestamped reads the request's one header named header, a
+// t=<unix seconds>,v1=<hex>… signature (parseTimestamped), and checks
+// that its timestamp is within tol of now: the steps Stripe's signature
+// and Harvest's bound one share. It returns the timestamp and the
+// signatures.
+func readTimestamped(h http.Header, header string, tol time.Duration, now time.Time) (int64, [][]byte, error) {
+	v, err := singleHeader(h, header)
+	if err != nil {
+		return 0, nil, err
+	}
+	at, sigs, err := parseTimestamped(header, v)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := checkTimestamp(at, tol, now); err != nil {
+		return 0, nil, err
+	}
+	return at, sigs, nil
+}
+
 func checkTimestamp(ts int64, tol time.Duration, now time.Time) error {
 	d := now.Sub(time.Unix(ts, 0)) // saturates at the Duration bounds
 	if d > tol || d < -tol {
@@ -218,15 +238,8 @@ func checkTimestamp(ts int64, tol time.Duration, now time.Time) error {
 }
 
 func verifyStripe(s Source, h http.Header, body []byte, now time.Time) error {
-	v, err := singleHeader(h, HeaderStripeSignature)
+	t, sigs, err := readTimestamped(h, HeaderStripeSignature, s.tolerance(), now)
 	if err != nil {
-		return err
-	}
-	t, sigs, err := parseTimestamped(HeaderStripeSignature, v)
-	if err != nil {
-		return err
-	}
-	if err := checkTimestamp(t, s.tolerance(), now); err != nil {
 		return err
 	}
 	if !anyMatch(s.Secrets, sigs, []byte(strconv.FormatInt(t, 10)), []byte("."), body) {

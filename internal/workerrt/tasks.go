@@ -34,6 +34,19 @@ func (rt *Runtime) logUnknown(log *slog.Logger, kind, name string) {
 	log.Warn(msg)
 }
 
+// takeSlot waits for a free slot of slots (the workflow or the activity
+// slots) for t, a task of kind; when Stop begins first, it hands t back
+// and reports false.
+func (rt *Runtime) takeSlot(t *heldTask, slots chan struct{}, kind string) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-rt.stopping:
+		rt.handBack(t, 0, handBackStopping, kind)
+		return false
+	}
+}
+
 // handleWorkflowTask replays a workflow task and reports its decisions,
 // then acknowledges it; it says how the task was settled.
 func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outcome) {
@@ -66,10 +79,7 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	}
 	// A task that arrived while every workflow slot was taken waits for
 	// one, held in progress.
-	select {
-	case rt.wfSlots <- struct{}{}:
-	case <-rt.stopping:
-		rt.handBack(t, 0, handBackStopping, wire.TaskWorkflow)
+	if !rt.takeSlot(t, rt.wfSlots, wire.TaskWorkflow) {
 		return outcomeHandedBack
 	}
 	defer func() { <-rt.wfSlots }()
@@ -170,10 +180,7 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) (o outco
 		rt.handBack(t, 0, handBackStopping, wire.TaskActivity)
 		return outcomeHandedBack
 	}
-	select {
-	case rt.slots <- struct{}{}:
-	case <-rt.stopping:
-		rt.handBack(t, 0, handBackStopping, wire.TaskActivity)
+	if !rt.takeSlot(t, rt.slots, wire.TaskActivity) {
 		return outcomeHandedBack
 	}
 	result := rt.runAttempt(ctx, log, &task)

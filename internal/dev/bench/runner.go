@@ -55,7 +55,7 @@ func newRunner(cfg Config) (*runner, error) {
 		r.owned = t
 		r.hc = &http.Client{Transport: t, Timeout: 2 * time.Minute}
 	}
-	api, err := client.New(client.Config{BaseURL: cfg.BaseURL, HTTPClient: r.hc}, client.WithToken(cfg.Token))
+	api, err := client.New(client.Config{BaseURL: cfg.BaseURL, HTTPClient: r.hc, Token: cfg.Token})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

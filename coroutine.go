@@ -68,7 +68,11 @@ func (d *dispatcher) spawn(name string, fn func()) {
 	go func() {
 		defer func() {
 			if p := recover(); p != nil && d.panicked == nil && !d.closing {
-				d.panicked = &wire.Failure{Message: fmt.Sprintf("%s: %v", c.name, p), Type: "panic", Stack: string(debug.Stack())}
+				typ := "panic"
+				if t, ok := p.(interface{ failureType() string }); ok {
+					typ = t.failureType()
+				}
+				d.panicked = &wire.Failure{Message: fmt.Sprintf("%s: %v", c.name, p), Type: typ, Stack: string(debug.Stack())}
 			}
 			c.finished = true
 			d.yield <- struct{}{}

@@ -47,7 +47,9 @@ package harvest
 //     ExecuteActivity, Future), determinism.go (Go, Await, SideEffect,
 //     Channel, a logger silent on replay), signals.go (SignalChannel and
 //     typed Signals), signals_client.go (sending a typed Signal through
-//     package client), timers.go (Timer, Sleep), selector.go (Selector).
+//     package client), timers.go (Timer, Sleep), selector.go (Selector),
+//     versioning.go (GetVersion, Patched, DeprecatePatch: changing the
+//     code while executions run).
 //   - What activity code calls: activity.go (ActivityContext, heartbeats,
 //     the errors that stop retries), activity_typed.go (typed
 //     Activities), activitykey.go (ActivityKey), ledger.go (Once and the

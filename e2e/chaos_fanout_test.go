@@ -28,8 +28,9 @@ import (
 // Each is a keyed start of the fanout example over a few items, with a
 // deadline far beyond the trial. After the trial, every acknowledged one
 // must have exactly one execution, Completed with every item squared, its
-// batch id the value of its one MarkerRecorded, one TimerStarted and one
-// TimerCancelled (the deadline, cancelled once every square was in).
+// batch id the value of its one MarkerRecorded, version 1 from its one
+// VersionMarker, one TimerStarted and one TimerCancelled (the deadline,
+// cancelled once every square was in).
 
 var chaosFanout = flag.Int("chaos.fanout", 4, "chaos: fanout starts per trial (the determinism helpers' decisions under faults)")
 
@@ -167,6 +168,8 @@ func (c *trialCheck) fanoutInvariants(ctx context.Context, outcomes []*fanoutOut
 			bad = append(bad, fmt.Sprintf("%s: %s, not Completed within %s", p.key, e.status, c.cfg.bound))
 		case !slices.Equal(e.result.Squares, want) || e.result.Sum != sum || e.result.Done != len(p.items) || e.result.TimedOut:
 			bad = append(bad, fmt.Sprintf("%s: result %+v for items %v", p.key, e.result, p.items))
+		case e.result.Version != 1 || e.events["VersionMarker"] != 1:
+			bad = append(bad, fmt.Sprintf("%s: version %d, %d version markers", p.key, e.result.Version, e.events["VersionMarker"]))
 		case len(e.markers) != 1 || e.markers[0] != e.result.BatchID:
 			bad = append(bad, fmt.Sprintf("%s: batch id %q, recorded %q", p.key, e.result.BatchID, e.markers))
 		case e.events["TimerStarted"] != 1 || e.events["TimerCancelled"] != 1 || e.events["WorkflowCompleted"] != 1:

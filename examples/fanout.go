@@ -28,6 +28,10 @@ type FanoutInput struct {
 
 // FanoutResult is the result of fanout.
 type FanoutResult struct {
+	// Version is the version of fanout's batch ids the execution took
+	// (harvest.GetVersion): 1 since they became 8 random bytes, recorded
+	// in its history the first time it ran.
+	Version int `json:"version"`
 	// BatchID is a random id drawn once for the batch, recorded in its
 	// history (harvest.SideEffect).
 	BatchID string `json:"batch_id"`
@@ -45,7 +49,8 @@ type FanoutResult struct {
 // those not done by its deadline. It shows the determinism helpers:
 // workflow goroutines (harvest.Go) and a channel between them, a Selector
 // over that channel and a timer, the timer cancelled once every square is
-// in, a random id drawn once (harvest.SideEffect), the workflow's time
+// in, a random id drawn once (harvest.SideEffect) under a recorded
+// version (harvest.GetVersion), the workflow's time
 // (harvest.Now) and its replay-safe logger. Every replay of it decides as
 // its first run did.
 func Fanout(ctx *harvest.WorkflowContext, in FanoutInput) (FanoutResult, error) {
@@ -54,6 +59,7 @@ func Fanout(ctx *harvest.WorkflowContext, in FanoutInput) (FanoutResult, error) 
 		return FanoutResult{}, harvest.NewNonRetryableError("invalid_input", "deadline %q: %v", in.Deadline, err)
 	}
 	out := FanoutResult{
+		Version: harvest.GetVersion(ctx, "fanout-batch-id", harvest.DefaultVersion, 1),
 		BatchID: harvest.SideEffect(ctx, func() string {
 			b := make([]byte, 8)
 			_, _ = rand.Read(b) // never fails (crypto/rand)

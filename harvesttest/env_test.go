@@ -566,6 +566,8 @@ func TestFanoutReplaysAsItRan(t *testing.T) {
 	require.Equal(t, 14, res.Sum)
 	require.False(t, res.TimedOut)
 	require.Len(t, res.BatchID, 16)
+	require.Equal(t, 1, res.Version)
+	require.Equal(t, 1, countEvents(t, x, "VersionMarker"), "the version is recorded once")
 	require.Equal(t, 1, countEvents(t, x, "MarkerRecorded"), "the batch id is drawn once")
 	require.Equal(t, 1, countEvents(t, x, "TimerCancelled"), "the deadline is cancelled once every square is in")
 	require.NoError(t, env.Advance(ctx, 2*time.Minute))

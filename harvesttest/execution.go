@@ -356,7 +356,22 @@ func (x *Execution) Replay(register func(*harvest.Worker)) error {
 	return nil
 }
 
+// sameDecisions says whether a, a task's decisions on replay, are b, the
+// original's.
 func sameDecisions(a, b []wire.Decision) bool {
+	for i := range a {
+		if a[i].Type == wire.DecisionRecordVersion && (i >= len(b) || b[i].Type != wire.DecisionRecordVersion || *b[i].Version != *a[i].Version) {
+			// The code reaches a change (harvest.GetVersion) that the
+			// original did not record here: a worker taking over at this
+			// task would take the branch the code chooses now, which is
+			// the change's point. The replay of the whole history checks
+			// that what the history recorded replays.
+			return true
+		}
+		if i >= len(b) {
+			return false
+		}
+	}
 	if len(a) != len(b) {
 		return false
 	}

@@ -124,6 +124,20 @@ var kinds = map[string]kind{
 			return d.Marker != nil && json.Unmarshal(raw, &a) == nil && a.Kind == d.Marker.Kind && a.MarkerID == d.Marker.MarkerID
 		},
 	},
+	wire.DecisionRecordVersion: {
+		event: wire.EventVersionMarker,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			if d.Version == nil || d.Version.ChangeID == "" {
+				return fmt.Errorf("a %s decision without its change id", d.Type)
+			}
+			r.Attrs = *d.Version
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.VersionMarkerAttrs
+			return d.Version != nil && json.Unmarshal(raw, &a) == nil && a == *d.Version
+		},
+	},
 	wire.DecisionCompleteWorkflow: {
 		event: wire.EventWorkflowCompleted,
 		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {

@@ -22,6 +22,7 @@ var decisionSamples = map[string]wire.Decision{
 	wire.DecisionStartTimer:       {Type: wire.DecisionStartTimer, TimerID: 1, DurationMS: 60000},
 	wire.DecisionCancelTimer:      {Type: wire.DecisionCancelTimer, TimerID: 1},
 	wire.DecisionRecordMarker:     {Type: wire.DecisionRecordMarker, Marker: &wire.MarkerAttrs{Kind: wire.MarkerSideEffect, MarkerID: 1, Value: json.RawMessage(`"v"`)}},
+	wire.DecisionRecordVersion:    {Type: wire.DecisionRecordVersion, Version: &wire.VersionMarkerAttrs{ChangeID: "add-fraud-check", Version: 2}},
 	wire.DecisionCompleteWorkflow: {Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`{"ok":true}`)},
 	wire.DecisionFailWorkflow:     {Type: wire.DecisionFailWorkflow, Failure: &wire.Failure{Type: "Boom", Message: "it broke"}},
 }

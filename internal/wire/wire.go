@@ -64,6 +64,10 @@ const (
 	// workflow computed once (SideEffect), returned as recorded on every
 	// replay.
 	EventMarkerRecorded = "MarkerRecorded"
+	// EventVersionMarker records a record_version decision: the version
+	// of a change (harvest.GetVersion) an execution took the first time
+	// it reached the change.
+	EventVersionMarker = "VersionMarker"
 )
 
 // ValidStatus reports whether s names an execution status.
@@ -223,6 +227,13 @@ type MarkerAttrs struct {
 	Value    json.RawMessage `json:"value,omitempty"`
 }
 
+// VersionMarkerAttrs are the attributes of a VersionMarker event: the
+// version of the change ChangeID the execution took.
+type VersionMarkerAttrs struct {
+	ChangeID string `json:"change_id"`
+	Version  int    `json:"version"`
+}
+
 // MarkerSideEffect is the Kind of a SideEffect's marker.
 const MarkerSideEffect = "side_effect"
 
@@ -317,6 +328,7 @@ const (
 	DecisionStartTimer       = "start_timer"
 	DecisionCancelTimer      = "cancel_timer"
 	DecisionRecordMarker     = "record_marker"
+	DecisionRecordVersion    = "record_version"
 )
 
 // ScheduledOptions are a schedule_activity decision's options as the
@@ -356,6 +368,8 @@ type Decision struct {
 	DurationMS int64 `json:"duration_ms,omitempty"`
 	// record_marker
 	Marker *MarkerAttrs `json:"marker,omitempty"`
+	// record_version
+	Version *VersionMarkerAttrs `json:"version,omitempty"`
 	// complete_workflow
 	Result json.RawMessage `json:"result,omitempty"`
 	// fail_workflow

@@ -17,7 +17,11 @@ type Worker struct {
 	// it was built from and "dirty" for uncommitted changes as build
 	// metadata ("v1.4.0+75549c2a1b3c", "(devel)+75549c2a1b3c.dirty"), or
 	// "(devel)" when the build recorded neither; one token.
-	Build     string    `json:"build,omitempty"`
+	Build string `json:"build,omitempty"`
+	// BuildID is the build id the workflow tasks it completes record
+	// (WorkerConfig.BuildID, or one made from Build and a hash of its
+	// workflows' names).
+	BuildID   string    `json:"build_id,omitempty"`
 	StartedAt time.Time `json:"started_at,omitzero"`
 	TaskQueue string    `json:"task_queue"`
 	// Workflows and Activities are the names it registered, sorted. For a

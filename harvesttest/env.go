@@ -548,7 +548,7 @@ func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Worker, d *deli
 		e.push(d)
 		return fmt.Errorf("execution %s: workflow task %d: %w", task.ExecutionID, task.TaskID, err)
 	}
-	res := workerrt.NewWorkflowTaskResult(task, decisions)
+	res := workerrt.NewWorkflowTaskResult(task, decisions, "")
 	if d.redelivered || task.Redispatch > 0 {
 		// An earlier delivery may have run the activities eagerly.
 		workerrt.MarkPossiblyStarted(res.Decisions)

@@ -48,6 +48,14 @@ type WorkerConfig struct {
 	NATS *nats.Conn
 	// TaskQueue to pull from, default "default".
 	TaskQueue string
+	// BuildID names this worker's code: every workflow task the worker
+	// completes records it (in its WorkflowTaskCompleted event), and the
+	// workers route shows it. Empty means the default: the binary's
+	// module version and VCS revision (as the workers route's build) and
+	// a hash of the workflow names it registers, so that two binaries
+	// with other code or other workflows differ. 1 to 128 bytes of
+	// letters, digits and '.', '_', '-', '+', '~'.
+	BuildID string
 	// ActivityConcurrency caps activities run at once, default 32.
 	ActivityConcurrency int
 	// WorkflowTaskConcurrency caps workflow tasks replayed at once,
@@ -146,6 +154,11 @@ func (c WorkerConfig) Validate() error {
 	// refuses exactly the names ingest and the scheduler refuse.
 	if err := dedup.ValidateName(c.TaskQueue); err != nil {
 		return fmt.Errorf("worker config: TaskQueue: %w", err)
+	}
+	if c.BuildID != "" {
+		if err := dedup.ValidateBuildID(c.BuildID); err != nil {
+			return fmt.Errorf("worker config: BuildID: %w", err)
+		}
 	}
 	return nil
 }

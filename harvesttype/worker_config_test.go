@@ -56,6 +56,7 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{WorkerConfig{NATS: nc, TaskAckWait: time.Millisecond}, "worker config: TaskAckWait 1ms: want at least 1s"},
 		{WorkerConfig{NATS: nc, ShutdownGrace: -time.Second}, "worker config: ShutdownGrace -1s: want a positive duration"},
 		{WorkerConfig{NATS: nc, TaskQueue: "a.b"}, `worker config: TaskQueue: invalid name "a.b": only letters, digits, '_' and '-'`},
+		{WorkerConfig{NATS: nc, BuildID: "v1 beta"}, `worker config: BuildID: invalid build id "v1 beta": only letters, digits and '.', '_', '-', '+', '~'`},
 	} {
 		require.EqualError(t, tc.cfg.Validate(), tc.want)
 	}

@@ -205,11 +205,11 @@ func IsDecisionEvent(typ string) bool {
 func Kinds() []string { return slices.Sorted(maps.Keys(kinds)) }
 
 // TaskCompleted is the event the scheduler records before a workflow
-// task's decisions: the task, the last event it saw (baseSeq) and its
-// time, what the workflow's Now read. A replay shows the workflow the
-// history as that task saw it.
-func TaskCompleted(taskID, baseSeq int, at time.Time) (string, wire.WorkflowTaskCompletedAttrs) {
-	return wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: taskID, BaseSeq: baseSeq, Time: at.UTC()}
+// task's decisions: the task, the last event it saw (baseSeq), its time
+// (what the workflow's Now read) and the build of the worker that ran it.
+// A replay shows the workflow the history as that task saw it.
+func TaskCompleted(taskID, baseSeq int, at time.Time, buildID string) (string, wire.WorkflowTaskCompletedAttrs) {
+	return wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: taskID, BaseSeq: baseSeq, Time: at.UTC(), BuildID: buildID}
 }
 
 // ActivityCompleted is the event of an activity's attempt that returned

@@ -145,3 +145,15 @@ func TestCloseCommandIDs(t *testing.T) {
 	require.NotEqual(t, dedup.TerminateCommandID(a), dedup.TerminateCommandID(b))
 	require.NotEqual(t, dedup.CancelCommandID(a), dedup.SignalCommandID(a, ""))
 }
+
+// A build id is a version, a revision or a hash: dots, '+' and '~' pass,
+// what a URL or a query would need to escape does not.
+func TestValidateBuildID(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"v1.4.0+75549c2a1b3c.dirty~1a2b3c4d", "devel~00ff00ff", "2026-12-06_1", strings.Repeat("b", 128)} {
+		require.NoError(t, dedup.ValidateBuildID(ok), ok)
+	}
+	for _, bad := range []string{"", "a b", "a/b", "(devel)", "a?b", "é", strings.Repeat("b", 129)} {
+		require.ErrorIs(t, dedup.ValidateBuildID(bad), dedup.ErrInvalidBuildID, bad)
+	}
+}

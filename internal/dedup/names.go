@@ -16,6 +16,30 @@ const MaxNameBytes = 128
 // webhook or binding rule renders it from an event's template.
 const MaxWorkflowIDBytes = 256
 
+// MaxBuildIDBytes bounds a worker's build id.
+const MaxBuildIDBytes = 128
+
+// ErrInvalidBuildID is returned for a build id that cannot be recorded and
+// named in a URL as it is.
+var ErrInvalidBuildID = errors.New("invalid build id")
+
+// ValidateBuildID checks a worker's build id: 1 to 128 bytes of ASCII
+// letters, digits and '.', '_', '-', '+', '~' (a version, a VCS revision,
+// a hash), safe in a URL path segment and a query.
+func ValidateBuildID(id string) error {
+	if id == "" || len(id) > MaxBuildIDBytes {
+		return fmt.Errorf("%w %q: want 1 to %d bytes", ErrInvalidBuildID, id, MaxBuildIDBytes)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c == '.' || c == '_' || c == '-' || c == '+' || c == '~' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+		if !ok {
+			return fmt.Errorf("%w %q: only letters, digits and '.', '_', '-', '+', '~'", ErrInvalidBuildID, id)
+		}
+	}
+	return nil
+}
+
 // ValidateName checks a workflow, activity or task queue name: 1 to 128
 // bytes of ASCII letters, digits, '_' and '-'. Such names are safe as
 // subject tokens and consumer names.

@@ -45,7 +45,7 @@ func (s *Server) liveWorkers(ctx context.Context) ([]registry.Worker, error) {
 
 // workerView is how the API shows a live worker to the caller of ctx.
 func workerView(ctx context.Context, lw registry.Worker) api.Worker {
-	v := api.Worker{ID: lw.Worker, Host: lw.Host, PID: lw.PID, Build: lw.Build, StartedAt: lw.StartedAt, TaskQueue: lw.TaskQueue,
+	v := api.Worker{ID: lw.Worker, Host: lw.Host, PID: lw.PID, Build: lw.Build, BuildID: lw.BuildID, StartedAt: lw.StartedAt, TaskQueue: lw.TaskQueue,
 		Workflows: visibleWorkflows(ctx, lw.Workflows), Activities: slices.Clone(lw.Activities), LastHeartbeatAt: lw.HeartbeatAt.UTC()}
 	if l := lw.Load; l != nil {
 		v.Slots = &api.WorkerSlots{

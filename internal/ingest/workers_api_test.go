@@ -71,7 +71,7 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 	require.JSONEq(t, `{"workers": []}`, string(raw))
 
 	before := time.Now().UTC()
-	register(t, e.top, registry.RegistrarConfig{Worker: "w1", TaskQueue: "billing",
+	register(t, e.top, registry.RegistrarConfig{Worker: "w1", TaskQueue: "billing", BuildID: "v1.4.0~a1b2c3d4",
 		Workflows: []string{"charge"}, Activities: []string{"charge_card"},
 		Load: func() registry.Load {
 			return registry.Load{WorkflowSlots: 4, WorkflowSlotsUsed: 1, ActivitySlots: 16, ActivitySlotsUsed: 3}
@@ -95,6 +95,7 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 	require.Equal(t, host, w1.Host)
 	require.Equal(t, os.Getpid(), w1.PID)
 	require.NotEmpty(t, w1.Build)
+	require.Equal(t, "v1.4.0~a1b2c3d4", w1.BuildID)
 	require.WithinRange(t, w1.StartedAt, before.Add(-time.Second), time.Now())
 	require.Equal(t, "billing", w1.TaskQueue)
 	require.Equal(t, []string{"charge"}, w1.Workflows)
@@ -124,7 +125,7 @@ func TestWorkersAndTaskQueuesAreVisible(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &members))
 	for _, w := range members.Workers {
 		if string(w["id"]) == `"w1"` {
-			for _, m := range []string{"id", "host", "pid", "build", "started_at", "task_queue", "workflows", "activities", "slots", "last_heartbeat_at"} {
+			for _, m := range []string{"id", "host", "pid", "build", "build_id", "started_at", "task_queue", "workflows", "activities", "slots", "last_heartbeat_at"} {
 				require.Contains(t, w, m)
 			}
 			require.JSONEq(t, `{"workflow": {"used": 1, "size": 4}, "activity": {"used": 3, "size": 16}}`, string(w["slots"]))

@@ -28,6 +28,9 @@ type RegistrarConfig struct {
 	// Worker identifies this worker; letters, digits, '_' and '-'.
 	Worker    string
 	TaskQueue string
+	// BuildID is the worker's build id (harvesttype.WorkerConfig.BuildID,
+	// or DefaultBuildID), shown in its record.
+	BuildID string
 	// Workflows and Activities are the names the worker serves.
 	Workflows  []string
 	Activities []string
@@ -201,7 +204,7 @@ func (r *Registrar) record(entry Entry) Record {
 	r.mu.Lock()
 	started := r.started
 	r.mu.Unlock()
-	rec := Record{Entry: entry, PID: r.pid, Build: r.build, StartedAt: started, TaskQueue: r.cfg.TaskQueue,
+	rec := Record{Entry: entry, PID: r.pid, Build: r.build, BuildID: r.cfg.BuildID, StartedAt: started, TaskQueue: r.cfg.TaskQueue,
 		Workflows: nonNil(r.cfg.Workflows), Activities: nonNil(r.cfg.Activities)}
 	if r.cfg.Load != nil {
 		load := r.cfg.Load()

@@ -3,6 +3,8 @@ package registry
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/harvest-engine/harvest/internal/dedup"
 )
 
 // Record is the value of a worker's record key (RecordKey): who the
@@ -24,6 +28,9 @@ type Record struct {
 	// Build is the worker binary's main module version and VCS revision
 	// (BuildOf), "(devel)" when the build recorded neither.
 	Build string `json:"build"`
+	// BuildID is the worker's build id: what the workflow tasks it
+	// completes record.
+	BuildID string `json:"build_id,omitempty"`
 	// StartedAt is when the worker's registrar started.
 	StartedAt time.Time `json:"started_at"`
 	TaskQueue string    `json:"task_queue"`
@@ -134,6 +141,24 @@ func nonNil(s []string) []string {
 
 // Devel is the build of a binary that recorded no version nor revision.
 const Devel = "(devel)"
+
+// DefaultBuildID is the build id of a worker whose configuration sets
+// none: the binary's build (BuildOf, "devel" for "(devel)") and the first
+// 8 hex digits of a SHA-256 of the workflow names it registers, sorted,
+// so that two binaries with the same revision but other workflows (the
+// example worker, a user's) differ.
+func DefaultBuildID(build string, workflows []string) string {
+	names := slices.Sorted(slices.Values(workflows))
+	sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
+	build = strings.NewReplacer("(devel)", "devel").Replace(build)
+	id := build + "~" + hex.EncodeToString(sum[:4])
+	if dedup.ValidateBuildID(id) != nil {
+		// A module version with characters a build id refuses: the
+		// hash alone still tells builds apart by their workflows.
+		id = "build~" + hex.EncodeToString(sum[:4])
+	}
+	return id
+}
 
 // BuildOf describes a build in one token: the main module's version,
 // with the VCS revision it was built from (12 digits) and "dirty" when

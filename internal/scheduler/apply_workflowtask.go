@@ -43,7 +43,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	if taskTime.IsZero() {
 		taskTime = b.now // a worker that does not say
 	}
-	typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime)
+	typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime, r.BuildID)
 	b.appendEvent(e, typ, attrs)
 	for i := range r.Decisions {
 		if e.Status != wire.StatusRunning {

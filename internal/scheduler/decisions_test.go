@@ -12,8 +12,8 @@ import (
 )
 
 // TestATaskIsRecordedWithWhatItSawAndItsDecisions: a workflow task's
-// result is recorded as a WorkflowTaskCompleted carrying its base_seq and
-// the time the worker ran it under, then its decisions' events: a timer
+// result is recorded as a WorkflowTaskCompleted carrying its base_seq,
+// the time the worker ran it under and the worker's build, then its decisions' events: a timer
 // started and cancelled in one task leaves no timer to fire, and a
 // marker keeps its value.
 func TestATaskIsRecordedWithWhatItSawAndItsDecisions(t *testing.T) {
@@ -21,7 +21,7 @@ func TestATaskIsRecordedWithWhatItSawAndItsDecisions(t *testing.T) {
 	f := newEagerFixture(t)
 	ran := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	f.apply(t, wire.Command{CommandID: dedup.WorkflowTaskCommandID(f.exec, f.task.TaskID), Kind: wire.KindWorkflowTaskCompleted,
-		WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: f.exec, TaskID: f.task.TaskID, BaseSeq: 1, Time: ran, Decisions: []wire.Decision{
+		WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: f.exec, TaskID: f.task.TaskID, BaseSeq: 1, Time: ran, BuildID: "v2~0a1b2c3d", Decisions: []wire.Decision{
 			{Type: wire.DecisionStartTimer, TimerID: 1, DurationMS: 60000},
 			{Type: wire.DecisionRecordMarker, Marker: &wire.MarkerAttrs{Kind: wire.MarkerSideEffect, MarkerID: 1, Value: json.RawMessage(`"id-7"`)}},
 			{Type: wire.DecisionCancelTimer, TimerID: 1},
@@ -33,7 +33,7 @@ func TestATaskIsRecordedWithWhatItSawAndItsDecisions(t *testing.T) {
 
 	var task wire.WorkflowTaskCompletedAttrs
 	require.NoError(t, f.db.QueryRow(t.Context(), `SELECT attrs FROM history_events WHERE execution_id = $1 AND seq = 2`, f.exec).Scan(&task))
-	require.Equal(t, wire.WorkflowTaskCompletedAttrs{TaskID: f.task.TaskID, BaseSeq: 1, Time: ran}, task)
+	require.Equal(t, wire.WorkflowTaskCompletedAttrs{TaskID: f.task.TaskID, BaseSeq: 1, Time: ran, BuildID: "v2~0a1b2c3d"}, task)
 	var timer wire.TimerAttrs
 	require.NoError(t, f.db.QueryRow(t.Context(), `SELECT attrs FROM history_events WHERE execution_id = $1 AND seq = 3`, f.exec).Scan(&timer))
 	require.EqualValues(t, 60000, timer.DurationMS)

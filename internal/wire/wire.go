@@ -217,6 +217,8 @@ type WorkflowTaskCompletedAttrs struct {
 	BaseSeq int `json:"base_seq"`
 	// Time is the task's time, what the workflow's Now read.
 	Time time.Time `json:"time"`
+	// BuildID is the build of the worker that completed the task.
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // MarkerAttrs are the attributes of a MarkerRecorded event.
@@ -307,6 +309,9 @@ type WorkflowTaskResult struct {
 	// Time is the task's time (the task's own, or the worker's clock for
 	// a speculative next task), recorded in its WorkflowTaskCompleted.
 	Time time.Time `json:"time,omitzero"`
+	// BuildID is the build of the worker that ran the task (its
+	// WorkerConfig.BuildID), recorded in its WorkflowTaskCompleted.
+	BuildID string `json:"build_id,omitempty"`
 	// Eager holds the first attempts the worker ran at once, on its own
 	// slots, of activities these decisions schedule (eager dispatch). The
 	// scheduler records each as that activity's attempt 1, instead of

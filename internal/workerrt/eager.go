@@ -38,7 +38,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	if err != nil {
 		return nil, err
 	}
-	res := NewWorkflowTaskResult(task, decisions)
+	res := NewWorkflowTaskResult(task, decisions, rt.buildID)
 	if !eagerShape(decisions) {
 		return res, nil
 	}
@@ -65,7 +65,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	}
 	next := *task
 	next.TaskID++
-	next.History = eagerHistory(task, decisions, res.Eager)
+	next.History = eagerHistory(task, decisions, res.Eager, rt.buildID)
 	// The next task's time is this worker's clock, never before the
 	// task's own (a workflow's Now does not go back).
 	next.Time = time.Now().UTC()
@@ -79,13 +79,15 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 		rt.taskLog(t).Warn("speculative workflow task failed", "err", err)
 		return res, nil
 	}
-	res.Next = NewWorkflowTaskResult(&next, nd)
+	res.Next = NewWorkflowTaskResult(&next, nd, rt.buildID)
 	return res, nil
 }
 
-// NewWorkflowTaskResult is the result of task that took decisions.
-func NewWorkflowTaskResult(task *wire.WorkflowTask, decisions []wire.Decision) *wire.WorkflowTaskResult {
-	return &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions, BaseSeq: lastSeq(task.History), Time: task.Time}
+// NewWorkflowTaskResult is the result of task that took decisions, on a
+// worker of build buildID.
+func NewWorkflowTaskResult(task *wire.WorkflowTask, decisions []wire.Decision, buildID string) *wire.WorkflowTaskResult {
+	return &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions, BaseSeq: lastSeq(task.History),
+		Time: task.Time, BuildID: buildID}
 }
 
 // MarkPossiblyStarted marks the activities decisions schedule as possibly
@@ -233,7 +235,7 @@ func eagerTask(task *wire.WorkflowTask, d wire.Decision, now time.Time) *wire.Ac
 // says): the task's WorkflowTaskCompleted, the activities'
 // ActivityScheduled events in decision order, then their
 // ActivityCompleted events in result order.
-func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []wire.ActivityResult) []wire.Event {
+func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []wire.ActivityResult, buildID string) []wire.Event {
 	hist := make([]wire.Event, len(task.History), len(task.History)+1+len(decisions)+len(results))
 	copy(hist, task.History)
 	seq := lastSeq(task.History)
@@ -242,7 +244,7 @@ func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []
 		seq++
 		hist = append(hist, wire.Event{Seq: seq, Type: typ, Attrs: raw})
 	}
-	add(decide.TaskCompleted(task.TaskID, seq, task.Time))
+	add(decide.TaskCompleted(task.TaskID, seq, task.Time, buildID))
 	names := map[int]string{}
 	for i := range decisions {
 		d := &decisions[i]

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,9 @@ type Runtime struct {
 	// workflows and activities are the names registered (Bind): the
 	// values the metrics' workflow and activity labels take.
 	workflows, activities map[string]bool
+	// buildID is what the workflow tasks this worker completes record
+	// (cfg.BuildID, or registry.DefaultBuildID); set by Bind.
+	buildID string
 }
 
 // Registration is what a worker tells the deployment as it starts: the
@@ -176,8 +180,13 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 	top.Tracing = rt.tracing
 	rt.js, rt.top = js, top
 	rt.named(reg.Workflows, reg.Activities)
+	rt.buildID = rt.cfg.BuildID
+	if rt.buildID == "" {
+		info, _ := debug.ReadBuildInfo()
+		rt.buildID = registry.DefaultBuildID(registry.BuildOf(info), reg.Workflows)
+	}
 	rt.registrar = registry.NewRegistrar(registry.RegistrarConfig{
-		JS: js, KV: top.Workers, Worker: dedup.NewID(), TaskQueue: rt.cfg.TaskQueue,
+		JS: js, KV: top.Workers, Worker: dedup.NewID(), TaskQueue: rt.cfg.TaskQueue, BuildID: rt.buildID,
 		Workflows: reg.Workflows, Activities: reg.Activities, Log: rt.log, Load: rt.load,
 	})
 	for name, raw := range reg.Schemas {

@@ -277,6 +277,47 @@ type ListWorkflowsResponse struct {
 	Workflows []WorkflowSummary `json:"workflows"`
 }
 
+// WorkflowVersionsResponse answers GET
+// /api/harvest/workflows/{name}/versions: which code the workflow's open
+// (Running) executions run, so that an operator knows when a build or a
+// branch of harvest.GetVersion can be retired.
+type WorkflowVersionsResponse struct {
+	Workflow string `json:"workflow"`
+	// Open counts the workflow's open executions.
+	Open int64 `json:"open"`
+	// Builds count them by the build that completed their last workflow
+	// task (its worker's build_id), most first; build_id is "" for those
+	// that completed none yet.
+	Builds []BuildCount `json:"builds"`
+	// Changes are the change ids (harvest.GetVersion) any of them
+	// recorded, by name.
+	Changes []ChangeVersions `json:"changes"`
+}
+
+// BuildCount is how many open executions a build ran last.
+type BuildCount struct {
+	BuildID string `json:"build_id"`
+	Open    int64  `json:"open"`
+}
+
+// ChangeVersions are the open executions by the version they recorded of
+// one change.
+type ChangeVersions struct {
+	ChangeID string `json:"change_id"`
+	// Versions count those that recorded each version, by version.
+	Versions []VersionCount `json:"versions"`
+	// Unrecorded counts those that recorded none: they went past the
+	// change before it was deployed (their code takes DefaultVersion), or
+	// have not reached it yet.
+	Unrecorded int64 `json:"unrecorded"`
+}
+
+// VersionCount is how many open executions recorded one version.
+type VersionCount struct {
+	Version int   `json:"version"`
+	Open    int64 `json:"open"`
+}
+
 // ListWebhooksResponse answers GET /api/harvest/webhooks: the webhook
 // sources and NATS subject bindings the answering ingest process is
 // configured with, and what it counted of their deliveries since

@@ -71,6 +71,18 @@ type WorkflowSummary = api.WorkflowSummary
 // ListWorkflowsResponse is api.ListWorkflowsResponse.
 type ListWorkflowsResponse = api.ListWorkflowsResponse
 
+// WorkflowVersionsResponse is api.WorkflowVersionsResponse.
+type WorkflowVersionsResponse = api.WorkflowVersionsResponse
+
+// BuildCount is api.BuildCount.
+type BuildCount = api.BuildCount
+
+// ChangeVersions is api.ChangeVersions.
+type ChangeVersions = api.ChangeVersions
+
+// VersionCount is api.VersionCount.
+type VersionCount = api.VersionCount
+
 // ListWebhooksResponse is api.ListWebhooksResponse.
 type ListWebhooksResponse = api.ListWebhooksResponse
 

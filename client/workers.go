@@ -56,3 +56,14 @@ func (c *Client) TaskQueue(ctx context.Context, name string) (*TaskQueueResponse
 	}
 	return &a, nil
 }
+
+// WorkflowVersions tells which code workflow's open executions run: by
+// the build that ran their last workflow task, and by the version each
+// recorded of each change (harvest.GetVersion).
+func (c *Client) WorkflowVersions(ctx context.Context, workflow string) (*WorkflowVersionsResponse, error) {
+	var a WorkflowVersionsResponse
+	if err := c.get(ctx, apiPrefix+"/workflows/"+url.PathEscape(workflow)+"/versions", &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}

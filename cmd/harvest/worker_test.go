@@ -7,13 +7,16 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/client"
+	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -63,4 +66,28 @@ func TestWorkerListAndTaskQueueShow(t *testing.T) {
 	require.Equal(t, "task queue empty_queue: no tasks, and no live worker registered on it\n", out)
 	_, _, err = runCLI(t, append([]string{"task-queue", "show", "no.such"}, addr...)...)
 	require.ErrorContains(t, err, "invalid_task_queue")
+}
+
+// TestWorkflowVersions: `harvest workflow versions <name>` shows a
+// workflow's open executions by the build that ran them last, and the
+// route's answer with --json.
+func TestWorkflowVersions(t *testing.T) {
+	s := startStack(t, devstack.Config{})
+	addr := []string{"--addr", s.URL()}
+	out, _, err := runCLI(t, append([]string{"workflow", "start", examples.WorkflowCollect, "--input", `{"count": 2}`}, addr...)...)
+	require.NoError(t, err, out)
+
+	var v client.WorkflowVersionsResponse
+	probe.Until(t, 30*time.Second, "the collect execution to run its first task", func() bool {
+		out, _, err = runCLI(t, append([]string{"workflow", "versions", examples.WorkflowCollect, "--json"}, addr...)...)
+		require.NoError(t, err, out)
+		require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+		return v.Open == 1 && len(v.Builds) == 1 && v.Builds[0].BuildID != ""
+	})
+	build := v.Builds[0].BuildID
+	out, _, err = runCLI(t, append([]string{"workflow", "versions", examples.WorkflowCollect}, addr...)...)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "collect: 1 open")
+	require.Regexp(t, `(?m)^BUILD\s+OPEN$`, out)
+	require.Regexp(t, `(?m)^`+regexp.QuoteMeta(build)+`\s+1$`, out)
 }

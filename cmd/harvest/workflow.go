@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -82,8 +83,49 @@ terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowList(),
-		newWorkflowCancel(), newWorkflowTerminate())
+		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions())
 	return cmd
+}
+
+func newWorkflowVersions() *cobra.Command {
+	return &cobra.Command{
+		Use:   "versions <workflow>",
+		Short: "Show which code a workflow's open executions run: by build, and by the version each recorded of each change",
+		Long: `Show a workflow's open executions by the build that ran their last
+workflow task, and by the version each recorded of each change
+(harvest.GetVersion). A build or a branch can be retired once no open
+execution has it. An execution that recorded no version of a change is
+"unrecorded": it went past the change before it was deployed, or has
+not reached it yet.`,
+		Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			v, err := c.WorkflowVersions(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				return printValue(cmd.OutOrStdout(), v)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s: %d open\n\n", v.Workflow, v.Open)
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "BUILD\tOPEN")
+			for _, b := range v.Builds {
+				fmt.Fprintf(tw, "%s\t%d\n", cmp.Or(b.BuildID, "(none yet)"), b.Open)
+			}
+			if len(v.Changes) > 0 {
+				fmt.Fprintln(tw, "\t")
+				fmt.Fprintln(tw, "CHANGE\tVERSION\tOPEN")
+				for _, ch := range v.Changes {
+					for _, n := range ch.Versions {
+						fmt.Fprintf(tw, "%s\t%d\t%d\n", ch.ChangeID, n.Version, n.Open)
+					}
+					fmt.Fprintf(tw, "%s\tunrecorded\t%d\n", ch.ChangeID, ch.Unrecorded)
+				}
+			}
+			return tw.Flush()
+		}),
+	}
 }
 
 func newWorkflowStart() *cobra.Command {

@@ -60,7 +60,8 @@ package ingest
 //     outcome the scheduler announces (or reading it when late).
 //   - The read routes: reads.go (what they share: 503s, ?limit=),
 //     executions.go, history.go, commands.go (a command by id), dead.go
-//     (dead commands), workflows.go, webhooks.go, workers_api.go (live
+//     (dead commands), workflows.go, versions.go (a workflow's open
+//     executions by build and version), webhooks.go, workers_api.go (live
 //     workers), taskqueues.go. health.go: /healthz and /readyz.
 //   - workers.go: whether a live worker serves a workflow, and which task
 //     queue a start goes to. mirror.go: the in-memory copies of the

@@ -50,6 +50,7 @@ var wireTypes = []any{
 	// Admission, webhooks, ArcFlow runs, health.
 	api.AdmissionGate{}, api.CloseAdmissionRequest{}, api.ListAdmissionResponse{},
 	api.WorkflowSummary{}, api.ListWorkflowsResponse{},
+	api.WorkflowVersionsResponse{}, api.BuildCount{}, api.ChangeVersions{}, api.VersionCount{},
 	api.HookResponse{}, api.RunRequest{}, api.RunResponse{}, api.ExternalResponse{},
 	api.ListWebhooksResponse{}, api.WebhookSource{}, api.RoutingRule{}, api.WebhookCounts{}, api.WebhookRefusals{},
 	api.BindingSummary{}, api.BindingCounts{},

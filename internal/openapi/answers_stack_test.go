@@ -127,6 +127,11 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	status, _ = call("GET", "/api/harvest/workflows", "/api/harvest/workflows", "")
 	require.Equal(t, http.StatusOK, status)
+	versions := "/api/harvest/workflows/{name}/versions"
+	status, _ = call("GET", versions, "/api/harvest/workflows/charge/versions", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", versions, "/api/harvest/workflows/no.such/versions", "")
+	require.Equal(t, http.StatusBadRequest, status)
 	status, _ = call("GET", "/api/harvest/webhooks", "/api/harvest/webhooks", "")
 	require.Equal(t, http.StatusOK, status)
 	status, data = call("GET", "/api/harvest/workers", "/api/harvest/workers", "")

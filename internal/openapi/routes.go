@@ -140,6 +140,13 @@ var Routes = []Route{
 		Responses: errs(map[int]Answer{200: {"The workflows, by name.", api.ListWorkflowsResponse{}}}, guarded...),
 	},
 	{
+		Method: "GET", Path: "/api/harvest/workflows/{name}/versions", ID: "workflowVersions", Tag: "workflows", Scope: "read",
+		Summary: "Tell which code a workflow's open executions run: by the build that ran their last workflow task, and by the version each recorded of each change (harvest.GetVersion)",
+		Description: "A build, or a GetVersion branch, can be retired once no open execution has it. " +
+			"An execution that recorded no version of a change counts as unrecorded: it went past the change before it was deployed, or has not reached it.",
+		Responses: errs(map[int]Answer{200: {"The open executions, by build and by version.", api.WorkflowVersionsResponse{}}}, with(guarded, 400)...),
+	},
+	{
 		Method: "GET", Path: "/api/harvest/webhooks", ID: "listWebhooks", Tag: "webhooks", Scope: "read",
 		Summary: "List the webhook sources and NATS subject bindings, with what this ingest process counted of their deliveries",
 		Description: "The counts are the answering process's, since counted_since (when it started): for a fleet of ingest processes, " +

@@ -27,7 +27,8 @@ package store
 //     signals), duplicates.go (duplicates counted on claims, by the layer
 //     that caught them), timers.go, callbacks.go (completion callbacks),
 //     policies.go (start policy keys and deferred starts), outbox.go,
-//     outcomes.go, dead.go (dead commands).
+//     outcomes.go, dead.go (dead commands), versions.go (open executions
+//     by build and by recorded version, across executions and history).
 //   - leases.go: shard leases and their epochs, live schedulers, the
 //     shard's applied sequence and its command stream, failing shards.
 //   - prune.go: retention: pruning closed executions, and what is past

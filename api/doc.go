@@ -18,8 +18,8 @@
 // Harvest's, so that both the machinery and the public client can depend
 // on it without depending on each other. A test holds that true.
 //
-// Files: bodies.go (the routes' bodies), execution.go (Execution, Event and
-// what describe adds), status.go (execution statuses, reuse policies),
+// Files: bodies.go (the routes' bodies), execution.go (Execution, Event,
+// what describe adds, and an exported history's file), status.go (execution statuses, reuse policies),
 // errors.go (the error codes and ErrorResponse), dead.go, retention.go and
 // workers.go (those routes' answers).
 package api

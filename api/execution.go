@@ -204,3 +204,18 @@ const (
 	WaitingForWorkflow = "workflow"
 	WaitingForActivity = "activity"
 )
+
+// ExportedHistory is one execution's history as `harvest workflow
+// histories export` writes it, one file per execution
+// (<dir>/<workflow>/<execution_id>.json), and harvesttest.ReplayHistories
+// reads it. History holds the events as GET
+// /api/harvest/executions/{execution_id}/history answers them.
+type ExportedHistory struct {
+	ExecutionID  string    `json:"execution_id"`
+	WorkflowName string    `json:"workflow_name"`
+	WorkflowID   string    `json:"workflow_id"`
+	TaskQueue    string    `json:"task_queue"`
+	Status       string    `json:"status"`
+	ExportedAt   time.Time `json:"exported_at"`
+	History      []Event   `json:"history"`
+}

@@ -11,8 +11,9 @@ package main
 //     migrate.go, bench.go (harvest bench, and the stack it starts),
 //     fakepay.go (the examples' fake payment provider).
 //   - Talking to the HTTP API: workflow.go (start, signal, describe,
-//     history, list, cancel, terminate, and the client and output they
-//     share), commands.go, executions.go (counts, prune), worker.go
+//     history, list, cancel, terminate, versions, and the client and
+//     output they share), histories.go (harvest workflow histories
+//     export), commands.go, executions.go (counts, prune), worker.go
 //     (harvest worker and harvest task-queue), admission.go (and the API
 //     flags every client subcommand takes), stores.go (drain).
 //     unreachable.go: what to do when no API answers.

@@ -83,7 +83,7 @@ terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowList(),
-		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions())
+		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories())
 	return cmd
 }
 

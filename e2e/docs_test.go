@@ -33,6 +33,7 @@ var docPages = []string{
 	"docs/signals.md",
 	"docs/own-worker.md",
 	"docs/determinism.md",
+	"docs/versioning.md",
 	"docs/coming-from-temporal.md",
 	"docs/activities.md",
 	"docs/testing.md",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/decide"
 	"github.com/harvest-engine/harvest/internal/wire"
+	"github.com/harvest-engine/harvest/internal/workerrt"
 )
 
 // How a workflow task is replayed.
@@ -309,9 +310,43 @@ func (x *execution) boundary(base int, at time.Time, replaying bool) error {
 	}
 	x.d.run()
 	if p := x.d.panicked; p != nil {
-		return x.diverged(fmt.Errorf("workflow %q panicked: %s", x.info.WorkflowName, p.Message))
+		return x.diverged(&workflowPanic{workflow: x.info.WorkflowName, failure: p})
 	}
 	return x.failed
+}
+
+// workflowPanic is a workflow task's failure when workflow code
+// panicked: failure.Type is "panic", or the type of the error it panicked
+// with (VersionUnsupported for a *VersionError).
+type workflowPanic struct {
+	workflow string
+	failure  *wire.Failure
+}
+
+func (e *workflowPanic) Error() string {
+	return fmt.Sprintf("workflow %q panicked: %s", e.workflow, e.failure.Message)
+}
+
+// taskFailure says why a workflow task failed when retrying it on the
+// same code cannot help: its replay diverged, it met a version the code
+// does not support, or the workflow code panicked. The worker reports it
+// to the scheduler, which shows the execution as failing its task and
+// dispatches it again after a backoff. For any other error, nil.
+func taskFailure(err error) *workerrt.TaskFailureError {
+	var nd *NonDeterminismError
+	var p *workflowPanic
+	switch {
+	case errors.As(err, &nd):
+		return &workerrt.TaskFailureError{Err: err, Failure: wire.WorkflowTaskFailure{Reason: wire.TaskFailedNondeterminism, Message: err.Error(),
+			EventSeq: nd.Seq, History: nd.History, Code: nd.Code}}
+	case errors.As(err, &p):
+		reason := wire.TaskFailedPanic
+		if p.failure.Type == (&VersionError{}).failureType() {
+			reason = wire.TaskFailedVersionUnsupported
+		}
+		return &workerrt.TaskFailureError{Err: err, Failure: wire.WorkflowTaskFailure{Reason: reason, Message: err.Error()}}
+	}
+	return nil
 }
 
 func (x *execution) diverged(err error) error {

@@ -24,7 +24,11 @@ func (w *Worker) workflowTask(name string) (workerrt.WorkflowFunc, bool) {
 		return nil, false
 	}
 	return func(task *wire.WorkflowTask) (workerrt.WorkflowRun, error) {
-		return w.cache.run(fn, task, opts)
+		run, err := w.cache.run(fn, task, opts)
+		if f := taskFailure(err); f != nil {
+			return run, f
+		}
+		return run, err
 	}, true
 }
 

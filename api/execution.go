@@ -28,6 +28,9 @@ type Execution struct {
 	StartedBy string `json:"started_by,omitempty"`
 	// IdempotencyKey is the key the execution was started with, if any.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// TaskFailing, while the execution's last workflow task failed on its
+	// worker, says why and when it is tried again.
+	TaskFailing *TaskFailing `json:"task_failing,omitempty"`
 	// WaitingForWorker says that the execution is Running and no live
 	// worker serves its workflow on its task queue: it makes no progress
 	// until one starts.
@@ -57,6 +60,32 @@ type Execution struct {
 	CompletionCallback *CallbackDelivery `json:"completion_callback,omitempty"`
 	// Raw is the server's JSON for the execution.
 	Raw json.RawMessage `json:"-"`
+}
+
+// TaskFailing is why a running execution's last workflow task failed on
+// its worker, and what follows: the task is dispatched again at
+// NextAttemptAt, and a task that completes (code that replays deployed,
+// or the panic gone) clears it. The execution is not failed: it waits.
+type TaskFailing struct {
+	// Reason is nondeterminism (the replay decided otherwise than the
+	// history records), version_unsupported (harvest.GetVersion met a
+	// recorded version the code no longer supports) or panic (the
+	// workflow code panicked).
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// EventSeq, History and Code say where a replay diverged: the history
+	// event, what it records, and what the code asked for instead.
+	EventSeq int    `json:"event_seq,omitempty"`
+	History  string `json:"history,omitempty"`
+	Code     string `json:"code,omitempty"`
+	// BuildID is the build of the worker whose task failed last.
+	BuildID string `json:"build_id,omitempty"`
+	// TaskID is the workflow task that failed last; Attempts counts the
+	// tasks that failed in a row, since Since.
+	TaskID        int       `json:"task_id"`
+	Attempts      int       `json:"attempts"`
+	Since         time.Time `json:"since"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
 }
 
 // KeyClaim is the claim of an execution's start idempotency key: while

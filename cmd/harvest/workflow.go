@@ -251,6 +251,10 @@ func newWorkflowDescribe() *cobra.Command {
 			} {
 				fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 			}
+			if f := e.TaskFailing; f != nil {
+				fmt.Fprintf(tw, "task_failing:\t%s since %s, %d attempt(s), next at %s, build %s: %s\n",
+					f.Reason, formatTime(f.Since), f.Attempts, formatTime(f.NextAttemptAt), cmp.Or(f.BuildID, "-"), f.Message)
+			}
 			return tw.Flush()
 		}),
 	}

@@ -2,8 +2,9 @@
 // executions (filtered, paged by the API's cursor), one execution (its
 // activities and their idempotency keys, signals, timers and history,
 // with cancel and terminate behind a confirmation), workflows (counts by
-// status, input schemas, admission gates), webhooks, the live workers
-// and one task queue (each name's backlog and workers).
+// status, input schemas, admission gates, and which builds and versions
+// their open executions run), webhooks, the live workers and one task
+// queue (each name's backlog and workers).
 //
 // The console is a client of the HTTP API like any other: it holds no
 // SQL and no NATS, and calls the API's handler in the process with the

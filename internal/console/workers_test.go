@@ -18,8 +18,8 @@ import (
 // stack tests (package console_test) need its PostgreSQL.
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// fakeAPI answers each path with its body as JSON (status 200), any
-// other with 404.
+// fakeAPI answers each path with its body as JSON (status 200; 400 or
+// 403 for an api.ErrorResponse of those codes), any other with 404.
 func fakeAPI(answers map[string]any) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, ok := answers[r.URL.Path]
@@ -29,8 +29,13 @@ func fakeAPI(answers map[string]any) http.Handler {
 			return
 		}
 		status := http.StatusOK
-		if e, ok := body.(api.ErrorResponse); ok && e.Error == api.CodeInvalidTaskQueue {
-			status = http.StatusBadRequest
+		if e, ok := body.(api.ErrorResponse); ok {
+			switch e.Error {
+			case api.CodeInvalidTaskQueue:
+				status = http.StatusBadRequest
+			case api.CodeForbidden:
+				status = http.StatusForbidden
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)

@@ -12,6 +12,9 @@ type workflowsData struct {
 	Workflows []api.WorkflowSummary
 	Statuses  []string
 	Done      string
+	// Versions are, for each workflow with open executions, which code
+	// they run: by build and by the version recorded of each change.
+	Versions []api.WorkflowVersionsResponse
 }
 
 func (c *Console) handleWorkflows(w http.ResponseWriter, r *http.Request) {
@@ -22,6 +25,23 @@ func (c *Console) handleWorkflows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := workflowsData{Workflows: list.Workflows, Statuses: statuses}
+	// Only a workflow with running executions has code to tell of: the
+	// others would cost a read of every store to say nothing.
+	for _, wf := range list.Workflows {
+		if wf.Counts[api.StatusRunning] == 0 {
+			continue
+		}
+		var v api.WorkflowVersionsResponse
+		path := "/api/harvest/workflows/" + url.PathEscape(wf.Name) + "/versions"
+		if err := c.apiFor(r).call(ctx, http.MethodGet, path, nil, nil, &v); err != nil {
+			c.apiProblem(w, r, err)
+			return
+		}
+		// They may have closed since the list counted them.
+		if v.Open > 0 {
+			data.Versions = append(data.Versions, v)
+		}
+	}
 	if name := r.URL.Query().Get("done"); name != "" {
 		data.Done = "The admission gate of " + name + " changed."
 	}

@@ -152,6 +152,12 @@ func WorkflowTaskCommandID(executionID string, taskID int) string {
 	return derive("wft", executionID, fmt.Sprint(taskID))
 }
 
+// WorkflowTaskFailedCommandID identifies the failure of one workflow
+// task of an execution.
+func WorkflowTaskFailedCommandID(executionID string, taskID int) string {
+	return derive("wftf", executionID, fmt.Sprint(taskID))
+}
+
 // ActivityResultCommandID identifies the result of one activity attempt.
 func ActivityResultCommandID(executionID string, activityID, attempt int) string {
 	return derive("activity", executionID, fmt.Sprint(activityID), fmt.Sprint(attempt))

@@ -65,6 +65,12 @@ func (b *batch) fire(ctx context.Context, histories historyLoader, taskQueued fu
 			b.activityTimer(e, tm)
 		case store.TimerWorkflowTask:
 			b.workflowTaskTimer(ctx, e, tm, taskQueued, again)
+		case store.TimerWorkflowTaskRetry:
+			// A task that completed since (another event brought one on)
+			// cleared the mark: nothing to retry.
+			if e.TaskFailing != nil {
+				b.needWorkflowTask(e)
+			}
 		default:
 			b.logFor(tm.ExecutionID).Warn("dropping timer of unknown kind", "kind", tm.Kind, "timer_id", tm.ID)
 		}

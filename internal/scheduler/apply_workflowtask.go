@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/decide"
 	"github.com/harvest-engine/harvest/internal/logattr"
@@ -24,6 +25,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		return
 	}
 	e.WFTOutstanding = false
+	e.TaskFailing = nil // the code runs again
 	b.changed[e.ExecutionID] = true
 	b.writes.WorkflowTasksDone = append(b.writes.WorkflowTasksDone, store.WorkflowTaskRef{ExecutionID: e.ExecutionID, TaskID: r.TaskID})
 	eager := b.eagerAttempts(r)
@@ -147,6 +149,62 @@ func (b *batch) scheduleActivity(e *store.Execution, d *wire.Decision, rec decid
 	default:
 		b.dispatchAttempt(e, a)
 	}
+}
+
+// workflowTaskFailed marks e as failing its workflow task, with why, and
+// dispatches the task again after a backoff that doubles with each
+// failure in a row (taskRetryBackoff): code that replays, once deployed,
+// runs it. The execution is not failed; a failure of a task that is no
+// longer outstanding (a late or repeated report) changes nothing.
+func (b *batch) workflowTaskFailed(f *wire.WorkflowTaskFailure) {
+	e := b.execs[f.ExecutionID]
+	if e == nil || e.Status != wire.StatusRunning || !e.WFTOutstanding || e.WFTID != f.TaskID {
+		if b.debug {
+			b.logFor(f.ExecutionID).Debug("dropping stale workflow task failure", "task_id", f.TaskID)
+		}
+		return
+	}
+	e.WFTOutstanding = false
+	b.changed[e.ExecutionID] = true
+	b.writes.WorkflowTasksDone = append(b.writes.WorkflowTasksDone, store.WorkflowTaskRef{ExecutionID: e.ExecutionID, TaskID: f.TaskID})
+	attempts, since := 1, b.now
+	if prev := e.TaskFailing; prev != nil {
+		attempts, since = prev.Attempts+1, prev.Since
+	}
+	next := b.now.Add(taskRetryBackoff(attempts))
+	// The texts are a worker's: what PostgreSQL cannot store in jsonb (a
+	// NUL, bytes that are not UTF-8) is replaced, so that the report is
+	// recorded rather than set aside.
+	e.TaskFailing = &api.TaskFailing{Reason: storableText(f.Reason), Message: storableText(f.Message), EventSeq: f.EventSeq,
+		History: storableText(f.History), Code: storableText(f.Code), BuildID: storableText(f.BuildID), TaskID: f.TaskID,
+		Attempts: attempts, Since: since, NextAttemptAt: next}
+	b.logFor(e.ExecutionID).Warn("workflow task failed on its worker; dispatching it again after a backoff",
+		"task_id", f.TaskID, "reason", f.Reason, "attempts", attempts, "retry_at", next, "build_id", f.BuildID, "err", f.Message)
+	if e.WFTDirty {
+		// Something happened meanwhile: the next task sees it at once.
+		e.WFTDirty = false
+		b.needWorkflowTask(e)
+		return
+	}
+	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerWorkflowTaskRetry, FireAt: next,
+		Attrs: json.RawMessage(`{}`)})
+}
+
+// storableText is s with what jsonb cannot hold (NUL, invalid UTF-8)
+// replaced by U+FFFD.
+func storableText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// taskRetryBackoff is how long a workflow task that failed attempts times
+// in a row waits before it is dispatched again: 1 s, doubling, at most
+// 5 minutes.
+func taskRetryBackoff(attempts int) time.Duration {
+	d := time.Second
+	for i := 1; i < attempts && d < 5*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 5*time.Minute)
 }
 
 // eagerAttempts returns r's eager attempts by activity id, keeping only

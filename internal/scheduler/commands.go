@@ -113,6 +113,15 @@ var commandKinds = map[string]commandKind{
 		},
 		apply: (*batch).signalWithStart,
 	},
+	wire.KindWorkflowTaskFailed: {
+		valid: func(c *wire.Command) bool {
+			return c.TaskFailure != nil && validUUID(c.TaskFailure.ExecutionID) && c.TaskFailure.Reason != ""
+		},
+		gather: func(g *gathering, c seqCommand) {
+			g.execution(c.cmd.TaskFailure.ExecutionID)
+		},
+		apply: func(b *batch, c seqCommand) { b.workflowTaskFailed(c.cmd.TaskFailure) },
+	},
 	wire.KindDuplicate: {
 		valid: func(c *wire.Command) bool { return validDuplicate(c.Duplicate) },
 		apply: func(b *batch, c seqCommand) { b.duplicate(c.cmd.Duplicate) },

@@ -46,7 +46,7 @@ const other = "other"
 
 // timerKinds are the values of the kind label of timers.
 var timerKinds = []string{store.TimerStart, store.TimerWorkflow, store.TimerActivityTimeout, store.TimerActivityRetry,
-	store.TimerActivityHeartbeat, store.TimerWorkflowTask, other}
+	store.TimerActivityHeartbeat, store.TimerWorkflowTask, store.TimerWorkflowTaskRetry, other}
 
 // What a transaction is for, the purpose label of the transaction metrics.
 const (

@@ -24,6 +24,10 @@ const (
 	// task has not completed by then and the task stream no longer holds
 	// it, it is dispatched again.
 	TimerWorkflowTask = "workflow_task"
+	// TimerWorkflowTaskRetry ends the backoff after a workflow task
+	// failed on its worker (Execution.TaskFailing): the task is
+	// dispatched again.
+	TimerWorkflowTaskRetry = "workflow_task_retry"
 )
 
 // TimerWorkflow fires a timer the workflow started (Sleep, NewTimer).

@@ -13,7 +13,7 @@ func (e *Execution) View() api.Execution {
 		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
 		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt, StartedBy: deref(e.StartedBy),
-		IdempotencyKey: deref(e.IdempotencyKey),
+		IdempotencyKey: deref(e.IdempotencyKey), TaskFailing: e.TaskFailing,
 	}
 }
 

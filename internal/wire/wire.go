@@ -19,6 +19,10 @@ const (
 	KindCancel                = "cancel"
 	KindTerminate             = "terminate"
 	KindDuplicate             = "duplicate"
+	// KindWorkflowTaskFailed reports a workflow task its worker could not
+	// complete: the replay diverged from the history, met a version the
+	// code does not support, or the workflow code panicked.
+	KindWorkflowTaskFailed = "wft_failed"
 )
 
 // Task kinds: the last token of a task subject.
@@ -105,20 +109,46 @@ const DefaultTaskQueue = "default"
 // Command is one message on the command stream. Exactly one of the payload
 // fields is set, matching Kind.
 type Command struct {
-	CommandID    string              `json:"command_id"`
-	Kind         string              `json:"kind"`
-	Start        *StartCommand       `json:"start,omitempty"`
-	WorkflowTask *WorkflowTaskResult `json:"workflow_task,omitempty"`
-	Activity     *ActivityResult     `json:"activity,omitempty"`
-	Signal       *SignalCommand      `json:"signal,omitempty"`
-	Heartbeat    *ActivityHeartbeat  `json:"heartbeat,omitempty"`
-	Cancel       *CancelCommand      `json:"cancel,omitempty"`
-	Terminate    *TerminateCommand   `json:"terminate,omitempty"`
-	Duplicate    *DuplicateCommand   `json:"duplicate,omitempty"`
+	CommandID    string               `json:"command_id"`
+	Kind         string               `json:"kind"`
+	Start        *StartCommand        `json:"start,omitempty"`
+	WorkflowTask *WorkflowTaskResult  `json:"workflow_task,omitempty"`
+	Activity     *ActivityResult      `json:"activity,omitempty"`
+	Signal       *SignalCommand       `json:"signal,omitempty"`
+	Heartbeat    *ActivityHeartbeat   `json:"heartbeat,omitempty"`
+	Cancel       *CancelCommand       `json:"cancel,omitempty"`
+	Terminate    *TerminateCommand    `json:"terminate,omitempty"`
+	Duplicate    *DuplicateCommand    `json:"duplicate,omitempty"`
+	TaskFailure  *WorkflowTaskFailure `json:"task_failure,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
 	SignalWithStart bool `json:"signal_with_start,omitempty"`
+}
+
+// Why a workflow task failed (WorkflowTaskFailure.Reason).
+const (
+	TaskFailedNondeterminism     = "nondeterminism"
+	TaskFailedVersionUnsupported = "version_unsupported"
+	TaskFailedPanic              = "panic"
+)
+
+// WorkflowTaskFailure is a workflow task its worker could not complete.
+// The scheduler marks the execution as failing its task (shown on
+// describe), and dispatches the task again after a backoff; a task that
+// completes clears the mark.
+type WorkflowTaskFailure struct {
+	ExecutionID string `json:"execution_id"`
+	TaskID      int    `json:"task_id"`
+	BuildID     string `json:"build_id,omitempty"`
+	// Reason is one of the TaskFailed constants; Message says it in full.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// EventSeq, History and Code say where a replay diverged: the history
+	// event, what it records, what the code asked for instead.
+	EventSeq int    `json:"event_seq,omitempty"`
+	History  string `json:"history,omitempty"`
+	Code     string `json:"code,omitempty"`
 }
 
 // Layers of a DuplicateCommand.

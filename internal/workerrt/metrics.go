@@ -96,9 +96,12 @@ const otherName = "other"
 // queue's (two workers of one queue add up).
 type metrics struct {
 	received, completed, failed, handedBack *prometheus.CounterVec
-	running                                 prometheus.Gauge
-	inFlight                                *prometheus.GaugeVec
-	duration                                prometheus.ObserverVec
+	// taskFailures counts the workflow tasks reported failing, by
+	// workflow and reason.
+	taskFailures *prometheus.CounterVec
+	running      prometheus.Gauge
+	inFlight     *prometheus.GaugeVec
+	duration     prometheus.ObserverVec
 
 	workflowTasks  *prometheus.CounterVec // workflow, outcome
 	replays        *prometheus.CounterVec // workflow, kind
@@ -145,6 +148,9 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 		handedBack: counterBy("harvest_worker_tasks_handed_back_total",
 			"Tasks handed back unstarted, by kind and reason: unknown (a task of the unrouted subject an older scheduler wrote, for a workflow or an activity not registered on this worker), stopping (the worker was stopping).",
 			"kind", "reason"),
+		taskFailures: counterBy("harvest_worker_workflow_task_failures_total",
+			"Workflow tasks the worker reported failing to the scheduler, by workflow (other: one not registered here) and reason: nondeterminism, version_unsupported, panic. The execution waits, shown as task_failing, and its task is dispatched again after a backoff.",
+			"workflow", "reason"),
 		workflowTasks: counterBy("harvest_worker_workflow_tasks_total",
 			"Workflow tasks the worker settled, by workflow (other: one not registered here) and outcome: completed, failed, handed_back, dropped.",
 			"workflow", "outcome"),
@@ -226,6 +232,9 @@ func (m *metrics) known(workflows, activities []string) {
 	for _, w := range append(workflows, otherName) {
 		for _, o := range outcomes {
 			m.workflowTasks.WithLabelValues(w, o.String())
+		}
+		for _, r := range []string{wire.TaskFailedNondeterminism, wire.TaskFailedVersionUnsupported, wire.TaskFailedPanic} {
+			m.taskFailures.WithLabelValues(w, r)
 		}
 		m.replays.WithLabelValues(w, replayTask)
 		m.replays.WithLabelValues(w, replaySpeculative)

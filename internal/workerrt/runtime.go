@@ -45,6 +45,20 @@ const registrationRemoveTimeout = 5 * time.Second
 // non-determinism, a panic, a corrupt history) and is retried later.
 type WorkflowFunc func(task *wire.WorkflowTask) (WorkflowRun, error)
 
+// TaskFailureError is a workflow task's error that retrying the task on
+// the same code cannot get past (WorkflowFunc returns it): its replay
+// diverged, met a version the code does not support, or the workflow code
+// panicked. The runtime reports it to the scheduler (a wft_failed
+// command), which shows the execution as failing its task and dispatches
+// the task again after a backoff, instead of handing it back for ever.
+type TaskFailureError struct {
+	Failure wire.WorkflowTaskFailure
+	Err     error
+}
+
+func (e *TaskFailureError) Error() string { return e.Err.Error() }
+func (e *TaskFailureError) Unwrap() error { return e.Err }
+
 // WorkflowRun is what running a workflow task took: its decisions,
 // whether the execution was in the worker's cache (the task ran on from
 // where the last one stopped), and how many history events it consumed

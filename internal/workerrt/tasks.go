@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -92,6 +93,10 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	if err != nil {
 		// Nothing ran: the task failed before any eager attempt.
 		log.Error("workflow task failed; will retry", "err", err)
+		var failed *TaskFailureError
+		if errors.As(err, &failed) && rt.reportTaskFailure(ctx, t, &task, failed.Failure) {
+			return outcomeFailed
+		}
 		rt.handBack(t, FailedTaskDelay, handBackRetry, wire.TaskWorkflow)
 		return outcomeFailed
 	}
@@ -291,4 +296,42 @@ func endTaskSpan(span trace.Span, o outcome) {
 		span.SetStatus(codes.Error, o.String())
 	}
 	span.End()
+}
+
+// maxFailureText bounds each text of a reported task failure: a
+// divergence quotes decisions, whose inputs can be large.
+const maxFailureText = 4 << 10
+
+// reportTaskFailure reports a workflow task its code cannot complete to
+// the scheduler, which shows the execution as failing its task and
+// dispatches the task again after a backoff, then acknowledges the task.
+// It says whether it did; a task whose report could not be published is
+// handed back instead, as before.
+func (rt *Runtime) reportTaskFailure(ctx context.Context, t *heldTask, task *wire.WorkflowTask, f wire.WorkflowTaskFailure) bool {
+	f.ExecutionID, f.TaskID, f.BuildID = task.ExecutionID, task.TaskID, rt.buildID
+	f.Message, f.History, f.Code = clip(f.Message), clip(f.History), clip(f.Code)
+	cmd := &wire.Command{CommandID: dedup.WorkflowTaskFailedCommandID(task.ExecutionID, task.TaskID), Kind: wire.KindWorkflowTaskFailed, TaskFailure: &f}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := rt.publishResult(pctx, task.Shard, cmd); err != nil {
+		t.log.Error("report workflow task failure; handing the task back", "err", err)
+		return false
+	}
+	rt.metrics.taskFailures.WithLabelValues(rt.workflowLabel(task.WorkflowName), f.Reason).Inc()
+	if err := t.m.Ack(); err != nil {
+		t.log.Warn("ack workflow task", "err", err)
+	}
+	return true
+}
+
+// clip cuts s to maxFailureText bytes, on a rune boundary, saying so.
+func clip(s string) string {
+	if len(s) <= maxFailureText {
+		return s
+	}
+	cut := maxFailureText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -49,6 +49,9 @@ type trialResult struct {
 	// FanoutCompleted counts the trial's fanout starts whose execution
 	// completed as it must (see fanoutInvariants).
 	FanoutCompleted int `json:"fanout_completed"`
+	// FlakyRecovered counts the trial's chaos_flaky starts whose
+	// execution failed its task, then completed (see flakyInvariants).
+	FlakyRecovered int `json:"flaky_recovered"`
 	// Convergence is the longest any execution took to complete after the
 	// later of the last restart and its key's first send: how long after
 	// the fault the stack needed to finish each piece of work. Settled is
@@ -93,6 +96,9 @@ func (r *trialResult) line() string {
 	}
 	if r.FanoutCompleted > 0 {
 		s += fmt.Sprintf("; %d fanout executions right", r.FanoutCompleted)
+	}
+	if r.FlakyRecovered > 0 {
+		s += fmt.Sprintf("; %d failing tasks recovered", r.FlakyRecovered)
 	}
 	if r.DeferredAcked > 0 {
 		s += fmt.Sprintf("; %d deferred starts acknowledged", r.DeferredAcked)

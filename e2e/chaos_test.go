@@ -323,6 +323,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	poison := planPoison(rng, prefix, *chaosPoison, r.cfg.load)
 	deferred := planDeferred(rng, prefix, *chaosDeferred, r.cfg.load)
 	fanout := planFanout(rng, prefix, *chaosFanout, r.cfg.load)
+	flaky := planFlaky(rng, prefix, *chaosFlaky, r.cfg.load)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -350,6 +351,8 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	go func() { deferredDone <- st.runDeferred(ctx, deferred, giveUp) }()
 	fanoutDone := make(chan []*fanoutOutcome, 1)
 	go func() { fanoutDone <- st.runFanout(ctx, fanout, giveUp) }()
+	flakyDone := make(chan []*flakyOutcome, 1)
+	go func() { flakyDone <- st.runFlaky(ctx, flaky, giveUp) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -399,6 +402,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.poisonInvariants(ctx, <-poisonDone)
 	check.deferredInvariants(ctx, <-deferredDone)
 	check.fanoutInvariants(ctx, <-fanoutDone)
+	check.flakyInvariants(ctx, <-flakyDone)
 	if !res.failed() {
 		check.readiness(ctx)
 	}

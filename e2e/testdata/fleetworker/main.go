@@ -1,7 +1,8 @@
 // Command fleetworker is a worker of a heterogeneous fleet, for the
 // end-to-end tests: the worker binary, registering only the names
 // FLEET_NAMES lists (comma-separated; all when unset) among the examples
-// and three workflows of its own. fleet_a and fleet_b each run the
+// and workflows of its own: fleet_a, fleet_b, and chaos_flaky, whose
+// code panics for its first 1.5 s. fleet_a and fleet_b each run the
 // activity fleet_c; each says which worker (FLEET_ID) ran it.
 package main
 
@@ -54,6 +55,20 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			if has(name) {
 				harvest.RegisterWorkflow(w, name, fleet)
 			}
+		}
+		if has("chaos_flaky") {
+			// Workflow code that panics for its first moments, as a bad
+			// deploy's does until it is fixed: its first tasks fail on
+			// the worker, which reports them (wft_failed); the scheduler
+			// shows the execution failing its task and dispatches it again
+			// after a backoff, until one completes. Reading the clock here
+			// is the point: no replay may depend on it for its decisions.
+			harvest.RegisterWorkflow(w, "chaos_flaky", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+				if time.Since(ctx.Info().StartTime) < 1500*time.Millisecond {
+					panic("chaos_flaky: still broken")
+				}
+				return "recovered", nil
+			})
 		}
 		if has("fleet_c") {
 			harvest.RegisterActivity(w, "fleet_c", func(*harvest.ActivityContext, string) (string, error) { return me, nil })

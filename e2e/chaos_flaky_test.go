@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The chaos suite's load of failing workflow tasks (issue 33): each
+// trial starts a few executions of chaos_flaky (e2e/testdata/fleetworker),
+// whose code panics for its first 1.5 s, so that their first tasks fail
+// on the worker and are reported (wft_failed) while the trial's faults
+// land. After the trial every acknowledged start must have exactly one
+// execution, Completed with its result and no longer marked
+// task_failing: the failures were reported, retried after their backoff
+// and cleared by the task that completed, whatever the faults did to the
+// processes in between.
+
+const workflowFlaky = "chaos_flaky"
+
+var chaosFlaky = flag.Int("chaos.flaky", 2, "chaos: chaos_flaky starts per trial (workflow tasks that fail, are reported and retried, under faults)")
+
+// flakyPlan is one chaos_flaky start.
+type flakyPlan struct {
+	key    string
+	at     time.Duration
+	ingest int
+}
+
+func planFlaky(rng *rand.Rand, prefix string, n int, window time.Duration) []flakyPlan {
+	plans := make([]flakyPlan, n)
+	for j := range plans {
+		plans[j] = flakyPlan{key: fmt.Sprintf("flaky-%sk%02d", prefix, j), at: time.Duration(rng.Int64N(int64(window))), ingest: rng.IntN(2)}
+	}
+	return plans
+}
+
+// flakyOutcome is what the client of one chaos_flaky start heard.
+type flakyOutcome struct {
+	plan    flakyPlan
+	mu      sync.Mutex
+	answers []answer
+}
+
+func (o *flakyOutcome) acked() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.ContainsFunc(o.answers, answer.ok)
+}
+
+// runFlaky sends the chaos_flaky starts at their times, retrying as the
+// load does.
+func (s *stack) runFlaky(ctx context.Context, plans []flakyPlan, giveUp time.Time) []*flakyOutcome {
+	begin := time.Now()
+	out := make([]*flakyOutcome, len(plans))
+	var wg sync.WaitGroup
+	for j, p := range plans {
+		o := &flakyOutcome{plan: p}
+		out[j] = o
+		wg.Go(func() {
+			if !sendAt(ctx, begin.Add(p.at)) {
+				return
+			}
+			s.startRetrying(ctx, workflowFlaky, p.ingest, p.key, `{"input": {}}`, giveUp, func(a answer) {
+				o.mu.Lock()
+				o.answers = append(o.answers, a)
+				o.mu.Unlock()
+			})
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// flakyExecution is a chaos_flaky execution as PostgreSQL holds it.
+type flakyExecution struct {
+	id, key, status, result string
+	failing                 bool
+	// firstTask is the task id of its first WorkflowTaskCompleted: a
+	// failed task records nothing but uses its id, so a first completed
+	// task after 1 means the failures were reported and retried.
+	firstTask int
+}
+
+// flakyInvariants checks the trial's chaos_flaky starts, once they have
+// all completed or the bound passed.
+func (c *trialCheck) flakyInvariants(ctx context.Context, outcomes []*flakyOutcome) {
+	if len(outcomes) == 0 {
+		return
+	}
+	prefix := "flaky-" + c.prefix
+	var execs []flakyExecution
+	deadline := time.Now().Add(c.cfg.bound)
+	for {
+		var err error
+		execs, err = c.flakyExecutions(ctx, prefix)
+		have := map[string]bool{}
+		done := err == nil
+		for _, e := range execs {
+			have[e.key] = true
+			done = done && e.status == "Completed"
+		}
+		for _, o := range outcomes {
+			done = done && (have[o.plan.key] || !o.acked())
+		}
+		if done || time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil {
+				c.res.fail("flaky: read the executions: %v", err)
+				return
+			}
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval, not synchronisation
+	}
+	byKey := map[string][]flakyExecution{}
+	for _, e := range execs {
+		byKey[e.key] = append(byKey[e.key], e)
+	}
+	var bad []string
+	for _, o := range outcomes {
+		got := byKey[o.plan.key]
+		switch {
+		case len(got) > 1:
+			bad = append(bad, fmt.Sprintf("%s: %d executions", o.plan.key, len(got)))
+			continue
+		case len(got) == 0 && o.acked():
+			bad = append(bad, fmt.Sprintf("%s: acknowledged, no execution", o.plan.key))
+			continue
+		case len(got) == 0:
+			continue
+		}
+		e := got[0]
+		switch {
+		case e.status != "Completed":
+			bad = append(bad, fmt.Sprintf("%s: %s, not Completed within %s", o.plan.key, e.status, c.cfg.bound))
+		case e.result != `"recovered"`:
+			bad = append(bad, fmt.Sprintf("%s: result %s", o.plan.key, e.result))
+		case e.failing:
+			bad = append(bad, fmt.Sprintf("%s: Completed and still marked task_failing", o.plan.key))
+		case e.firstTask < 2:
+			bad = append(bad, fmt.Sprintf("%s: its first completed workflow task is task %d: no failure was reported", o.plan.key, e.firstTask))
+		default:
+			c.res.FlakyRecovered++
+		}
+	}
+	if len(bad) > 0 {
+		c.res.Other += len(bad)
+		c.res.fail("flaky: %d wrong: %s", len(bad), strings.Join(bad, "; "))
+	}
+}
+
+// flakyExecutions reads the chaos_flaky executions whose keys start with
+// prefix.
+func (c *trialCheck) flakyExecutions(ctx context.Context, prefix string) ([]flakyExecution, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var out []flakyExecution
+	err := c.st.queryAll(qctx, `SELECT e.execution_id::text, e.idempotency_key, e.status, coalesce(e.result::text, 'null'), e.task_failing IS NOT NULL,
+			coalesce((SELECT min((h.attrs->>'task_id')::int) FROM history_events h
+				WHERE h.execution_id = e.execution_id AND h.type = 'WorkflowTaskCompleted'), 0)
+		FROM executions e WHERE e.workflow_name = $1 AND starts_with(e.idempotency_key, $2)`,
+		[]any{workflowFlaky, prefix}, func(rows pgx.Rows) error {
+			var e flakyExecution
+			if err := rows.Scan(&e.id, &e.key, &e.status, &e.result, &e.failing, &e.firstTask); err != nil {
+				return err
+			}
+			out = append(out, e)
+			return nil
+		})
+	return out, err
+}

@@ -62,38 +62,22 @@ func (p fanoutPlan) body() string {
 
 // fanoutOutcome is what the client of one fanout start heard.
 type fanoutOutcome struct {
-	plan    fanoutPlan
-	mu      sync.Mutex
-	answers []answer
-}
-
-func (o *fanoutOutcome) acked() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.ContainsFunc(o.answers, answer.ok)
+	plan fanoutPlan
+	*startOutcome
 }
 
 // runFanout sends the fanout starts at their times, retrying as the load
 // does.
 func (s *stack) runFanout(ctx context.Context, plans []fanoutPlan, giveUp time.Time) []*fanoutOutcome {
-	begin := time.Now()
-	out := make([]*fanoutOutcome, len(plans))
-	var wg sync.WaitGroup
+	starts := make([]sideStart, len(plans))
 	for j, p := range plans {
-		o := &fanoutOutcome{plan: p}
-		out[j] = o
-		wg.Go(func() {
-			if !sendAt(ctx, begin.Add(p.at)) {
-				return
-			}
-			s.startRetrying(ctx, examples.WorkflowFanout, p.ingest, p.key, p.body(), giveUp, func(a answer) {
-				o.mu.Lock()
-				o.answers = append(o.answers, a)
-				o.mu.Unlock()
-			})
-		})
+		starts[j] = sideStart{key: p.key, body: p.body(), at: p.at, ingest: p.ingest}
 	}
-	wg.Wait()
+	heard := s.runSideStarts(ctx, examples.WorkflowFanout, starts, giveUp)
+	out := make([]*fanoutOutcome, len(plans))
+	for j, p := range plans {
+		out[j] = &fanoutOutcome{plan: p, startOutcome: heard[j]}
+	}
 	return out
 }
 
@@ -111,32 +95,16 @@ func (c *trialCheck) fanoutInvariants(ctx context.Context, outcomes []*fanoutOut
 	if len(outcomes) == 0 {
 		return
 	}
-	prefix := "fanout-" + c.prefix
-	var execs []fanoutExecution
-	deadline := time.Now().Add(c.cfg.bound)
-	for {
-		var err error
-		execs, err = c.fanoutExecutions(ctx, prefix)
-		// Settled: every acknowledged start has its execution (one
-		// answered 202 accepted may still be in the stream while its
-		// shard is leased again), and every execution completed.
-		have := map[string]bool{}
-		done := err == nil
-		for _, e := range execs {
-			have[e.key] = true
-			done = done && e.status == "Completed"
-		}
-		for _, o := range outcomes {
-			done = done && (have[o.plan.key] || !o.acked())
-		}
-		if done || time.Now().After(deadline) || ctx.Err() != nil {
-			if err != nil {
-				c.res.fail("fanout: read the executions: %v", err)
-				return
-			}
-			break
-		}
-		time.Sleep(200 * time.Millisecond) // poll interval, not synchronisation
+	acked := map[string]bool{}
+	for _, o := range outcomes {
+		acked[o.plan.key] = o.acked()
+	}
+	execs, err := settle(ctx, c, acked, func(ctx context.Context) ([]fanoutExecution, error) {
+		return c.fanoutExecutions(ctx, "fanout-"+c.prefix)
+	}, func(e fanoutExecution) (string, string) { return e.key, e.status })
+	if err != nil {
+		c.res.fail("fanout: read the executions: %v", err)
+		return
 	}
 	byKey := map[string][]fanoutExecution{}
 	for _, e := range execs {
@@ -216,4 +184,77 @@ func (c *trialCheck) fanoutExecutions(ctx context.Context, prefix string) ([]fan
 			return nil
 		})
 	return out, err
+}
+
+// sideStart is one start of a trial's side load (fanout, chaos_flaky):
+// its key, body, when it is sent and through which ingest.
+type sideStart struct {
+	key, body string
+	at        time.Duration
+	ingest    int
+}
+
+// startOutcome is what the client of one side start heard.
+type startOutcome struct {
+	mu      sync.Mutex
+	answers []answer
+}
+
+func (o *startOutcome) acked() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.ContainsFunc(o.answers, answer.ok)
+}
+
+// runSideStarts sends starts of workflow at their times, retrying as the
+// load does, and returns what each heard, in starts' order.
+func (s *stack) runSideStarts(ctx context.Context, workflow string, starts []sideStart, giveUp time.Time) []*startOutcome {
+	begin := time.Now()
+	out := make([]*startOutcome, len(starts))
+	var wg sync.WaitGroup
+	for j, st := range starts {
+		o := &startOutcome{}
+		out[j] = o
+		wg.Go(func() {
+			if !sendAt(ctx, begin.Add(st.at)) {
+				return
+			}
+			s.startRetrying(ctx, workflow, st.ingest, st.key, st.body, giveUp, func(a answer) {
+				o.mu.Lock()
+				o.answers = append(o.answers, a)
+				o.mu.Unlock()
+			})
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// settle reads a side load's executions until every acknowledged start
+// (acked, by key) has one and all of them completed, or the trial's bound
+// passed, and returns the last read. keyOf gives an execution's key and
+// status.
+func settle[E any](ctx context.Context, c *trialCheck, acked map[string]bool, read func(context.Context) ([]E, error),
+	keyOf func(E) (string, string)) ([]E, error) {
+	deadline := time.Now().Add(c.cfg.bound)
+	for {
+		execs, err := read(ctx)
+		// Settled: every acknowledged start has its execution (one
+		// answered 202 accepted may still be in the stream while its
+		// shard is leased again), and every execution completed.
+		done := err == nil
+		have := map[string]bool{}
+		for _, e := range execs {
+			key, status := keyOf(e)
+			have[key] = true
+			done = done && status == "Completed"
+		}
+		for key, ok := range acked {
+			done = done && (have[key] || !ok)
+		}
+		if done || time.Now().After(deadline) || ctx.Err() != nil {
+			return execs, err
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval, not synchronisation
+	}
 }

@@ -5,9 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,56 +25,19 @@ const workflowFlaky = "chaos_flaky"
 
 var chaosFlaky = flag.Int("chaos.flaky", 2, "chaos: chaos_flaky starts per trial (workflow tasks that fail, are reported and retried, under faults)")
 
-// flakyPlan is one chaos_flaky start.
-type flakyPlan struct {
-	key    string
-	at     time.Duration
-	ingest int
-}
-
-func planFlaky(rng *rand.Rand, prefix string, n int, window time.Duration) []flakyPlan {
-	plans := make([]flakyPlan, n)
+func planFlaky(rng *rand.Rand, prefix string, n int, window time.Duration) []sideStart {
+	plans := make([]sideStart, n)
 	for j := range plans {
-		plans[j] = flakyPlan{key: fmt.Sprintf("flaky-%sk%02d", prefix, j), at: time.Duration(rng.Int64N(int64(window))), ingest: rng.IntN(2)}
+		plans[j] = sideStart{key: fmt.Sprintf("flaky-%sk%02d", prefix, j), body: `{"input": {}}`,
+			at: time.Duration(rng.Int64N(int64(window))), ingest: rng.IntN(2)}
 	}
 	return plans
 }
 
-// flakyOutcome is what the client of one chaos_flaky start heard.
-type flakyOutcome struct {
-	plan    flakyPlan
-	mu      sync.Mutex
-	answers []answer
-}
-
-func (o *flakyOutcome) acked() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.ContainsFunc(o.answers, answer.ok)
-}
-
 // runFlaky sends the chaos_flaky starts at their times, retrying as the
 // load does.
-func (s *stack) runFlaky(ctx context.Context, plans []flakyPlan, giveUp time.Time) []*flakyOutcome {
-	begin := time.Now()
-	out := make([]*flakyOutcome, len(plans))
-	var wg sync.WaitGroup
-	for j, p := range plans {
-		o := &flakyOutcome{plan: p}
-		out[j] = o
-		wg.Go(func() {
-			if !sendAt(ctx, begin.Add(p.at)) {
-				return
-			}
-			s.startRetrying(ctx, workflowFlaky, p.ingest, p.key, `{"input": {}}`, giveUp, func(a answer) {
-				o.mu.Lock()
-				o.answers = append(o.answers, a)
-				o.mu.Unlock()
-			})
-		})
-	}
-	wg.Wait()
-	return out
+func (s *stack) runFlaky(ctx context.Context, plans []sideStart, giveUp time.Time) []*startOutcome {
+	return s.runSideStarts(ctx, workflowFlaky, plans, giveUp)
 }
 
 // flakyExecution is a chaos_flaky execution as PostgreSQL holds it.
@@ -91,47 +52,35 @@ type flakyExecution struct {
 
 // flakyInvariants checks the trial's chaos_flaky starts, once they have
 // all completed or the bound passed.
-func (c *trialCheck) flakyInvariants(ctx context.Context, outcomes []*flakyOutcome) {
+func (c *trialCheck) flakyInvariants(ctx context.Context, plans []sideStart, outcomes []*startOutcome) {
 	if len(outcomes) == 0 {
 		return
 	}
-	prefix := "flaky-" + c.prefix
-	var execs []flakyExecution
-	deadline := time.Now().Add(c.cfg.bound)
-	for {
-		var err error
-		execs, err = c.flakyExecutions(ctx, prefix)
-		have := map[string]bool{}
-		done := err == nil
-		for _, e := range execs {
-			have[e.key] = true
-			done = done && e.status == "Completed"
-		}
-		for _, o := range outcomes {
-			done = done && (have[o.plan.key] || !o.acked())
-		}
-		if done || time.Now().After(deadline) || ctx.Err() != nil {
-			if err != nil {
-				c.res.fail("flaky: read the executions: %v", err)
-				return
-			}
-			break
-		}
-		time.Sleep(200 * time.Millisecond) // poll interval, not synchronisation
+	acked := map[string]bool{}
+	for j, o := range outcomes {
+		acked[plans[j].key] = o.acked()
+	}
+	execs, err := settle(ctx, c, acked, func(ctx context.Context) ([]flakyExecution, error) {
+		return c.flakyExecutions(ctx, "flaky-"+c.prefix)
+	}, func(e flakyExecution) (string, string) { return e.key, e.status })
+	if err != nil {
+		c.res.fail("flaky: read the executions: %v", err)
+		return
 	}
 	byKey := map[string][]flakyExecution{}
 	for _, e := range execs {
 		byKey[e.key] = append(byKey[e.key], e)
 	}
 	var bad []string
-	for _, o := range outcomes {
-		got := byKey[o.plan.key]
+	for j, o := range outcomes {
+		key := plans[j].key
+		got := byKey[key]
 		switch {
 		case len(got) > 1:
-			bad = append(bad, fmt.Sprintf("%s: %d executions", o.plan.key, len(got)))
+			bad = append(bad, fmt.Sprintf("%s: %d executions", key, len(got)))
 			continue
 		case len(got) == 0 && o.acked():
-			bad = append(bad, fmt.Sprintf("%s: acknowledged, no execution", o.plan.key))
+			bad = append(bad, fmt.Sprintf("%s: acknowledged, no execution", key))
 			continue
 		case len(got) == 0:
 			continue
@@ -139,13 +88,13 @@ func (c *trialCheck) flakyInvariants(ctx context.Context, outcomes []*flakyOutco
 		e := got[0]
 		switch {
 		case e.status != "Completed":
-			bad = append(bad, fmt.Sprintf("%s: %s, not Completed within %s", o.plan.key, e.status, c.cfg.bound))
+			bad = append(bad, fmt.Sprintf("%s: %s, not Completed within %s", key, e.status, c.cfg.bound))
 		case e.result != `"recovered"`:
-			bad = append(bad, fmt.Sprintf("%s: result %s", o.plan.key, e.result))
+			bad = append(bad, fmt.Sprintf("%s: result %s", key, e.result))
 		case e.failing:
-			bad = append(bad, fmt.Sprintf("%s: Completed and still marked task_failing", o.plan.key))
+			bad = append(bad, fmt.Sprintf("%s: Completed and still marked task_failing", key))
 		case e.firstTask < 2:
-			bad = append(bad, fmt.Sprintf("%s: its first completed workflow task is task %d: no failure was reported", o.plan.key, e.firstTask))
+			bad = append(bad, fmt.Sprintf("%s: its first completed workflow task is task %d: no failure was reported", key, e.firstTask))
 		default:
 			c.res.FlakyRecovered++
 		}

@@ -351,7 +351,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	go func() { deferredDone <- st.runDeferred(ctx, deferred, giveUp) }()
 	fanoutDone := make(chan []*fanoutOutcome, 1)
 	go func() { fanoutDone <- st.runFanout(ctx, fanout, giveUp) }()
-	flakyDone := make(chan []*flakyOutcome, 1)
+	flakyDone := make(chan []*startOutcome, 1)
 	go func() { flakyDone <- st.runFlaky(ctx, flaky, giveUp) }()
 
 	var lastRestart time.Time
@@ -402,7 +402,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.poisonInvariants(ctx, <-poisonDone)
 	check.deferredInvariants(ctx, <-deferredDone)
 	check.fanoutInvariants(ctx, <-fanoutDone)
-	check.flakyInvariants(ctx, <-flakyDone)
+	check.flakyInvariants(ctx, flaky, <-flakyDone)
 	if !res.failed() {
 		check.readiness(ctx)
 	}

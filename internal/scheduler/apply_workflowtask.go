@@ -45,7 +45,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	if taskTime.IsZero() {
 		taskTime = b.now // a worker that does not say
 	}
-	typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime, r.BuildID)
+	typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime, storableText(r.BuildID))
 	b.appendEvent(e, typ, attrs)
 	for i := range r.Decisions {
 		if e.Status != wire.StatusRunning {

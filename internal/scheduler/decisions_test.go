@@ -41,3 +41,17 @@ func TestATaskIsRecordedWithWhatItSawAndItsDecisions(t *testing.T) {
 	require.NoError(t, f.db.QueryRow(t.Context(), `SELECT attrs FROM history_events WHERE execution_id = $1 AND seq = 4`, f.exec).Scan(&marker))
 	require.JSONEq(t, `"id-7"`, string(marker.Value))
 }
+
+// A worker's build id is its own text: one PostgreSQL cannot store (a NUL,
+// bytes that are not UTF-8) is recorded with them replaced, rather than
+// failing the batch that records the task.
+func TestATasksBuildIDIsRecordedStorable(t *testing.T) {
+	t.Parallel()
+	f := newEagerFixture(t)
+	f.apply(t, wire.Command{CommandID: dedup.WorkflowTaskCommandID(f.exec, f.task.TaskID), Kind: wire.KindWorkflowTaskCompleted,
+		WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: f.exec, TaskID: f.task.TaskID, BaseSeq: 1, BuildID: "v2\x00\xff"}})
+	var task wire.WorkflowTaskCompletedAttrs
+	require.NoError(t, f.db.QueryRow(t.Context(), `SELECT attrs FROM history_events WHERE execution_id = $1 AND seq = 2`, f.exec).Scan(&task))
+	require.Equal(t, "v2\uFFFD\uFFFD", task.BuildID)
+}
+

@@ -54,4 +54,3 @@ func TestATasksBuildIDIsRecordedStorable(t *testing.T) {
 	require.NoError(t, f.db.QueryRow(t.Context(), `SELECT attrs FROM history_events WHERE execution_id = $1 AND seq = 2`, f.exec).Scan(&task))
 	require.Equal(t, "v2\uFFFD\uFFFD", task.BuildID)
 }
-

@@ -185,12 +185,22 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
 				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
 			}
+			if used, ok := x.markers[a.MarkerID]; ok && !wire.SameJSON(used, a.Value) {
+				// This execution drew another value for the side effect
+				// than the history recorded (it ran a task whose result was
+				// superseded): it must not go on with it. A fresh replay
+				// takes the recorded one.
+				return nil, errStale
+			}
 			x.markers[a.MarkerID] = a.Value
 		}
 		if ev.Type == wire.EventVersionMarker {
 			var a wire.VersionMarkerAttrs
 			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
 				return nil, fmt.Errorf("history event %d: %w", ev.Seq, err)
+			}
+			if used, ok := x.versions[a.ChangeID]; ok && used != a.Version {
+				return nil, errStale // as for a side effect's value, above
 			}
 			x.versions[a.ChangeID] = a.Version
 		}

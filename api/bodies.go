@@ -46,6 +46,18 @@ type StartRequest struct {
 	// live worker serves is 404 unknown_workflow unless the configuration
 	// declares the workflow on that queue (docs/deploy.md#task-queues).
 	TaskQueue *string `json:"task_queue,omitempty"`
+	// Versioning routes the execution's workflow tasks among builds
+	// (docs/versioning.md#pinned-workflows): "pinned" keeps them on one
+	// build, "auto_upgrade" sends them to the newest build that registers
+	// the workflow. Absent: the workflow's configured
+	// workflows.<name>.versioning, else "auto_upgrade". Another value is
+	// 400 invalid_versioning.
+	Versioning *string `json:"versioning,omitempty"`
+	// BuildID pins the execution to this build (it implies "pinned"): a
+	// live worker of it must register the workflow on the start's task
+	// queue, else 400 invalid_build. Absent, a pinned execution stays on
+	// the build that runs its first workflow task.
+	BuildID *string `json:"build_id,omitempty"`
 }
 
 // StartPolicy says how a workflow's starts are admitted: throttled,
@@ -144,6 +156,10 @@ type SignalWithStartRequest struct {
 	// TaskQueue is the task queue of the execution, if one starts, as
 	// StartRequest's.
 	TaskQueue *string `json:"task_queue,omitempty"`
+	// Versioning and BuildID route the execution's workflow tasks among
+	// builds, if one starts, as StartRequest's.
+	Versioning *string `json:"versioning,omitempty"`
+	BuildID    *string `json:"build_id,omitempty"`
 }
 
 // SignalWithStartResponse answers a signal-with-start: 201 when it

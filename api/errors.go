@@ -15,6 +15,13 @@ const (
 	CodeInvalidStartPolicy    = "invalid_start_policy"
 	CodeInvalidStore          = "invalid_store"
 	CodeInvalidTaskQueue      = "invalid_task_queue"
+	// CodeInvalidVersioning refuses a start's versioning that is neither
+	// "pinned" nor "auto_upgrade" (400).
+	CodeInvalidVersioning = "invalid_versioning"
+	// CodeInvalidBuild refuses a pinned start's build_id that is no build
+	// id, or one no live worker of which registers the workflow on the
+	// start's task queue (400).
+	CodeInvalidBuild = "invalid_build"
 	// CodeIdempotencyKeyNotAllowed refuses a keyed start of a workflow
 	// under a start policy: the policy defers the start, so there is no
 	// execution for a retry to converge on.

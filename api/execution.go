@@ -14,9 +14,17 @@ type Execution struct {
 	Status       string `json:"status"`
 	// TaskQueue is the task queue the execution's tasks go to, chosen
 	// when it started.
-	TaskQueue string          `json:"task_queue"`
-	Input     json.RawMessage `json:"input"`
-	Result    json.RawMessage `json:"result"`
+	TaskQueue string `json:"task_queue"`
+	// Versioning is "pinned" for an execution whose workflow tasks go
+	// only to the workers of one build; absent for one that moves to the
+	// newest build (auto_upgrade; docs/versioning.md#pinned-workflows).
+	Versioning string `json:"versioning,omitempty"`
+	// PinnedBuild is the build a pinned execution's workflow tasks go
+	// to, once known (the start's build_id, else the build that ran its
+	// first workflow task).
+	PinnedBuild string          `json:"pinned_build,omitempty"`
+	Input       json.RawMessage `json:"input"`
+	Result      json.RawMessage `json:"result"`
 	// Error is the failure of an execution that did not complete, null
 	// otherwise: {"message", "type"?, "non_retryable"?}.
 	Error     json.RawMessage `json:"error"`
@@ -226,6 +234,9 @@ type WaitingFor struct {
 	Kind      string `json:"kind"`
 	Name      string `json:"name"`
 	TaskQueue string `json:"task_queue"`
+	// BuildID is the build a pinned execution's workflow waits for: no
+	// live worker of it registers the workflow on the task queue.
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // Kinds of WaitingFor.

@@ -73,7 +73,19 @@ type StartOptions struct {
 	// TaskQueue is the task queue the execution's tasks go to; empty is
 	// the workflow's configured queue, else "default".
 	TaskQueue string
+	// Versioning is VersioningPinned or VersioningAutoUpgrade; empty is
+	// the workflow's configured versioning, else auto_upgrade.
+	Versioning string
+	// BuildID pins the execution to a build a live worker of which
+	// registers the workflow (it implies VersioningPinned).
+	BuildID string
 }
+
+// Versionings of StartOptions.Versioning.
+const (
+	VersioningPinned      = "pinned"
+	VersioningAutoUpgrade = "auto_upgrade"
+)
 
 // StartResult is a start's answer.
 type StartResult struct {
@@ -125,7 +137,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	}
 	b := StartRequest{Input: in, WorkflowID: optional(opts.WorkflowID), ReusePolicy: opts.ReusePolicy,
 		CompletionCallback: optional(opts.CompletionCallback), StartPolicy: opts.StartPolicy, Store: optional(opts.Store),
-		TaskQueue: optional(opts.TaskQueue)}
+		TaskQueue: optional(opts.TaskQueue), Versioning: optional(opts.Versioning), BuildID: optional(opts.BuildID)}
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}
@@ -344,6 +356,9 @@ type SignalWithStartOptions struct {
 	// TaskQueue is the task queue of the execution, if one starts; empty
 	// is the workflow's configured queue, else "default".
 	TaskQueue string
+	// Versioning and BuildID are as StartOptions', if one starts.
+	Versioning string
+	BuildID    string
 }
 
 // SignalWithStartResult is a signal-with-start's answer.
@@ -382,7 +397,8 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 		return nil, fmt.Errorf("client: SignalWithStart: encode signal payload: %w", err)
 	}
 	body, err := json.Marshal(SignalWithStartRequest{WorkflowID: &opts.WorkflowID, Input: in, SignalName: opts.SignalName,
-		SignalPayload: payload, ReusePolicy: opts.ReusePolicy, TaskQueue: optional(opts.TaskQueue)})
+		SignalPayload: payload, ReusePolicy: opts.ReusePolicy, TaskQueue: optional(opts.TaskQueue),
+		Versioning: optional(opts.Versioning), BuildID: optional(opts.BuildID)})
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
 	}

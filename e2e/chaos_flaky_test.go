@@ -23,6 +23,10 @@ import (
 
 const workflowFlaky = "chaos_flaky"
 
+// flakyBrokenFor is how long after its start a chaos_flaky execution's
+// code panics (e2e/testdata/fleetworker).
+const flakyBrokenFor = 1500 * time.Millisecond
+
 var chaosFlaky = flag.Int("chaos.flaky", 2, "chaos: chaos_flaky starts per trial (workflow tasks that fail, are reported and retried, under faults)")
 
 func planFlaky(rng *rand.Rand, prefix string, n int, window time.Duration) []sideStart {
@@ -48,6 +52,12 @@ type flakyExecution struct {
 	// failed task records nothing but uses its id, so a first completed
 	// task after 1 means the failures were reported and retried.
 	firstTask int
+	// firstAfter is how long after the execution's start its first
+	// workflow task completed. A task 1 that a fault kept from any worker
+	// for the code's whole broken window (its consumer lost with a NATS
+	// server, say) runs after it and does not panic; one that completed
+	// within the window cannot have run the broken code.
+	firstAfter time.Duration
 }
 
 // flakyInvariants checks the trial's chaos_flaky starts, once they have
@@ -93,8 +103,12 @@ func (c *trialCheck) flakyInvariants(ctx context.Context, plans []sideStart, out
 			bad = append(bad, fmt.Sprintf("%s: result %s", key, e.result))
 		case e.failing:
 			bad = append(bad, fmt.Sprintf("%s: Completed and still marked task_failing", key))
+		case e.firstTask < 2 && e.firstAfter < flakyBrokenFor:
+			bad = append(bad, fmt.Sprintf("%s: its first completed workflow task is task %d, %s after its start: no failure was reported",
+				key, e.firstTask, e.firstAfter))
 		case e.firstTask < 2:
-			bad = append(bad, fmt.Sprintf("%s: its first completed workflow task is task %d: no failure was reported", key, e.firstTask))
+			// Task 1 reached a worker only after the broken window.
+			c.res.FlakyRecovered++
 		default:
 			c.res.FlakyRecovered++
 		}
@@ -113,13 +127,17 @@ func (c *trialCheck) flakyExecutions(ctx context.Context, prefix string) ([]flak
 	var out []flakyExecution
 	err := c.st.queryAll(qctx, `SELECT e.execution_id::text, e.idempotency_key, e.status, coalesce(e.result::text, 'null'), e.task_failing IS NOT NULL,
 			coalesce((SELECT min((h.attrs->>'task_id')::int) FROM history_events h
-				WHERE h.execution_id = e.execution_id AND h.type = 'WorkflowTaskCompleted'), 0)
+				WHERE h.execution_id = e.execution_id AND h.type = 'WorkflowTaskCompleted'), 0),
+			coalesce((SELECT extract(epoch FROM min(h.at) - e.created_at) * 1000 FROM history_events h
+				WHERE h.execution_id = e.execution_id AND h.type = 'WorkflowTaskCompleted'), 0)::bigint
 		FROM executions e WHERE e.workflow_name = $1 AND starts_with(e.idempotency_key, $2)`,
 		[]any{workflowFlaky, prefix}, func(rows pgx.Rows) error {
 			var e flakyExecution
-			if err := rows.Scan(&e.id, &e.key, &e.status, &e.result, &e.failing, &e.firstTask); err != nil {
+			var afterMS int64
+			if err := rows.Scan(&e.id, &e.key, &e.status, &e.result, &e.failing, &e.firstTask, &afterMS); err != nil {
 				return err
 			}
+			e.firstAfter = time.Duration(afterMS) * time.Millisecond
 			out = append(out, e)
 			return nil
 		})

@@ -29,9 +29,11 @@ const (
 	DefaultTaskAckWait            = harvest.DefaultTaskAckWait
 )
 
-// handBackDelay is how long a task a worker handed back (its workflow
-// task failed, or it has not the workflow or activity) waits before it is
-// delivered again.
+// handBackDelay is how long a task a worker handed back waits before it
+// is delivered again: it has not the workflow or activity, or its
+// workflow task failed for another reason than the code (a non-
+// determinism, an unsupported version or a panic is reported to the
+// scheduler instead, which retries the task after its backoff).
 const handBackDelay = workerrt.UnknownTaskDelay
 
 // Config configures an Env. Zero values mean the deployment's defaults.
@@ -541,9 +543,24 @@ func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Worker, d *deli
 	decisions := ran.Decisions
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var failed *workerrt.TaskFailureError
+	if errors.As(err, &failed) {
+		// A non-determinism, an unsupported version or a panic: reported
+		// as a worker's runtime reports it (a wft_failed command), so that
+		// the execution shows TaskFailing and the scheduler dispatches the
+		// task again after its backoff, as in a deployment.
+		f := failed.Failure
+		f.ExecutionID, f.TaskID = task.ExecutionID, task.TaskID
+		if _, aerr := e.apply(ctx, &wire.Command{CommandID: dedup.WorkflowTaskFailedCommandID(task.ExecutionID, task.TaskID),
+			Kind: wire.KindWorkflowTaskFailed, TaskFailure: &f}); aerr != nil {
+			return errors.Join(fmt.Errorf("execution %s: workflow task %d: %w", task.ExecutionID, task.TaskID, err), aerr)
+		}
+		return fmt.Errorf("execution %s: workflow task %d: %w", task.ExecutionID, task.TaskID, err)
+	}
 	if err != nil {
-		// Handed back, unstarted: it comes again, and fails again until
-		// the worker's code changes (RestartWorker).
+		// Any other failure (a history the replayer cannot read, say):
+		// handed back, unstarted, as a worker's runtime hands it back; it
+		// comes again after the delay.
 		d.at = e.now.Add(handBackDelay)
 		e.push(d)
 		return fmt.Errorf("execution %s: workflow task %d: %w", task.ExecutionID, task.TaskID, err)

@@ -41,10 +41,12 @@ type Execution struct {
 // does, and runs the tasks that follow until they wait (for a signal, a
 // timer, a retry, the clock). A refused start returns a *client.APIError
 // (errors.Is: client.ErrUnknownWorkflow, client.ErrInputInvalid, ...).
-// When a workflow task fails (harvest.ErrNonDeterministic, a panic), the
-// execution is returned with the error; the task is retried, as a
-// deployment retries it, whenever the clock moves. opts is at most one
-// StartOptions.
+// When a workflow task fails (harvest.ErrNonDeterministic, a
+// *harvest.VersionError, a panic), the execution is returned with the
+// error; as in a deployment it stays Running, Describe shows why
+// (TaskFailing), and the task is dispatched again after the scheduler's
+// backoff (1 s, doubling, at most 5 minutes) on the test's clock. opts is
+// at most one StartOptions.
 func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...StartOptions) (*Execution, error) {
 	raw, err := json.Marshal(input)
 	if err != nil {

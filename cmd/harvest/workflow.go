@@ -129,7 +129,7 @@ not reached it yet.`,
 }
 
 func newWorkflowStart() *cobra.Command {
-	var input, key, workflowID, reusePolicy, taskQueue string
+	var input, key, workflowID, reusePolicy, taskQueue, versioning, buildID string
 	var delay time.Duration
 	cmd := &cobra.Command{
 		Use:   "start <workflow>",
@@ -149,6 +149,7 @@ func newWorkflowStart() *cobra.Command {
 			}
 			r, err := c.Start(ctx, args[0], inArg, client.StartOptions{
 				IdempotencyKey: key, WorkflowID: workflowID, ReusePolicy: reusePolicy, Delay: delay, TaskQueue: taskQueue,
+				Versioning: versioning, BuildID: buildID,
 			})
 			if err != nil {
 				return err
@@ -173,6 +174,8 @@ func newWorkflowStart() *cobra.Command {
 	cmd.Flags().StringVar(&reusePolicy, "reuse-policy", "", "allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running")
 	cmd.Flags().DurationVar(&delay, "delay", 0, "run the first workflow task after this long")
 	cmd.Flags().StringVar(&taskQueue, "task-queue", "", "the task queue the execution's tasks go to (default: the workflow's configured one, else default)")
+	cmd.Flags().StringVar(&versioning, "versioning", "", "pinned (stay on one build) or auto_upgrade (move to the newest build); default: the workflow's configured one, else auto_upgrade")
+	cmd.Flags().StringVar(&buildID, "build-id", "", "pin the execution to this build, which a live worker must run")
 	return cmd
 }
 
@@ -250,6 +253,9 @@ func newWorkflowDescribe() *cobra.Command {
 				{"closed_at", closed},
 			} {
 				fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+			}
+			if e.Versioning != "" {
+				fmt.Fprintf(tw, "versioning:\t%s, build %s\n", e.Versioning, cmp.Or(e.PinnedBuild, "- (its first workflow task's)"))
 			}
 			if f := e.TaskFailing; f != nil {
 				fmt.Fprintf(tw, "task_failing:\t%s since %s, %d attempt(s), next at %s, build %s: %s\n",

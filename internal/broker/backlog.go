@@ -14,9 +14,9 @@ import (
 // a work queue: a task stays in it until a worker settles it, so each
 // count is of tasks waiting for a worker or being run.
 type Backlog struct {
-	// Named counts the tasks routed by name (NameTaskSubject), by kind
-	// (wire.TaskWorkflow, wire.TaskActivity), then name. Only names with
-	// tasks are in it.
+	// Named counts the tasks routed by name (NameTaskSubject, and
+	// PinnedTaskSubject for its workflow), by kind (wire.TaskWorkflow,
+	// wire.TaskActivity), then name. Only names with tasks are in it.
 	Named map[string]map[string]uint64
 	// Unrouted counts, by kind, the tasks an older scheduler wrote to the
 	// queue's subjects from before routing by name (TaskSubject), which
@@ -51,7 +51,14 @@ func (t *Topology) TaskBacklog(ctx context.Context, queue string) (Backlog, erro
 		switch {
 		case !named:
 			b.Unrouted[kind] += n
-		case name != "" && !strings.Contains(name, "."):
+		case name != "":
+			// A pinned workflow task (PinnedTaskSubject) counts for its
+			// workflow: its build is one more token.
+			if kind == wire.TaskWorkflow {
+				name, _, _ = strings.Cut(name, ".")
+			} else if strings.Contains(name, ".") {
+				continue
+			}
 			if b.Named[kind] == nil {
 				b.Named[kind] = map[string]uint64{}
 			}

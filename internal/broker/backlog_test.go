@@ -32,6 +32,7 @@ func TestTaskBacklogCountsATaskQueuesTasksByName(t *testing.T) {
 		broker.NameTaskSubject("billing", wire.TaskWorkflow, "charge"),
 		broker.NameTaskSubject("billing", wire.TaskWorkflow, "charge"),
 		broker.NameTaskSubject("billing", wire.TaskWorkflow, "refund"),
+		broker.PinnedTaskSubject("billing", "refund", "v1.2.0+abc~12345678"),
 		broker.NameTaskSubject("billing", wire.TaskActivity, "charge_card"),
 		broker.TaskSubject("billing", wire.TaskWorkflow),
 		broker.TaskSubject("billing", wire.TaskWorkflow),
@@ -46,9 +47,9 @@ func TestTaskBacklogCountsATaskQueuesTasksByName(t *testing.T) {
 	b, err = top.TaskBacklog(ctx, "billing")
 	require.NoError(t, err)
 	require.Equal(t, map[string]map[string]uint64{
-		wire.TaskWorkflow: {"charge": 2, "refund": 1},
+		wire.TaskWorkflow: {"charge": 2, "refund": 2},
 		wire.TaskActivity: {"charge_card": 1},
-	}, b.Named)
+	}, b.Named, "a pinned task counts for its workflow")
 	require.Equal(t, map[string]uint64{wire.TaskWorkflow: 2, wire.TaskActivity: 1}, b.Unrouted)
 
 	// A worker takes the activity task and settles it.
@@ -69,5 +70,5 @@ func TestTaskBacklogCountsATaskQueuesTasksByName(t *testing.T) {
 	b, err = top.TaskBacklog(ctx, "billing")
 	require.NoError(t, err)
 	require.NotContains(t, b.Named, wire.TaskActivity, "a settled task leaves")
-	require.Equal(t, map[string]uint64{"charge": 2, "refund": 1}, b.Named[wire.TaskWorkflow])
+	require.Equal(t, map[string]uint64{"charge": 2, "refund": 2}, b.Named[wire.TaskWorkflow])
 }

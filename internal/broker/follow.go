@@ -8,14 +8,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Follow watches every key of kv: apply gets each current entry, then
-// every change, in order, from one goroutine. It returns once the
+// Follow watches every key of kv, or only those matching keys (filters,
+// with wildcards) when there are any: apply gets each current entry,
+// then every change, in order, from one goroutine. It returns once the
 // current entries are applied (or ctx ends first: then it has stopped);
 // stop ends the watch and waits for apply's last call. The watch itself
 // outlives ctx, until stop.
-func Follow(ctx context.Context, kv jetstream.KeyValue, apply func(jetstream.KeyValueEntry)) (stop func(), err error) {
+func Follow(ctx context.Context, kv jetstream.KeyValue, apply func(jetstream.KeyValueEntry), keys ...string) (stop func(), err error) {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := kv.WatchAll(wctx)
+	var w jetstream.KeyWatcher
+	if len(keys) > 0 {
+		w, err = kv.WatchFiltered(wctx, keys)
+	} else {
+		w, err = kv.WatchAll(wctx)
+	}
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("watch bucket %s: %w", kv.Bucket(), err)

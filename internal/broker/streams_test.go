@@ -93,6 +93,13 @@ func TestPublishCommandIsDeduplicatedByTheBroker(t *testing.T) {
 	require.Equal(t, "harvest.cmd.2.start", broker.CommandSubject(2, wire.KindStart))
 	require.Equal(t, "harvest.task.default.activity", broker.TaskSubject("default", wire.TaskActivity))
 	require.Equal(t, "c-1", broker.OutcomeCommandID(broker.OutcomeSubject("c-1")))
+	// A build id may hold '.': its subject token is a hash of it.
+	pinned := broker.PinnedTaskSubject("default", "charge", "v1.2.0+abc")
+	require.Regexp(t, `^harvest\.task\.default\.workflow\.charge\.b[0-9a-f]{16}$`, pinned)
+	require.NotEqual(t, pinned, broker.PinnedTaskSubject("default", "charge", "v1.2.1+abc"))
+	kind, ok := broker.TaskKind(pinned)
+	require.True(t, ok)
+	require.Equal(t, wire.TaskWorkflow, kind)
 }
 
 func TestOutcomeTTLOutlivesTheDuplicateWindow(t *testing.T) {

@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // CommandSubject is the subject of a command of kind for shard:
@@ -33,6 +37,24 @@ func NameTaskSubject(queue, kind, name string) string {
 	return "harvest.task." + queue + "." + kind + "." + name
 }
 
+// PinnedTaskSubject is the subject of a workflow task of an execution
+// pinned to build (docs/versioning.md#pinned-workflows):
+// harvest.task.<queue>.workflow.<name>.<BuildToken(build)>. Only the
+// workers of that build that register name on queue consume it. It does
+// not match NameTaskSubject's filter, so a pinned task goes to no other
+// build.
+func PinnedTaskSubject(queue, name, build string) string {
+	return NameTaskSubject(queue, wire.TaskWorkflow, name) + "." + BuildToken(build)
+}
+
+// BuildToken is a build id as one subject and consumer-name token: "b"
+// and 16 hex digits of its SHA-256. A build id may hold '.', which a
+// subject token cannot.
+func BuildToken(build string) string {
+	sum := sha256.Sum256([]byte(build))
+	return "b" + hex.EncodeToString(sum[:8])
+}
+
 // TaskKind is the kind of task (wire.TaskWorkflow, wire.TaskActivity) a
 // task subject, routed by name or not, carries; false for a subject that
 // is no task's.
@@ -42,7 +64,8 @@ func TaskKind(subject string) (string, bool) {
 		return "", false
 	}
 	tokens := strings.Split(rest, ".")
-	if len(tokens) != 2 && len(tokens) != 3 {
+	pinned := len(tokens) == 4 && tokens[1] == wire.TaskWorkflow
+	if len(tokens) != 2 && len(tokens) != 3 && !pinned {
 		return "", false
 	}
 	return tokens[1], true

@@ -114,11 +114,13 @@ func TestWorkflowTaskQueuesLoadAndAreChecked(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(`workflows:
   approve_order:
     task_queue: mine
-  onboarding: {}
+    versioning: pinned
+  onboarding: {versioning: auto_upgrade}
 `), 0o600))
 	c, err := config.Load(path)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"approve_order": "mine"}, c.TaskQueues())
+	require.Equal(t, map[string]bool{"approve_order": true}, c.PinnedWorkflows())
 	require.ElementsMatch(t, []string{"approve_order", "onboarding"}, c.DeclaredWorkflows())
 
 	for body, want := range map[string]string{
@@ -126,6 +128,7 @@ func TestWorkflowTaskQueuesLoadAndAreChecked(t *testing.T) {
 		"workflows: {approve_order: {task_queue: a.b}}":                              `workflows.approve_order.task_queue "a.b"`,
 		"workflows: {approve_order: {task_queue: " + strings.Repeat("q", 129) + "}}": "workflows.approve_order.task_queue",
 		"workflows: {approve_order: {taskqueue: mine}}":                              "taskqueue",
+		"workflows: {approve_order: {versioning: sticky}}":                           `config: workflows.approve_order.versioning "sticky": want pinned or auto_upgrade`,
 	} {
 		require.NoError(t, os.WriteFile(path, []byte(body+"\n"), 0o600))
 		_, err := config.Load(path)

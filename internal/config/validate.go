@@ -9,6 +9,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // Validate names the first bad field.
@@ -88,6 +89,11 @@ func (c Config) Validate() error {
 		if w.TaskQueue != "" && dedup.ValidateName(w.TaskQueue) != nil {
 			return fmt.Errorf("config: workflows.%s.task_queue %q: want a task queue name, 1 to %d bytes of letters, digits, '_' and '-'",
 				name, w.TaskQueue, dedup.MaxNameBytes)
+		}
+		switch w.Versioning {
+		case "", wire.VersioningPinned, wire.VersioningAutoUpgrade:
+		default:
+			return fmt.Errorf("config: workflows.%s.versioning %q: want pinned or auto_upgrade", name, w.Versioning)
 		}
 		if _, err := startpolicy.Parse(w.StartPolicy); err != nil {
 			var perr *startpolicy.Error

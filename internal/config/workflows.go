@@ -7,6 +7,7 @@ import (
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // WorkflowConfig is the per-workflow part of Config.
@@ -24,6 +25,12 @@ type WorkflowConfig struct {
 	// binding rules', ArcFlow runs), default "default". A declared
 	// workflow is accepted on this queue while no worker serves it.
 	TaskQueue string `yaml:"task_queue"`
+	// Versioning routes the workflow's executions among builds
+	// (docs/versioning.md#pinned-workflows): "pinned" keeps each on the
+	// build that ran its first workflow task, "auto_upgrade" (the
+	// default) moves it to the newest build that registers the workflow.
+	// A start's versioning overrides it.
+	Versioning string `yaml:"versioning"`
 }
 
 // DeclaredWorkflows are the workflows the configuration declares: those
@@ -56,6 +63,18 @@ func (c Config) StartPolicies() map[string]*startpolicy.Policy {
 	for name, w := range c.Workflows {
 		if p, err := startpolicy.Parse(w.StartPolicy); err == nil && p != nil {
 			out[name] = p
+		}
+	}
+	return out
+}
+
+// PinnedWorkflows returns the workflows configured with versioning:
+// pinned.
+func (c Config) PinnedWorkflows() map[string]bool {
+	out := map[string]bool{}
+	for name, w := range c.Workflows {
+		if w.Versioning == wire.VersioningPinned {
+			out[name] = true
 		}
 	}
 	return out

@@ -64,5 +64,6 @@ package ingest
 //     executions by build and version), webhooks.go, workers_api.go (live
 //     workers), taskqueues.go. health.go: /healthz and /readyz.
 //   - workers.go: whether a live worker serves a workflow, and which task
-//     queue a start goes to. mirror.go: the in-memory copies of the
+//     queue a start goes to. pinned.go: a start's versioning and the
+//     build it is pinned to, and whether that build has a live worker. mirror.go: the in-memory copies of the
 //     admission gates and input schemas buckets every replica follows.

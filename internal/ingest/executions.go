@@ -42,8 +42,15 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 	}
 	view := executionView(e)
 	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
-	if view.WaitingForWorker {
-		view.WaitingForWorkers = append(view.WaitingForWorkers, api.WaitingFor{Kind: api.WaitingForWorkflow, Name: e.WorkflowName, TaskQueue: e.TaskQueue})
+	switch {
+	case view.WaitingForWorker:
+		view.WaitingForWorkers = append(view.WaitingForWorkers, api.WaitingFor{Kind: api.WaitingForWorkflow, Name: e.WorkflowName,
+			TaskQueue: e.TaskQueue, BuildID: e.PinnedBuild})
+	case s.waitingForPinnedBuild(r.Context(), e.Status, e.WorkflowName, e.TaskQueue, e.PinnedBuild):
+		// Workers register the workflow, but none of its pinned build.
+		view.WaitingForWorker = true
+		view.WaitingForWorkers = append(view.WaitingForWorkers, api.WaitingFor{Kind: api.WaitingForWorkflow, Name: e.WorkflowName,
+			TaskQueue: e.TaskQueue, BuildID: e.PinnedBuild})
 	}
 	for _, a := range s.unservedActivities(r.Context(), details.PendingActivities, e.TaskQueue) {
 		view.WaitingForActivityWorkers = append(view.WaitingForActivityWorkers, a.Name)

@@ -188,12 +188,15 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, key, rej := s.parseSignalWithStart(w, r)
-	var queue string
+	var queue, versioning, pinnedBuild string
 	if rej == nil {
 		queue, rej = s.startQueue(name, req.TaskQueue)
 	}
 	if rej == nil {
 		rej = s.checkKnown(r.Context(), name, queue)
+	}
+	if rej == nil {
+		versioning, pinnedBuild, rej = s.startVersioning(r.Context(), name, queue, req.Versioning, req.BuildID)
 	}
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
@@ -209,7 +212,7 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	workflowID := *req.WorkflowID
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignalWithStart, SignalWithStart: true,
 		Start: &wire.StartCommand{WorkflowName: name, WorkflowID: workflowID, Input: req.Input, TaskQueue: queue,
-			ReusePolicy: req.ReusePolicy, StartedBy: callerName(r.Context())},
+			ReusePolicy: req.ReusePolicy, StartedBy: callerName(r.Context()), Versioning: versioning, PinnedBuild: pinnedBuild},
 		Signal: &wire.SignalCommand{SignalName: req.SignalName, Payload: req.SignalPayload, IdempotencyKey: key},
 	}
 	if key != "" {

@@ -74,7 +74,7 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: p.name, WorkflowID: p.workflowID, WorkflowIDMinted: minted, Input: p.req.Input,
 		TaskQueue: p.taskQueue, ReusePolicy: p.req.ReusePolicy, StartAt: p.startAt, AcceptedAt: time.Now().UTC(),
-		StartedBy: callerName(ctx), Policy: p.policy,
+		StartedBy: callerName(ctx), Policy: p.policy, Versioning: p.versioning, PinnedBuild: p.pinnedBuild,
 	}}
 	if p.req.CompletionCallback != nil {
 		cmd.Start.CompletionCallback = *p.req.CompletionCallback

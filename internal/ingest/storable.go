@@ -24,10 +24,12 @@ var (
 		"workflow_id": api.CodeInvalidWorkflowID, "idempotency_key": api.CodeInvalidIdempotencyKey, "reuse_policy": api.CodeInvalidReusePolicy,
 		"delay": api.CodeInvalidDelay, "start_at": api.CodeInvalidStartAt, "completion_callback": api.CodeInvalidCompletionCallback,
 		"start_policy": api.CodeInvalidStartPolicy, "store": api.CodeInvalidStore, "task_queue": api.CodeInvalidTaskQueue,
+		"versioning": api.CodeInvalidVersioning, "build_id": api.CodeInvalidBuild,
 	}
 	signalWithStartMembers = map[string]string{
 		"workflow_id": api.CodeInvalidWorkflowID, "idempotency_key": api.CodeInvalidIdempotencyKey, "reuse_policy": api.CodeInvalidReusePolicy,
 		"signal_name": api.CodeInvalidSignalName, "task_queue": api.CodeInvalidTaskQueue,
+		"versioning": api.CodeInvalidVersioning, "build_id": api.CodeInvalidBuild,
 	}
 	runMembers   = map[string]string{"workflow": api.CodeInvalidWorkflowName}
 	closeMembers = map[string]string{"reason": api.CodeInvalidReason}

@@ -51,6 +51,8 @@ type parsedStart struct {
 	// taskQueue is the task queue the start goes to: the request's, else
 	// its workflow's configured one, else the default.
 	taskQueue string
+	// versioning and pinnedBuild are the command's (startVersioning).
+	versioning, pinnedBuild string
 }
 
 // parseStart reads and checks a start request. It returns the key it
@@ -108,6 +110,9 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 		return rej
 	}
 	if rej := s.checkKnown(ctx, p.name, p.taskQueue); rej != nil {
+		return rej
+	}
+	if p.versioning, p.pinnedBuild, rej = s.startVersioning(ctx, p.name, p.taskQueue, p.req.Versioning, p.req.BuildID); rej != nil {
 		return rej
 	}
 	if p.req.WorkflowID != nil {

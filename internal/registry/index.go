@@ -19,15 +19,30 @@ type Index struct {
 	kv  jetstream.KeyValue
 	log *slog.Logger
 
+	// keys, when set, are the only keys followed (NewWorkflowIndex).
+	keys []string
+
 	mu sync.RWMutex
-	// m maps a served prefix (kind.name.queue) to its workers' expiries.
-	m    map[string]map[string]time.Time
+	// m maps a served prefix (kind.name.queue) to its workers' entries.
+	m    map[string]map[string]Entry
 	stop func()
 }
 
 // NewIndex returns an Index of kv.
 func NewIndex(kv jetstream.KeyValue, log *slog.Logger) *Index {
-	return &Index{kv: kv, log: log, m: map[string]map[string]time.Time{}}
+	return &Index{kv: kv, log: log, m: map[string]map[string]Entry{}}
+}
+
+// NewWorkflowIndex returns an Index of kv that follows only the
+// registrations of workflows on taskQueue: what a worker needs to know
+// which build is the newest of each workflow it registers
+// (NewestBuild), without following every worker's every key.
+func NewWorkflowIndex(kv jetstream.KeyValue, log *slog.Logger, workflows []string, taskQueue string) *Index {
+	x := NewIndex(kv, log)
+	for _, name := range workflows {
+		x.keys = append(x.keys, served(KindWorkflow, name, taskQueue)+".*")
+	}
+	return x
 }
 
 // Start loads the bucket, then follows it until Close.
@@ -36,7 +51,7 @@ func (x *Index) Start(ctx context.Context) error {
 		x.log.Warn("no HARVEST_WORKERS bucket (declared by a scheduler of this version): every workflow counts as served until this process restarts")
 		return nil
 	}
-	stop, err := broker.Follow(ctx, x.kv, x.apply)
+	stop, err := broker.Follow(ctx, x.kv, x.apply, x.keys...)
 	if err != nil {
 		return err
 	}
@@ -61,21 +76,21 @@ func (x *Index) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	if e.Operation() != jetstream.KeyValuePut {
-		x.set(prefix, worker, time.Time{})
+		x.set(prefix, worker, Entry{})
 		return
 	}
 	ent, err := decodeEntry(e.Value())
 	if err != nil {
 		x.log.Warn("ignoring undecodable worker registration", "bucket", x.kv.Bucket(), "key", e.Key(), "err", err)
 	}
-	x.set(prefix, worker, ent.ExpiresAt)
+	x.set(prefix, worker, ent)
 }
 
-// set records worker's expiry under prefix; a zero expiry removes it.
-func (x *Index) set(prefix, worker string, expires time.Time) {
+// set records worker's entry under prefix; one with no expiry removes it.
+func (x *Index) set(prefix, worker string, ent Entry) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if expires.IsZero() {
+	if ent.ExpiresAt.IsZero() {
 		delete(x.m[prefix], worker)
 		if len(x.m[prefix]) == 0 {
 			delete(x.m, prefix)
@@ -83,17 +98,18 @@ func (x *Index) set(prefix, worker string, expires time.Time) {
 		return
 	}
 	if x.m[prefix] == nil {
-		x.m[prefix] = map[string]time.Time{}
+		x.m[prefix] = map[string]Entry{}
 	}
-	x.m[prefix][worker] = expires
+	x.m[prefix][worker] = ent
 }
 
-// cached says whether the mirror holds a live registration.
-func (x *Index) cached(kind, name, taskQueue string, now time.Time) bool {
+// cached says whether the mirror holds a live registration, of build when
+// it is not "".
+func (x *Index) cached(kind, name, taskQueue, build string, now time.Time) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for _, exp := range x.m[served(kind, name, taskQueue)] {
-		if now.Before(exp) {
+	for _, ent := range x.m[served(kind, name, taskQueue)] {
+		if ent.Live(now) && (build == "" || ent.BuildID == build) {
 			return true
 		}
 	}
@@ -111,10 +127,57 @@ func (x *Index) Serves(ctx context.Context, kind, name, taskQueue string, now ti
 	if x.kv == nil {
 		return true, nil
 	}
-	if x.cached(kind, name, taskQueue, now) {
+	if x.cached(kind, name, taskQueue, "", now) {
 		return true, nil
 	}
 	return Lookup(ctx, x.kv, kind, name, taskQueue, now)
+}
+
+// ServesBuild is Serves for the workers of one build: whether a live
+// worker of build has registered the workflow name on taskQueue at now,
+// from the mirror, and on a miss from the bucket itself. Without the
+// bucket no build is known.
+func (x *Index) ServesBuild(ctx context.Context, name, taskQueue, build string, now time.Time) (bool, error) {
+	if x.kv == nil {
+		return false, nil
+	}
+	if x.cached(KindWorkflow, name, taskQueue, build, now) {
+		return true, nil
+	}
+	return LookupBuild(ctx, x.kv, name, taskQueue, build, now)
+}
+
+// NewestBuild is the build whose workers an auto-upgrading execution of
+// the workflow name on taskQueue goes to at now: of the builds live
+// workers register it under, the one that arrived last, a build arriving
+// when its first live worker started (ties go to the greater build id, so
+// that every reader agrees). "" when no live worker says its build (none,
+// or only workers of a version before builds routed tasks).
+func (x *Index) NewestBuild(name, taskQueue string, now time.Time) string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return newestBuild(x.m[served(KindWorkflow, name, taskQueue)], now)
+}
+
+// newestBuild is NewestBuild over one name's entries.
+func newestBuild(entries map[string]Entry, now time.Time) string {
+	arrived := map[string]time.Time{}
+	for _, ent := range entries {
+		if !ent.Live(now) || ent.BuildID == "" {
+			continue
+		}
+		if at, ok := arrived[ent.BuildID]; !ok || ent.StartedAt.Before(at) {
+			arrived[ent.BuildID] = ent.StartedAt
+		}
+	}
+	var newest string
+	var at time.Time
+	for build, t := range arrived {
+		if newest == "" || t.After(at) || (t.Equal(at) && build > newest) {
+			newest, at = build, t
+		}
+	}
+	return newest
 }
 
 // Names are the names of kind that live workers serve at now, each with
@@ -133,8 +196,8 @@ func (x *Index) Names(kind string, now time.Time) map[string]int {
 		if !ok {
 			continue
 		}
-		for w, exp := range ws {
-			if now.Before(exp) {
+		for w, ent := range ws {
+			if ent.Live(now) {
 				if workers[name] == nil {
 					workers[name] = map[string]bool{}
 				}

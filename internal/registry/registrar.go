@@ -178,7 +178,10 @@ func (r *Registrar) put(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	entry := Entry{Worker: r.cfg.Worker, Host: r.host, ExpiresAt: time.Now().Add(ttl).UTC()}
+	r.mu.Lock()
+	started := r.started
+	r.mu.Unlock()
+	entry := Entry{Worker: r.cfg.Worker, Host: r.host, ExpiresAt: time.Now().Add(ttl).UTC(), BuildID: r.cfg.BuildID, StartedAt: started}
 	value, err := json.Marshal(entry)
 	if err != nil {
 		return fmt.Errorf("encode registration: %w", err)
@@ -201,10 +204,7 @@ func (r *Registrar) put(ctx context.Context) error {
 
 // record is the worker's record as of now, holding entry.
 func (r *Registrar) record(entry Entry) Record {
-	r.mu.Lock()
-	started := r.started
-	r.mu.Unlock()
-	rec := Record{Entry: entry, PID: r.pid, Build: r.build, BuildID: r.cfg.BuildID, StartedAt: started, TaskQueue: r.cfg.TaskQueue,
+	rec := Record{Entry: entry, PID: r.pid, Build: r.build, TaskQueue: r.cfg.TaskQueue,
 		Workflows: nonNil(r.cfg.Workflows), Activities: nonNil(r.cfg.Activities)}
 	if r.cfg.Load != nil {
 		load := r.cfg.Load()

@@ -48,6 +48,14 @@ type Entry struct {
 	Host string `json:"host,omitempty"`
 	// ExpiresAt is when the registration lapses unless renewed.
 	ExpiresAt time.Time `json:"expires_at"`
+	// BuildID is the worker's build id: what the workflow tasks it
+	// completes record, and what routes a pinned execution's tasks
+	// (docs/versioning.md#pinned-workflows). Empty from a worker of a
+	// version before builds routed tasks.
+	BuildID string `json:"build_id,omitempty"`
+	// StartedAt is when the worker's registrar started: a build's workers
+	// that started first say when the build arrived (Index.NewestBuild).
+	StartedAt time.Time `json:"started_at"`
 }
 
 // Live says whether e still holds at now.
@@ -164,6 +172,21 @@ func Lookup(ctx context.Context, kv jetstream.KeyValue, kind, name, taskQueue st
 	}
 	for _, e := range entries {
 		if ent, err := decodeEntry(e.Value()); err == nil && ent.Live(now) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// LookupBuild reads the bucket itself: whether a live worker of build has
+// registered the workflow name on taskQueue at now.
+func LookupBuild(ctx context.Context, kv jetstream.KeyValue, name, taskQueue, build string, now time.Time) (bool, error) {
+	entries, err := scan(ctx, kv, served(KindWorkflow, name, taskQueue)+".*")
+	if err != nil {
+		return false, fmt.Errorf("look up build %q of workflow %q in %s: %w", build, name, kv.Bucket(), err)
+	}
+	for _, e := range entries {
+		if ent, err := decodeEntry(e.Value()); err == nil && ent.Live(now) && ent.BuildID == build {
 			return true, nil
 		}
 	}

@@ -27,13 +27,8 @@ type Record struct {
 	PID int `json:"pid"`
 	// Build is the worker binary's main module version and VCS revision
 	// (BuildOf), "(devel)" when the build recorded neither.
-	Build string `json:"build"`
-	// BuildID is the worker's build id: what the workflow tasks it
-	// completes record.
-	BuildID string `json:"build_id,omitempty"`
-	// StartedAt is when the worker's registrar started.
-	StartedAt time.Time `json:"started_at"`
-	TaskQueue string    `json:"task_queue"`
+	Build     string `json:"build"`
+	TaskQueue string `json:"task_queue"`
 	// Workflows and Activities are the names the worker registered.
 	Workflows  []string `json:"workflows"`
 	Activities []string `json:"activities"`

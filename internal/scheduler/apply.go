@@ -47,6 +47,9 @@ type batch struct {
 	wftTimeout time.Duration
 	// retention sets a closing execution's prune_after.
 	retention store.Retention
+	// pinned are the workflows whose starts are pinned to a build unless
+	// they say otherwise (applyEnv.pinned).
+	pinned map[string]bool
 	// maxTask is the largest task NATS carries; 0 means no limit.
 	maxTask int
 	log     *slog.Logger
@@ -119,7 +122,11 @@ type applyEnv struct {
 	maxTask int
 	// retention is how long closed executions stay.
 	retention store.Retention
-	log       *slog.Logger
+	// pinned are the workflows configured with versioning: pinned
+	// (Config.PinnedWorkflows): a start of one that says no versioning is
+	// pinned.
+	pinned map[string]bool
+	log    *slog.Logger
 	// lock, when set, makes apply take the shard's lock itself, in the
 	// round trip of its first reads, and check that the shard's applied
 	// sequence is the one it was given. Without it the caller has locked

@@ -191,6 +191,7 @@ func (b *batch) openGroup(c seqCommand, ref store.PolicyRef, due time.Time) *sto
 	return &store.DeferredGroup{
 		GroupID: dedup.NewID(), Shard: b.shard, WorkflowName: ref.WorkflowName, Kind: ref.Kind, Key: ref.Key,
 		DueAt: due, FirstSeq: c.seq, Policy: *s.Policy, TaskQueue: s.TaskQueue,
+		Versioning: optional(s.Versioning), PinnedBuild: optional(s.PinnedBuild),
 		CompletionCallback: optional(s.CompletionCallback), StartedBy: optional(s.StartedBy), TraceParent: optional(c.trace), CreatedAt: b.now,
 	}
 }
@@ -256,6 +257,12 @@ func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64
 		if g.StartedBy != nil {
 			s.StartedBy = *g.StartedBy
 		}
+		if g.Versioning != nil {
+			s.Versioning = *g.Versioning
+		}
+		if g.PinnedBuild != nil {
+			s.PinnedBuild = *g.PinnedBuild
+		}
 		b.curTrace = ""
 		if g.TraceParent != nil {
 			b.curTrace = *g.TraceParent
@@ -314,7 +321,7 @@ func (b *batch) throttleRelease(g *store.DeferredGroup, keys map[store.PolicyRef
 func newBatch(ctx context.Context, env applyEnv, now time.Time, applied int64) *batch {
 	b := &batch{
 		shard: env.shard, shards: env.shards, layout: env.layout, now: now, window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
-		outcomeTTL: env.outcomeTTLOrDefault(), wftTimeout: env.wftTimeoutOrDefault(), maxTask: env.maxTask, retention: env.retention,
+		outcomeTTL: env.outcomeTTLOrDefault(), wftTimeout: env.wftTimeoutOrDefault(), maxTask: env.maxTask, retention: env.retention, pinned: env.pinned,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{},
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},

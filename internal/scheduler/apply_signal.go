@@ -73,7 +73,13 @@ func (b *batch) signalWithStart(c seqCommand) {
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID,
 		TaskQueue: st.TaskQueue, Status: wire.StatusRunning, Input: st.Input, CreatedAt: b.now, UpdatedAt: b.now,
-		TraceParent: b.curTrace,
+		TraceParent: b.curTrace, Versioning: st.Versioning, PinnedBuild: st.PinnedBuild,
+	}
+	if e.Versioning == "" {
+		e.Versioning = wire.VersioningAutoUpgrade
+		if b.pinned[e.WorkflowName] {
+			e.Versioning = wire.VersioningPinned
+		}
 	}
 	b.execs[id] = e
 	b.newExecs[id] = true

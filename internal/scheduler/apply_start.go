@@ -85,7 +85,13 @@ func (b *batch) newExecution(s *wire.StartCommand, id string) *store.Execution {
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID,
 		TaskQueue: s.TaskQueue, Status: wire.StatusRunning, Input: s.Input, CreatedAt: b.now, UpdatedAt: b.now,
-		TraceParent: b.curTrace,
+		TraceParent: b.curTrace, Versioning: s.Versioning, PinnedBuild: s.PinnedBuild,
+	}
+	if e.Versioning == "" {
+		e.Versioning = wire.VersioningAutoUpgrade
+		if b.pinned[e.WorkflowName] {
+			e.Versioning = wire.VersioningPinned
+		}
 	}
 	if s.IdempotencyKey != "" {
 		key := s.IdempotencyKey

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -191,7 +190,7 @@ func (b *batch) redispatchWorkflowTasks(ctx context.Context, histories historyLo
 			continue
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-			Shard: b.shard, Subject: broker.NameTaskSubject(e.TaskQueue, wire.TaskWorkflow, e.WorkflowName),
+			Shard: b.shard, Subject: workflowTaskSubject(e),
 			MsgID: workflowTaskMsgID(id, at.TaskID, at.Redispatch), Payload: data, Trace: b.traceOf(e),
 		})
 		b.workflowTaskDeadline(id, at, b.wftTimeout)

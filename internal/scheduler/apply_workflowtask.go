@@ -11,6 +11,7 @@ import (
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/decide"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -26,6 +27,10 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	}
 	e.WFTOutstanding = false
 	e.TaskFailing = nil // the code runs again
+	if e.Versioning == wire.VersioningPinned && e.PinnedBuild == "" && dedup.ValidateBuildID(r.BuildID) == nil {
+		// A pinned execution stays on the build that ran its first task.
+		e.PinnedBuild = r.BuildID
+	}
 	b.changed[e.ExecutionID] = true
 	b.writes.WorkflowTasksDone = append(b.writes.WorkflowTasksDone, store.WorkflowTaskRef{ExecutionID: e.ExecutionID, TaskID: r.TaskID})
 	eager := b.eagerAttempts(r)
@@ -279,7 +284,7 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoad
 			continue
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-			Shard: b.shard, Subject: broker.NameTaskSubject(e.TaskQueue, wire.TaskWorkflow, e.WorkflowName),
+			Shard: b.shard, Subject: workflowTaskSubject(e),
 			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data, Trace: b.traceOf(e),
 		})
 		b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)
@@ -352,4 +357,14 @@ func parseWorkflowTaskMsgID(msgID string) (executionID string, taskID int, ok bo
 func (b *batch) workflowTaskDeadline(executionID string, at wftTimerAttrs, after time.Duration) {
 	attrs, _ := json.Marshal(at)
 	b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: executionID, Kind: store.TimerWorkflowTask, FireAt: b.now.Add(after), Attrs: attrs})
+}
+
+// workflowTaskSubject is the subject of e's workflow tasks: its build's
+// when it is pinned to one, else the one every build that registers its
+// workflow on its task queue shares (docs/versioning.md#pinned-workflows).
+func workflowTaskSubject(e *store.Execution) string {
+	if e.PinnedBuild != "" {
+		return broker.PinnedTaskSubject(e.TaskQueue, e.WorkflowName, e.PinnedBuild)
+	}
+	return broker.NameTaskSubject(e.TaskQueue, wire.TaskWorkflow, e.WorkflowName)
 }

@@ -27,7 +27,7 @@ type commandKind struct {
 var commandKinds = map[string]commandKind{
 	wire.KindStart: {
 		valid: func(c *wire.Command) bool {
-			return c.Start != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Start.TaskQueue != "" && validPolicy(c.Start)
+			return c.Start != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Start.TaskQueue != "" && validPolicy(c.Start) && validVersioning(c.Start)
 		},
 		gather: (*gathering).start,
 		apply: func(b *batch, c seqCommand) {
@@ -103,7 +103,7 @@ var commandKinds = map[string]commandKind{
 	},
 	wire.KindSignalWithStart: {
 		valid: func(c *wire.Command) bool {
-			return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != ""
+			return c.Start != nil && c.Signal != nil && c.Start.WorkflowName != "" && c.Start.WorkflowID != "" && c.Signal.SignalName != "" && validVersioning(c.Start)
 		},
 		gather: func(g *gathering, c seqCommand) {
 			// Its signal's key is looked up once its workflow_id's

@@ -68,6 +68,11 @@ type Config struct {
 	// StartIdempotencyWindow.
 	Retention           time.Duration
 	RetentionByWorkflow map[string]time.Duration
+	// PinnedWorkflows are the workflows configured with versioning:
+	// pinned (workflows.<name>.versioning): a start of one that names no
+	// versioning is pinned to the build that runs its first workflow task
+	// (docs/versioning.md#pinned-workflows).
+	PinnedWorkflows map[string]bool
 	// PruneBatchSize, PrunePause, PruneRest and PruneInterval pace the
 	// pruner (retention.go); zero means the defaults.
 	PruneBatchSize int

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/dedup"
+
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -45,6 +47,20 @@ func validDuplicate(d *wire.DuplicateCommand) bool {
 		return validUUID(d.ExecutionID) && d.SignalKey != "" && d.WorkflowName == "" && d.WorkflowID == ""
 	default:
 		return d.WorkflowName != "" && d.WorkflowID != "" && d.SignalKey != ""
+	}
+}
+
+// validVersioning says whether a start's versioning is one the scheduler
+// knows: auto_upgrade (or none), or pinned, to a valid build id or to
+// the build of its first workflow task.
+func validVersioning(s *wire.StartCommand) bool {
+	switch s.Versioning {
+	case "", wire.VersioningAutoUpgrade:
+		return s.PinnedBuild == ""
+	case wire.VersioningPinned:
+		return s.PinnedBuild == "" || dedup.ValidateBuildID(s.PinnedBuild) == nil
+	default:
+		return false
 	}
 }
 

@@ -41,6 +41,7 @@ func SchedulerConfig(cfg config.Config) scheduler.Config {
 		WorkflowTaskTimeout:    time.Duration(cfg.WorkflowTaskTimeout),
 		Retention:              time.Duration(cfg.Retention),
 		RetentionByWorkflow:    cfg.RetentionByWorkflow(),
+		PinnedWorkflows:        cfg.PinnedWorkflows(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	}
 }

@@ -20,6 +20,14 @@ import (
 // queue's consumers bound) and /metrics there, from before it connects
 // until it has stopped; with metrics_addr, /metrics alone there too.
 func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, register func(*harvest.Worker)) error {
+	return RunWorkerConfig(ctx, cfg, WorkerConfig(cfg), log, register)
+}
+
+// RunWorkerConfig is RunWorker for a binary that sets worker settings the
+// configuration does not hold (its BuildID, say): wcfg is
+// WorkerConfig(cfg) with those set. Its NATS connection, metrics, logger
+// and tracer provider are filled in here.
+func RunWorkerConfig(ctx context.Context, cfg config.Config, wcfg harvest.WorkerConfig, log *slog.Logger, register func(*harvest.Worker)) error {
 	metrics := prometheus.NewRegistry()
 	adm, err := startAdmin(ctx, cfg, metrics, log)
 	if err != nil {
@@ -39,7 +47,6 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger, registe
 		return err
 	}
 	defer stopTracing()
-	wcfg := WorkerConfig(cfg)
 	wcfg.NATS, wcfg.Metrics, wcfg.Logger, wcfg.TracerProvider = nc, metrics, log, tr.Provider()
 	w, err := harvest.NewWorker(wcfg)
 	if err != nil {

@@ -79,15 +79,19 @@ type DeferredGroup struct {
 	DueAt        time.Time `json:"due_at"`
 	FirstSeq     uint64    `json:"first_seq"`
 	// Policy is the policy the group's (last) start came under.
-	Policy             wire.StartPolicy `json:"policy"`
-	TaskQueue          string           `json:"task_queue"`
-	Input              json.RawMessage  `json:"input"`
-	CompletionCallback *string          `json:"completion_callback"`
-	StartedBy          *string          `json:"started_by"`
-	TraceParent        *string          `json:"trace_parent"`
-	Size               int              `json:"size"`
-	Bytes              int64            `json:"bytes"`
-	CreatedAt          time.Time        `json:"created_at"`
+	Policy    wire.StartPolicy `json:"policy"`
+	TaskQueue string           `json:"task_queue"`
+	// Versioning and PinnedBuild are the start's
+	// (wire.StartCommand.Versioning, PinnedBuild).
+	Versioning         *string         `json:"versioning"`
+	PinnedBuild        *string         `json:"pinned_build"`
+	Input              json.RawMessage `json:"input"`
+	CompletionCallback *string         `json:"completion_callback"`
+	StartedBy          *string         `json:"started_by"`
+	TraceParent        *string         `json:"trace_parent"`
+	Size               int             `json:"size"`
+	Bytes              int64           `json:"bytes"`
+	CreatedAt          time.Time       `json:"created_at"`
 }
 
 // Ref is the policy key the group belongs to.

@@ -9,12 +9,16 @@ import (
 
 // View is the execution as the API answers it.
 func (e *Execution) View() api.Execution {
-	return api.Execution{
+	v := api.Execution{
 		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: e.Status,
 		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt, StartedBy: deref(e.StartedBy),
-		IdempotencyKey: deref(e.IdempotencyKey), TaskFailing: e.TaskFailing,
+		IdempotencyKey: deref(e.IdempotencyKey), TaskFailing: e.TaskFailing, PinnedBuild: e.PinnedBuild,
 	}
+	if e.Versioning == wire.VersioningPinned {
+		v.Versioning = e.Versioning
+	}
+	return v
 }
 
 // EventViews are events as the API answers them: each its attributes

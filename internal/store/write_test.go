@@ -51,7 +51,7 @@ func newExecution(t *testing.T) *store.Execution {
 	t.Helper()
 	return &store.Execution{
 		ExecutionID: dedup.NewID(), WorkflowName: "wf", WorkflowID: dedup.NewID(), TaskQueue: "q", Status: wire.StatusRunning,
-		Input: json.RawMessage(`{"n": 1}`), CreatedAt: at(0), UpdatedAt: at(0),
+		Input: json.RawMessage(`{"n": 1}`), CreatedAt: at(0), UpdatedAt: at(0), Versioning: wire.VersioningAutoUpgrade,
 	}
 }
 
@@ -67,6 +67,7 @@ func TestWriteInsertsRowsWithTheirNulls(t *testing.T) {
 	full.Status, full.Result, full.Error = wire.StatusCompleted, json.RawMessage(`{"ok": true}`), json.RawMessage(`{"type": "x"}`)
 	full.LastSeq, full.WFTID, full.WFTOutstanding, full.WFTDirty = 3, 2, true, true
 	full.IdempotencyKey, full.CompletionCallback, full.ClosedAt = ptr("key-1"), ptr("https://example.com/cb"), ptr(at(time.Second))
+	full.Versioning, full.PinnedBuild = wire.VersioningPinned, "v1.2.0+abc~12345678"
 	bare := newExecution(t)
 	bare.Input = nil
 	jsonNull := newExecution(t)

@@ -299,7 +299,23 @@ type StartCommand struct {
 	// A start under a policy has no idempotency key and a minted
 	// workflow_id.
 	Policy *StartPolicy `json:"policy,omitempty"`
+	// Versioning is VersioningPinned for an execution whose workflow
+	// tasks go only to the workers of one build; "" or
+	// VersioningAutoUpgrade for one whose tasks go to the newest build
+	// that registers its workflow.
+	Versioning string `json:"versioning,omitempty"`
+	// PinnedBuild is the build a pinned start names (ingest checked that
+	// a live worker of it registers the workflow); "" pins the execution
+	// to the build that completes its first workflow task.
+	PinnedBuild string `json:"pinned_build,omitempty"`
 }
+
+// Versioning behaviours of an execution (StartCommand.Versioning). They
+// are persisted.
+const (
+	VersioningAutoUpgrade = "auto_upgrade"
+	VersioningPinned      = "pinned"
+)
 
 // Start policy kinds: StartPolicy.Kind.
 const (

@@ -49,3 +49,6 @@ package workerrt
 //     keeper, hand-backs. cancel.go: the cancelled executions a worker
 //     follows, and cancelling their running activities.
 //   - metrics.go: the worker's metrics. ready.go: Ready.
+//   - builds.go: routing among builds: the consumers of executions pinned
+//     to this build, and pulling a workflow's shared tasks only while
+//     this build is the newest that registers it.

@@ -191,13 +191,16 @@ const (
 	handBackUnknown = "unknown"
 	// handBackStopping: the worker is stopping and had not started it.
 	handBackStopping = "stopping"
+	// handBackNewerBuild: a newer build took the workflow's shared tasks
+	// as the task came (builds.go).
+	handBackNewerBuild = "newer_build"
 	// handBackRetry: its workflow task failed; it is tried again later.
 	// Counted as failed, not handed back.
 	handBackRetry = ""
 )
 
 // handBackReasons are the reasons counted.
-var handBackReasons = []string{handBackUnknown, handBackStopping}
+var handBackReasons = []string{handBackUnknown, handBackStopping, handBackNewerBuild}
 
 // handBack returns t, a task of kind, to the stream unstarted, to be
 // delivered again after delay (at once when 0), to this worker or

@@ -101,7 +101,10 @@ type metrics struct {
 	taskFailures *prometheus.CounterVec
 	running      prometheus.Gauge
 	inFlight     *prometheus.GaugeVec
-	duration     prometheus.ObserverVec
+	// newestBuild is 1 for each workflow whose shared tasks the worker
+	// takes (builds.go), by workflow.
+	newestBuild *prometheus.GaugeVec
+	duration    prometheus.ObserverVec
 
 	workflowTasks  *prometheus.CounterVec // workflow, outcome
 	replays        *prometheus.CounterVec // workflow, kind
@@ -146,7 +149,7 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 		failed: counter("harvest_worker_tasks_failed_total",
 			"Tasks whose replay or attempt failed (a failed attempt's failure is reported), or whose result could not be published, by kind."),
 		handedBack: counterBy("harvest_worker_tasks_handed_back_total",
-			"Tasks handed back unstarted, by kind and reason: unknown (a task of the unrouted subject an older scheduler wrote, for a workflow or an activity not registered on this worker), stopping (the worker was stopping).",
+			"Tasks handed back unstarted, by kind and reason: unknown (a task of the unrouted subject an older scheduler wrote, for a workflow or an activity not registered on this worker), stopping (the worker was stopping), newer_build (a newer build took the workflow's shared tasks as the task came).",
 			"kind", "reason"),
 		taskFailures: counterBy("harvest_worker_workflow_task_failures_total",
 			"Workflow tasks the worker reported failing to the scheduler, by workflow (other: one not registered here) and reason: nondeterminism, version_unsupported, panic. The execution waits, shown as task_failing, and its task is dispatched again after a backoff.",
@@ -194,6 +197,12 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 	}, byKind))
 	errs = append(errs, err)
 	m.inFlight = inFlight.MustCurryWith(q)
+	newest, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "harvest_worker_workflow_newest_build",
+		Help: "1 while the worker's build is the newest that registers the workflow on its task queue, and so takes its executions that are not pinned to another build; 0 while a newer build does, and the worker takes only the executions pinned to its own build. Workers of one process that share a registry add up.",
+	}, []string{"task_queue", "workflow"}))
+	errs = append(errs, err)
+	m.newestBuild = newest.MustCurryWith(q)
 	m.duration = histogramBy("harvest_worker_task_duration_seconds",
 		"How long the worker held a task, from its arrival to its settling (published and acknowledged, or handed back), by kind.",
 		seconds, "kind")

@@ -36,8 +36,9 @@ func TestReadyFollowsTheConsumersAndNATS(t *testing.T) {
 	for l := range rt.lanes() {
 		names[rt.lanes()[l].consumer.name] = true
 	}
-	require.Equal(t, map[string]bool{"harvest_workflow_7_default_hello": true, "harvest_activity_7_default_greet": true}, names,
-		"one consumer a name; no consumer of unrouted tasks where none was left")
+	require.Equal(t, map[string]bool{"harvest_workflow_7_default_hello": true, "harvest_activity_7_default_greet": true,
+		PinnedConsumerName("default", "hello", rt.buildID): true}, names,
+		"one consumer a name, and one of its executions pinned to this build; no consumer of unrouted tasks where none was left")
 
 	ns.Shutdown()
 	ns.WaitForShutdown()

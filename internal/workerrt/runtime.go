@@ -274,47 +274,57 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 	for _, l := range lanes {
 		fn, kind, win, tc := handlerOf[l.kind], l.kind, l.win, l.consumer
 		pulling.Go(func() {
-			broker.PullWindow(pullCtx, rt.js.Conn(), tc.cons, win, func(m jetstream.Msg) {
-				arrived := time.Now()
-				rt.metrics.arrived(kind)
-				t := rt.keeper.hold(m)
-				gate.RLock()
-				defer gate.RUnlock()
-				if stopped {
-					// On its way when Stop began.
-					rt.handBack(t, 0, handBackStopping, kind)
-					win.Release()
-					rt.metrics.settled(kind, outcomeHandedBack, time.Since(arrived))
+			for {
+				// A workflow's shared consumer is pulled only while this
+				// build is the newest that registers it (builds.go).
+				lctx, stopLane := tc.gated(pullCtx)
+				if lctx == nil {
 					return
 				}
-				handlers.Go(func() {
-					defer win.Release()
-					defer rt.keeper.drop(t)
-					o := fn(runCtx, t)
-					rt.metrics.settled(kind, o, time.Since(arrived))
-				})
-			}, func(m jetstream.Msg) {
-				// Sent for the open request before the server saw the
-				// worker stop pulling.
-				rt.handBack(newHeldTask(m), 0, handBackStopping, kind)
-			}, func(err error) {
-				rt.log.Warn("task consumer", "consumer", tc.name, "err", err)
-				// Deleted under the worker (or lost with a JetStream store):
-				// create it again; Pull asks it by name.
-				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, nats.ErrNoResponders) {
-					tc.missing.Store(true)
-					if tc.legacy {
-						return // an older scheduler's, never created here
-					}
-					if _, err := rt.js.CreateOrUpdateConsumer(pullCtx, broker.TaskStream, tc.config); err != nil && pullCtx.Err() == nil {
-						rt.log.Warn("task consumer: create again", "consumer", tc.name, "err", err)
+				rt.pullLane(lctx, pullCtx, tc, win, kind, func(m jetstream.Msg) {
+					arrived := time.Now()
+					rt.metrics.arrived(kind)
+					t := rt.keeper.hold(m)
+					gate.RLock()
+					defer gate.RUnlock()
+					if stopped {
+						// On its way when Stop began.
+						rt.handBack(t, 0, handBackStopping, kind)
+						win.Release()
+						rt.metrics.settled(kind, outcomeHandedBack, time.Since(arrived))
 						return
 					}
-					tc.missing.Store(false)
+					handlers.Go(func() {
+						defer win.Release()
+						defer rt.keeper.drop(t)
+						o := fn(runCtx, t)
+						rt.metrics.settled(kind, o, time.Since(arrived))
+					})
+				}, func(err error) {
+					rt.log.Warn("task consumer", "consumer", tc.name, "err", err)
+					// Deleted under the worker (or lost with a JetStream store):
+					// create it again; Pull asks it by name.
+					if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, nats.ErrNoResponders) {
+						tc.missing.Store(true)
+						if tc.legacy {
+							return // an older scheduler's, never created here
+						}
+						if _, err := rt.js.CreateOrUpdateConsumer(pullCtx, broker.TaskStream, tc.config); err != nil && pullCtx.Err() == nil {
+							rt.log.Warn("task consumer: create again", "consumer", tc.name, "err", err)
+							return
+						}
+						tc.missing.Store(false)
+					}
+				})
+				stopLane()
+				if lctx.Err() == nil || pullCtx.Err() != nil {
+					return // the worker stops, or the lane failed for good
 				}
-			})
+			}
 		})
 	}
+	gates := gatesOf(lanes)
+	pulling.Go(func() { rt.followBuilds(pullCtx, gates) })
 	rt.consumers.Store(&lanes)
 	// Registered once its consumers are in place; a registration that
 	// fails is logged and retried, and never fails the worker.
@@ -381,6 +391,64 @@ type taskConsumer struct {
 	// pull answered that it was deleted) and not created again: the
 	// worker is not ready.
 	missing atomic.Bool
+	// workflow names the workflow of a shared workflow consumer, whose
+	// gate says whether this build pulls it (builds.go); "" and nil for
+	// any other consumer.
+	workflow string
+	gate     *buildGate
+}
+
+// gated returns a context under ctx that ends when tc's gate closes, once
+// the gate is open (at once for a consumer without one); nil when ctx
+// ends first. stop releases it.
+func (tc *taskConsumer) gated(ctx context.Context) (lctx context.Context, stop func()) {
+	if tc.gate == nil {
+		return ctx, func() {}
+	}
+	for {
+		open, changed := tc.gate.state()
+		if open {
+			lctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-changed:
+					cancel()
+				case <-lctx.Done():
+				}
+			}()
+			return lctx, cancel
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+}
+
+// gatesOf are the gates of lanes' shared workflow consumers, by workflow.
+func gatesOf(lanes []*lane) map[string]*buildGate {
+	out := map[string]*buildGate{}
+	for _, l := range lanes {
+		if g := l.consumer.gate; g != nil {
+			out[l.consumer.workflow] = g
+		}
+	}
+	return out
+}
+
+// pullLane pulls tc's tasks into win until ctx ends, handing each to
+// handle; what the server had sent for the open request by then is
+// handed back for immediate redelivery: because the worker stops (pullCtx
+// ended), or because a newer build takes the workflow's shared tasks.
+func (rt *Runtime) pullLane(ctx, pullCtx context.Context, tc *taskConsumer, win *broker.Window, kind string, handle func(jetstream.Msg), onErr func(error)) {
+	broker.PullWindow(ctx, rt.js.Conn(), tc.cons, win, handle, func(m jetstream.Msg) {
+		reason := handBackStopping
+		if pullCtx.Err() == nil {
+			reason = handBackNewerBuild
+		}
+		rt.handBack(newHeldTask(m), 0, reason, kind)
+	}, onErr)
 }
 
 // lane is one consumer's pull loop and its window, whose pool it shares
@@ -408,22 +476,27 @@ const consumerBinds = 8
 func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
 	queue := rt.cfg.TaskQueue
 	var want []*taskConsumer
-	add := func(kind string, names map[string]bool) {
-		for _, name := range slices.Sorted(maps.Keys(names)) {
-			cname := NameConsumerName(queue, kind, name)
-			want = append(want, &taskConsumer{kind: kind, name: cname, config: jetstream.ConsumerConfig{
-				Durable:           cname,
-				FilterSubject:     broker.NameTaskSubject(queue, kind, name),
-				AckPolicy:         jetstream.AckExplicitPolicy,
-				AckWait:           rt.cfg.TaskAckWait,
-				MaxDeliver:        -1,
-				MaxAckPending:     10000,
-				InactiveThreshold: consumerInactivity,
-			}})
-		}
+	consumer := func(kind, cname, subject string) *taskConsumer {
+		tc := &taskConsumer{kind: kind, name: cname, config: jetstream.ConsumerConfig{
+			Durable:           cname,
+			FilterSubject:     subject,
+			AckPolicy:         jetstream.AckExplicitPolicy,
+			AckWait:           rt.cfg.TaskAckWait,
+			MaxDeliver:        -1,
+			MaxAckPending:     10000,
+			InactiveThreshold: consumerInactivity,
+		}}
+		want = append(want, tc)
+		return tc
 	}
-	add(wire.TaskWorkflow, rt.workflows)
-	add(wire.TaskActivity, rt.activities)
+	for _, name := range slices.Sorted(maps.Keys(rt.workflows)) {
+		tc := consumer(wire.TaskWorkflow, NameConsumerName(queue, wire.TaskWorkflow, name), broker.NameTaskSubject(queue, wire.TaskWorkflow, name))
+		tc.workflow, tc.gate = name, newBuildGate()
+		consumer(wire.TaskWorkflow, PinnedConsumerName(queue, name, rt.buildID), broker.PinnedTaskSubject(queue, name, rt.buildID))
+	}
+	for _, name := range slices.Sorted(maps.Keys(rt.activities)) {
+		consumer(wire.TaskActivity, NameConsumerName(queue, wire.TaskActivity, name), broker.NameTaskSubject(queue, wire.TaskActivity, name))
+	}
 	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(consumerBinds)
 	for _, tc := range want {
 		p.Go(func(ctx context.Context) error {

@@ -66,3 +66,6 @@ package ingest
 //   - workers.go: whether a live worker serves a workflow, and which task
 //     queue a start goes to. mirror.go: the in-memory copies of the
 //     admission gates and input schemas buckets every replica follows.
+//   - replaycheck.go: the answers to starting workers' replay checks
+//     over core NATS (a sample of a workflow's running executions, one
+//     execution's history), read as the read routes read them.

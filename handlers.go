@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -23,13 +24,32 @@ func (w *Worker) workflowTask(name string) (workerrt.WorkflowFunc, bool) {
 	if fn == nil {
 		return nil, false
 	}
+	return runOn(w.cache, fn, opts), true
+}
+
+// checkReplay returns the function that replays one history of workflow
+// fn for the replay check (WorkerConfig.ReplayCheck): a workflow task's
+// replay, on a fresh execution that no cache keeps (the worker's cache
+// would carry the check's execution on to the real tasks), with the
+// workflow code's logs discarded (its last task runs as new code would,
+// logging what it has not done).
+func checkReplay(fn workflowFunc, opts map[string]ActivityOptions) workerrt.WorkflowFunc {
 	return func(task *wire.WorkflowTask) (workerrt.WorkflowRun, error) {
-		run, err := w.cache.run(fn, task, opts)
+		return runOn(newWorkflowCache(0, slog.New(slog.DiscardHandler)), fn, opts)(task)
+	}
+}
+
+// runOn returns the function that runs workflow fn's tasks on cache,
+// with the activities' registration options opts; an error that the same
+// code cannot get past is a *workerrt.TaskFailureError.
+func runOn(cache *workflowCache, fn workflowFunc, opts map[string]ActivityOptions) workerrt.WorkflowFunc {
+	return func(task *wire.WorkflowTask) (workerrt.WorkflowRun, error) {
+		run, err := cache.run(fn, task, opts)
 		if f := taskFailure(err); f != nil {
 			return run, f
 		}
 		return run, err
-	}, true
+	}
 }
 
 // hasActivity says whether the activity name is registered.

@@ -27,6 +27,8 @@ const (
 	DefaultWorkflowTaskConcurrency = harvesttype.DefaultWorkflowTaskConcurrency
 	DefaultTaskAckWait             = harvesttype.DefaultTaskAckWait
 	DefaultShutdownGrace           = harvesttype.DefaultShutdownGrace
+	DefaultReplayCheckTimeout      = harvesttype.DefaultReplayCheckTimeout
+	MaxReplayCheckSample           = harvesttype.MaxReplayCheckSample
 )
 
 // ErrNotDeclared is returned by Worker.Start when the NATS server holds no
@@ -46,6 +48,12 @@ var ErrRegistration = errors.New("registration refused")
 // its methods are package harvesttype's, the SDK's leaf of plain types,
 // which the worker runtime (internal/workerrt) takes as it is.
 type WorkerConfig = harvesttype.WorkerConfig
+
+// ReplayCheck configures the replay check a worker runs as it starts
+// (WorkerConfig.ReplayCheck): a sample of each workflow's running
+// histories replayed on its code before it takes the workflow's tasks
+// (docs/versioning.md). The type is package harvesttype's.
+type ReplayCheck = harvesttype.ReplayCheck
 
 // EnvNATSURL is the environment variable NewWorker connects to when
 // WorkerConfig.NATS is nil.
@@ -247,7 +255,10 @@ func RegisterReconcile[In, Out any](w *Worker, name string, fn func(ctx *Activit
 	})
 }
 
-// Start binds the task queue's consumers and starts pulling tasks. An
+// Start binds the task queue's consumers and starts pulling tasks. With
+// WorkerConfig.ReplayCheck, it first replays a sample of each workflow's
+// running histories on the registered code, and does not take a
+// workflow whose histories do not replay (docs/versioning.md). An
 // error that does not match ErrRegistration leaves the worker as it was:
 // Start may be called again.
 func (w *Worker) Start(ctx context.Context) error {
@@ -259,12 +270,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := errors.Join(w.regErrs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrRegistration, err)
 	}
-	reg := workerrt.Registration{Schemas: make(map[string][]byte, len(w.schemas))}
+	reg := workerrt.Registration{Schemas: make(map[string][]byte, len(w.schemas)), Replay: make(map[string]workerrt.WorkflowFunc, len(w.workflows))}
 	for name, sch := range w.schemas {
 		reg.Schemas[name] = sch.Raw()
 	}
-	for name := range w.workflows {
+	for name, fn := range w.workflows {
 		reg.Workflows = append(reg.Workflows, name)
+		reg.Replay[name] = checkReplay(fn, w.activityOptions)
 	}
 	for name := range w.activities {
 		reg.Activities = append(reg.Activities, name)

@@ -34,6 +34,30 @@ type Worker struct {
 	// LastHeartbeatAt is when it last renewed its registration (every
 	// third of the TTL, 10 s by default), by NATS's clock.
 	LastHeartbeatAt time.Time `json:"last_heartbeat_at"`
+	// ReplayRefused are the workflows its code registers that it does
+	// not take: its replay check (WorkerConfig.ReplayCheck) found a
+	// running execution whose history does not replay on that code, so
+	// their tasks stay with the workers that take them. Absent when it
+	// refused none. For a token limited to some workflows, only those.
+	ReplayRefused []ReplayRefusal `json:"replay_refused,omitempty"`
+}
+
+// ReplayRefusal is a workflow a worker's replay check refused, and the
+// execution whose history did not replay on its code.
+type ReplayRefusal struct {
+	Workflow string `json:"workflow"`
+	// Reason is nondeterminism (the code decided otherwise than the
+	// history records), version_unsupported (the history took a version
+	// of a change the code no longer supports) or panic (the workflow
+	// code panicked), as an execution's task_failing says.
+	Reason      string `json:"reason"`
+	ExecutionID string `json:"execution_id"`
+	// Message says where the replay diverged: the history event, what
+	// the history has and what the code asked for.
+	Message string `json:"message"`
+	// EventSeq is the history event where it diverged; absent when not
+	// known (a panic, an unsupported version).
+	EventSeq int `json:"event_seq,omitempty"`
 }
 
 // WorkerSlots are a worker's slots: workflow tasks it runs at once, and

@@ -17,6 +17,9 @@ type WorkerSlots = api.WorkerSlots
 // SlotUsage is api.SlotUsage.
 type SlotUsage = api.SlotUsage
 
+// ReplayRefusal is api.ReplayRefusal.
+type ReplayRefusal = api.ReplayRefusal
+
 // ListWorkersResponse is api.ListWorkersResponse.
 type ListWorkersResponse = api.ListWorkersResponse
 

@@ -202,6 +202,183 @@ func TestADeployOutsideGetVersion(t *testing.T) {
 	}
 }
 
+// TestAReplayCheckRefusesABadDeploy is issue 33's check of the replay
+// check, from outside: "the same v2 without GetVersion: with ReplayCheck
+// the new worker refuses the workflow and the old worker keeps running
+// it". v1 runs executions parked at the signal; v2bad (the audit inserted
+// outside GetVersion) starts beside it with WorkerConfig.ReplayCheck,
+// replays their histories, finds they diverge, and does not register the
+// workflow: it is ready, takes the activities, shows the refusal on the
+// workers route, counts it, and logs it. v1 stays the newest build of the
+// workflow, so new starts and the signalled executions complete on v1's
+// path, none of their tasks failing. v2, the same change behind Patched,
+// passes the check on v1's running executions and takes the workflow.
+func TestAReplayCheckRefusesABadDeploy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scheduler and workers as processes")
+	}
+	const replayCheck = "VERSION_REPLAY_CHECK=5"
+	s := startVersionStack(t, false)
+	_, admin1 := s.launch(versioned.V1, buildV1)
+	old := s.start(3, "old")
+	s.waitParked(old, versioned.Prepare)
+
+	// v2bad beside v1: ready, but without the workflow.
+	badProc, adminBad := s.launch(versioned.V2Bad, buildV2Bad, replayCheck)
+	bad := s.workerOf(buildV2Bad)
+	require.NotContains(t, bad.Workflows, versioned.Workflow, "%+v", bad)
+	require.ElementsMatch(t, []string{versioned.Prepare, versioned.Audit, versioned.Finish}, bad.Activities, "%+v", bad)
+	require.Len(t, bad.ReplayRefused, 1, "%+v", bad)
+	r := bad.ReplayRefused[0]
+	require.Equal(t, versioned.Workflow, r.Workflow, "%+v", r)
+	require.Equal(t, "nondeterminism", r.Reason, "%+v", r)
+	require.Contains(t, old, r.ExecutionID, "%+v", r)
+	require.Positive(t, r.EventSeq, "%+v", r)
+	require.Contains(t, r.Message, "not deterministic", "%+v", r)
+	require.Contains(t, r.Message, versioned.Audit, "the code asked for the audit: %+v", r)
+	t.Logf("%s refused %s: %+v", buildV2Bad, versioned.Workflow, r)
+	require.InDelta(t, 1, replayChecks(t, adminBad, "refused"), 0)
+	require.InDelta(t, 0, replayChecks(t, adminBad, "skipped"), 0)
+	lines := badProc.logText()
+	require.Contains(t, lines, "replay check: this worker does not take the workflow", lines)
+	require.Contains(t, lines, r.ExecutionID, lines)
+
+	one := s.workerOf(buildV1)
+	require.Equal(t, []string{versioned.Workflow}, one.Workflows, "%+v", one)
+	require.Empty(t, one.ReplayRefused, "%+v", one)
+	require.InDelta(t, 1, newestBuild(t, admin1), 0, "v1 stays the newest build of the workflow")
+
+	// New starts take v1's path; signalled, every execution completes on
+	// v1, and none of their tasks fails anywhere.
+	fresh := s.start(3, "new")
+	s.waitParked(fresh, versioned.Prepare)
+	s.signal(old)
+	s.signal(fresh)
+	all := slices.Concat(old, fresh)
+	s.waitAllCompleted(all)
+	for _, id := range all {
+		e := s.waitCompleted(id, versioned.Prepare, versioned.Finish)
+		require.Nil(t, e.TaskFailing, "%s", e.Raw)
+		s.requireRanOn(id, buildV1)
+	}
+	require.Zero(t, taskFailures(t, admin1), "v1's workflow task failures")
+	require.Zero(t, taskFailures(t, adminBad), "v2bad's workflow task failures")
+	require.InDelta(t, 1, newestBuild(t, admin1), 0, "v1 is still the newest build of the workflow")
+
+	// v2, the change behind Patched, with v1's executions running: it
+	// passes the check and takes the workflow from v1.
+	late := s.start(3, "late")
+	s.waitParked(late, versioned.Prepare)
+	_, admin2 := s.launch(versioned.V2, buildV2, replayCheck)
+	two := s.workerOf(buildV2)
+	require.Equal(t, []string{versioned.Workflow}, two.Workflows, "%+v", two)
+	require.Empty(t, two.ReplayRefused, "%+v", two)
+	require.InDelta(t, 3, replayChecks(t, admin2, "passed"), 0)
+	require.InDelta(t, 0, replayChecks(t, admin2, "refused"), 0)
+	require.InDelta(t, 0, replayChecks(t, admin2, "skipped"), 0)
+	waitFor(t, 30*time.Second, "v1's worker to see v2 as the newest build", func() (bool, string) {
+		n1, n2 := newestBuild(t, admin1), newestBuild(t, admin2)
+		return n1 == 0 && n2 == 1, fmt.Sprintf("harvest_worker_workflow_newest_build: v1 %v, v2 %v", n1, n2)
+	})
+	s.signal(late)
+	s.waitAllCompleted(late)
+	for _, id := range late {
+		s.waitCompleted(id, versioned.Prepare, versioned.Finish)
+		hist := s.history(id)
+		require.Empty(t, markers(hist), "execution %s went past the change under v1: no marker\n%s", id, excerpt(hist))
+		signalled := slices.IndexFunc(hist, func(e client.Event) bool { return e.Type == "SignalReceived" })
+		require.Positive(t, signalled, "execution %s\n%s", id, excerpt(hist))
+		before, after := taskBuilds(hist[:signalled]), taskBuilds(hist[signalled:])
+		require.NotEmpty(t, before, "execution %s\n%s", id, excerpt(hist))
+		require.NotEmpty(t, after, "execution %s\n%s", id, excerpt(hist))
+		for _, b := range before {
+			require.Equal(t, buildV1, b, "execution %s: a task before v2 started\n%s", id, excerpt(hist))
+		}
+		for _, b := range after {
+			require.Equal(t, buildV2, b, "execution %s: a task after v2 took the workflow\n%s", id, excerpt(hist))
+		}
+	}
+	require.Zero(t, taskFailures(t, admin2), "v2's workflow task failures")
+}
+
+// workerOf waits until the workers route lists a live worker of build,
+// and returns it.
+func (s *versionStack) workerOf(build string) client.Worker {
+	s.t.Helper()
+	var found client.Worker
+	waitFor(s.t, 10*time.Second, "a worker of "+build+" on the workers route", func() (bool, string) {
+		ws, err := s.c.Workers(s.ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, w := range ws {
+			if w.BuildID == build {
+				found = w
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", ws)
+	})
+	return found
+}
+
+// waitAllCompleted waits until every execution completed, and fails as
+// soon as one shows a failing workflow task.
+func (s *versionStack) waitAllCompleted(ids []string) {
+	s.t.Helper()
+	waitFor(s.t, 30*time.Second, "the executions to complete, none with a failing task", func() (bool, string) {
+		var state []string
+		for _, id := range ids {
+			e, err := s.c.Describe(s.ctx, id)
+			require.NoError(s.t, err)
+			require.Nil(s.t, e.TaskFailing, "execution %s: a task of it failed\n%s", id, e.Raw)
+			if e.Status != client.StatusCompleted {
+				state = append(state, fmt.Sprintf("%s %s", id, e.Status))
+			}
+		}
+		return len(state) == 0, strings.Join(state, "\n")
+	})
+}
+
+// replayChecks is the worker's harvest_worker_replay_check_total for the
+// versioned workflow and result, scraped from its admin address.
+func replayChecks(t *testing.T, admin, result string) float64 {
+	t.Helper()
+	v, n := probe.Read(t, probe.Scrape(t, "http://"+admin+"/metrics"), "harvest_worker_replay_check_total",
+		"workflow", versioned.Workflow, "result", result)
+	require.Positive(t, n, "no harvest_worker_replay_check_total{result=%q} on %s", result, admin)
+	return v
+}
+
+// newestBuild is the worker's harvest_worker_workflow_newest_build for
+// the versioned workflow, scraped from its admin address.
+func newestBuild(t *testing.T, admin string) float64 {
+	t.Helper()
+	v, _ := probe.Read(t, probe.Scrape(t, "http://"+admin+"/metrics"), "harvest_worker_workflow_newest_build", "workflow", versioned.Workflow)
+	return v
+}
+
+// taskFailures is the worker's count of the versioned workflow's failed
+// workflow tasks, whatever the reason, scraped from its admin address.
+func taskFailures(t *testing.T, admin string) float64 {
+	t.Helper()
+	var n float64
+	for series, v := range scrapeCounters(t, "http://"+admin+"/metrics", "harvest_worker_workflow_task_failures_total") {
+		if strings.Contains(series, `workflow="`+versioned.Workflow+`"`) {
+			n += v
+		}
+	}
+	return n
+}
+
+// logText is the log of the process's current run.
+func (p *proc) logText() string {
+	p.t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("%s.%d.log", p.log, p.n))
+	require.NoError(p.t, err)
+	return string(data)
+}
+
 // TestAPinnedDeploy is issue 33's check of pinned workflows, from
 // outside: "a pinned workflow keeps its executions on build 1 while
 // build 2 workers run new ones". The scheduler's configuration pins the

@@ -119,22 +119,15 @@ func readHistory(path string) (*api.ExportedHistory, *wire.WorkflowTask, error) 
 	if f.ExecutionID == "" || f.WorkflowName == "" || len(f.History) == 0 {
 		return nil, nil, errors.New("not an exported history: execution_id, workflow_name and history are required")
 	}
-	task := &wire.WorkflowTask{ExecutionID: f.ExecutionID, WorkflowName: f.WorkflowName, WorkflowID: f.WorkflowID, TaskQueue: f.TaskQueue}
+	history := make([]wire.Event, 0, len(f.History))
 	for i, apiEvent := range f.History {
 		ev, err := wireEvent(apiEvent.Raw)
 		if err != nil {
 			return nil, nil, fmt.Errorf("history event %d: %w", i+1, err)
 		}
-		if ev.Type == wire.EventWorkflowTaskCompleted {
-			var a wire.WorkflowTaskCompletedAttrs
-			if err := json.Unmarshal(ev.Attrs, &a); err == nil && a.TaskID > task.TaskID {
-				task.TaskID = a.TaskID
-			}
-		}
-		task.History = append(task.History, ev)
+		history = append(history, ev)
 	}
-	task.TaskID++
-	task.Time = task.History[len(task.History)-1].At
+	task := wire.ReplayTask(f.ExecutionID, f.WorkflowName, f.WorkflowID, f.TaskQueue, history)
 	return &f, task, nil
 }
 

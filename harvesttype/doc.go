@@ -5,7 +5,8 @@
 //
 // It owns:
 //
-//   - WorkerConfig, its defaults (WithDefaults) and its check (Validate).
+//   - WorkerConfig, its defaults (WithDefaults) and its check (Validate),
+//     with ReplayCheck, the replay check a worker runs as it starts.
 //     harvest.WorkerConfig is an alias of it, so a worker's code names it
 //     as before; the worker runtime (internal/workerrt) takes it as it
 //     is, where it once took a field-by-field copy that a new field could

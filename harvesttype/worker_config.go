@@ -28,6 +28,13 @@ const (
 	// DefaultWorkflowCacheSize is how many executions a worker keeps in
 	// memory between their workflow tasks, by default.
 	DefaultWorkflowCacheSize = 1000
+	// DefaultReplayCheckTimeout bounds a worker's replay check
+	// (ReplayCheck.Timeout), by default.
+	DefaultReplayCheckTimeout = 30 * time.Second
+	// MaxReplayCheckSample is the largest ReplayCheck.Sample: the same
+	// bound as the deployment's (internal/wire.MaxReplaySample, which a
+	// test of this package holds equal).
+	MaxReplayCheckSample = 1000
 )
 
 // EnvNATSURL is the environment variable harvest.NewWorker connects to
@@ -118,6 +125,36 @@ type WorkerConfig struct {
 	// Logger takes the worker's logs; nil logs to standard error, at
 	// info, as text.
 	Logger *slog.Logger
+	// ReplayCheck, when its Sample is set, makes Start replay a sample of
+	// the running executions' histories of each workflow the worker
+	// registers on this code before it takes the workflow's tasks; a
+	// workflow any of whose histories does not replay is not taken by
+	// this worker, so that its executions stay with the workers that run
+	// them (docs/versioning.md). The zero value checks nothing.
+	ReplayCheck ReplayCheck
+}
+
+// ReplayCheck configures the replay check a worker runs as it starts
+// (WorkerConfig.ReplayCheck). For each workflow the worker registers, it
+// asks the deployment (ingest, over NATS) for the newest running
+// executions of the workflow on its task queue, up to Sample, and
+// replays each one's history on the registered code, as the execution's
+// next workflow task would. A workflow one of whose histories diverges
+// (a change outside GetVersion), meets a version the code does not
+// support, or makes the workflow code panic is refused: the worker does
+// not register it nor take its tasks, logs why at level error, and shows
+// it on the workers route (replay_refused). A history that cannot be
+// fetched (no ingest answers, it is larger than a NATS message, the
+// check ran out of time) is skipped: a workflow with nothing against it
+// is taken.
+type ReplayCheck struct {
+	// Sample is how many running executions of each workflow are
+	// replayed, at most MaxReplayCheckSample; 0 (the default) turns the
+	// check off.
+	Sample int
+	// Timeout bounds the whole check, default 30 s, so that a start
+	// cannot hang on it: what is not checked by then is skipped.
+	Timeout time.Duration
 }
 
 // WithDefaults returns c with its zero values replaced by the defaults:
@@ -129,6 +166,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 	c.TaskAckWait = cmp.Or(c.TaskAckWait, DefaultTaskAckWait)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	c.WorkflowCacheSize = cmp.Or(c.WorkflowCacheSize, DefaultWorkflowCacheSize)
+	c.ReplayCheck.Timeout = cmp.Or(c.ReplayCheck.Timeout, DefaultReplayCheckTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -149,6 +187,10 @@ func (c WorkerConfig) Validate() error {
 		return fmt.Errorf("worker config: TaskAckWait %s: want at least 1s", c.TaskAckWait)
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("worker config: ShutdownGrace %s: want a positive duration", c.ShutdownGrace)
+	case c.ReplayCheck.Sample < 0 || c.ReplayCheck.Sample > MaxReplayCheckSample:
+		return fmt.Errorf("worker config: ReplayCheck.Sample %d: want 0 (off) to %d", c.ReplayCheck.Sample, MaxReplayCheckSample)
+	case c.ReplayCheck.Timeout < 0:
+		return fmt.Errorf("worker config: ReplayCheck.Timeout %s: want a positive duration", c.ReplayCheck.Timeout)
 	}
 	// The deployment's own rule for a task queue name, so that a worker
 	// refuses exactly the names ingest and the scheduler refuse.

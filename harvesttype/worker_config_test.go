@@ -21,6 +21,13 @@ func TestTheDefaultTaskQueueIsTheDeployments(t *testing.T) {
 	require.Equal(t, wire.DefaultTaskQueue, DefaultTaskQueue)
 }
 
+// TestTheReplaySampleBoundIsTheDeployments: ingest answers a replay
+// check's request for at most as many executions as a worker may ask.
+func TestTheReplaySampleBoundIsTheDeployments(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, wire.MaxReplaySample, MaxReplayCheckSample)
+}
+
 func TestWithDefaultsFillsTheZeroValues(t *testing.T) {
 	t.Parallel()
 	got := WorkerConfig{}.WithDefaults()
@@ -30,6 +37,7 @@ func TestWithDefaultsFillsTheZeroValues(t *testing.T) {
 	require.Equal(t, DefaultTaskAckWait, got.TaskAckWait)
 	require.Equal(t, DefaultShutdownGrace, got.ShutdownGrace)
 	require.Equal(t, DefaultWorkflowCacheSize, got.WorkflowCacheSize)
+	require.Equal(t, ReplayCheck{Timeout: DefaultReplayCheckTimeout}, got.ReplayCheck)
 	require.NotNil(t, got.Logger)
 
 	log := slog.New(slog.DiscardHandler)
@@ -46,6 +54,7 @@ func TestValidateNamesTheBadField(t *testing.T) {
 	// Validate reads no more than whether there is a connection.
 	nc := &nats.Conn{}
 	require.NoError(t, WorkerConfig{NATS: nc}.Validate())
+	require.NoError(t, WorkerConfig{NATS: nc, ReplayCheck: ReplayCheck{Sample: MaxReplayCheckSample}}.Validate())
 	for _, tc := range []struct {
 		cfg  WorkerConfig
 		want string
@@ -56,6 +65,9 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{WorkerConfig{NATS: nc, TaskAckWait: time.Millisecond}, "worker config: TaskAckWait 1ms: want at least 1s"},
 		{WorkerConfig{NATS: nc, ShutdownGrace: -time.Second}, "worker config: ShutdownGrace -1s: want a positive duration"},
 		{WorkerConfig{NATS: nc, TaskQueue: "a.b"}, `worker config: TaskQueue: invalid name "a.b": only letters, digits, '_' and '-'`},
+		{WorkerConfig{NATS: nc, ReplayCheck: ReplayCheck{Sample: -1}}, "worker config: ReplayCheck.Sample -1: want 0 (off) to 1000"},
+		{WorkerConfig{NATS: nc, ReplayCheck: ReplayCheck{Sample: 1001}}, "worker config: ReplayCheck.Sample 1001: want 0 (off) to 1000"},
+		{WorkerConfig{NATS: nc, ReplayCheck: ReplayCheck{Sample: 5, Timeout: -time.Second}}, "worker config: ReplayCheck.Timeout -1s: want a positive duration"},
 		{WorkerConfig{NATS: nc, BuildID: "v1 beta"}, `worker config: BuildID: invalid build id "v1 beta": only letters, digits and '.', '_', '-', '+', '~'`},
 	} {
 		require.EqualError(t, tc.cfg.Validate(), tc.want)

@@ -36,7 +36,9 @@ func newWorkerList() *cobra.Command {
 start, slots in use of its workflow task and activity slots (at its last
 heartbeat), last heartbeat, and the workflows and activities it registered.
 A worker of a version before workers said who they are shows "-" for what
-it does not say.`,
+it does not say. A workflow a worker's replay check refused (its running
+histories do not replay on the worker's code) is listed after the table,
+with the execution and where it diverged.`,
 		Example: `  harvest worker list
   harvest worker list --json`,
 		Args: cobra.NoArgs,
@@ -76,7 +78,18 @@ func printWorkers(w io.Writer, ws []client.Worker) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", wk.TaskQueue, orDash(wk.Host), wk.ID, pid, orDash(wk.Build), started,
 			wfSlots, actSlots, formatTime(wk.LastHeartbeatAt), names(wk.Workflows), names(wk.Activities))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, wk := range ws {
+		for _, r := range wk.ReplayRefused {
+			if _, err := fmt.Fprintf(w, "worker %s (build %s) does not take workflow %s: execution %s does not replay on its code (%s): %s\n",
+				wk.ID, orDash(wk.BuildID), r.Workflow, r.ExecutionID, r.Reason, r.Message); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // names shows a list of names on one line; none is "-".

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,19 @@ func TestWorkerListAndTaskQueueShow(t *testing.T) {
 	require.Equal(t, "task queue empty_queue: no tasks, and no live worker registered on it\n", out)
 	_, _, err = runCLI(t, append([]string{"task-queue", "show", "no.such"}, addr...)...)
 	require.ErrorContains(t, err, "invalid_task_queue")
+}
+
+// TestWorkerListShowsReplayRefusals: a workflow a worker's replay check
+// refused is listed after the table, with its execution and where it
+// diverged.
+func TestWorkerListShowsReplayRefusals(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	require.NoError(t, printWorkers(&out, []client.Worker{{ID: "w2", TaskQueue: "default", BuildID: "v2~rc", Workflows: []string{}, Activities: []string{"rc_step"},
+		ReplayRefused: []client.ReplayRefusal{{Workflow: "rc_order", Reason: "nondeterminism", ExecutionID: "01a2370e-fdd2-7c4b-9c2e-5b6f7a8b9c0d",
+			Message: "workflow is not deterministic: at history event 3 …", EventSeq: 3}}}}))
+	require.Contains(t, out.String(), "\nworker w2 (build v2~rc) does not take workflow rc_order: execution 01a2370e-fdd2-7c4b-9c2e-5b6f7a8b9c0d "+
+		"does not replay on its code (nondeterminism): workflow is not deterministic: at history event 3 …\n")
 }
 
 // TestWorkflowVersions: `harvest workflow versions <name>` shows a

@@ -108,3 +108,20 @@ func OutcomeCommandID(subject string) string {
 // request, so that ingest knows at least one heard it. Nothing stores
 // these messages: a scheduler that misses one prunes at its next interval.
 const PruneSubject = "harvest.retention.prune"
+
+// The replay check's requests (harvest.WorkerConfig.ReplayCheck): a
+// starting worker asks ingest, which reads PostgreSQL, for a sample of a
+// workflow's running executions and for each one's history, on core NATS.
+// Every ingest process answers in ReplayCheckQueue, so that one of them
+// answers each request; nothing stores these messages, and a worker that
+// no ingest answers skips its check.
+const (
+	// ReplaySampleSubject takes a wire.ReplaySampleRequest and answers a
+	// wire.ReplaySampleReply.
+	ReplaySampleSubject = "harvest.replaycheck.sample"
+	// ReplayHistorySubject takes a wire.ReplayHistoryRequest and answers
+	// a wire.ReplayHistoryReply.
+	ReplayHistorySubject = "harvest.replaycheck.history"
+	// ReplayCheckQueue is the queue group ingest answers them in.
+	ReplayCheckQueue = "harvest_ingest"
+)

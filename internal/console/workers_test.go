@@ -53,7 +53,8 @@ func get(t *testing.T, c *Console, path string) (int, string) {
 // TestTheWorkersPageShowsTheLiveWorkers: the workers page shows each
 // worker as the API lists it (its slots, its names, its queue linked to
 // the queue's page, "–" for what an older worker does not say, its text
-// escaped), and says so when there is none; the task queue page shows
+// escaped, the workflows its replay check refused with where their
+// histories diverged), and says so when there is none; the task queue page shows
 // each name's backlog and workers, a backlog without a worker as a
 // problem, and the unrouted backlog; a refusal of the API is shown with
 // its status.
@@ -65,7 +66,9 @@ func TestTheWorkersPageShowsTheLiveWorkers(t *testing.T) {
 			{ID: "w1", Host: "box<1>", PID: 4242, Build: "v1.4.0+75549c2a1b3c", StartedAt: at, TaskQueue: "billing",
 				Workflows: []string{"charge", "refund"}, Activities: []string{"charge_card"},
 				Slots:           &api.WorkerSlots{Workflow: api.SlotUsage{Used: 1, Size: 4}, Activity: api.SlotUsage{Used: 3, Size: 16}},
-				LastHeartbeatAt: at.Add(time.Minute)},
+				LastHeartbeatAt: at.Add(time.Minute), BuildID: "v2~rc",
+				ReplayRefused: []api.ReplayRefusal{{Workflow: "payroll", Reason: "nondeterminism", ExecutionID: "01a2370e-fdd2-7c4b-9c2e-5b6f7a8b9c0d",
+					Message: "workflow is not deterministic: at history event 3 (workflow task 1) the history has <ActivityScheduled>", EventSeq: 3}}},
 			{ID: "w0", Host: "old", TaskQueue: "billing", Workflows: []string{"charge"}, Activities: []string{}, LastHeartbeatAt: at},
 		}},
 		"/api/harvest/task-queues/billing": api.TaskQueueResponse{TaskQueue: "billing",
@@ -93,6 +96,15 @@ func TestTheWorkersPageShowsTheLiveWorkers(t *testing.T) {
 	require.Contains(t, body, "2026-03-04 05:07:07.000")
 	require.Contains(t, body, `<a href="/ui/task-queues/billing">billing</a>`)
 	require.Contains(t, body, `<a href="/ui/executions?workflow=charge">charge</a>, <a href="/ui/executions?workflow=refund">refund</a>`)
+	w1 := body[strings.Index(body, `<tr id="worker-w1">`):]
+	w1 = w1[:strings.Index(w1, "</tr>")]
+	require.Contains(t, w1, `refused by its replay check: <a href="#refused-w1-payroll">payroll</a>`)
+	refused := body[strings.Index(body, `<tr id="refused-w1-payroll">`):]
+	refused = refused[:strings.Index(refused, "</tr>")]
+	require.Contains(t, refused, "v2~rc")
+	require.Contains(t, refused, "nondeterminism")
+	require.Contains(t, refused, `<a href="/ui/executions/01a2370e-fdd2-7c4b-9c2e-5b6f7a8b9c0d">`)
+	require.Contains(t, refused, "has &lt;ActivityScheduled&gt;", "escaped")
 	old := body[strings.Index(body, `<tr id="worker-w0">`):]
 	old = old[:strings.Index(old, "</tr>")]
 	require.Equal(t, 5, strings.Count(old, "–"), "pid, build, start and both slots unknown: %s", old)
@@ -101,6 +113,7 @@ func TestTheWorkersPageShowsTheLiveWorkers(t *testing.T) {
 	answers["/api/harvest/workers"] = api.ListWorkersResponse{Workers: []api.Worker{}}
 	_, body = get(t, c, "/ui/workers")
 	require.Contains(t, body, "No live worker")
+	require.NotContains(t, body, "Refused by a replay check", "shown only when a worker refused a workflow")
 
 	status, body = get(t, c, "/ui/task-queues/billing")
 	require.Equal(t, http.StatusOK, status)

@@ -67,3 +67,6 @@ package ingest
 //     queue a start goes to. pinned.go: a start's versioning and the
 //     build it is pinned to, and whether that build has a live worker. mirror.go: the in-memory copies of the
 //     admission gates and input schemas buckets every replica follows.
+//   - replaycheck.go: the answers to starting workers' replay checks
+//     over core NATS (a sample of a workflow's running executions, one
+//     execution's history), read as the read routes read them.

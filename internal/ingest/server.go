@@ -45,6 +45,8 @@ type Server struct {
 	// budgets bound the requests served at once, by who asks
 	// (budgets.go).
 	budgets *budgets
+	// replaySubs take the replay check's requests (replaycheck.go).
+	replaySubs []*nats.Subscription
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -163,6 +165,10 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to outcomes: %w", err)
 	}
 	s.sub = sub
+	if err := s.startReplayCheck(); err != nil {
+		_ = sub.Unsubscribe()
+		return err
+	}
 	return nil
 }
 
@@ -171,6 +177,7 @@ func (s *Server) Stop(_ context.Context) error {
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
 	}
+	s.stopReplayCheck()
 	s.admission.close()
 	s.schemas.close()
 	s.workers.Close()

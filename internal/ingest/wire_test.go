@@ -45,7 +45,7 @@ var wireTypes = []any{
 	api.KeyClaim{}, api.DuplicateCounts{}, api.SignalKey{}, api.CallbackDelivery{}, api.WaitingFor{},
 	api.Event{}, api.HistoryResponse{}, api.DeadCommand{}, api.ListDeadCommandsResponse{},
 	api.RetentionResponse{}, api.WorkflowRetention{},
-	api.Worker{}, api.WorkerSlots{}, api.SlotUsage{}, api.ListWorkersResponse{},
+	api.Worker{}, api.WorkerSlots{}, api.SlotUsage{}, api.ReplayRefusal{}, api.ListWorkersResponse{},
 	api.TaskQueueResponse{}, api.NameBacklog{}, api.UnroutedBacklog{},
 	// Admission, webhooks, ArcFlow runs, health.
 	api.AdmissionGate{}, api.CloseAdmissionRequest{}, api.ListAdmissionResponse{},

@@ -47,6 +47,12 @@ func (s *Server) liveWorkers(ctx context.Context) ([]registry.Worker, error) {
 func workerView(ctx context.Context, lw registry.Worker) api.Worker {
 	v := api.Worker{ID: lw.Worker, Host: lw.Host, PID: lw.PID, Build: lw.Build, BuildID: lw.BuildID, StartedAt: lw.StartedAt, TaskQueue: lw.TaskQueue,
 		Workflows: visibleWorkflows(ctx, lw.Workflows), Activities: slices.Clone(lw.Activities), LastHeartbeatAt: lw.HeartbeatAt.UTC()}
+	for _, r := range lw.ReplayRefused {
+		if sees(ctx, r.Workflow) {
+			v.ReplayRefused = append(v.ReplayRefused, api.ReplayRefusal{Workflow: r.Workflow, Reason: r.Reason, ExecutionID: r.ExecutionID,
+				Message: r.Message, EventSeq: r.EventSeq})
+		}
+	}
 	if l := lw.Load; l != nil {
 		v.Slots = &api.WorkerSlots{
 			Workflow: api.SlotUsage{Used: l.WorkflowSlotsUsed, Size: l.WorkflowSlots},

@@ -34,6 +34,9 @@ type RegistrarConfig struct {
 	// Workflows and Activities are the names the worker serves.
 	Workflows  []string
 	Activities []string
+	// ReplayRefused are the workflows the worker's replay check refused,
+	// shown in its record.
+	ReplayRefused []Refusal
 	// Load, when set, tells the worker's slots in use; the Registrar calls
 	// it at each put (in Start, then from its own goroutine), so it must
 	// be safe for concurrent use, and writes what it returns in the
@@ -205,7 +208,7 @@ func (r *Registrar) put(ctx context.Context) error {
 // record is the worker's record as of now, holding entry.
 func (r *Registrar) record(entry Entry) Record {
 	rec := Record{Entry: entry, PID: r.pid, Build: r.build, TaskQueue: r.cfg.TaskQueue,
-		Workflows: nonNil(r.cfg.Workflows), Activities: nonNil(r.cfg.Activities)}
+		Workflows: nonNil(r.cfg.Workflows), Activities: nonNil(r.cfg.Activities), ReplayRefused: r.cfg.ReplayRefused}
 	if r.cfg.Load != nil {
 		load := r.cfg.Load()
 		rec.Load = &load

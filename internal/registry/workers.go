@@ -35,6 +35,27 @@ type Record struct {
 	// Load is the worker's slots as of the put; nil when it reports none
 	// (RegistrarConfig.Load unset).
 	Load *Load `json:"load,omitempty"`
+	// ReplayRefused are the workflows the worker registered in its code
+	// but does not serve, because its replay check found a running
+	// execution whose history does not replay on that code.
+	ReplayRefused []Refusal `json:"replay_refused,omitempty"`
+}
+
+// Refusal is a workflow a worker's replay check refused: the execution
+// whose history did not replay on the worker's code, and how.
+type Refusal struct {
+	Workflow string `json:"workflow"`
+	// Reason is wire.TaskFailedNondeterminism,
+	// wire.TaskFailedVersionUnsupported or wire.TaskFailedPanic.
+	Reason      string `json:"reason"`
+	ExecutionID string `json:"execution_id"`
+	// Message says where the replay diverged: the event, what the
+	// history has and what the code asked for (cut to a few KiB, as a
+	// task failure's).
+	Message string `json:"message"`
+	// EventSeq is the history event at which it diverged, 0 when not
+	// known (a panic, an unsupported version).
+	EventSeq int `json:"event_seq,omitempty"`
 }
 
 // Load is how many of a worker's slots are in use: workflow tasks it

@@ -16,10 +16,11 @@ import (
 )
 
 // TestAWorkerSaysWhoItIsAndHowBusy: a started worker's record tells its
-// id, host, pid, build, start, task queue, the names it registered and
-// the load its hook reports, renewed with the registrations (a new load
-// and a later heartbeat); Stop removes it with them. The index passes
-// the record by, and a reader of the name keys' values decodes it.
+// id, host, pid, build, start, task queue, the names it registered, the
+// workflows its replay check refused and the load its hook reports,
+// renewed with the registrations (a new load and a later heartbeat); Stop
+// removes it with them. The index passes the record by, and a reader of
+// the name keys' values decodes it.
 func TestAWorkerSaysWhoItIsAndHowBusy(t *testing.T) {
 	t.Parallel()
 	const ttl = 1500 * time.Millisecond
@@ -34,6 +35,7 @@ func TestAWorkerSaysWhoItIsAndHowBusy(t *testing.T) {
 	before := time.Now()
 	r := registry.NewRegistrar(registry.RegistrarConfig{JS: js, Worker: "w1", TaskQueue: "billing",
 		Workflows: []string{"wf_b", "wf_a"}, Activities: []string{"act_a"},
+		ReplayRefused: []registry.Refusal{{Workflow: "wf_c", Reason: "nondeterminism", ExecutionID: "e-1", Message: "diverged", EventSeq: 3}},
 		Load: func() registry.Load {
 			return registry.Load{WorkflowSlots: 4, WorkflowSlotsUsed: int(used.Load()), ActivitySlots: 8, ActivitySlotsUsed: 2}
 		}})
@@ -52,6 +54,8 @@ func TestAWorkerSaysWhoItIsAndHowBusy(t *testing.T) {
 	require.Equal(t, "billing", w.TaskQueue)
 	require.Equal(t, []string{"wf_a", "wf_b"}, w.Workflows, "sorted")
 	require.Equal(t, []string{"act_a"}, w.Activities)
+	require.Equal(t, []registry.Refusal{{Workflow: "wf_c", Reason: "nondeterminism", ExecutionID: "e-1", Message: "diverged", EventSeq: 3}}, w.ReplayRefused,
+		"a workflow its replay check refused is in its record, and not registered")
 	require.Equal(t, &registry.Load{WorkflowSlots: 4, WorkflowSlotsUsed: 1, ActivitySlots: 8, ActivitySlotsUsed: 2}, w.Load)
 	require.WithinDuration(t, time.Now(), w.HeartbeatAt, 5*time.Second)
 	require.False(t, w.Partial)

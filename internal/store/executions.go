@@ -164,6 +164,8 @@ type ListFilter struct {
 	// workflows.
 	WorkflowNames []string
 	Status        string
+	// TaskQueue keeps executions of this task queue.
+	TaskQueue string
 	// KeyPrefix and WorkflowIDPrefix keep executions whose start's
 	// idempotency key, or whose workflow_id, begins with them (byte-wise).
 	KeyPrefix        string
@@ -206,6 +208,9 @@ func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, e
 	}
 	if f.Status != "" {
 		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.TaskQueue != "" {
+		where = append(where, "task_queue = "+arg(f.TaskQueue))
 	}
 	if f.KeyPrefix != "" {
 		where = append(where, "idempotency_key LIKE "+arg(likePrefix(f.KeyPrefix)))

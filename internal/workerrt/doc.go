@@ -26,6 +26,9 @@
 //     workflow or the activity), then acknowledging or handing back;
 //   - shutdown: handing back what has not started, and letting what runs
 //     finish within ShutdownGrace;
+//   - the replay check (WorkerConfig.ReplayCheck): before it registers
+//     anything, a sample of each workflow's running histories replayed on
+//     the SDK's code; a workflow that diverges is not taken;
 //   - the worker's metrics, and Ready: whether a task queue's consumers
 //     are in place, for a worker process's /readyz.
 //
@@ -35,7 +38,8 @@
 // (WorkflowContext, ActivityContext, options, errors): it works on
 // internal/wire types and the func types it defines, and never imports
 // the root package, which imports it. It does no PostgreSQL: a worker's
-// only link to the deployment is NATS.
+// only link to the deployment is NATS (the replay check asks ingest for
+// histories).
 package workerrt
 
 // Where things are:
@@ -52,3 +56,6 @@ package workerrt
 //   - builds.go: routing among builds: the consumers of executions pinned
 //     to this build, and pulling a workflow's shared tasks only while
 //     this build is the newest that registers it.
+//   - replaycheck.go: the replay check a worker runs in Bind (fetching
+//     a sample of each workflow's running histories from ingest over
+//     core NATS, replaying them, refusing a workflow that diverges).

@@ -116,6 +116,7 @@ type metrics struct {
 	retries        *prometheus.CounterVec // activity
 	heartbeats     *prometheus.CounterVec // activity, result
 	ledger         *prometheus.CounterVec // activity, result
+	replayCheck    *prometheus.CounterVec // workflow, result
 }
 
 func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
@@ -184,6 +185,9 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 		ledger: counterBy("harvest_worker_ledger_calls_total",
 			"Calls of harvest.Once, by activity and result: hit (the effect's recorded result was reused, the effect did not run), run (the effect ran), takeover (a lapsed run's key was taken over and the effect ran).",
 			"activity", "result"),
+		replayCheck: counterBy("harvest_worker_replay_check_total",
+			"Histories the worker's replay check (WorkerConfig.ReplayCheck) met as it started, by workflow and result: passed (replayed as recorded), refused (did not replay: the worker does not take the workflow), skipped (not replayed: no ingest answered, the history was larger than a NATS message or could not be read, the check ran out of time; a workflow whose sample could not be listed counts one).",
+			"workflow", "result"),
 	}
 	running, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "harvest_worker_activity_attempts_running",

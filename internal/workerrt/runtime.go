@@ -148,6 +148,9 @@ type Runtime struct {
 	// buildID is what the workflow tasks this worker completes record
 	// (cfg.BuildID, or registry.DefaultBuildID); set by Bind.
 	buildID string
+	// refused are the workflows the replay check refused (Bind): their
+	// tasks are not run here, even from the unrouted subject.
+	refused map[string]bool
 }
 
 // Registration is what a worker tells the deployment as it starts: the
@@ -158,6 +161,11 @@ type Registration struct {
 	Schemas    map[string][]byte
 	Workflows  []string
 	Activities []string
+	// Replay holds, by workflow, the function that replays one history of
+	// the workflow on a fresh execution that nothing keeps, for the
+	// replay check (WorkerConfig.ReplayCheck, replaycheck.go); a workflow
+	// without one is not checked.
+	Replay map[string]WorkflowFunc
 }
 
 // New returns a Runtime for cfg, the configuration the SDK's NewWorker
@@ -193,15 +201,18 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 	}
 	top.Tracing = rt.tracing
 	rt.js, rt.top = js, top
-	rt.named(reg.Workflows, reg.Activities)
 	rt.buildID = rt.cfg.BuildID
 	if rt.buildID == "" {
 		info, _ := debug.ReadBuildInfo()
 		rt.buildID = registry.DefaultBuildID(registry.BuildOf(info), reg.Workflows)
 	}
+	// Before anything is registered: a workflow whose running histories
+	// do not replay on this code is left out of reg (replaycheck.go).
+	reg, refused := rt.checkReplays(ctx, reg)
+	rt.named(reg.Workflows, reg.Activities)
 	rt.registrar = registry.NewRegistrar(registry.RegistrarConfig{
 		JS: js, KV: top.Workers, Worker: dedup.NewID(), TaskQueue: rt.cfg.TaskQueue, BuildID: rt.buildID,
-		Workflows: reg.Workflows, Activities: reg.Activities, Log: rt.log, Load: rt.load,
+		Workflows: reg.Workflows, Activities: reg.Activities, ReplayRefused: refused, Log: rt.log, Load: rt.load,
 	})
 	for name, raw := range reg.Schemas {
 		if _, err := rt.top.Schemas.Put(ctx, name, raw); err != nil {

@@ -73,7 +73,7 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 		defer func() { endTaskSpan(span, o) }()
 	}
 	run, ok := rt.h.Workflow(task.WorkflowName)
-	if !ok {
+	if !ok || rt.refused[task.WorkflowName] {
 		rt.logUnknown(log, "workflow", task.WorkflowName)
 		rt.handBack(t, UnknownTaskDelay, handBackUnknown, wire.TaskWorkflow)
 		return outcomeHandedBack

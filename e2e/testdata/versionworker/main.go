@@ -1,15 +1,18 @@
 // Command versionworker is a worker of one deploy of the versioned
 // workflow (e2e/internal/versioned), for the versioning end-to-end tests:
-// VERSION_VARIANT names the variant of the code it runs (v1, v2, v2bad)
-// and VERSION_BUILD_ID its build id (WorkerConfig.BuildID; unset, the
-// default one). A test deploys by stopping one of these processes and
+// VERSION_VARIANT names the variant of the code it runs (v1, v2, v2bad),
+// VERSION_BUILD_ID its build id (WorkerConfig.BuildID; unset, the
+// default one) and VERSION_REPLAY_CHECK, when set, the sample of its
+// replay check (WorkerConfig.ReplayCheck.Sample). A test deploys by stopping one of these processes and
 // starting another with other variables.
 package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 
 	"github.com/harvest-engine/harvest/e2e/internal/versioned"
 	"github.com/harvest-engine/harvest/internal/config"
@@ -30,6 +33,13 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// a variable of its own.
 	wcfg := service.WorkerConfig(cfg)
 	wcfg.BuildID = os.Getenv("VERSION_BUILD_ID")
-	log.Info("versioned worker", "variant", os.Getenv("VERSION_VARIANT"), "build_id", wcfg.BuildID)
+	if v := os.Getenv("VERSION_REPLAY_CHECK"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("VERSION_REPLAY_CHECK: %w", err)
+		}
+		wcfg.ReplayCheck.Sample = n
+	}
+	log.Info("versioned worker", "variant", os.Getenv("VERSION_VARIANT"), "build_id", wcfg.BuildID, "replay_check_sample", wcfg.ReplayCheck.Sample)
 	return service.RunWorkerConfig(ctx, cfg, wcfg, log, register)
 }

@@ -125,6 +125,11 @@ func (c *workflowCache) run(fn workflowFunc, task *wire.WorkflowTask, opts map[s
 			x = nil
 		}
 	}
+	if x == nil && !task.Whole() {
+		// The task carries the latest events only: a replay needs the
+		// history before them, which the runtime fetches.
+		return workerrt.WorkflowRun{}, workerrt.ErrHistoryNeeded
+	}
 	if x == nil {
 		x = newExecution(fn, task, opts, c.log)
 		run.Decisions, err = x.runTask(task)

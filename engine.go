@@ -161,15 +161,35 @@ func newExecution(fn workflowFunc, task *wire.WorkflowTask, opts map[string]Acti
 
 // continues says whether task continues the history this execution has
 // consumed, so that it can run the task without replaying.
+//
+// A task may carry only the history's latest events
+// (wire.WorkflowTask.HistoryFrom): it continues the execution when it
+// carries the last event the execution consumed, the same, and what
+// follows. History seqs run from 1 without gaps.
 func (x *execution) continues(task *wire.WorkflowTask) bool {
-	if x.failed != nil || x.returned || task.TaskID != x.taskID+1 || len(task.History) < x.applied {
+	if x.failed != nil || x.returned || task.TaskID != x.taskID+1 {
 		return false
 	}
 	if x.applied == 0 {
-		return true
+		return task.Whole()
 	}
-	last := task.History[x.applied-1]
+	i := x.lastSeq - task.FirstSeq()
+	if i < 0 || i >= len(task.History) {
+		return false
+	}
+	last := task.History[i]
 	return last.Seq == x.lastSeq && last.Type == x.lastType
+}
+
+// pending are the events of task the execution has not consumed: those
+// after its last one (task continues it, or is a whole history for a
+// fresh execution).
+func (x *execution) pending(task *wire.WorkflowTask) []wire.Event {
+	i := x.lastSeq + 1 - task.FirstSeq()
+	if i < 0 || i > len(task.History) {
+		return nil
+	}
+	return task.History[i:]
 }
 
 // close ends the execution's coroutines.
@@ -178,8 +198,8 @@ func (x *execution) close() { x.d.close() }
 // runTask consumes the rest of task's history, replaying the tasks it
 // records, then runs task itself and returns its decisions.
 func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
-	hist := task.History
-	for _, ev := range hist[x.applied:] {
+	hist := x.pending(task)
+	for _, ev := range hist {
 		if ev.Type == wire.EventMarkerRecorded {
 			var a wire.MarkerAttrs
 			if err := json.Unmarshal(ev.Attrs, &a); err != nil {
@@ -205,8 +225,7 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 			x.versions[a.ChangeID] = a.Version
 		}
 	}
-	for x.applied < len(hist) {
-		ev := hist[x.applied]
+	for _, ev := range hist {
 		prevSeq := x.lastSeq
 		x.applied++
 		x.lastSeq, x.lastType = ev.Seq, ev.Type

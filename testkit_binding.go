@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
@@ -24,9 +23,10 @@ import (
 // bound to the handlers a started Worker runs its tasks with (the same
 // replay of workflow code, the same reconcile-then-activity attempt). A
 // refused registration is returned as Worker.Start returns it, matching
-// ErrRegistration. Use harvesttest.New.
-func BindTestKit(logger *slog.Logger, register func(*Worker)) (harvesttype.TestKitWorker, error) {
-	w := newWorker(WorkerConfig{Logger: logger}.WithDefaults())
+// ErrRegistration. Of cfg, the worker takes its Logger and its
+// WorkflowCacheSize. Use harvesttest.New.
+func BindTestKit(cfg WorkerConfig, register func(*Worker)) (harvesttype.TestKitWorker, error) {
+	w := newWorker(WorkerConfig{Logger: cfg.Logger, WorkflowCacheSize: cfg.WorkflowCacheSize}.WithDefaults())
 	register(w)
 	w.mu.Lock()
 	defer w.mu.Unlock()

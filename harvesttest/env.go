@@ -52,6 +52,13 @@ type Config struct {
 	// TaskAckWait is how long a task held by a worker that died waits
 	// before it is delivered again, default 5 s.
 	TaskAckWait time.Duration
+	// WorkflowCacheSize is how many executions the worker keeps between
+	// their workflow tasks, as harvest.WorkerConfig's (default 1000,
+	// negative: none). A task of an execution the worker does not hold
+	// replays its history, which the worker gets as a deployment's
+	// fetches it; a test can run its executions with the cache off, or
+	// of size 1, to check that the cache changes nothing.
+	WorkflowCacheSize int
 	// Now is the clock's time when the Env starts, default
 	// 2026-01-01T00:00:00Z.
 	Now time.Time
@@ -196,7 +203,7 @@ func (e *Env) Workers() int {
 // startWorker replaces the worker with one that registers with register.
 // Call with mu held or before the Env is shared.
 func (e *Env) startWorker(register func(*harvest.Worker)) error {
-	b, err := bind(e.log, register)
+	b, err := bind(harvest.WorkerConfig{Logger: e.log, WorkflowCacheSize: e.cfg.WorkflowCacheSize}, register)
 	if err != nil {
 		return fmt.Errorf("harvesttest: start worker: %w", err)
 	}
@@ -218,8 +225,8 @@ func (e *Env) startWorker(register func(*harvest.Worker)) error {
 
 // bind binds register's registrations in process (harvest.BindTestKit),
 // as a new worker that starts.
-func bind(log *slog.Logger, register func(*harvest.Worker)) (inproc.Worker, error) {
-	b, err := harvest.BindTestKit(log, register)
+func bind(cfg harvest.WorkerConfig, register func(*harvest.Worker)) (inproc.Worker, error) {
+	b, err := harvest.BindTestKit(cfg, register)
 	if err != nil {
 		return nil, err
 	}
@@ -529,6 +536,22 @@ func (e *Env) crash(d *delivery) error {
 
 // runWorkflowTask replays a workflow task on worker and reports its
 // decisions, as a worker's runtime does (internal/workerrt).
+// wholeTask is task carrying the execution's whole history: the events
+// before those it carries are the shard's. Called with e.mu held.
+func (e *Env) wholeTask(task *wire.WorkflowTask) *wire.WorkflowTask {
+	if task.Whole() {
+		return task
+	}
+	_, events, ok := e.mem.Execution(task.ExecutionID)
+	if !ok || len(events) < task.FirstSeq()-1 {
+		return task
+	}
+	whole := *task
+	whole.History = append(slices.Clone(events[:task.FirstSeq()-1]), task.History...)
+	whole.HistoryFrom = 0
+	return &whole
+}
+
 func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Worker, d *delivery) error {
 	task := d.wft
 	run, ok := worker.Handlers().Workflow(task.WorkflowName)
@@ -540,6 +563,15 @@ func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Worker, d *deli
 		return fmt.Errorf("harvesttest: workflow %q is not registered on the worker", task.WorkflowName)
 	}
 	ran, err := run(task)
+	if errors.Is(err, workerrt.ErrHistoryNeeded) && !task.Whole() {
+		// The task carries the execution's latest events, and the worker
+		// does not hold it (the cache is off, or evicted it): it gets the
+		// history before them, as a worker fetches it from a deployment.
+		e.mu.Lock()
+		task = e.wholeTask(task)
+		e.mu.Unlock()
+		ran, err = run(task)
+	}
 	decisions := ran.Decisions
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -573,7 +605,7 @@ func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Worker, d *deli
 	if _, lost := e.takeFault(func(f Fault) bool { return f.loses(task.WorkflowName, "") }); lost {
 		return e.crash(d)
 	}
-	e.tasks[task.ExecutionID] = append(e.tasks[task.ExecutionID], recordedTask{task: task, decisions: slices.Clone(decisions)})
+	e.tasks[task.ExecutionID] = append(e.tasks[task.ExecutionID], recordedTask{task: e.wholeTask(task), decisions: slices.Clone(decisions)})
 	_, err = e.apply(ctx, &wire.Command{
 		CommandID: dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID), Kind: wire.KindWorkflowTaskCompleted, WorkflowTask: res,
 	})

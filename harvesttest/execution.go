@@ -308,7 +308,7 @@ func (x *Execution) Replay(register func(*harvest.Worker)) error {
 		register = e.register
 	}
 	e.mu.Unlock()
-	b, err := bind(e.log, register)
+	b, err := bind(harvest.WorkerConfig{Logger: e.log}, register)
 	if err != nil {
 		return fmt.Errorf("harvesttest: replay: %w", err)
 	}

@@ -67,7 +67,7 @@ type HistoryReplay struct {
 // all.
 func ReplayHistoryDir(register func(*harvest.Worker), dir string) (HistoryReplay, error) {
 	var r HistoryReplay
-	b, err := bind(slog.New(slog.DiscardHandler), register)
+	b, err := bind(harvest.WorkerConfig{Logger: slog.New(slog.DiscardHandler)}, register)
 	if err != nil {
 		return r, err
 	}

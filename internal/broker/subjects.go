@@ -125,3 +125,16 @@ const (
 	// ReplayCheckQueue is the queue group ingest answers them in.
 	ReplayCheckQueue = "harvest_ingest"
 )
+
+// HistoryPageSubject is the core NATS subject on which a worker asks for
+// a page of the history of an execution of store (its task's shard's):
+// harvest.history.<store>. It takes a wire.HistoryPageRequest and answers
+// a wire.HistoryPageReply. Ingest (for every store) and the schedulers
+// (for their own) answer in HistoryPageQueue, so that one process answers
+// each request.
+func HistoryPageSubject(store int) string {
+	return "harvest.history." + strconv.Itoa(store)
+}
+
+// HistoryPageQueue is the queue group history pages are answered in.
+const HistoryPageQueue = "harvest_history"

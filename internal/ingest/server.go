@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/console"
+	"github.com/harvest-engine/harvest/internal/historypage"
 	"github.com/harvest-engine/harvest/internal/openapi"
 	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/schema"
@@ -47,6 +49,9 @@ type Server struct {
 	budgets *budgets
 	// replaySubs take the replay check's requests (replaycheck.go).
 	replaySubs []*nats.Subscription
+	// pages answers workers' requests for history pages
+	// (internal/historypage).
+	pages *historypage.Server
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -169,6 +174,17 @@ func (s *Server) Start(ctx context.Context) error {
 		_ = sub.Unsubscribe()
 		return err
 	}
+	if s.hasDB() {
+		pools := map[int]*pgxpool.Pool{}
+		for i, p := range s.pools() {
+			pools[i] = p
+		}
+		if s.pages, err = historypage.Serve(s.cfg.NC, pools, s.log); err != nil {
+			s.stopReplayCheck()
+			_ = sub.Unsubscribe()
+			return err
+		}
+	}
 	return nil
 }
 
@@ -178,6 +194,8 @@ func (s *Server) Stop(_ context.Context) error {
 		_ = s.sub.Unsubscribe()
 	}
 	s.stopReplayCheck()
+	s.pages.Stop()
+	s.pages = nil
 	s.admission.close()
 	s.schemas.close()
 	s.workers.Close()

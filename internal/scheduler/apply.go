@@ -192,13 +192,14 @@ func (noReads) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
 	return pgx.FailedBatchResults(b, errNeedsReads)
 }
 
-// historyLoader loads the stored histories of executions.
-type historyLoader func(ctx context.Context, executionIDs []string) (map[string][]wire.Event, error)
+// historyLoader loads the stored histories of executions, each from the
+// event whose seq from gives it on.
+type historyLoader func(ctx context.Context, from map[string]int) (map[string][]wire.Event, error)
 
 // txHistories loads histories from PostgreSQL in tx.
 func txHistories(tx store.Tx) historyLoader {
-	return func(ctx context.Context, ids []string) (map[string][]wire.Event, error) {
-		return store.LoadHistories(ctx, tx, ids)
+	return func(ctx context.Context, from map[string]int) (map[string][]wire.Event, error) {
+		return store.LoadHistories(ctx, tx, from)
 	}
 }
 

@@ -167,27 +167,19 @@ func (b *batch) redispatchWorkflowTasks(ctx context.Context, histories historyLo
 	if len(again) == 0 {
 		return nil
 	}
-	ids := make([]string, 0, len(again))
+	from := make(map[string]int, len(again))
 	for id := range again {
-		ids = append(ids, id)
+		from[id] = historyFrom(b.execs[id])
 	}
-	stored, err := histories(ctx, ids)
+	stored, err := histories(ctx, from)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		e, at := b.execs[id], again[id]
-		task := wire.WorkflowTask{
-			ExecutionID: id, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
-			TaskQueue: e.TaskQueue, TaskID: at.TaskID, History: append(stored[id], b.newEvents[id]...), Redispatch: at.Redispatch, Time: b.now,
-		}
-		data, err := json.Marshal(task)
+	for id, at := range again {
+		e := b.execs[id]
+		data, err := b.workflowTaskPayload(e, at.TaskID, at.Redispatch, append(stored[id], b.newEvents[id]...))
 		if err != nil {
-			return fmt.Errorf("encode workflow task of %s: %w", id, err)
-		}
-		if b.tooLarge(e, data) {
-			b.changed[id] = true
-			continue
+			return err
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 			Shard: b.shard, Subject: workflowTaskSubject(e),

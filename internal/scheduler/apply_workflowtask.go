@@ -27,6 +27,11 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	}
 	e.WFTOutstanding = false
 	e.TaskFailing = nil // the code runs again
+	if r.BaseSeq > 0 && r.BaseSeq <= e.LastSeq {
+		// Its worker saw the history up to there: the next task carries
+		// what follows.
+		e.HistoryBase = r.BaseSeq
+	}
 	if e.Versioning == wire.VersioningPinned && e.PinnedBuild == "" && dedup.ValidateBuildID(r.BuildID) == nil {
 		// A pinned execution stays on the build that ran its first task.
 		e.PinnedBuild = r.BuildID
@@ -253,10 +258,10 @@ func (b *batch) needWorkflowTask(e *store.Execution) {
 // scheduleWorkflowTasks puts one workflow task per execution that needs one
 // into the outbox, carrying the execution's whole history.
 func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoader) error {
-	var load []string
+	load := map[string]int{}
 	for _, id := range b.needTask {
-		if !b.newExecs[id] && b.execs[id].Status == wire.StatusRunning {
-			load = append(load, id)
+		if e := b.execs[id]; !b.newExecs[id] && e.Status == wire.StatusRunning {
+			load[id] = historyFrom(e)
 		}
 	}
 	stored, err := histories(ctx, load)
@@ -272,16 +277,9 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoad
 		e.WFTOutstanding = true
 		e.WFTDirty = false
 		b.changed[id] = true
-		task := wire.WorkflowTask{
-			ExecutionID: id, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
-			TaskQueue: e.TaskQueue, TaskID: e.WFTID, History: append(stored[id], b.newEvents[id]...), Time: b.now,
-		}
-		data, err := json.Marshal(task)
+		data, err := b.workflowTaskPayload(e, e.WFTID, 0, append(stored[id], b.newEvents[id]...))
 		if err != nil {
-			return fmt.Errorf("encode workflow task of %s: %w", id, err)
-		}
-		if b.tooLarge(e, data) {
-			continue
+			return err
 		}
 		b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 			Shard: b.shard, Subject: workflowTaskSubject(e),
@@ -292,21 +290,43 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoad
 	return nil
 }
 
-// tooLarge fails e, and says so, when its workflow task (data) is larger
-// than NATS carries: the task carries the whole history, which only
-// grows, so no later task would fit either, and publishing it would fail
-// the shard's every attempt.
-func (b *batch) tooLarge(e *store.Execution, data []byte) bool {
-	if b.maxTask <= 0 || len(data) <= b.maxTask {
-		return false
+// historyFrom is the first history event e's next workflow task
+// carries: the last one the worker of its last completed task had seen
+// (so that a worker holding the execution in its cache checks that the
+// task continues it), or the first. A worker that does not hold the
+// execution fetches the events before it (wire.HistoryPageRequest).
+func historyFrom(e *store.Execution) int {
+	return max(1, e.HistoryBase)
+}
+
+// workflowTaskPayload encodes e's workflow task taskID, dispatched again
+// redispatch times, carrying events: its history from historyFrom(e) on.
+// When that is more than NATS carries, the task carries no events and
+// its worker fetches them all: a task is never too large to publish,
+// however long its history.
+func (b *batch) workflowTaskPayload(e *store.Execution, taskID, redispatch int, events []wire.Event) ([]byte, error) {
+	task := wire.WorkflowTask{
+		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
+		TaskQueue: e.TaskQueue, TaskID: taskID, History: events, Redispatch: redispatch, Time: b.now,
 	}
-	f := wire.Failure{Type: "WorkflowTaskTooLarge", NonRetryable: true,
-		Message: fmt.Sprintf("the execution's workflow task (its history) is %d bytes: more than the %d NATS carries", len(data), b.maxTask)}
-	b.logFor(e.ExecutionID).Error("failing an execution whose workflow task is too large for NATS", "bytes", len(data), "limit", b.maxTask)
-	e.WFTOutstanding, e.WFTDirty = false, false
-	e.Error, _ = json.Marshal(f)
-	b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: &f})
-	return true
+	if len(events) > 0 && events[0].Seq > 1 {
+		task.HistoryFrom = events[0].Seq
+	}
+	data, err := json.Marshal(task)
+	if err != nil {
+		return nil, fmt.Errorf("encode workflow task of %s: %w", e.ExecutionID, err)
+	}
+	if b.maxTask <= 0 || len(data) <= b.maxTask {
+		return data, nil
+	}
+	if b.debug {
+		b.logFor(e.ExecutionID).Debug("a workflow task's events are more than NATS carries: its worker fetches them", "bytes", len(data), "limit", b.maxTask)
+	}
+	task.History, task.HistoryFrom = nil, e.LastSeq+1
+	if data, err = json.Marshal(task); err != nil {
+		return nil, fmt.Errorf("encode workflow task of %s: %w", e.ExecutionID, err)
+	}
+	return data, nil
 }
 
 // DefaultWorkflowTaskTimeout is how long a dispatched workflow task may go

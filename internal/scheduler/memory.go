@@ -221,10 +221,12 @@ func (m *Memory) LiveClaim(workflowName, key string, now time.Time) (string, boo
 	return c.ExecutionID, true
 }
 
-func (m *Memory) histories(_ context.Context, ids []string) (map[string][]wire.Event, error) {
-	out := make(map[string][]wire.Event, len(ids))
-	for _, id := range ids {
-		out[id] = slices.Clone(m.history[id])
+func (m *Memory) histories(_ context.Context, from map[string]int) (map[string][]wire.Event, error) {
+	out := make(map[string][]wire.Event, len(from))
+	for id, seq := range from {
+		h := m.history[id]
+		i, _ := slices.BinarySearchFunc(h, seq, func(ev wire.Event, seq int) int { return ev.Seq - seq })
+		out[id] = slices.Clone(h[i:])
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/historypage"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -173,6 +174,9 @@ type Scheduler struct {
 	pruneWake  chan struct{}
 	// pruneSub takes the requests to prune now (broker.PruneSubject).
 	pruneSub *nats.Subscription
+	// pages answers workers' requests for the history pages of the
+	// store's executions (internal/historypage).
+	pages *historypage.Server
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -220,6 +224,16 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to %s: %w", broker.PruneSubject, err)
 	}
 	s.pruneSub = sub
+	// Workers fetch the histories of this store's executions from here
+	// (and from ingest): a scheduler runs wherever tasks are dispatched.
+	pages, err := historypage.Serve(s.cfg.Topology.JS.Conn(), map[int]*pgxpool.Pool{s.cfg.Store: s.cfg.DB}, s.log)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		s.pruneSub = nil
+		s.mu.Unlock()
+		return err
+	}
+	s.pages = pages
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	done := make(chan struct{})
@@ -242,12 +256,13 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // twice.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	cancel, done, sub := s.cancel, s.done, s.pruneSub
-	s.pruneSub = nil
+	cancel, done, sub, pages := s.cancel, s.done, s.pruneSub, s.pages
+	s.pruneSub, s.pages = nil, nil
 	s.mu.Unlock()
 	if sub != nil {
 		_ = sub.Unsubscribe()
 	}
+	pages.Stop()
 	if cancel == nil {
 		return nil
 	}

@@ -18,15 +18,23 @@ type EventRow struct {
 	wire.Event
 }
 
-// LoadHistories returns the stored history of each execution, in order.
-func LoadHistories(ctx context.Context, tx Tx, ids []string) (map[string][]wire.Event, error) {
-	out := make(map[string][]wire.Event, len(ids))
-	if len(ids) == 0 {
+// LoadHistories returns the stored history of each execution of from, in
+// order, from the event whose seq from gives it on (1: the whole
+// history).
+func LoadHistories(ctx context.Context, tx Tx, from map[string]int) (map[string][]wire.Event, error) {
+	out := make(map[string][]wire.Event, len(from))
+	if len(from) == 0 {
 		return out, nil
 	}
+	ids, seqs := make([]string, 0, len(from)), make([]int, 0, len(from))
+	for id, seq := range from {
+		ids, seqs = append(ids, id), append(seqs, seq)
+	}
 	rows, err := tx.Query(ctx, `
-		SELECT execution_id::text, seq, type, at, attrs FROM history_events
-		WHERE execution_id = ANY($1::uuid[]) ORDER BY execution_id, seq`, ids)
+		SELECT h.execution_id::text, h.seq, h.type, h.at, h.attrs
+		FROM unnest($1::uuid[], $2::int[]) AS f(execution_id, from_seq)
+		JOIN history_events h ON h.execution_id = f.execution_id AND h.seq >= f.from_seq
+		ORDER BY h.execution_id, h.seq`, ids, seqs)
 	if err != nil {
 		return nil, fmt.Errorf("load histories: %w", err)
 	}
@@ -73,6 +81,54 @@ func GetHistory(ctx context.Context, db DBTX, executionID string) ([]wire.Event,
 		return nil, fmt.Errorf("get history %s: %w", executionID, ErrExecutionNotFound)
 	}
 	return events, nil
+}
+
+// HistoryPage reads an execution's events from seq from to seq to, in
+// order, until they hold maxBytes (of type and attributes; at least one
+// event is read however large); more says events up to to are left.
+// ErrExecutionNotFound if the execution does not exist.
+func HistoryPage(ctx context.Context, db DBTX, executionID string, from, to, maxBytes int) (events []wire.Event, more bool, err error) {
+	const pageRows = 1000
+	rows, err := db.Query(ctx, `
+		SELECT h.seq, h.type, h.at, h.attrs
+		FROM executions e LEFT JOIN LATERAL (
+			SELECT seq, type, at, attrs FROM history_events
+			WHERE execution_id = e.execution_id AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4) h ON true
+		WHERE e.execution_id = $1 ORDER BY h.seq`, executionID, from, to, pageRows+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("read history page of %s: %w", executionID, err)
+	}
+	defer rows.Close()
+	found, size := false, 0
+	events = []wire.Event{}
+	for rows.Next() {
+		found = true
+		var seq *int
+		var typ *string
+		var at pgtype.Timestamptz
+		var attrs []byte
+		if err := rows.Scan(&seq, &typ, &at, &attrs); err != nil {
+			return nil, false, fmt.Errorf("read history page of %s: %w", executionID, err)
+		}
+		if seq == nil {
+			continue // no event in range
+		}
+		n := len(*typ) + len(attrs)
+		if len(events) == pageRows || (len(events) > 0 && size+n > maxBytes) {
+			more = true
+			break
+		}
+		size += n
+		events = append(events, wire.Event{Seq: *seq, Type: *typ, At: at.Time, Attrs: append(json.RawMessage(nil), attrs...)})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("read history page of %s: %w", executionID, err)
+	}
+	if !found {
+		return nil, false, fmt.Errorf("read history page of %s: %w", executionID, ErrExecutionNotFound)
+	}
+	return events, more, nil
 }
 
 func queueInsertEvents(b *pgx.Batch, evs []EventRow) {

@@ -493,13 +493,20 @@ type WorkflowClosedAttrs struct {
 // WorkflowTask asks a worker to replay an execution over its history and
 // decide what happens next.
 type WorkflowTask struct {
-	ExecutionID  string  `json:"execution_id"`
-	Shard        int     `json:"shard"`
-	WorkflowName string  `json:"workflow_name"`
-	WorkflowID   string  `json:"workflow_id"`
-	TaskQueue    string  `json:"task_queue"`
-	TaskID       int     `json:"task_id"`
-	History      []Event `json:"history"`
+	ExecutionID  string `json:"execution_id"`
+	Shard        int    `json:"shard"`
+	WorkflowName string `json:"workflow_name"`
+	WorkflowID   string `json:"workflow_id"`
+	TaskQueue    string `json:"task_queue"`
+	TaskID       int    `json:"task_id"`
+	// History holds the execution's events from HistoryFrom on, to its
+	// last: the whole history when HistoryFrom is 0 (or 1). A worker
+	// that holds the execution in its cache, having consumed the events
+	// before HistoryFrom, runs on; any other fetches those first
+	// (HistoryPageRequest). A task whose events would be more than NATS
+	// carries has none, and HistoryFrom one past its last event.
+	History     []Event `json:"history"`
+	HistoryFrom int     `json:"history_from,omitempty"`
 	// Time is when the scheduler dispatched the task: the workflow's
 	// Now while it runs.
 	Time time.Time `json:"time,omitzero"`
@@ -509,6 +516,17 @@ type WorkflowTask struct {
 	// task as it treats a redelivered one: an earlier copy may have run
 	// its activities eagerly.
 	Redispatch int `json:"redispatch,omitempty"`
+}
+
+// FirstSeq is the seq of History's first event: 1 for a task that
+// carries the whole history.
+func (t *WorkflowTask) FirstSeq() int {
+	return max(1, t.HistoryFrom)
+}
+
+// Whole says whether the task carries the execution's whole history.
+func (t *WorkflowTask) Whole() bool {
+	return t.FirstSeq() == 1
 }
 
 // ActivityTask asks a worker to run one activity attempt.

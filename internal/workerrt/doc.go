@@ -53,6 +53,9 @@ package workerrt
 //     keeper, hand-backs. cancel.go: the cancelled executions a worker
 //     follows, and cancelling their running activities.
 //   - metrics.go: the worker's metrics. ready.go: Ready.
+//   - history.go: fetching the history a workflow task does not carry
+//     (it carries the events since the execution's last task) for an
+//     execution the worker does not hold.
 //   - builds.go: routing among builds: the consumers of executions pinned
 //     to this build, and pulling a workflow's shared tasks only while
 //     this build is the newest that registers it.

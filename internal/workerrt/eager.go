@@ -3,6 +3,7 @@ package workerrt
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/sourcegraph/conc"
@@ -35,6 +36,12 @@ import (
 // the meantime.
 func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run WorkflowFunc, task *wire.WorkflowTask) (*wire.WorkflowTaskResult, error) {
 	decisions, err := rt.replay(run, task, replayTask)
+	if errors.Is(err, ErrHistoryNeeded) && !task.Whole() {
+		if err = rt.fetchHistory(ctx, task); err != nil {
+			return nil, err
+		}
+		decisions, err = rt.replay(run, task, replayTask)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +117,9 @@ func (rt *Runtime) replay(run WorkflowFunc, task *wire.WorkflowTask, kind string
 	name := rt.workflowLabel(task.WorkflowName)
 	began := time.Now()
 	res, err := run(task)
+	if errors.Is(err, ErrHistoryNeeded) {
+		return nil, err // nothing ran
+	}
 	rt.metrics.replaySeconds.WithLabelValues(name).Observe(time.Since(began).Seconds())
 	rt.metrics.replays.WithLabelValues(name, kind).Inc()
 	rt.metrics.replayEvents.WithLabelValues(name).Add(float64(res.Events))

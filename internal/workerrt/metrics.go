@@ -85,6 +85,13 @@ const (
 	cacheMiss = "miss"
 )
 
+// Results of fetching the history a workflow task does not carry, the
+// result label of harvest_worker_history_fetches_total.
+const (
+	fetchDone   = "fetched"
+	fetchFailed = "failed"
+)
+
 // otherName is the workflow or activity label of a name this worker has
 // not registered: tasks name what workflow code asked for, which the
 // worker does not control, so a label takes only the names it knows.
@@ -110,6 +117,8 @@ type metrics struct {
 	replays        *prometheus.CounterVec // workflow, kind
 	replayEvents   *prometheus.CounterVec // workflow
 	cache          *prometheus.CounterVec // workflow, result
+	historyFetches *prometheus.CounterVec // workflow, result
+	historyFetched *prometheus.CounterVec // workflow
 	replaySeconds  prometheus.ObserverVec // workflow
 	attempts       *prometheus.CounterVec // activity, outcome
 	attemptSeconds prometheus.ObserverVec // activity
@@ -167,6 +176,12 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 		cache: counterBy("harvest_worker_workflow_cache_total",
 			"Workflow tasks by what the worker's workflow cache held, by workflow and result: hit (the execution's code was kept, parked, and ran on) or miss (it was not, or did not continue the task's history: the history was replayed).",
 			"workflow", "result"),
+		historyFetches: counterBy("harvest_worker_history_fetches_total",
+			"Workflow tasks whose execution the worker did not hold in its cache, so that it fetched the history before the events the task carries (a task carries those since the execution's last task), by workflow and result: fetched, failed (no ingest or scheduler answered, or the store failed; the task is tried again).",
+			"workflow", "result"),
+		historyFetched: counterBy("harvest_worker_history_fetched_events_total",
+			"History events the worker fetched for tasks of executions it did not hold, by workflow.",
+			"workflow"),
 		replaySeconds: histogramBy("harvest_worker_workflow_replay_duration_seconds",
 			"How long one replay of workflow code over its history took to decide, by workflow (eager attempts not included).",
 			seconds, "workflow"),
@@ -254,6 +269,9 @@ func (m *metrics) known(workflows, activities []string) {
 		m.replayEvents.WithLabelValues(w)
 		m.cache.WithLabelValues(w, cacheHit)
 		m.cache.WithLabelValues(w, cacheMiss)
+		m.historyFetches.WithLabelValues(w, fetchDone)
+		m.historyFetches.WithLabelValues(w, fetchFailed)
+		m.historyFetched.WithLabelValues(w)
 	}
 	for _, a := range activities {
 		for _, o := range attemptOutcomes {

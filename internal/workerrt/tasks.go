@@ -90,6 +90,12 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 		task.Time = TaskTime(&task)
 	}
 	result, err := rt.completeWorkflowTask(ctx, t, run, &task)
+	if errors.Is(err, errExecutionGone) {
+		// Pruned since the task was dispatched: nothing is left to run.
+		log.Warn("dropping a workflow task whose execution no longer exists")
+		_ = t.m.Term()
+		return outcomeDropped
+	}
 	if err != nil {
 		// Nothing ran: the task failed before any eager attempt.
 		log.Error("workflow task failed; will retry", "err", err)

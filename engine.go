@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/decide"
@@ -78,6 +79,8 @@ type timerState struct {
 type signalItem struct {
 	payload json.RawMessage
 	tick    int
+	// seq is its SignalReceived event's.
+	seq int
 }
 
 type signalQueue struct {
@@ -385,6 +388,19 @@ func (x *execution) diverged(err error) error {
 	return x.failed
 }
 
+// unconsumedSignals are the seqs of the signals the workflow saw and did
+// not receive, in order: a run that continues as new passes them on.
+func (x *execution) unconsumedSignals() []int {
+	var out []int
+	for _, q := range x.signals {
+		for _, it := range q.items[q.consumed:] {
+			out = append(out, it.seq)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // see makes one event visible to workflow code.
 func (x *execution) see(ev wire.Event) error {
 	x.tick++
@@ -394,7 +410,7 @@ func (x *execution) see(ev wire.Event) error {
 		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
 			return fmt.Errorf("history event %d: %w", ev.Seq, err)
 		}
-		x.info.StartTime = ev.At
+		x.info.StartTime, x.info.ContinuedFrom = ev.At, a.ContinuedFrom
 		if x.now.IsZero() {
 			x.now = ev.At
 		}
@@ -422,7 +438,7 @@ func (x *execution) see(ev wire.Event) error {
 			return fmt.Errorf("history event %d: %w", ev.Seq, err)
 		}
 		q := x.signalQueue(a.SignalName)
-		q.items = append(q.items, signalItem{payload: a.Payload, tick: x.tick})
+		q.items = append(q.items, signalItem{payload: a.Payload, tick: x.tick, seq: ev.Seq})
 	case wire.EventTimerFired:
 		var a wire.TimerAttrs
 		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
@@ -452,7 +468,11 @@ func (x *execution) signalQueue(name string) *signalQueue {
 // finish takes the decision the workflow function's return makes.
 func (x *execution) finish(res any, err error) {
 	x.returned, x.d.done = true, true
+	var next *ContinueAsNewError
 	switch {
+	case errors.As(err, &next):
+		x.decide(wire.Decision{Type: wire.DecisionContinueAsNew, ContinueAsNew: &wire.ContinueAsNewAttrs{
+			WorkflowName: next.WorkflowName, TaskQueue: next.TaskQueue, Input: next.Input, Carry: x.unconsumedSignals()}})
 	case err != nil:
 		x.decide(wire.Decision{Type: wire.DecisionFailWorkflow, Failure: failureOf(err)})
 	default:

@@ -25,6 +25,9 @@ type WorkflowInfo struct {
 	// types and attributes), as the replay stands.
 	HistoryLength int
 	HistorySize   int
+	// ContinuedFrom is the run this one continues (ContinueAsNew), ""
+	// for a first run.
+	ContinuedFrom string
 }
 
 // WorkflowContext is what workflow code receives. It is valid only inside

@@ -36,6 +36,11 @@ type Execution struct {
 	StartedBy string `json:"started_by,omitempty"`
 	// IdempotencyKey is the key the execution was started with, if any.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// ContinuedFrom is the run this one continues, ContinuedAs the run
+	// that continued this one (status ContinuedAsNew): the same
+	// workflow_id, linked both ways (docs/long-workflows.md).
+	ContinuedFrom string `json:"continued_from,omitempty"`
+	ContinuedAs   string `json:"continued_as,omitempty"`
 	// TaskFailing, while the execution's last workflow task failed on its
 	// worker, says why and when it is tried again.
 	TaskFailing *TaskFailing `json:"task_failing,omitempty"`

@@ -9,12 +9,16 @@ const (
 	StatusCancelled  = "Cancelled"
 	StatusTerminated = "Terminated"
 	StatusTimedOut   = "TimedOut"
+	// StatusContinuedAsNew closes a run that continued as a new one
+	// (harvest.ContinueAsNew): same workflow_id, a new execution_id,
+	// linked both ways (continued_as, continued_from).
+	StatusContinuedAsNew = "ContinuedAsNew"
 )
 
 // IsTerminal reports whether status is a closed execution's status.
 func IsTerminal(status string) bool {
 	switch status {
-	case StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut:
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut, StatusContinuedAsNew:
 		return true
 	}
 	return false

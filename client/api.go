@@ -20,6 +20,8 @@ const (
 	StatusCancelled  = api.StatusCancelled
 	StatusTerminated = api.StatusTerminated
 	StatusTimedOut   = api.StatusTimedOut
+	// StatusContinuedAsNew is api.StatusContinuedAsNew.
+	StatusContinuedAsNew = api.StatusContinuedAsNew
 )
 
 // IsTerminal reports whether status is a closed execution's status.

@@ -141,12 +141,19 @@ func (c *Client) ListPage(ctx context.Context, opts ListOptions) (*ListExecution
 // 1 s) until it closes, within ctx. When it Completed, its result is
 // decoded into out (a pointer, or nil to skip). When it closed otherwise
 // the error is an *ExecutionFailedError; the execution is returned in
-// both cases.
+// both cases. A run that continued as new is followed to the run it
+// continued as, until the chain's last run closes: that run is the one
+// returned, with the chain's result.
 func (c *Client) WaitResult(ctx context.Context, executionID string, out any) (*Execution, error) {
 	var e *Execution
+	id := executionID
 	err := poll(ctx, func() (bool, error) {
-		got, err := c.Describe(ctx, executionID)
+		got, err := c.Describe(ctx, id)
 		switch {
+		case err == nil && got.Status == StatusContinuedAsNew && got.ContinuedAs != "":
+			// A chain of runs: its result is its last run's.
+			e, id = got, got.ContinuedAs
+			return false, nil
 		case err == nil:
 			e = got
 			return got.Terminal(), nil

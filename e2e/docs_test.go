@@ -34,6 +34,7 @@ var docPages = []string{
 	"docs/own-worker.md",
 	"docs/determinism.md",
 	"docs/versioning.md",
+	"docs/long-workflows.md",
 	"docs/coming-from-temporal.md",
 	"docs/activities.md",
 	"docs/testing.md",

@@ -117,7 +117,7 @@ type ChargeResult struct {
 // Workflows are the example workflows Register registers, for a
 // deployment's configuration to declare (workflows.<name>).
 func Workflows() []string {
-	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest, WorkflowFanout}
+	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest, WorkflowFanout, WorkflowTally}
 }
 
 // Register registers the example workflows and activities on w.
@@ -155,6 +155,7 @@ func RegisterOnly(w *harvest.Worker, svc *Services, keep func(name string) bool)
 	workflow(r, WorkflowCollect, Collect, harvest.WorkflowOptions{InputSchema: []byte(CollectInputSchema)})
 	workflow(r, WorkflowSleep, SleepWorkflow)
 	workflow(r, WorkflowDigest, Digest)
+	workflow(r, WorkflowTally, Tally)
 	registerBench(r, svc.Bench)
 	registerFanout(r)
 

@@ -177,6 +177,20 @@ func (e *Env) start(ctx context.Context, s *wire.StartCommand) (wire.Outcome, er
 	return out, nil
 }
 
+// Execution is the execution id of this Env, as Start returned it: for
+// an execution Start did not return, such as the run another continued
+// as (Describe's ContinuedAs). Its methods fail for an id the Env has
+// no execution of.
+func (e *Env) Execution(id string) *Execution {
+	x := &Execution{env: e, ID: id}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ex, _, ok := e.mem.Execution(id); ok {
+		x.WorkflowName, x.WorkflowID = ex.WorkflowName, ex.WorkflowID
+	}
+	return x
+}
+
 // Signal sends the signal name with payload (encoded as JSON) to x, and
 // runs the tasks that follow. delivered is false when a keyed signal was
 // delivered before (a duplicate is a result, not an error). A closed or

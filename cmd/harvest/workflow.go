@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -82,7 +83,7 @@ answers with the first one's execution or delivery. Cancelling or
 terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
-	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowList(),
+	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowResult(), newWorkflowList(),
 		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories())
 	return cmd
 }
@@ -254,6 +255,12 @@ func newWorkflowDescribe() *cobra.Command {
 			} {
 				fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 			}
+			if e.ContinuedFrom != "" {
+				fmt.Fprintf(tw, "continued_from:\t%s\n", e.ContinuedFrom)
+			}
+			if e.ContinuedAs != "" {
+				fmt.Fprintf(tw, "continued_as:\t%s\n", e.ContinuedAs)
+			}
 			if e.Versioning != "" {
 				fmt.Fprintf(tw, "versioning:\t%s, build %s\n", e.Versioning, cmp.Or(e.PinnedBuild, "- (its first workflow task's)"))
 			}
@@ -262,6 +269,29 @@ func newWorkflowDescribe() *cobra.Command {
 					f.Reason, formatTime(f.Since), f.Attempts, formatTime(f.NextAttemptAt), cmp.Or(f.BuildID, "-"), f.Message)
 			}
 			return tw.Flush()
+		}),
+	}
+}
+
+func newWorkflowResult() *cobra.Command {
+	return &cobra.Command{
+		Use:   "result <execution-id>",
+		Short: "Wait for an execution to close and print its result (a chain of continued runs: its last run's)",
+		Args:  cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			e, err := c.WaitResult(ctx, args[0], nil)
+			var failed *client.ExecutionFailedError
+			if errors.As(err, &failed) {
+				return fmt.Errorf("execution %s closed %s: %s", failed.ExecutionID, failed.Status, compactJSON(e.Error))
+			}
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				return printJSON(cmd.OutOrStdout(), e.Raw)
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), compactJSON(e.Result))
+			return err
 		}),
 	}
 }
@@ -312,7 +342,7 @@ func newWorkflowList() *cobra.Command {
 		}),
 	}
 	cmd.Flags().StringVar(&opts.Workflow, "workflow", "", "only executions of this workflow")
-	cmd.Flags().StringVar(&opts.Status, "status", "", "only executions in this status: Running, Completed, Failed, Cancelled, Terminated or TimedOut")
+	cmd.Flags().StringVar(&opts.Status, "status", "", "only executions in this status: Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many, 1 to 500 (default 50)")
 	return cmd
 }

@@ -16,7 +16,7 @@ import (
 // statuses are the execution statuses, for the filter.
 var statuses = []string{
 	api.StatusRunning, api.StatusCompleted, api.StatusFailed,
-	api.StatusCancelled, api.StatusTerminated, api.StatusTimedOut,
+	api.StatusCancelled, api.StatusTerminated, api.StatusTimedOut, api.StatusContinuedAsNew,
 }
 
 // filter is the executions page's filter, as its URL carries it.

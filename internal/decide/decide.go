@@ -163,6 +163,25 @@ var kinds = map[string]kind{
 				a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type
 		},
 	},
+	wire.DecisionContinueAsNew: {
+		event: wire.EventWorkflowContinuedAsNew,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			if d.ContinueAsNew == nil {
+				return fmt.Errorf("a %s decision without its new run", d.Type)
+			}
+			can := *d.ContinueAsNew
+			can.NewExecutionID = "" // the scheduler's to mint
+			r.Closes, r.Status = true, wire.StatusContinuedAsNew
+			r.Attrs = wire.WorkflowClosedAttrs{ContinueAsNew: &can}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.WorkflowClosedAttrs
+			return json.Unmarshal(raw, &a) == nil && a.ContinueAsNew != nil && d.ContinueAsNew != nil &&
+				a.ContinueAsNew.WorkflowName == d.ContinueAsNew.WorkflowName && a.ContinueAsNew.TaskQueue == d.ContinueAsNew.TaskQueue &&
+				wire.SameJSON(a.ContinueAsNew.Input, d.ContinueAsNew.Input)
+		},
+	},
 }
 
 // Record is what decision d, taken by execution executionID in a task

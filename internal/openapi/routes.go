@@ -177,7 +177,7 @@ var Routes = []Route{
 		Summary: "List executions, newest first",
 		Query: []Param{
 			{Name: "workflow", Description: "Only this workflow's executions."},
-			{Name: "status", Description: "Running, Completed, Failed, Cancelled, Terminated or TimedOut."},
+			{Name: "status", Description: "Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew."},
 			{Name: "key_prefix", Description: "Executions whose start's idempotency key begins with this."},
 			{Name: "workflow_id_prefix", Description: "Executions whose workflow_id begins with this."},
 			{Name: "created_after", Description: "Started at or after this time (RFC 3339).", Type: "date-time"},

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,6 +52,14 @@ type batch struct {
 	// pinned are the workflows whose starts are pinned to a build unless
 	// they say otherwise (applyEnv.pinned).
 	pinned map[string]bool
+	// chainsLatest are the newest runs of the chains of continued runs
+	// the batch's executions belong to, by chain (read for the runs that
+	// continued as new).
+	chainsLatest map[string]*store.Execution
+	// loadHistories reads stored history while commands apply
+	// (continueAsNew); err is a failure of it, which fails the batch.
+	loadHistories func(from map[string]int) (map[string][]wire.Event, error)
+	err           error
 	// maxTask is the largest task NATS carries; 0 means no limit.
 	maxTask int
 	log     *slog.Logger
@@ -283,18 +293,41 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	}
 	reads.LoadExecutions(more, b.execs)
 	// A signal-with-start's key is checked against the execution its
-	// workflow_id resolves to.
+	// workflow_id resolves to; a signal's against its execution's chain
+	// of continued runs, whose newest run it reaches.
 	var swsRefs []store.SignalRef
+	chains := map[string]bool{}
 	for _, c := range pending {
-		if c.cmd.Kind == wire.KindSignalWithStart && c.cmd.Signal.IdempotencyKey != "" {
+		switch {
+		case c.cmd.Kind == wire.KindSignalWithStart && c.cmd.Signal.IdempotencyKey != "":
 			if e := latest[store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}]; e != nil {
-				swsRefs = append(swsRefs, store.SignalRef{ExecutionID: e.ExecutionID, IdempotencyKey: c.cmd.Signal.IdempotencyKey})
+				swsRefs = append(swsRefs, store.SignalRef{ExecutionID: e.Chain(), IdempotencyKey: c.cmd.Signal.IdempotencyKey})
+			}
+		case c.cmd.Kind == wire.KindSignal:
+			e := b.execs[c.cmd.Signal.ExecutionID]
+			if e == nil {
+				continue
+			}
+			if e.Status == wire.StatusContinuedAsNew && !chains[e.Chain()] {
+				chains[e.Chain()] = true
+			}
+			if key := c.cmd.Signal.IdempotencyKey; key != "" && e.Chain() != e.ExecutionID {
+				swsRefs = append(swsRefs, store.SignalRef{ExecutionID: e.Chain(), IdempotencyKey: key})
 			}
 		}
 	}
 	reads.LoadSignalClaims(swsRefs, b.signalClaims)
+	b.chainsLatest = make(map[string]*store.Execution, len(chains))
+	reads.LoadChainsLatest(slices.Collect(maps.Keys(chains)), b.chainsLatest)
 	if err := reads.Send(ctx, tx); err != nil {
 		return nil, err
+	}
+	for chain, e := range b.chainsLatest {
+		if have, ok := b.execs[e.ExecutionID]; ok {
+			b.chainsLatest[chain] = have
+		} else {
+			b.execs[e.ExecutionID] = e
+		}
 	}
 	for ref, e := range latest {
 		if have, ok := b.execs[e.ExecutionID]; ok {
@@ -314,7 +347,8 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 func (b *batch) assume(env applyEnv, applied int64, execIDs []string, claims []store.NewClaim, wfRefs []store.WorkflowRef) bool {
 	for _, id := range execIDs {
 		e, ok := env.known.get(id)
-		if !ok {
+		if !ok || e.Status == wire.StatusContinuedAsNew {
+			// A run that continued: what a command to it reaches is read.
 			return false
 		}
 		b.execs[id] = e
@@ -339,6 +373,7 @@ func (b *batch) assume(env applyEnv, applied int64, execIDs []string, claims []s
 
 // applyAll applies the batch's commands to what was read (or assumed).
 func (b *batch) applyAll(ctx context.Context, histories historyLoader, pending []seqCommand) (*store.Writes, error) {
+	b.loadHistories = historiesIn(ctx, histories)
 	for _, c := range pending {
 		b.cmd = &c.cmd
 		b.curTrace = c.trace
@@ -348,6 +383,9 @@ func (b *batch) applyAll(ctx context.Context, histories historyLoader, pending [
 	}
 	b.cmd = nil
 	b.curTrace = ""
+	if b.err != nil {
+		return nil, b.err
+	}
 	b.settleClaims()
 	if err := b.scheduleWorkflowTasks(ctx, histories); err != nil {
 		return nil, err

@@ -23,7 +23,8 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 	}
 	b.writes.ExecutionsClosed = append(b.writes.ExecutionsClosed, e.ExecutionID)
 	b.appendEvent(e, event, attrs)
-	if e.CompletionCallback != nil {
+	if e.CompletionCallback != nil && status != wire.StatusContinuedAsNew {
+		// A chain's callback is delivered when its last run closes.
 		payload, _ := json.Marshal(CallbackPayload{
 			ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: status,
 			Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error), ClosedAt: now,

@@ -19,8 +19,12 @@ func (b *batch) signal(c seqCommand) {
 		b.refuse(out, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution %s", sg.ExecutionID))
 		return
 	}
+	// A run that continued as new passes its signals to the newest run of
+	// its chain, under whose first run keys are claimed.
+	e = b.newest(e)
+	out.ExecutionID = e.ExecutionID
 	out.WorkflowName, out.WorkflowID, out.Status = e.WorkflowName, e.WorkflowID, e.Status
-	ref := store.SignalRef{ExecutionID: sg.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+	ref := store.SignalRef{ExecutionID: e.Chain(), IdempotencyKey: sg.IdempotencyKey}
 	if sg.IdempotencyKey != "" && b.signalClaims[ref] {
 		// Delivered before: acknowledged, even if the run has closed since.
 		b.writes.Duplicates.AddSignal(ref, store.LayerClaim)
@@ -44,7 +48,7 @@ func (b *batch) signalWithStart(c seqCommand) {
 	wref := store.WorkflowRef{WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID}
 	prior := b.byWorkflow[wref]
 	if prior != nil {
-		ref := store.SignalRef{ExecutionID: prior.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+		ref := store.SignalRef{ExecutionID: prior.Chain(), IdempotencyKey: sg.IdempotencyKey}
 		if out.Keyed && b.signalClaims[ref] {
 			b.writes.Duplicates.AddSignal(ref, store.LayerClaim)
 			b.outcome(out, prior, false, false) // landed before: the same execution, nothing appended
@@ -100,7 +104,7 @@ func (b *batch) deliverSignal(e *store.Execution, sg *wire.SignalCommand) {
 	b.appendEvent(e, wire.EventSignalReceived, wire.SignalReceivedAttrs{SignalName: sg.SignalName, Payload: sg.Payload, IdempotencyKey: sg.IdempotencyKey})
 	b.needWorkflowTask(e)
 	if sg.IdempotencyKey != "" {
-		ref := store.SignalRef{ExecutionID: e.ExecutionID, IdempotencyKey: sg.IdempotencyKey}
+		ref := store.SignalRef{ExecutionID: e.Chain(), IdempotencyKey: sg.IdempotencyKey}
 		b.signalClaims[ref] = true
 		b.writes.SignalClaims = append(b.writes.SignalClaims, ref)
 	}

@@ -82,6 +82,12 @@ func (b *batch) start(c seqCommand) {
 // WorkflowStarted event, and its first workflow task (or the timer of a
 // delayed start).
 func (b *batch) newExecution(s *wire.StartCommand, id string) *store.Execution {
+	return b.newExecutionFrom(s, id, nil)
+}
+
+// newExecutionFrom is newExecution for a run that continues from, when
+// it is not nil (continueAsNew): in from's chain, linked back to it.
+func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Execution) *store.Execution {
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID,
 		TaskQueue: s.TaskQueue, Status: wire.StatusRunning, Input: s.Input, CreatedAt: b.now, UpdatedAt: b.now,
@@ -109,10 +115,14 @@ func (b *batch) newExecution(s *wire.StartCommand, id string) *store.Execution {
 	b.newExecs[id] = true
 	b.byWorkflow[store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}] = e
 	b.writes.NewExecutions = append(b.writes.NewExecutions, e)
-	b.appendEvent(e, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{
+	started := wire.WorkflowStartedAttrs{
 		WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID, Input: s.Input, IdempotencyKey: s.IdempotencyKey, TaskQueue: s.TaskQueue,
 		StartAt: s.StartAt,
-	})
+	}
+	if from != nil {
+		e.ChainID, e.ContinuedFrom, started.ContinuedFrom = from.Chain(), from.ExecutionID, from.ExecutionID
+	}
+	b.appendEvent(e, wire.EventWorkflowStarted, started)
 	if s.StartAt != nil && s.StartAt.After(b.now) {
 		// A delayed start: its first workflow task waits on a durable timer.
 		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: id, Kind: store.TimerStart, FireAt: *s.StartAt, Attrs: json.RawMessage(`{}`)})

@@ -69,6 +69,9 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		}
 		// What the decision means is decide's; here are the rows it needs.
 		switch {
+		case rec.Closes && rec.Status == wire.StatusContinuedAsNew:
+			b.continueAsNew(e, d, r.BaseSeq)
+			continue
 		case rec.Closes:
 			if rec.Status == wire.StatusCompleted {
 				e.Result = d.Result

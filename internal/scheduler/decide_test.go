@@ -25,6 +25,7 @@ var decisionSamples = map[string]wire.Decision{
 	wire.DecisionRecordVersion:    {Type: wire.DecisionRecordVersion, Version: &wire.VersionMarkerAttrs{ChangeID: "add-fraud-check", Version: 2}},
 	wire.DecisionCompleteWorkflow: {Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`{"ok":true}`)},
 	wire.DecisionFailWorkflow:     {Type: wire.DecisionFailWorkflow, Failure: &wire.Failure{Type: "Boom", Message: "it broke"}},
+	wire.DecisionContinueAsNew:    {Type: wire.DecisionContinueAsNew, ContinueAsNew: &wire.ContinueAsNewAttrs{Input: json.RawMessage(`{"page":2}`)}},
 }
 
 // TestEveryDecisionIsAppliedAsDecideRecordsIt holds the scheduler, on

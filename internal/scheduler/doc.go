@@ -39,7 +39,8 @@ package scheduler
 //     workflow task's decisions, whose meaning is internal/decide's),
 //     apply_activity.go (results, heartbeats, attempts and their
 //     dispatch), apply_duplicate.go, apply_close.go (closing an
-//     execution; cancel and terminate).
+//     execution; cancel and terminate), apply_continue.go (a run that
+//     continues as new, its next run, and the signals it passes on).
 //   - alarm.go, apply_timer.go: durable timers: firing them (and dropping
 //     one that cannot fire), and what each kind does.
 //   - validate.go: what makes a command's fields valid. dead.go: dead

@@ -183,11 +183,6 @@ func (m *Memory) Prune(now time.Time) []string {
 				delete(m.timers, tid)
 			}
 		}
-		for ref := range m.signals {
-			if ref.ExecutionID == id {
-				delete(m.signals, ref)
-			}
-		}
 		if e.IdempotencyKey != nil {
 			// A claim since taken over by a newer execution stays.
 			ref := store.ClaimRef{WorkflowName: e.WorkflowName, IdempotencyKey: *e.IdempotencyKey}
@@ -197,6 +192,17 @@ func (m *Memory) Prune(now time.Time) []string {
 		}
 		if ref := (store.WorkflowRef{WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID}); m.latest[ref] == e {
 			delete(m.latest, ref)
+		}
+	}
+	// Keyed signals are claimed under a chain's first run: they go once
+	// no run of the chain is left (store.PruneShard does the same).
+	live := map[string]bool{}
+	for _, e := range m.execs {
+		live[e.Chain()] = true
+	}
+	for ref := range m.signals {
+		if !live[ref.ExecutionID] {
+			delete(m.signals, ref)
 		}
 	}
 	slices.Sort(pruned)

@@ -85,6 +85,14 @@ func PruneShard(ctx context.Context, db *pgxpool.Pool, owner string, lease Lease
 					USING (SELECT unnest($1::text[]) AS workflow_name, unnest($2::text[]) AS idempotency_key, unnest($3::uuid[]) AS execution_id) AS d
 					WHERE c.workflow_name = d.workflow_name AND c.idempotency_key = d.idempotency_key AND c.execution_id = d.execution_id`,
 					keyNames, keys, keyExecs)
+			case "signal_claims":
+				// Keyed signals are claimed under the first run of a chain
+				// of continued runs (Execution.Chain): they go when the
+				// last run of the chain goes, not with its first.
+				q = b.Queue(`DELETE FROM signal_claims AS sc WHERE sc.execution_id IN (
+						SELECT coalesce(p.chain_id, p.execution_id) FROM executions AS p WHERE p.execution_id = ANY($1::uuid[]))
+					AND NOT EXISTS (SELECT 1 FROM executions AS x WHERE x.execution_id = sc.execution_id AND x.execution_id <> ALL($1::uuid[]))
+					AND NOT EXISTS (SELECT 1 FROM executions AS x WHERE x.chain_id = sc.execution_id AND x.execution_id <> ALL($1::uuid[]))`, ids)
 			default:
 				q = b.Queue(`DELETE FROM `+pgx.Identifier{table}.Sanitize()+` WHERE execution_id = ANY($1::uuid[])`, ids)
 			}

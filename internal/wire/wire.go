@@ -40,6 +40,8 @@ const (
 	StatusCancelled  = api.StatusCancelled
 	StatusTerminated = api.StatusTerminated
 	StatusTimedOut   = api.StatusTimedOut
+	// StatusContinuedAsNew is api.StatusContinuedAsNew.
+	StatusContinuedAsNew = api.StatusContinuedAsNew
 )
 
 // History event types.
@@ -72,12 +74,15 @@ const (
 	// of a change (harvest.GetVersion) an execution took the first time
 	// it reached the change.
 	EventVersionMarker = "VersionMarker"
+	// EventWorkflowContinuedAsNew closes a run that continued as a new
+	// one: its attributes' continue_as_new names the new run.
+	EventWorkflowContinuedAsNew = "WorkflowContinuedAsNew"
 )
 
 // ValidStatus reports whether s names an execution status.
 func ValidStatus(s string) bool {
 	switch s {
-	case StatusRunning, StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut:
+	case StatusRunning, StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut, StatusContinuedAsNew:
 		return true
 	}
 	return false
@@ -380,6 +385,7 @@ const (
 	DecisionCancelTimer      = "cancel_timer"
 	DecisionRecordMarker     = "record_marker"
 	DecisionRecordVersion    = "record_version"
+	DecisionContinueAsNew    = "continue_as_new"
 )
 
 // ScheduledOptions are a schedule_activity decision's options as the
@@ -425,6 +431,23 @@ type Decision struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// fail_workflow
 	Failure *Failure `json:"failure,omitempty"`
+	// continue_as_new
+	ContinueAsNew *ContinueAsNewAttrs `json:"continue_as_new,omitempty"`
+}
+
+// ContinueAsNewAttrs say how a run continues as a new one: the new run's
+// workflow (empty: the same), task queue (empty: the same) and input. In
+// the WorkflowContinuedAsNew event that closes the run, NewExecutionID is
+// the new run's.
+type ContinueAsNewAttrs struct {
+	WorkflowName   string          `json:"workflow_name,omitempty"`
+	TaskQueue      string          `json:"task_queue,omitempty"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	NewExecutionID string          `json:"new_execution_id,omitempty"`
+	// Carry are the seqs of the signals the run's code saw and did not
+	// receive: they move to the new run, with the signals the run got
+	// after what its last task saw.
+	Carry []int `json:"carry_signals,omitempty"`
 }
 
 // ActivityResult reports how one activity attempt ended: Result on success,
@@ -461,6 +484,9 @@ type WorkflowStartedAttrs struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	TaskQueue      string          `json:"task_queue"`
 	StartAt        *time.Time      `json:"start_at,omitempty"`
+	// ContinuedFrom is the run this one continues
+	// (harvest.ContinueAsNew), if any.
+	ContinuedFrom string `json:"continued_from,omitempty"`
 }
 
 // ActivityScheduledAttrs are the attributes of an ActivityScheduled event.
@@ -488,6 +514,9 @@ type WorkflowClosedAttrs struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Failure *Failure        `json:"failure,omitempty"`
 	Reason  string          `json:"reason,omitempty"`
+	// ContinueAsNew is how a run that continued as a new one did
+	// (WorkflowContinuedAsNew).
+	ContinueAsNew *ContinueAsNewAttrs `json:"continue_as_new,omitempty"`
 }
 
 // WorkflowTask asks a worker to replay an execution over its history and

@@ -43,11 +43,11 @@ func (e *ContinueAsNewError) Error() string {
 //		return Out{}, harvest.ContinueAsNew(ctx, state)
 //	}
 //
-// The run closes as ContinuedAsNew. The signals it received after its
-// last workflow task began move to the next run, with their keys: none
-// is lost, none is delivered twice. Signals it had received but not
-// consumed before do not: drain its channels (ReceiveAsync) into input
-// first. Activities and timers still pending are abandoned. An input
+// The run closes as ContinuedAsNew. The signals it did not take move to
+// the next run, with their keys: those it received after its last
+// workflow task began, and those its code saw but left in a channel.
+// None is lost, none is delivered twice. Activities and timers still
+// pending are abandoned. An input
 // that cannot be encoded, or a workflow or task queue name that is not
 // one, fails the workflow with the error ContinueAsNew returns.
 func ContinueAsNew(ctx *WorkflowContext, input any, opts ...ContinueAsNewOptions) error {

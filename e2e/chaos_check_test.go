@@ -52,6 +52,14 @@ type trialResult struct {
 	// FlakyRecovered counts the trial's chaos_flaky starts whose
 	// execution failed its task, then completed (see flakyInvariants).
 	FlakyRecovered int `json:"flaky_recovered"`
+	// ChainsExact counts the trial's chaos_chain starts whose chain came
+	// out exact (see chainInvariants), ChainRuns their runs,
+	// ChainCarried the signals that moved from a run to the next, and
+	// ChainResent the chains' signals sent more than once.
+	ChainsExact  int `json:"chains_exact"`
+	ChainRuns    int `json:"chain_runs"`
+	ChainCarried int `json:"chain_signals_carried"`
+	ChainResent  int `json:"chain_signals_resent"`
 	// Convergence is the longest any execution took to complete after the
 	// later of the last restart and its key's first send: how long after
 	// the fault the stack needed to finish each piece of work. Settled is
@@ -100,6 +108,9 @@ func (r *trialResult) line() string {
 	if r.FlakyRecovered > 0 {
 		s += fmt.Sprintf("; %d failing tasks recovered", r.FlakyRecovered)
 	}
+	if r.ChainsExact > 0 {
+		s += fmt.Sprintf("; %d continue-as-new chains exact (%d runs, %d signals carried to a next run, %d resent)", r.ChainsExact, r.ChainRuns, r.ChainCarried, r.ChainResent)
+	}
 	if r.DeferredAcked > 0 {
 		s += fmt.Sprintf("; %d deferred starts acknowledged", r.DeferredAcked)
 	}
@@ -138,6 +149,8 @@ type trialCheck struct {
 	lost    []string // keys
 	stuck   []execRow
 	suspect []string // keys whose answers or effects are wrong
+	// chainDumps describe the chaos_chain starts that went wrong.
+	chainDumps []string
 }
 
 func (c *trialCheck) executions(ctx context.Context) ([]execRow, error) {
@@ -588,6 +601,10 @@ func (c *trialCheck) diagnose(ctx context.Context, marks map[string]logMark) str
 		w("\n--- key %s ---\n", key)
 		w("executions: %s\n", c.st.jsonRows(dctx, `SELECT row_to_json(x)::text FROM (SELECT execution_id, shard, status, result, created_at FROM executions WHERE workflow_name = 'charge' AND idempotency_key = $1) x`, key))
 		c.writeAnswers(&b, byKey[key])
+	}
+
+	for _, d := range c.chainDumps {
+		w("%s", d)
 	}
 
 	w("\n--- shards (PostgreSQL) ---\n")

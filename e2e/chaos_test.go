@@ -324,6 +324,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	deferred := planDeferred(rng, prefix, *chaosDeferred, r.cfg.load)
 	fanout := planFanout(rng, prefix, *chaosFanout, r.cfg.load)
 	flaky := planFlaky(rng, prefix, *chaosFlaky, r.cfg.load)
+	chains := planChains(seed, kind.String(), prefix, *chaosChains, r.cfg.load)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -353,6 +354,10 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	go func() { fanoutDone <- st.runFanout(ctx, fanout, giveUp) }()
 	flakyDone := make(chan []*startOutcome, 1)
 	go func() { flakyDone <- st.runFlaky(ctx, flaky, giveUp) }()
+	// A chain's signals are retried for as long as its runs may take to
+	// complete: until the bound after the starts gave up.
+	chainsDone := make(chan []*chainOutcome, 1)
+	go func() { chainsDone <- st.runChains(ctx, chains, giveUp, giveUp.Add(r.cfg.bound)) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -403,6 +408,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.deferredInvariants(ctx, <-deferredDone)
 	check.fanoutInvariants(ctx, <-fanoutDone)
 	check.flakyInvariants(ctx, flaky, <-flakyDone)
+	check.chainInvariants(ctx, <-chainsDone)
 	if !res.failed() {
 		check.readiness(ctx)
 	}

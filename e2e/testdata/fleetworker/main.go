@@ -1,9 +1,10 @@
 // Command fleetworker is a worker of a heterogeneous fleet, for the
 // end-to-end tests: the worker binary, registering only the names
 // FLEET_NAMES lists (comma-separated; all when unset) among the examples
-// and workflows of its own: fleet_a, fleet_b, and chaos_flaky, whose
-// code panics for its first 1.5 s. fleet_a and fleet_b each run the
-// activity fleet_c; each says which worker (FLEET_ID) ran it.
+// and workflows of its own: fleet_a, fleet_b, chaos_flaky, whose code
+// panics for its first 1.5 s, and chaos_chain, which keeps the signals
+// it receives across runs it continues as new. fleet_a and fleet_b each
+// run the activity fleet_c; each says which worker (FLEET_ID) ran it.
 package main
 
 import (
@@ -20,6 +21,18 @@ import (
 	"github.com/harvest-engine/harvest/internal/config"
 	"github.com/harvest-engine/harvest/internal/service"
 )
+
+// ChainInput is chaos_chain's input, and what each of its runs passes
+// the next.
+type ChainInput struct {
+	// Every is how many values a run takes before it continues as new.
+	Every int `json:"every"`
+	// Values are the values the chain's runs took so far, in order.
+	Values []int `json:"values,omitempty"`
+}
+
+// chainValue is a value for chaos_chain; -1 ends the chain.
+var chainValue = harvest.NewSignal[int]("v")
 
 // Ran says which workers ran a fleet workflow and its activity.
 type Ran struct {
@@ -68,6 +81,26 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 					panic("chaos_flaky: still broken")
 				}
 				return "recovered", nil
+			})
+		}
+		if has("chaos_chain") {
+			// A chain of runs under the chaos suite's faults: each run
+			// takes Every values, then continues as new with the list.
+			// It does not drain the channel first: values that arrived
+			// while the run was deciding must move to the next run
+			// (continue-as-new's carry), neither lost nor taken twice.
+			harvest.RegisterWorkflow(w, "chaos_chain", func(ctx *harvest.WorkflowContext, in ChainInput) ([]int, error) {
+				for range max(in.Every, 1) {
+					v, err := chainValue.Receive(ctx)
+					if err != nil {
+						return nil, err
+					}
+					if v == -1 {
+						return append([]int{}, in.Values...), nil
+					}
+					in.Values = append(in.Values, v)
+				}
+				return nil, harvest.ContinueAsNew(ctx, in)
 			})
 		}
 		if has("fleet_c") {

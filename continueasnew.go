@@ -39,7 +39,7 @@ func (e *ContinueAsNewError) Error() string {
 // continued_as). Use it to keep a history short in a workflow that runs
 // for ever, or for a very long time:
 //
-//	if ctx.Info().HistoryLength > 4096 {
+//	if harvest.GetInfo(ctx).ContinueAsNewSuggested {
 //		return Out{}, harvest.ContinueAsNew(ctx, state)
 //	}
 //

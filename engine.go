@@ -136,6 +136,10 @@ type execution struct {
 	replaying  bool
 	seenLen    int
 	seenSize   int
+	// suggested is the task's ContinueAsNewSuggested: the scheduler's
+	// word, carried by the task when it runs and recorded in its
+	// WorkflowTaskCompleted for a replay (see WorkflowInfo).
+	suggested bool
 
 	nextActivity, nextTimer, nextMarker int
 	// decisions are those taken since the last boundary.
@@ -253,6 +257,7 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 				}
 				x.expect, x.awaiting = x.awaiting, nil
 			} else {
+				x.suggested = a.ContinueAsNewSuggested
 				if err := x.boundary(a.BaseSeq, a.Time, true); err != nil {
 					return nil, err
 				}
@@ -261,13 +266,14 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 				x.expect = append(x.expect, x.takeDecisions()...)
 			}
 			x.inBlock, x.legacy, x.blockTask = true, false, a.TaskID
-		case decide.IsDecisionEvent(ev.Type):
+		case decide.IsDecisionEvent(ev.Type) && !decide.Imposed(ev):
 			if !x.inBlock {
 				if x.awaiting != nil {
 					return nil, errStale
 				}
 				// A history from before WorkflowTaskCompleted: the task
 				// saw what came before this event.
+				x.suggested = false
 				if err := x.boundary(prevSeq, ev.At, true); err != nil {
 					return nil, err
 				}
@@ -297,6 +303,7 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 	if task.Time.IsZero() {
 		task.Time = x.now
 	}
+	x.suggested = task.ContinueAsNewSuggested
 	if err := x.boundary(x.lastSeq, task.Time, false); err != nil {
 		return nil, err
 	}

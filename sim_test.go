@@ -26,6 +26,9 @@ type sim struct {
 	taskID int
 	now    time.Time
 	cache  *workflowCache
+	// suggest is the next task's ContinueAsNewSuggested, as the
+	// scheduler dispatches it and records it.
+	suggest bool
 }
 
 func newSim(t testing.TB, fn workflowFunc, input any) *sim {
@@ -99,7 +102,7 @@ func (s *sim) tryTask(during ...func()) ([]wire.Decision, error) {
 	s.taskID++
 	task := func() *wire.WorkflowTask {
 		return &wire.WorkflowTask{ExecutionID: "exec-1", WorkflowName: "wf", WorkflowID: "wf-1", TaskQueue: "default",
-			TaskID: s.taskID, History: slices.Clone(s.hist), Time: s.now}
+			TaskID: s.taskID, History: slices.Clone(s.hist), Time: s.now, ContinueAsNewSuggested: s.suggest}
 	}
 	fresh, ferr := runWorkflowTask(s.fn, task(), s.opts)
 	ran, cerr := s.cache.run(s.fn, task(), s.opts)
@@ -119,7 +122,7 @@ func (s *sim) tryTask(during ...func()) ([]wire.Decision, error) {
 
 // record writes a task's result as the scheduler does.
 func (s *sim) record(base int, decisions []wire.Decision) {
-	s.add(wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: s.taskID, BaseSeq: base, Time: s.now})
+	s.add(wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: s.taskID, BaseSeq: base, Time: s.now, ContinueAsNewSuggested: s.suggest})
 	for i := range decisions {
 		rec, err := decide.Record("exec-1", &decisions[i], s.now)
 		if err != nil {

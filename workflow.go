@@ -28,6 +28,24 @@ type WorkflowInfo struct {
 	// ContinuedFrom is the run this one continues (ContinueAsNew), ""
 	// for a first run.
 	ContinuedFrom string
+	// ContinueAsNewSuggested says that the history, when the current
+	// workflow task was dispatched, was past the scheduler's suggestion
+	// threshold (history_suggest_events, 4,096 events, or
+	// history_suggest_bytes, 4 MiB, by default): a workflow that runs for
+	// ever continues as new now, well before the hard limit at which its
+	// execution fails with HistoryLimitExceeded
+	// (docs/reliability.md#history-limits).
+	//
+	// It is the same on every replay: the scheduler decides it for each
+	// task from the history's length and size as it counted them, and
+	// records it with the task (its WorkflowTaskCompleted), as it records
+	// the task's time. A replay reads it from there rather than compare
+	// its own count with thresholds, which could differ: the sizes a
+	// worker counts depend on how the events reached it (PostgreSQL
+	// stores them as jsonb, and gives some numbers and escapes back
+	// otherwise written), and the thresholds are configuration that can
+	// change while the execution runs.
+	ContinueAsNewSuggested bool
 }
 
 // WorkflowContext is what workflow code receives. It is valid only inside
@@ -41,8 +59,13 @@ type WorkflowContext struct {
 func (c *WorkflowContext) Info() WorkflowInfo {
 	info := c.x.info
 	info.HistoryLength, info.HistorySize = c.x.seenLen, c.x.seenSize
+	info.ContinueAsNewSuggested = c.x.suggested
 	return info
 }
+
+// GetInfo describes the running execution: ctx.Info(), for code written
+// against Temporal's workflow.GetInfo(ctx).
+func GetInfo(ctx *WorkflowContext) WorkflowInfo { return ctx.Info() }
 
 // Logger is a logger for workflow code: its records carry the
 // execution's execution_id, workflow and workflow_id, and it writes

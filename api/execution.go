@@ -44,6 +44,15 @@ type Execution struct {
 	// TaskFailing, while the execution's last workflow task failed on its
 	// worker, says why and when it is tried again.
 	TaskFailing *TaskFailing `json:"task_failing,omitempty"`
+	// HistoryLength and HistoryBytes are the execution's history: its
+	// events, and their size in bytes (their types and attributes as the
+	// scheduler recorded them).
+	HistoryLength int   `json:"history_length"`
+	HistoryBytes  int64 `json:"history_bytes"`
+	// HistoryWarning says that the history has passed its warning
+	// threshold: at its hard limit the execution fails with
+	// HistoryLimitExceeded (docs/reliability.md#history-limits).
+	HistoryWarning *HistoryWarning `json:"history_warning,omitempty"`
 	// WaitingForWorker says that the execution is Running and no live
 	// worker serves its workflow on its task queue: it makes no progress
 	// until one starts.
@@ -99,6 +108,30 @@ type TaskFailing struct {
 	Attempts      int       `json:"attempts"`
 	Since         time.Time `json:"since"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
+}
+
+// FailureHistoryLimitExceeded is the failure type of an execution whose
+// history passed its hard limit, of events or of bytes: it failed, and
+// its error's message names the limit.
+const FailureHistoryLimitExceeded = "HistoryLimitExceeded"
+
+// HistoryWarning says that an execution's history is past the warning
+// threshold of its length or size, and what its hard limits are: past
+// either, the execution fails with HistoryLimitExceeded. A workflow that
+// runs for ever continues as new before then.
+type HistoryWarning struct {
+	// Message says it for a person.
+	Message string `json:"message"`
+	// Events and Bytes are the history's length and size now.
+	Events int   `json:"events"`
+	Bytes  int64 `json:"bytes"`
+	// WarnEvents and WarnBytes are the warning thresholds, MaxEvents and
+	// MaxBytes the hard limits, as the scheduler had them when the
+	// history passed one of the thresholds.
+	WarnEvents int   `json:"warn_events"`
+	WarnBytes  int64 `json:"warn_bytes"`
+	MaxEvents  int   `json:"max_events"`
+	MaxBytes   int64 `json:"max_bytes"`
 }
 
 // KeyClaim is the claim of an execution's start idempotency key: while

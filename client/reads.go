@@ -15,6 +15,13 @@ import (
 // Execution is api.Execution.
 type Execution = api.Execution
 
+// HistoryWarning is api.HistoryWarning.
+type HistoryWarning = api.HistoryWarning
+
+// FailureHistoryLimitExceeded is the failure type of an execution whose
+// history passed its hard limit (api.FailureHistoryLimitExceeded).
+const FailureHistoryLimitExceeded = api.FailureHistoryLimitExceeded
+
 // KeyClaim is api.KeyClaim.
 type KeyClaim = api.KeyClaim
 

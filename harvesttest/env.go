@@ -73,6 +73,37 @@ type Config struct {
 	// waits until nothing runs. Off, every attempt runs to its end before
 	// the call returns.
 	ConcurrentActivities bool
+	// HistoryLimits are what the scheduler holds each execution's
+	// history to, as a deployment's history_* keys set them; zero fields
+	// mean the defaults. A test gives small ones to see its workflow
+	// continue as new in time (harvest.WorkflowInfo's
+	// ContinueAsNewSuggested), or fail with HistoryLimitExceeded.
+	HistoryLimits HistoryLimits
+}
+
+// HistoryLimits are the limits of an execution's history, in events
+// and in bytes (docs/reliability.md#history-limits): past a warning
+// threshold the execution carries a warning (its Describe's
+// HistoryWarning); past a hard limit it fails with HistoryLimitExceeded;
+// past a suggestion threshold its code reads ContinueAsNewSuggested. A
+// threshold left zero is its default, or the hard limit when that is
+// lower.
+type HistoryLimits struct {
+	// WarnEvents and WarnBytes, default 10,000 events and 10 MiB.
+	WarnEvents int
+	WarnBytes  int64
+	// MaxEvents and MaxBytes, default 50,000 events and 50 MiB.
+	MaxEvents int
+	MaxBytes  int64
+	// SuggestEvents and SuggestBytes, default 4,096 events and 4 MiB.
+	SuggestEvents int
+	SuggestBytes  int64
+}
+
+// scheduler is l as the scheduler takes it.
+func (l HistoryLimits) scheduler() scheduler.HistoryLimits {
+	return scheduler.HistoryLimits{WarnEvents: l.WarnEvents, WarnBytes: l.WarnBytes, MaxEvents: l.MaxEvents, MaxBytes: l.MaxBytes,
+		SuggestEvents: l.SuggestEvents, SuggestBytes: l.SuggestBytes}
 }
 
 // Validate names the first bad field.
@@ -92,6 +123,9 @@ func (c Config) Validate() error {
 		if d < 0 {
 			return fmt.Errorf("harvesttest config: RetentionByWorkflow[%q] %s: want a positive duration", name, d)
 		}
+	}
+	if err := c.HistoryLimits.scheduler().Validate(); err != nil {
+		return fmt.Errorf("harvesttest config: %w", err)
 	}
 	return nil
 }
@@ -173,6 +207,7 @@ func New(register func(*harvest.Worker), cfg Config) (*Env, error) {
 	mem, err := scheduler.NewMemory(scheduler.MemoryConfig{
 		StartIdempotencyWindow: cfg.StartIdempotencyWindow, WorkflowTaskTimeout: cfg.WorkflowTaskTimeout,
 		Retention: cfg.Retention, RetentionByWorkflow: cfg.RetentionByWorkflow, TaskQueued: e.taskQueued, Logger: e.log,
+		HistoryLimits: cfg.HistoryLimits.scheduler(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("harvesttest: %w", err)

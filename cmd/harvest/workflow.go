@@ -252,6 +252,7 @@ func newWorkflowDescribe() *cobra.Command {
 				{"created_at", formatTime(e.CreatedAt)},
 				{"updated_at", formatTime(e.UpdatedAt)},
 				{"closed_at", closed},
+				{"history", fmt.Sprintf("%d events, %d bytes", e.HistoryLength, e.HistoryBytes)},
 			} {
 				fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
 			}
@@ -267,6 +268,9 @@ func newWorkflowDescribe() *cobra.Command {
 			if f := e.TaskFailing; f != nil {
 				fmt.Fprintf(tw, "task_failing:\t%s since %s, %d attempt(s), next at %s, build %s: %s\n",
 					f.Reason, formatTime(f.Since), f.Attempts, formatTime(f.NextAttemptAt), cmp.Or(f.BuildID, "-"), f.Message)
+			}
+			if w := e.HistoryWarning; w != nil {
+				fmt.Fprintf(tw, "history_warning:\t%s\n", w.Message)
 			}
 			return tw.Flush()
 		}),

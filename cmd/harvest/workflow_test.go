@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 )
 
 // TestWorkflowCancelAndTerminate: `harvest workflow cancel` and
@@ -98,4 +101,25 @@ func TestWorkflowStartTaskQueue(t *testing.T) {
 	require.ErrorContains(t, err, `on task queue "other"`)
 	_, _, err = runCLI(t, "workflow", "start", "tq_declared", "--task-queue", "my queue", "--addr", s.URL())
 	require.ErrorContains(t, err, "invalid_task_queue")
+}
+
+// TestWorkflowDescribeShowsTheHistory: `harvest workflow describe` gives
+// the execution's history, its events and bytes, and the warning of one
+// past the warning threshold.
+func TestWorkflowDescribeShowsTheHistory(t *testing.T) {
+	s := startStack(t, devstack.Config{Scheduler: scheduler.Config{HistoryLimits: scheduler.HistoryLimits{WarnEvents: 2}}})
+	out, _, err := runCLI(t, "workflow", "start", "collect", "--input", `{"count": 5}`, "--addr", s.URL(), "--json")
+	require.NoError(t, err)
+	var a struct {
+		ExecutionID string `json:"execution_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out)
+	probe.Until(t, 30*time.Second, "the first workflow task to complete", func() bool {
+		out, _, err = runCLI(t, "workflow", "describe", a.ExecutionID, "--addr", s.URL())
+		require.NoError(t, err)
+		return strings.Contains(out, "history_warning:")
+	})
+	require.Regexp(t, `\nhistory: +2 events, [0-9]+ bytes\n`, out)
+	require.Contains(t, out, "past the warning threshold of 2 events or 10485760 bytes")
+	require.Contains(t, out, "at more than 50000 events or 52428800 bytes the execution fails with HistoryLimitExceeded")
 }

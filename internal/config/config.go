@@ -161,6 +161,27 @@ type Config struct {
 	// by then that the task stream no longer holds (it, or its result,
 	// was lost) is dispatched again.
 	WorkflowTaskTimeout Duration `yaml:"workflow_task_timeout"`
+	// HistoryWarnEvents and HistoryWarnBytes are the warning thresholds
+	// of an execution's history, its length in events and its size in
+	// bytes (HARVEST_HISTORY_WARN_EVENTS, HARVEST_HISTORY_WARN_BYTES),
+	// default 10000 and 10485760 (10 MiB): past either, the execution
+	// carries a warning (its history_warning, a metric).
+	// HistoryMaxEvents and HistoryMaxBytes are the hard limits
+	// (HARVEST_HISTORY_MAX_EVENTS, HARVEST_HISTORY_MAX_BYTES), default
+	// 50000 and 52428800 (50 MiB): past either, the execution fails with
+	// HistoryLimitExceeded. HistorySuggestEvents and HistorySuggestBytes
+	// (HARVEST_HISTORY_SUGGEST_EVENTS, HARVEST_HISTORY_SUGGEST_BYTES),
+	// default 4096 and 4194304 (4 MiB), are where workflow code is told
+	// to continue as new (harvest.WorkflowInfo.ContinueAsNewSuggested).
+	// A threshold left unset is its default, or the hard limit when that
+	// is lower; none may be above its hard limit. The scheduler enforces
+	// them (docs/reliability.md#history-limits).
+	HistoryWarnEvents    int   `yaml:"history_warn_events"`
+	HistoryWarnBytes     int64 `yaml:"history_warn_bytes"`
+	HistoryMaxEvents     int   `yaml:"history_max_events"`
+	HistoryMaxBytes      int64 `yaml:"history_max_bytes"`
+	HistorySuggestEvents int   `yaml:"history_suggest_events"`
+	HistorySuggestBytes  int64 `yaml:"history_suggest_bytes"`
 	// IdempotencyFingerprint is "reject" to refuse a keyed start retried
 	// with a different input (422 idempotency_key_reused), or "ignore"
 	// (default) to answer it with the original execution

@@ -188,3 +188,39 @@ func TestStreamMaxBytes(t *testing.T) {
 	_, err = config.Load(path)
 	require.ErrorContains(t, err, "HARVEST_NATS_TASK_STREAM_MAX_BYTES")
 }
+
+// The history_* keys and variables set the scheduler's history limits; a
+// bad one is refused at load, naming it: a negative number, a threshold
+// above its hard limit (the defaults counted).
+func TestHistoryLimits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("history_max_events: 200\nhistory_warn_events: 100\nhistory_max_bytes: 1048576\n"), 0o600))
+	t.Setenv("HARVEST_HISTORY_SUGGEST_BYTES", "65536")
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	l := c.HistoryLimits()
+	require.Equal(t, 200, l.MaxEvents)
+	require.Equal(t, 100, l.WarnEvents)
+	require.EqualValues(t, 1<<20, l.MaxBytes)
+	require.EqualValues(t, 65536, l.SuggestBytes)
+	d := l.WithDefaults()
+	require.Equal(t, 200, d.SuggestEvents, "an unset threshold is its default, capped at the hard limit")
+	require.EqualValues(t, 1<<20, d.WarnBytes)
+
+	t.Setenv("HARVEST_HISTORY_SUGGEST_BYTES", "")
+	for _, bad := range []struct{ yaml, want string }{
+		{"history_max_events: -1\n", "history_max_events -1: want a positive number"},
+		{"history_warn_bytes: -5\n", "history_warn_bytes -5: want a positive number"},
+		{"history_warn_events: 60000\n", "history_warn_events 60000 is above history_max_events 50000"},
+		{"history_max_events: 100\nhistory_suggest_events: 101\n", "history_suggest_events 101 is above history_max_events 100"},
+		{"history_max_bytes: 1000\nhistory_warn_bytes: 2000\n", "history_warn_bytes 2000 is above history_max_bytes 1000"},
+		{"history_suggest_bytes: 104857600\n", "history_suggest_bytes 104857600 is above history_max_bytes 52428800"},
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(bad.yaml), 0o600))
+		_, err := config.Load(path)
+		require.ErrorContains(t, err, bad.want, bad.yaml)
+	}
+	t.Setenv("HARVEST_HISTORY_MAX_BYTES", "lots")
+	_, err = config.Load("")
+	require.ErrorContains(t, err, "HARVEST_HISTORY_MAX_BYTES")
+}

@@ -17,4 +17,4 @@ package config
 //     API's tokens), stores.go (several PostgreSQL stores), workflows.go
 //     (per-workflow settings: retention, start policies, task queues),
 //     arcflow.go (the ArcFlow-compatible API), console.go (the web
-//     console).
+//     console), history.go (the limits of executions' histories).

@@ -79,6 +79,9 @@ func (c Config) Validate() error {
 	if err := c.Auth.validate(); err != nil {
 		return err
 	}
+	if err := c.validateHistoryLimits(); err != nil {
+		return err
+	}
 	for name, w := range c.Workflows {
 		if err := dedup.ValidateName(name); err != nil {
 			return fmt.Errorf("config: workflows: %w", err)

@@ -209,6 +209,19 @@ func Matches(d *wire.Decision, ev wire.Event) bool {
 	return ok && k.event == ev.Type && k.matches(d, ev.Attrs)
 }
 
+// Imposed says whether ev, of a decision's type, was recorded by the
+// scheduler on its own rather than for a decision, so that a replay
+// does not look for a decision of it: the WorkflowFailed of an execution
+// whose history passed its limit, which carries a reason as the closes
+// of cancel and terminate do (a fail_workflow decision's has none).
+func Imposed(ev wire.Event) bool {
+	if ev.Type != wire.EventWorkflowFailed {
+		return false
+	}
+	var a wire.WorkflowClosedAttrs
+	return json.Unmarshal(ev.Attrs, &a) == nil && a.Reason != ""
+}
+
 // IsDecisionEvent says whether events of type typ record a decision, and
 // so are matched against the code's decisions on replay.
 func IsDecisionEvent(typ string) bool {

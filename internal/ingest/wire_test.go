@@ -41,7 +41,7 @@ var wireTypes = []any{
 	api.SignalResponse{}, api.SignalWithStartRequest{}, api.SignalWithStartResponse{},
 	api.CancelRequest{}, api.CancelResponse{}, api.TerminateRequest{}, api.TerminateResponse{},
 	// Reads.
-	api.CommandResponse{}, api.Execution{}, api.TaskFailing{}, api.ExportedHistory{}, api.ListExecutionsResponse{},
+	api.CommandResponse{}, api.Execution{}, api.TaskFailing{}, api.HistoryWarning{}, api.ExportedHistory{}, api.ListExecutionsResponse{},
 	api.KeyClaim{}, api.DuplicateCounts{}, api.SignalKey{}, api.CallbackDelivery{}, api.WaitingFor{},
 	api.Event{}, api.HistoryResponse{}, api.DeadCommand{}, api.ListDeadCommandsResponse{},
 	api.RetentionResponse{}, api.WorkflowRetention{},

@@ -200,6 +200,7 @@ func (r *runner) timersTx(ctx context.Context, build func(tx *pipeTx, applied in
 // forgotten, what it changed is remembered, its outcomes announced and
 // its outbox published.
 func (r *runner) committed(ctx context.Context, writes *store.Writes) error {
+	r.s.metrics.historyCrossed(writes)
 	r.published = nil
 	r.known.remember(writes)
 	r.forgetTasks(writes)

@@ -62,7 +62,10 @@ type batch struct {
 	err           error
 	// maxTask is the largest task NATS carries; 0 means no limit.
 	maxTask int
-	log     *slog.Logger
+	// limits are what the executions' histories are held to
+	// (checkHistories), with their defaults.
+	limits HistoryLimits
+	log    *slog.Logger
 	// debug says whether log takes debug lines, which tell each applied
 	// command and history event; cmd is the command being applied, for
 	// the log (logFor).
@@ -136,7 +139,10 @@ type applyEnv struct {
 	// (Config.PinnedWorkflows): a start of one that says no versioning is
 	// pinned.
 	pinned map[string]bool
-	log    *slog.Logger
+	// historyLimits are what the executions' histories are held to;
+	// zero fields mean the defaults.
+	historyLimits HistoryLimits
+	log           *slog.Logger
 	// lock, when set, makes apply take the shard's lock itself, in the
 	// round trip of its first reads, and check that the shard's applied
 	// sequence is the one it was given. Without it the caller has locked
@@ -404,6 +410,7 @@ func (b *batch) appendEvent(e *store.Execution, typ string, attrs any) {
 		data = []byte(`{}`)
 	}
 	e.LastSeq++
+	e.HistoryBytes += eventBytes(typ, data)
 	e.UpdatedAt = b.now
 	ev := wire.Event{Seq: e.LastSeq, Type: typ, At: b.now, Attrs: data}
 	b.newEvents[e.ExecutionID] = append(b.newEvents[e.ExecutionID], ev)

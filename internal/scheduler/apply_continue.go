@@ -84,7 +84,9 @@ func (b *batch) failContinue(e *store.Execution, msg string) {
 	f := wire.Failure{Type: "InvalidContinueAsNew", Message: msg, NonRetryable: true}
 	b.logFor(e.ExecutionID).Warn("failing an execution whose continue-as-new cannot start", "err", msg)
 	e.Error, _ = json.Marshal(f)
-	b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: &f})
+	// Imposed by the scheduler, not a decision (decide.Imposed): it
+	// carries a reason.
+	b.close(e, wire.StatusFailed, wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: &f, Reason: msg})
 }
 
 // eventsAfter are e's history events after seq: those stored, then those

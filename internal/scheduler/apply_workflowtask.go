@@ -56,6 +56,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		taskTime = b.now // a worker that does not say
 	}
 	typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime, storableText(r.BuildID))
+	attrs.ContinueAsNewSuggested = r.ContinueAsNewSuggested // what its code read (checkHistories)
 	b.appendEvent(e, typ, attrs)
 	for i := range r.Decisions {
 		if e.Status != wire.StatusRunning {
@@ -261,6 +262,7 @@ func (b *batch) needWorkflowTask(e *store.Execution) {
 // scheduleWorkflowTasks puts one workflow task per execution that needs one
 // into the outbox, carrying the execution's whole history.
 func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoader) error {
+	b.checkHistories() // every batch ends here, once its events are appended
 	load := map[string]int{}
 	for _, id := range b.needTask {
 		if e := b.execs[id]; !b.newExecs[id] && e.Status == wire.StatusRunning {
@@ -311,6 +313,7 @@ func (b *batch) workflowTaskPayload(e *store.Execution, taskID, redispatch int, 
 	task := wire.WorkflowTask{
 		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
 		TaskQueue: e.TaskQueue, TaskID: taskID, History: events, Redispatch: redispatch, Time: b.now,
+		ContinueAsNewSuggested: b.limits.suggestsContinueAsNew(e),
 	}
 	if len(events) > 0 && events[0].Seq > 1 {
 		task.HistoryFrom = events[0].Seq

@@ -89,6 +89,8 @@ func (r *runner) isolate(ctx context.Context, cmds []seqCommand, cause error) (*
 		all.Policies.Members = append(all.Policies.Members, w.Policies.Members...)
 		all.Outcomes = append(all.Outcomes, w.Outcomes...)
 		all.Outbox = append(all.Outbox, w.Outbox...)
+		all.HistoryCrossings.Warned += w.HistoryCrossings.Warned
+		all.HistoryCrossings.Exceeded += w.HistoryCrossings.Exceeded
 	}
 	return all, nil
 }

@@ -41,6 +41,9 @@ package scheduler
 //     dispatch), apply_duplicate.go, apply_close.go (closing an
 //     execution; cancel and terminate), apply_continue.go (a run that
 //     continues as new, its next run, and the signals it passes on).
+//   - history_limits.go: what each history is held to, checked once a
+//     batch is applied: the warning, the failure past the hard limit,
+//     the suggestion to continue as new a workflow task carries.
 //   - alarm.go, apply_timer.go: durable timers: firing them (and dropping
 //     one that cannot fire), and what each kind does.
 //   - validate.go: what makes a command's fields valid. dead.go: dead

@@ -27,8 +27,9 @@ type MemoryConfig struct {
 	// it per workflow. Neither may be shorter than the start window.
 	Retention           time.Duration
 	RetentionByWorkflow map[string]time.Duration
-	// PinnedWorkflows are as Config's.
+	// PinnedWorkflows and HistoryLimits are as Config's.
 	PinnedWorkflows map[string]bool
+	HistoryLimits   HistoryLimits
 	// TaskQueued says whether the workflow task taskID of an execution is
 	// still held for a worker (see applyEnv.taskQueued); nil means never.
 	TaskQueued func(executionID string, taskID int) bool
@@ -67,12 +68,15 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if err := checkRetention(retention, cfg.RetentionByWorkflow, window); err != nil {
 		return nil, err
 	}
+	if err := cfg.HistoryLimits.Validate(); err != nil {
+		return nil, err
+	}
 	env := applyEnv{
 		// Tasks as large as NATS's default max payload carries, so that
 		// what a deployment refuses as too large is refused here too.
 		shards: 1, window: window, maxTask: cmp.Or(cfg.MaxTask, defaultMemoryMaxTask), wftTimeout: cmp.Or(cfg.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout),
 		retention: store.Retention{Default: retention, ByWorkflow: cfg.RetentionByWorkflow}, pinned: cfg.PinnedWorkflows,
-		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), historyLimits: cfg.HistoryLimits,
 	}
 	if queued := cfg.TaskQueued; queued != nil {
 		env.taskQueued = func(_ context.Context, e *store.Execution, taskID int) bool { return queued(e.ExecutionID, taskID) }

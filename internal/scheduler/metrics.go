@@ -39,7 +39,16 @@ type metrics struct {
 	callbacks     *prometheus.CounterVec
 	deferred      *prometheus.CounterVec
 	released      *prometheus.CounterVec
+	// historyLimits counts executions whose histories passed a limit, by
+	// kind (historyWarning, historyExceeded).
+	historyLimits *prometheus.CounterVec
 }
+
+// The values of the kind label of harvest_scheduler_history_limits_total.
+const (
+	historyWarning  = "warning"
+	historyExceeded = "exceeded"
+)
 
 // other is the label value of what is not one of a label's known values.
 const other = "other"
@@ -138,6 +147,10 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 			Name: "harvest_scheduler_deferred_executions_started_total",
 			Help: "Executions begun by groups of deferred starts, by policy (throttle, debounce, batch).",
 		}, []string{"policy"}),
+		historyLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_scheduler_history_limits_total",
+			Help: "Executions whose history passed a limit, each once, by kind: warning (its warning threshold of events or bytes; it carries a history_warning), exceeded (its hard limit; it failed with HistoryLimitExceeded).",
+		}, []string{"kind"}),
 		commands:    map[string]prometheus.Counter{},
 		timersFired: map[string]prometheus.Counter{},
 	}
@@ -150,7 +163,7 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 		Help: "Deprecated: harvest_scheduler_failing_shards, under its first name; it goes in a later release.",
 	}, func() float64 { return float64(m.failing.Load()) })
 	for _, c := range []prometheus.Collector{commands, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failingShards, m.failingOld, m.owned, m.info,
-		m.batchSize, m.applySeconds, m.transactions, m.statements, m.leaseAcquired, m.leaseLost, fired, m.callbacks, m.deferred, m.released, shards} {
+		m.batchSize, m.applySeconds, m.transactions, m.statements, m.leaseAcquired, m.leaseLost, fired, m.callbacks, m.deferred, m.released, m.historyLimits, shards} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -180,6 +193,8 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 		m.deferred.WithLabelValues(p)
 		m.released.WithLabelValues(p)
 	}
+	m.historyLimits.WithLabelValues(historyWarning)
+	m.historyLimits.WithLabelValues(historyExceeded)
 	return m, nil
 }
 
@@ -217,6 +232,17 @@ func (m *metrics) releasedGroups(groups []*store.DeferredGroup, released []strin
 		if slices.Contains(released, g.GroupID) {
 			m.released.WithLabelValues(policyLabel(g.Kind)).Inc()
 		}
+	}
+}
+
+// historyCrossed counts the executions whose histories a committed batch
+// took past a limit.
+func (m *metrics) historyCrossed(w *store.Writes) {
+	if n := w.HistoryCrossings.Warned; n > 0 {
+		m.historyLimits.WithLabelValues(historyWarning).Add(float64(n))
+	}
+	if n := w.HistoryCrossings.Exceeded; n > 0 {
+		m.historyLimits.WithLabelValues(historyExceeded).Add(float64(n))
 	}
 }
 

@@ -74,6 +74,12 @@ type Config struct {
 	// versioning is pinned to the build that runs its first workflow task
 	// (docs/versioning.md#pinned-workflows).
 	PinnedWorkflows map[string]bool
+	// HistoryLimits are what each execution's history is held to: past
+	// a warning threshold it carries a warning, past a hard limit it
+	// fails with HistoryLimitExceeded, past a suggestion threshold its
+	// code is told to continue as new. Zero fields mean the defaults
+	// (10,000 events or 10 MiB; 50,000 or 50 MiB; 4,096 or 4 MiB).
+	HistoryLimits HistoryLimits
 	// PruneBatchSize, PrunePause, PruneRest and PruneInterval pace the
 	// pruner (retention.go); zero means the defaults.
 	PruneBatchSize int
@@ -157,6 +163,9 @@ func (c Config) Validate() error {
 	}
 	if err := checkRetention(cmp.Or(c.Retention, DefaultRetention), c.RetentionByWorkflow,
 		cmp.Or(c.StartIdempotencyWindow, DefaultStartIdempotencyWindow)); err != nil {
+		return fmt.Errorf("scheduler config: %w", err)
+	}
+	if err := c.HistoryLimits.Validate(); err != nil {
 		return fmt.Errorf("scheduler config: %w", err)
 	}
 	return nil

@@ -90,6 +90,17 @@ type Writes struct {
 	// Preconditions, when set, are checked before anything is written:
 	// the batch was applied without reading (see Preconditions).
 	Preconditions *Preconditions
+	// HistoryCrossings count the executions whose histories passed a
+	// limit in the batch, for the scheduler's metrics once it commits:
+	// nothing is written for them beyond the executions' rows.
+	HistoryCrossings HistoryCrossings
+}
+
+// HistoryCrossings count the executions whose histories passed their
+// warning threshold (Warned) or their hard limit (Exceeded, which failed
+// them), once each.
+type HistoryCrossings struct {
+	Warned, Exceeded int
 }
 
 // Write sends everything w holds to PostgreSQL in tx as one pgx batch: one

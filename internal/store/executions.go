@@ -66,6 +66,14 @@ type Execution struct {
 	// ContinuedFrom is the run this one continues, ContinuedAs the run
 	// that continued this one (harvest.ContinueAsNew); "" for none.
 	ChainID, ContinuedFrom, ContinuedAs string
+	// HistoryBytes is the size of its history: the sum, over its events,
+	// of their types' and attributes' lengths as the scheduler appended
+	// them (its length is LastSeq).
+	HistoryBytes int64
+	// HistoryWarning holds the limits its history was held to when it
+	// passed a warning threshold (its Message, Events and Bytes unset);
+	// nil before.
+	HistoryWarning *api.HistoryWarning
 }
 
 // Chain is the first run of e's chain of continued runs: e's own id for
@@ -95,14 +103,15 @@ func nullIfEmpty(s string) *string {
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent, prune_after, task_failing, versioning, pinned_build, history_base,
-	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, '')`
+	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
 	var traceParent, pinned *string
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
 		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy,
-		&traceParent, &e.PruneAfter, &e.TaskFailing, &e.Versioning, &pinned, &e.HistoryBase, &e.ChainID, &e.ContinuedFrom, &e.ContinuedAs)
+		&traceParent, &e.PruneAfter, &e.TaskFailing, &e.Versioning, &pinned, &e.HistoryBase, &e.ChainID, &e.ContinuedFrom, &e.ContinuedAs,
+		&e.HistoryBytes, &e.HistoryWarning)
 	if err != nil {
 		return nil, err
 	}
@@ -334,9 +343,12 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		versioning, pinned                  = make([]string, n), make([]*string, n)
 		bases                               = make([]int, n)
 		chains, froms, ases                 = make([]*string, n), make([]*string, n), make([]*string, n)
+		historyBytes                        = make([]int64, n)
+		warnings                            = make([]*api.HistoryWarning, n)
 	)
 	for i, e := range es {
 		pruneAfter[i], failing[i], bases[i] = e.PruneAfter, e.TaskFailing, e.HistoryBase
+		historyBytes[i], warnings[i] = e.HistoryBytes, e.HistoryWarning
 		chains[i], froms[i], ases[i] = nullIfEmpty(e.ChainID), nullIfEmpty(e.ContinuedFrom), nullIfEmpty(e.ContinuedAs)
 		versioning[i], pinned[i] = versioningOrDefault(e.Versioning), nullIfEmpty(e.PinnedBuild)
 		ids[i], shards[i], names[i], wfIDs[i], queues[i], statuses[i] = e.ExecutionID, e.Shard, e.WorkflowName, e.WorkflowID, e.TaskQueue, e.Status
@@ -350,16 +362,17 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 	}
 	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by,
-			trace_parent, prune_after, task_failing, versioning, pinned_build, history_base, chain_id, continued_from, continued_as)
+			trace_parent, prune_after, task_failing, versioning, pinned_build, history_base, chain_id, continued_from, continued_as,
+			history_bytes, history_warning)
 		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
 			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
 			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
 			unnest($18::timestamptz[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::jsonb[]),
 			unnest($23::text[]), unnest($24::text[]), unnest($25::int[]),
-			unnest($26::uuid[]), unnest($27::uuid[]), unnest($28::uuid[])`,
+			unnest($26::uuid[]), unnest($27::uuid[]), unnest($28::uuid[]), unnest($29::bigint[]), unnest($30::jsonb[])`,
 		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
 		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy, traceParents, pruneAfter, failing,
-		versioning, pinned, bases, chains, froms, ases)
+		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings)
 }
 
 func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
@@ -367,9 +380,10 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 	if len(es) < setBasedUpdateRows {
 		for _, e := range es {
 			b.Queue(`UPDATE executions SET status = $2, result = $3, error = $4, last_seq = $5, wft_id = $6,
-				wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10, prune_after = $11, task_failing = $12, pinned_build = $13, history_base = $14, continued_as = $15 WHERE execution_id = $1`,
+				wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10, prune_after = $11, task_failing = $12, pinned_build = $13, history_base = $14, continued_as = $15,
+				history_bytes = $16, history_warning = $17 WHERE execution_id = $1`,
 				e.ExecutionID, e.Status, e.Result, e.Error, e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt, e.PruneAfter, e.TaskFailing,
-				nullIfEmpty(e.PinnedBuild), e.HistoryBase, nullIfEmpty(e.ContinuedAs))
+				nullIfEmpty(e.PinnedBuild), e.HistoryBase, nullIfEmpty(e.ContinuedAs), e.HistoryBytes, e.HistoryWarning)
 		}
 		return
 	}
@@ -385,10 +399,13 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 		pinned             = make([]*string, n)
 		bases              = make([]int, n)
 		ases               = make([]*string, n)
+		historyBytes       = make([]int64, n)
+		warnings           = make([]*api.HistoryWarning, n)
 	)
 	for i, e := range es {
 		failing[i], pinned[i], bases[i] = e.TaskFailing, nullIfEmpty(e.PinnedBuild), e.HistoryBase
 		ases[i] = nullIfEmpty(e.ContinuedAs)
+		historyBytes[i], warnings[i] = e.HistoryBytes, e.HistoryWarning
 		ids[i], statuses[i], results[i], errs[i] = e.ExecutionID, e.Status, e.Result, e.Error
 		lastSeqs[i], wftIDs[i], outstanding[i], dirty[i], updated[i], closed[i] = e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt
 		pruneAfter[i] = e.PruneAfter
@@ -396,15 +413,17 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 	b.Queue(`UPDATE executions AS e SET status = v.status, result = v.result, error = v.error, last_seq = v.last_seq, wft_id = v.wft_id,
 			wft_outstanding = v.wft_outstanding, wft_dirty = v.wft_dirty, updated_at = v.updated_at, closed_at = v.closed_at,
 			prune_after = v.prune_after, task_failing = v.task_failing, pinned_build = v.pinned_build,
-			history_base = v.history_base, continued_as = v.continued_as
+			history_base = v.history_base, continued_as = v.continued_as,
+			history_bytes = v.history_bytes, history_warning = v.history_warning
 		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::text[]) AS status, unnest($3::jsonb[]) AS result,
 			unnest($4::jsonb[]) AS error, unnest($5::int[]) AS last_seq, unnest($6::int[]) AS wft_id, unnest($7::bool[]) AS wft_outstanding,
 			unnest($8::bool[]) AS wft_dirty, unnest($9::timestamptz[]) AS updated_at, unnest($10::timestamptz[]) AS closed_at,
 			unnest($11::timestamptz[]) AS prune_after, unnest($12::jsonb[]) AS task_failing,
 			unnest($13::text[]) AS pinned_build, unnest($14::int[]) AS history_base,
-			unnest($15::uuid[]) AS continued_as) AS v
+			unnest($15::uuid[]) AS continued_as, unnest($16::bigint[]) AS history_bytes, unnest($17::jsonb[]) AS history_warning) AS v
 		WHERE e.execution_id = v.execution_id AND e.execution_id = ANY($1::uuid[])`,
-		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed, pruneAfter, failing, pinned, bases, ases)
+		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed, pruneAfter, failing, pinned, bases, ases,
+		historyBytes, warnings)
 }
 
 // CountByWorkflow counts executions by workflow name and status; names,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -18,6 +19,15 @@ func (e *Execution) View() api.Execution {
 	}
 	if e.Versioning == wire.VersioningPinned {
 		v.Versioning = e.Versioning
+	}
+	v.HistoryLength, v.HistoryBytes = e.LastSeq, e.HistoryBytes
+	if w := e.HistoryWarning; w != nil {
+		warning := *w
+		warning.Events, warning.Bytes = e.LastSeq, e.HistoryBytes
+		warning.Message = fmt.Sprintf("the history has %d events and %d bytes, past the warning threshold of %d events or %d bytes: "+
+			"at more than %d events or %d bytes the execution fails with %s (continue as new before then)",
+			e.LastSeq, e.HistoryBytes, w.WarnEvents, w.WarnBytes, w.MaxEvents, w.MaxBytes, api.FailureHistoryLimitExceeded)
+		v.HistoryWarning = &warning
 	}
 	return v
 }

@@ -254,6 +254,11 @@ type WorkflowTaskCompletedAttrs struct {
 	Time time.Time `json:"time"`
 	// BuildID is the build of the worker that completed the task.
 	BuildID string `json:"build_id,omitempty"`
+	// ContinueAsNewSuggested is what the task's workflow code read as
+	// harvest.WorkflowInfo's ContinueAsNewSuggested (the task's own,
+	// WorkflowTask.ContinueAsNewSuggested): recorded, as Time is, so
+	// that a replay reads the same.
+	ContinueAsNewSuggested bool `json:"continue_as_new_suggested,omitempty"`
 }
 
 // MarkerAttrs are the attributes of a MarkerRecorded event.
@@ -363,6 +368,9 @@ type WorkflowTaskResult struct {
 	// BuildID is the build of the worker that ran the task (its
 	// WorkerConfig.BuildID), recorded in its WorkflowTaskCompleted.
 	BuildID string `json:"build_id,omitempty"`
+	// ContinueAsNewSuggested is the task's (what its code read), recorded
+	// in its WorkflowTaskCompleted.
+	ContinueAsNewSuggested bool `json:"continue_as_new_suggested,omitempty"`
 	// Eager holds the first attempts the worker ran at once, on its own
 	// slots, of activities these decisions schedule (eager dispatch). The
 	// scheduler records each as that activity's attempt 1, instead of
@@ -545,6 +553,12 @@ type WorkflowTask struct {
 	// task as it treats a redelivered one: an earlier copy may have run
 	// its activities eagerly.
 	Redispatch int `json:"redispatch,omitempty"`
+	// ContinueAsNewSuggested says that the history, as the task carries
+	// it, is past the scheduler's suggestion threshold of length or size
+	// (history_suggest_events, history_suggest_bytes): the workflow's
+	// ContinueAsNewSuggested while the task runs, recorded in its
+	// WorkflowTaskCompleted.
+	ContinueAsNewSuggested bool `json:"continue_as_new_suggested,omitempty"`
 }
 
 // FirstSeq is the seq of History's first event: 1 for a task that

@@ -94,7 +94,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 // worker of build buildID.
 func NewWorkflowTaskResult(task *wire.WorkflowTask, decisions []wire.Decision, buildID string) *wire.WorkflowTaskResult {
 	return &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, Decisions: decisions, BaseSeq: lastSeq(task.History),
-		Time: task.Time, BuildID: buildID}
+		Time: task.Time, BuildID: buildID, ContinueAsNewSuggested: task.ContinueAsNewSuggested}
 }
 
 // MarkPossiblyStarted marks the activities decisions schedule as possibly
@@ -254,7 +254,9 @@ func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []
 		seq++
 		hist = append(hist, wire.Event{Seq: seq, Type: typ, Attrs: raw})
 	}
-	add(decide.TaskCompleted(task.TaskID, seq, task.Time, buildID))
+	typ, attrs := decide.TaskCompleted(task.TaskID, seq, task.Time, buildID)
+	attrs.ContinueAsNewSuggested = task.ContinueAsNewSuggested // as the scheduler records it
+	add(typ, attrs)
 	names := map[int]string{}
 	for i := range decisions {
 		d := &decisions[i]

@@ -185,26 +185,14 @@ func (s *stack) runChains(ctx context.Context, plans []chainPlan, giveUp, signal
 // attempt, and records every answer. A 404 is retried too: a start
 // answered before it was applied has no execution yet.
 func (s *stack) signalRetrying(ctx context.Context, first int, executionID, name, key, body string, giveUp time.Time, record func(signalAnswer)) signalAnswer {
-	backoff := 100 * time.Millisecond
-	ingest := first
-	for attempt := 1; ; attempt++ {
+	return retrying(ctx, first, len(s.baseURLs), giveUp, func(ingest, attempt int) signalAnswer {
 		a := s.signalRequest(ctx, ingest, executionID, name, key, body)
 		a.attempt = attempt
 		record(a)
-		if a.status == http.StatusAccepted || !(a.retryable() || a.status == http.StatusNotFound) || time.Now().After(giveUp) || ctx.Err() != nil {
-			return a
-		}
-		wait := backoff/2 + rand.N(backoff/2+1) // jitter
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return a
-		case <-timer.C:
-		}
-		backoff = min(2*backoff, time.Second)
-		ingest = (ingest + 1) % len(s.baseURLs)
-	}
+		return a
+	}, func(a signalAnswer) bool {
+		return a.status == http.StatusAccepted || !(a.retryable() || a.status == http.StatusNotFound)
+	})
 }
 
 // signalRequest makes one keyed signal request to ingest i.

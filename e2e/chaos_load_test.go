@@ -157,13 +157,24 @@ func (s *stack) sendRetrying(ctx context.Context, first int, key, body string, g
 
 // startRetrying is sendRetrying for a start of workflow.
 func (s *stack) startRetrying(ctx context.Context, workflow string, first int, key, body string, giveUp time.Time, record func(answer)) answer {
-	backoff := 100 * time.Millisecond
-	ingest := first
-	for attempt := 1; ; attempt++ {
+	return retrying(ctx, first, len(s.baseURLs), giveUp, func(ingest, attempt int) answer {
 		a := s.startRequest(ctx, ingest, workflow, key, body)
 		a.attempt = attempt
 		record(a)
-		if !a.retryable() || time.Now().After(giveUp) || ctx.Err() != nil {
+		return a
+	}, func(a answer) bool { return !a.retryable() })
+}
+
+// retrying makes attempts with try, at ingest first then the next one
+// after each attempt that final says is not final, backing off with
+// jitter from 100 ms to 1 s, until one is final, giveUp passes or ctx
+// ends: it returns the last attempt's answer.
+func retrying[A any](ctx context.Context, first, ingests int, giveUp time.Time, try func(ingest, attempt int) A, final func(A) bool) A {
+	backoff := 100 * time.Millisecond
+	ingest := first
+	for attempt := 1; ; attempt++ {
+		a := try(ingest, attempt)
+		if final(a) || time.Now().After(giveUp) || ctx.Err() != nil {
 			return a
 		}
 		wait := backoff/2 + rand.N(backoff/2+1) // jitter
@@ -175,7 +186,7 @@ func (s *stack) startRetrying(ctx context.Context, workflow string, first int, k
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, time.Second)
-		ingest = (ingest + 1) % len(s.baseURLs)
+		ingest = (ingest + 1) % ingests
 	}
 }
 

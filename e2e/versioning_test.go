@@ -769,33 +769,27 @@ func (s *versionStack) history(id string) []client.Event {
 
 // scheduled are the activities the history schedules, in order.
 func scheduled(hist []client.Event) []string {
-	var names []string
-	for _, e := range hist {
-		if e.Type == "ActivityScheduled" {
-			names = append(names, fmt.Sprint(e.Attrs["activity_name"]))
-		}
-	}
-	return names
+	return eventsOf(hist, "ActivityScheduled", func(e client.Event) string { return fmt.Sprint(e.Attrs["activity_name"]) })
 }
 
 // markers are the history's version markers, as change=version.
 func markers(hist []client.Event) []string {
-	var out []string
-	for _, e := range hist {
-		if e.Type == "VersionMarker" {
-			out = append(out, fmt.Sprintf("%v=%v", e.Attrs["change_id"], e.Attrs["version"]))
-		}
-	}
-	return out
+	return eventsOf(hist, "VersionMarker", func(e client.Event) string { return fmt.Sprintf("%v=%v", e.Attrs["change_id"], e.Attrs["version"]) })
 }
 
 // taskBuilds are the build ids the history's completed workflow tasks
 // record, in order.
 func taskBuilds(hist []client.Event) []string {
+	return eventsOf(hist, "WorkflowTaskCompleted", func(e client.Event) string { return fmt.Sprint(e.Attrs["build_id"]) })
+}
+
+// eventsOf is what show says of each of the history's events of type
+// typ, in order.
+func eventsOf(hist []client.Event, typ string, show func(client.Event) string) []string {
 	var out []string
 	for _, e := range hist {
-		if e.Type == "WorkflowTaskCompleted" {
-			out = append(out, fmt.Sprint(e.Attrs["build_id"]))
+		if e.Type == typ {
+			out = append(out, show(e))
 		}
 	}
 	return out

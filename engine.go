@@ -109,6 +109,9 @@ type execution struct {
 	// in the next task's history.
 	taskID   int
 	awaiting []wire.Decision
+	// awaitingBase is the last event the task run last saw: its result's
+	// base_seq, which its WorkflowTaskCompleted must record.
+	awaitingBase int
 	// expect are decisions taken at the last boundary replayed that the
 	// history has not matched yet; legacy says the history has no
 	// WorkflowTaskCompleted there (decisions match in order, across
@@ -251,8 +254,10 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 				return nil, err
 			}
 			if x.awaiting != nil {
-				// The task this execution ran last, recorded.
-				if a.TaskID != x.taskID {
+				// The task this execution ran last, recorded, over the
+				// history it saw: a copy of the task dispatched again with
+				// more events may be the one whose result was taken.
+				if a.TaskID != x.taskID || (a.BaseSeq != 0 && a.BaseSeq != x.awaitingBase) {
 					return nil, errStale
 				}
 				x.expect, x.awaiting = x.awaiting, nil
@@ -310,6 +315,7 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 	out := append(leftover, x.takeDecisions()...)
 	x.taskID = task.TaskID
 	x.awaiting = append([]wire.Decision{}, out...)
+	x.awaitingBase = x.lastSeq
 	return out, nil
 }
 

@@ -98,3 +98,50 @@ func TestACachedExecutionThatTookAnotherVersionReplays(t *testing.T) {
 	s.task()
 	require.JSONEq(t, `1`, string(s.result()))
 }
+
+// TestACachedExecutionThatSawLessThanTheRecordedTaskReplays: a worker
+// ran task 1 on its cache over the history as first dispatched; the task
+// was dispatched again with a signal that came meanwhile, and that copy's
+// result was recorded (its base_seq past the cached run's). The next task
+// continues the cached execution's last event, but the recorded task saw
+// more than it did: it is replayed afresh, and decides as the history
+// says, not as a non-determinism.
+func TestACachedExecutionThatSawLessThanTheRecordedTaskReplays(t *testing.T) {
+	t.Parallel()
+	fn := registered(func(ctx *WorkflowContext, _ struct{}) (string, error) {
+		// What the first task decides depends on whether the signal had
+		// come when it ran.
+		var v string
+		ok, err := GetSignalChannel(ctx, "go").ReceiveAsync(&v)
+		if err != nil {
+			return "", err
+		}
+		name := "late"
+		if ok {
+			name = "early"
+		}
+		if err := ExecuteActivity(ctx, name, nil).Get(nil); err != nil {
+			return "", err
+		}
+		return name, nil
+	})
+	s := newSim(t, fn, struct{}{})
+	s.taskID++
+	task := func() *wire.WorkflowTask {
+		return &wire.WorkflowTask{ExecutionID: "exec-1", WorkflowName: "wf", WorkflowID: "wf-1", TaskQueue: "default",
+			TaskID: s.taskID, History: append([]wire.Event(nil), s.hist...), Time: s.now}
+	}
+	ran, err := s.cache.run(fn, task(), s.opts) // the first copy, on the cache: no signal yet
+	require.NoError(t, err)
+	require.Equal(t, []string{"schedule_activity late"}, kinds(ran.Decisions))
+	s.signal("go", "now")
+	taken, err := runWorkflowTask(fn, task(), s.opts) // the copy dispatched again, whose result is taken
+	require.NoError(t, err)
+	require.Equal(t, []string{"schedule_activity early"}, kinds(taken))
+	s.record(len(s.hist), taken)
+
+	s.complete(1, nil)
+	d := s.task()
+	require.Equal(t, []string{"complete_workflow"}, kinds(d))
+	require.JSONEq(t, `"early"`, string(s.result()))
+}

@@ -149,9 +149,10 @@ func (x *Index) ServesBuild(ctx context.Context, name, taskQueue, build string, 
 
 // NewestBuild is the build whose workers an auto-upgrading execution of
 // the workflow name on taskQueue goes to at now: of the builds live
-// workers register it under, the one that arrived last, a build arriving
-// when its first live worker started (ties go to the greater build id, so
-// that every reader agrees). "" when no live worker says its build (none,
+// workers register it under, the one that arrived last (Entry.Arrived:
+// a build arrives when its first worker starts while none of it runs,
+// and a build restarted worker by worker keeps its arrival; ties go to
+// the greater build id, so that every reader agrees). "" when no live worker says its build (none,
 // or only workers of a version before builds routed tasks).
 func (x *Index) NewestBuild(name, taskQueue string, now time.Time) string {
 	x.mu.RLock()
@@ -166,8 +167,8 @@ func newestBuild(entries map[string]Entry, now time.Time) string {
 		if !ent.Live(now) || ent.BuildID == "" {
 			continue
 		}
-		if at, ok := arrived[ent.BuildID]; !ok || ent.StartedAt.Before(at) {
-			arrived[ent.BuildID] = ent.StartedAt
+		if at, ok := arrived[ent.BuildID]; !ok || ent.arrival().Before(at) {
+			arrived[ent.BuildID] = ent.arrival()
 		}
 	}
 	var newest string

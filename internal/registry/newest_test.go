@@ -42,4 +42,16 @@ func TestTheNewestBuildIsTheOneThatArrivedLast(t *testing.T) {
 	put("w6", "v9", -time.Hour, live)
 	require.Equal(t, "v9", x.NewestBuild("order", "default", now))
 	require.Empty(t, x.NewestBuild("order", "other_queue", now))
+
+	// Every worker of the older build restarted after the newer one
+	// arrived, worker by worker: each took the arrival its build's live
+	// workers said, and the newer build stays the newest.
+	y := NewIndex(nil, slog.New(slog.DiscardHandler))
+	set := func(worker, build string, started, arrived time.Duration) {
+		y.set(prefix, worker, Entry{Worker: worker, BuildID: build, StartedAt: now.Add(started), Arrived: now.Add(arrived), ExpiresAt: live})
+	}
+	set("a1", "v1", -time.Minute, -time.Hour)
+	set("a2", "v1", -30*time.Second, -time.Hour)
+	set("b1", "v2", -10*time.Minute, -10*time.Minute)
+	require.Equal(t, "v2", y.NewestBuild("order", "default", now))
 }

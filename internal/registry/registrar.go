@@ -60,6 +60,8 @@ type Registrar struct {
 	kv      jetstream.KeyValue
 	ttl     time.Duration
 	started time.Time
+	// arrived is when the worker's build arrived (Entry.Arrived).
+	arrived time.Time
 	stop    func()
 }
 
@@ -86,10 +88,12 @@ const firstPutTimeout = 5 * time.Second
 // Start registers the worker's names once, then keeps them registered
 // until Stop. A failure to register is logged, and tried again.
 func (r *Registrar) Start(ctx context.Context) {
-	r.mu.Lock()
-	r.started = time.Now().UTC()
-	r.mu.Unlock()
+	now := time.Now().UTC()
 	pctx, cancel := context.WithTimeout(ctx, firstPutTimeout)
+	arrived := r.arrival(pctx, now)
+	r.mu.Lock()
+	r.started, r.arrived = now, arrived
+	r.mu.Unlock()
 	err := r.put(pctx)
 	cancel()
 	if err != nil {
@@ -182,9 +186,9 @@ func (r *Registrar) put(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	started := r.started
+	started, arrived := r.started, r.arrived
 	r.mu.Unlock()
-	entry := Entry{Worker: r.cfg.Worker, Host: r.host, ExpiresAt: time.Now().Add(ttl).UTC(), BuildID: r.cfg.BuildID, StartedAt: started}
+	entry := Entry{Worker: r.cfg.Worker, Host: r.host, ExpiresAt: time.Now().Add(ttl).UTC(), BuildID: r.cfg.BuildID, StartedAt: started, Arrived: arrived}
 	value, err := json.Marshal(entry)
 	if err != nil {
 		return fmt.Errorf("encode registration: %w", err)
@@ -214,6 +218,28 @@ func (r *Registrar) record(entry Entry) Record {
 		rec.Load = &load
 	}
 	return rec
+}
+
+// arrival is when the worker's build arrived: as the live workers of its
+// build that register its workflows say, else now (none runs, or the
+// bucket cannot be read now).
+func (r *Registrar) arrival(ctx context.Context, now time.Time) time.Time {
+	if r.cfg.BuildID == "" || len(r.cfg.Workflows) == 0 {
+		return now
+	}
+	kv, _, err := r.bucket(ctx)
+	if err != nil {
+		return now
+	}
+	at, err := BuildArrival(ctx, kv, r.cfg.Workflows, r.cfg.TaskQueue, r.cfg.BuildID, now)
+	if err != nil {
+		r.cfg.Log.Warn("look up when the worker's build arrived; taking its start", "err", err)
+		return now
+	}
+	if at.IsZero() {
+		return now
+	}
+	return at
 }
 
 // Stop stops renewing and removes the worker's registrations; what it

@@ -53,9 +53,21 @@ type Entry struct {
 	// (docs/versioning.md#pinned-workflows). Empty from a worker of a
 	// version before builds routed tasks.
 	BuildID string `json:"build_id,omitempty"`
-	// StartedAt is when the worker's registrar started: a build's workers
-	// that started first say when the build arrived (Index.NewestBuild).
+	// StartedAt is when the worker's registrar started.
 	StartedAt time.Time `json:"started_at"`
+	// Arrived is when the worker's build arrived (Index.NewestBuild):
+	// the Arrived of the live workers of its build when it started, so
+	// that a build restarted worker by worker keeps when it came, else
+	// its own start. Zero from a worker of a version before it.
+	Arrived time.Time `json:"arrived,omitzero"`
+}
+
+// arrival is when e's build arrived, as e says.
+func (e Entry) arrival() time.Time {
+	if !e.Arrived.IsZero() {
+		return e.Arrived
+	}
+	return e.StartedAt
 }
 
 // Live says whether e still holds at now.
@@ -191,4 +203,27 @@ func LookupBuild(ctx context.Context, kv jetstream.KeyValue, name, taskQueue, bu
 		}
 	}
 	return false, nil
+}
+
+// BuildArrival reads the bucket itself: the earliest arrival that live
+// workers of build registering any of workflows on taskQueue say, zero
+// when none runs.
+func BuildArrival(ctx context.Context, kv jetstream.KeyValue, workflows []string, taskQueue, build string, now time.Time) (time.Time, error) {
+	var at time.Time
+	for _, name := range workflows {
+		entries, err := scan(ctx, kv, served(KindWorkflow, name, taskQueue)+".*")
+		if err != nil {
+			return time.Time{}, fmt.Errorf("look up the arrival of build %q in %s: %w", build, kv.Bucket(), err)
+		}
+		for _, e := range entries {
+			ent, err := decodeEntry(e.Value())
+			if err != nil || !ent.Live(now) || ent.BuildID != build {
+				continue
+			}
+			if a := ent.arrival(); !a.IsZero() && (at.IsZero() || a.Before(at)) {
+				at = a
+			}
+		}
+	}
+	return at, nil
 }

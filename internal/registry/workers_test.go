@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -172,4 +173,44 @@ func TestBuildOfTellsVersionAndRevision(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, registry.BuildOf(tc.info))
 	}
+}
+
+// TestABuildKeepsItsArrivalAcrossRestarts: a worker of a build that
+// starts while another of its build runs takes that one's arrival, so
+// that a build restarted worker by worker does not look newer than a
+// build that came after it; a worker of a build none of which runs
+// arrives as it starts.
+func TestABuildKeepsItsArrivalAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	js, top := declare(t, 30*time.Second)
+	ctx := natstest.Context(t)
+	start := func(worker, build string) *registry.Registrar {
+		r := registry.NewRegistrar(registry.RegistrarConfig{JS: js, Worker: worker, TaskQueue: "default", BuildID: build,
+			Workflows: []string{"order"}, Log: slog.New(slog.DiscardHandler)})
+		r.Start(ctx)
+		t.Cleanup(func() { _ = r.Stop(context.Background()) })
+		return r
+	}
+	arrivals := func() map[string]time.Time {
+		ws, err := registry.Workers(ctx, top.Workers, time.Now())
+		require.NoError(t, err)
+		out := map[string]time.Time{}
+		for _, w := range ws {
+			out[w.Worker] = w.Arrived
+		}
+		return out
+	}
+	a1 := start("a1", "v1")
+	first := arrivals()["a1"]
+	require.False(t, first.IsZero())
+	start("b1", "v2")
+	start("a2", "v1") // a v1 worker restarted after v2 came
+	require.NoError(t, a1.Stop(ctx))
+	got := arrivals()
+	require.True(t, got["a2"].Equal(first), "a2 took the arrival of v1's live worker: %s, not %s", got["a2"], first)
+	require.True(t, got["b1"].After(first))
+	x := registry.NewIndex(top.Workers, slog.New(slog.DiscardHandler))
+	require.NoError(t, x.Start(ctx))
+	t.Cleanup(x.Close)
+	require.Equal(t, "v2", x.NewestBuild("order", "default", time.Now()))
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/logattr"
@@ -121,6 +122,12 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 	}
 	if from != nil {
 		e.ChainID, e.ContinuedFrom, started.ContinuedFrom = from.Chain(), from.ExecutionID, from.ExecutionID
+		if !e.CreatedAt.After(from.CreatedAt) {
+			// The newest run of a workflow_id is the last created
+			// (store.LatestByWorkflowID): a scheduler whose clock is behind
+			// the one that created from must not make it look older.
+			e.CreatedAt = from.CreatedAt.Add(time.Microsecond)
+		}
 	}
 	b.appendEvent(e, wire.EventWorkflowStarted, started)
 	if s.StartAt != nil && s.StartAt.After(b.now) {

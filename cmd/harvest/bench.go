@@ -33,6 +33,7 @@ type benchOptions struct {
 	workload    string
 	n           int
 	concurrency int
+	signals     int
 	stores      int
 	addr        string
 	token       string
@@ -87,6 +88,7 @@ It exits non-zero when a check fails.`,
 	f.StringVar(&o.workload, "workload", "", "W1, W2 or W3 (required)")
 	f.IntVar(&o.n, "n", 0, "workflows to run (default 10000, or 1000 for W3)")
 	f.IntVar(&o.concurrency, "concurrency", bench.DefaultConcurrency, "concurrent submitters")
+	f.IntVar(&o.signals, "signals", 0, "W3: item signals each execution waits for (default 10, at most 10000): a signal's cost as a history grows")
 	f.StringVar(&o.addr, "addr", "", "base URL of a running stack's HTTP API (default: start one in this process)")
 	f.StringVar(&o.token, "token", "", "bearer token for an --addr API that requires one (default $HARVEST_TOKEN)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of the table")
@@ -113,6 +115,7 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 		Workload:    bench.Workload(o.workload),
 		N:           o.n,
 		Concurrency: o.concurrency,
+		Signals:     o.signals,
 		BaseURL:     o.addr,
 		Token:       cmp.Or(o.token, os.Getenv("HARVEST_TOKEN")),
 	}

@@ -311,15 +311,16 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			}
 		case c.cmd.Kind == wire.KindSignal:
 			e := b.execs[c.cmd.Signal.ExecutionID]
-			if e == nil {
-				continue
-			}
-			if e.Status == wire.StatusContinuedAsNew && !chains[e.Chain()] {
-				chains[e.Chain()] = true
-			}
-			if key := c.cmd.Signal.IdempotencyKey; key != "" && e.Chain() != e.ExecutionID {
+			if key := c.cmd.Signal.IdempotencyKey; e != nil && key != "" && e.Chain() != e.ExecutionID {
 				swsRefs = append(swsRefs, store.SignalRef{ExecutionID: e.Chain(), IdempotencyKey: key})
 			}
+		}
+	}
+	// A signal, cancel or terminate naming a run that continued as new
+	// reaches the newest run of its chain.
+	for _, e := range b.execs {
+		if e.Status == wire.StatusContinuedAsNew {
+			chains[e.Chain()] = true
 		}
 	}
 	reads.LoadSignalClaims(swsRefs, b.signalClaims)

@@ -86,6 +86,10 @@ func (b *batch) closeCommand(c seqCommand, kind, executionID, reason string, how
 		b.refuse(out, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution %s", executionID))
 		return
 	}
+	// A run that continued as new: the command is for its chain, whose
+	// newest run it closes.
+	e = b.newest(e)
+	out.ExecutionID = e.ExecutionID
 	if e.Status == wire.StatusRunning {
 		b.closeNow(e, how, cmp.Or(reason, how.reason))
 	}

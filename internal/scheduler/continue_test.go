@@ -15,8 +15,7 @@ import (
 // during the task: the run closes ContinuedAsNew, linked to a new run of
 // the same workflow_id whose history starts with the signal, key and
 // all; the same key sent again to the first run is a duplicate, and
-// another reaches the new run. A continue-as-new naming no valid task
-// queue fails the run instead.
+// another reaches the new run, and so does a cancel.
 func TestAContinuedRunPassesOnWhatItDidNotSee(t *testing.T) {
 	m, err := NewMemory(MemoryConfig{})
 	require.NoError(t, err)
@@ -69,11 +68,33 @@ func TestAContinuedRunPassesOnWhatItDidNotSee(t *testing.T) {
 	_, nextHist, _ = m.Execution(next.ExecutionID)
 	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventSignalReceived, wire.EventSignalReceived}, types(nextHist))
 
-	// A continue-as-new that names no task queue fails the run.
-	apply(&wire.Command{CommandID: "done-2", Kind: wire.KindWorkflowTaskCompleted, WorkflowTask: &wire.WorkflowTaskResult{
-		ExecutionID: next.ExecutionID, TaskID: 1, BaseSeq: 3, Decisions: []wire.Decision{{Type: wire.DecisionContinueAsNew,
+	// A cancel naming the first run cancels the chain's newest.
+	d = apply(&wire.Command{CommandID: "cancel-1", Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: first, Reason: "done"}})
+	require.Len(t, d.Outcomes, 1)
+	require.Equal(t, next.ExecutionID, d.Outcomes[0].ExecutionID)
+	require.Equal(t, wire.StatusCancelled, d.Outcomes[0].Status)
+	cancelled, _, _ := m.Execution(next.ExecutionID)
+	require.Equal(t, wire.StatusCancelled, cancelled.Status)
+	old, _, _ = m.Execution(first)
+	require.Equal(t, wire.StatusContinuedAsNew, old.Status, "the run that continued stays as it closed")
+}
+
+// TestAContinueAsNewThatCannotStartFailsTheRun: a continue-as-new that
+// names no valid task queue fails the run instead.
+func TestAContinueAsNewThatCannotStartFailsTheRun(t *testing.T) {
+	m, err := NewMemory(MemoryConfig{})
+	require.NoError(t, err)
+	ctx := t.Context()
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	d, err := m.Apply(ctx, now, &wire.Command{CommandID: "start", Kind: wire.KindStart, Start: &wire.StartCommand{
+		WorkflowName: "loop", WorkflowID: "loop-2", TaskQueue: "default"}})
+	require.NoError(t, err)
+	id := d.WorkflowTasks[0].ExecutionID
+	_, err = m.Apply(ctx, now, &wire.Command{CommandID: "done-2", Kind: wire.KindWorkflowTaskCompleted, WorkflowTask: &wire.WorkflowTaskResult{
+		ExecutionID: id, TaskID: 1, BaseSeq: 1, Decisions: []wire.Decision{{Type: wire.DecisionContinueAsNew,
 			ContinueAsNew: &wire.ContinueAsNewAttrs{TaskQueue: "no queue", Input: json.RawMessage(`3`)}}}}})
-	failed, _, _ := m.Execution(next.ExecutionID)
+	require.NoError(t, err)
+	failed, _, _ := m.Execution(id)
 	require.Equal(t, wire.StatusFailed, failed.Status)
 	require.Contains(t, string(failed.Error), "InvalidContinueAsNew")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 )
 
@@ -95,4 +96,43 @@ func TestAChainOfRunsOnPostgreSQL(t *testing.T) {
 	r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+first+"/signal/n", map[string]string{"Idempotency-Key": "n-3"}, "3")
 	require.Equal(t, 202, r.Status, r.Body)
 	require.Equal(t, false, r.Body["signal_delivered"], r.Body)
+}
+
+// TestACancelReachesTheChainsNewestRun: a cancel sent to the first run of
+// a chain that continued as new twice cancels its newest run, on
+// PostgreSQL, and answers with it.
+func TestACancelReachesTheChainsNewestRun(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	c, ctx := stacktest.Client(t, s)
+	res, err := c.Start(ctx, "tally", map[string]int{"every": 1}, client.StartOptions{WorkflowID: "tally-cancel"})
+	require.NoError(t, err)
+	first := res.ExecutionID
+	for i := range 2 {
+		require.NoError(t, c.SendSignal(ctx, first, "add", i))
+	}
+	// Two runs continued: the third waits for its signal.
+	var third string
+	probe.Until(t, 30*time.Second, "the chain's third run", func() bool {
+		id := first
+		for range 2 {
+			e, err := c.Describe(ctx, id)
+			require.NoError(t, err)
+			if e.ContinuedAs == "" {
+				return false
+			}
+			id = e.ContinuedAs
+		}
+		third = id
+		return true
+	})
+	out, err := c.Cancel(ctx, first, "no more")
+	require.NoError(t, err)
+	require.Equal(t, third, out.ExecutionID)
+	e, err := c.Describe(ctx, third)
+	require.NoError(t, err)
+	require.Equal(t, client.StatusCancelled, e.Status)
+	e, err = c.Describe(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, client.StatusContinuedAsNew, e.Status)
 }

@@ -27,8 +27,9 @@ const (
 	// W3's signals that are sent twice.
 	DuplicateShare = 0.3
 	// SignalsPerCollect is how many item signals each W3 execution waits
-	// for.
-	SignalsPerCollect = 10
+	// for by default (Config.Signals); MaxSignalsPerCollect the most.
+	SignalsPerCollect    = 10
+	MaxSignalsPerCollect = 10000
 	// DefaultStallTimeout ends a run that makes no progress for so long.
 	DefaultStallTimeout = 2 * time.Minute
 )
@@ -42,6 +43,10 @@ type Config struct {
 	N int
 	// Concurrency is the number of concurrent submitters, default 16.
 	Concurrency int
+	// Signals is how many item signals each W3 execution waits for,
+	// default 10 (SignalsPerCollect): its history grows with them, which
+	// is what a signal's cost is measured against.
+	Signals int
 	// BaseURL is the HTTP API, such as "http://127.0.0.1:8080"; with
 	// Local, default Local.URL().
 	BaseURL string
@@ -157,6 +162,12 @@ func (c Config) withDefaults() (Config, error) {
 	case W3:
 		if c.N == 0 {
 			c.N = DefaultCollectN
+		}
+		if c.Signals == 0 {
+			c.Signals = SignalsPerCollect
+		}
+		if c.Signals < 1 || c.Signals > MaxSignalsPerCollect {
+			return c, fmt.Errorf("bench: Signals %d: want 1 to %d", c.Signals, MaxSignalsPerCollect)
 		}
 	default:
 		return c, fmt.Errorf("bench: Workload %q: want W1, W2 or W3", c.Workload)

@@ -50,7 +50,7 @@ func TestPlanStarts(t *testing.T) {
 
 func TestSignalOrder(t *testing.T) {
 	t.Parallel()
-	r := &runner{cfg: Config{Workload: W3, N: 5, Seed: 1}}
+	r := &runner{cfg: Config{Workload: W3, N: 5, Seed: 1, Signals: SignalsPerCollect}}
 	for i := range 5 {
 		order := r.signalOrder(i)
 		require.Len(t, order, 13)

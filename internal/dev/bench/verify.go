@@ -179,9 +179,9 @@ func (r *runner) verify(res *Result, starts []startRec, collects []collectRec, e
 		check("keys_answered_with_two_executions", 0, int64(keyConflicts(starts)))
 	case W3:
 		exact, delivered := r.exactCollects(collects)
-		check("executions_with_exactly_their_10_items", n, int64(exact))
-		check("signals_delivered", n*SignalsPerCollect, int64(delivered))
-		check("duplicates_detected", n*int64(duplicatesPerCollect()), int64(res.DuplicatesDetected))
+		check(fmt.Sprintf("executions_with_exactly_their_%d_items", r.cfg.Signals), n, int64(exact))
+		check("signals_delivered", n*int64(r.cfg.Signals), int64(delivered))
+		check("duplicates_detected", n*int64(duplicatesPerCollect(r.cfg.Signals)), int64(res.DuplicatesDetected))
 		check("activity_runs", 0, res.ActivityRuns)
 	}
 	check("errors", 0, int64(res.Errors))
@@ -228,13 +228,13 @@ func (r *runner) exactCollects(collects []collectRec) (exact, delivered int) {
 		var out struct {
 			Items []itemPayload `json:"items"`
 		}
-		if json.Unmarshal(e.result, &out) != nil || len(out.Items) != SignalsPerCollect {
+		if json.Unmarshal(e.result, &out) != nil || len(out.Items) != r.cfg.Signals {
 			continue
 		}
 		seen := map[int]bool{}
 		good := true
 		for _, it := range out.Items {
-			if it.I != i || it.Item < 0 || it.Item >= SignalsPerCollect || seen[it.Item] {
+			if it.I != i || it.Item < 0 || it.Item >= r.cfg.Signals || seen[it.Item] {
 				good = false
 				break
 			}

@@ -92,7 +92,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		plan = r.planStarts()
 		r.submissions = len(plan)
 	case W3:
-		r.submissions = r.cfg.N * (1 + SignalsPerCollect + duplicatesPerCollect())
+		r.submissions = r.cfg.N * (1 + r.cfg.Signals + duplicatesPerCollect(r.cfg.Signals))
 	}
 
 	var before snapshot
@@ -185,10 +185,10 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 // extraStarts is W2's number of extra submissions.
 func extraStarts(n int) int { return int(math.Round(DuplicateShare * float64(n))) }
 
-// duplicatesPerCollect is how many of a W3 execution's signals are sent
-// twice.
-func duplicatesPerCollect() int {
-	return int(math.Round(DuplicateShare * SignalsPerCollect))
+// duplicatesPerCollect is how many of a W3 execution's signals signals
+// are sent twice.
+func duplicatesPerCollect(signals int) int {
+	return int(math.Round(DuplicateShare * float64(signals)))
 }
 
 // planStarts orders the keys to submit: 0..N-1, and for W2 a duplicate of
@@ -267,7 +267,7 @@ func (r *runner) submitCollects(ctx context.Context) []collectRec {
 		}
 		p.Go(func() {
 			rec := &recs[i]
-			rec.start = r.startOne(ctx, examples.WorkflowCollect, i, examples.CollectInput{Count: SignalsPerCollect})
+			rec.start = r.startOne(ctx, examples.WorkflowCollect, i, examples.CollectInput{Count: r.cfg.Signals})
 			if !rec.start.ok {
 				return
 			}
@@ -292,12 +292,12 @@ func (r *runner) submitCollects(ctx context.Context) []collectRec {
 func (r *runner) signalOrder(i int) []int {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(i)+1)) //nolint:gosec // G404: a seeded, repeatable workload, not a secret
 	dup := map[int]bool{}
-	for _, j := range rng.Perm(SignalsPerCollect)[:duplicatesPerCollect()] {
+	for _, j := range rng.Perm(r.cfg.Signals)[:duplicatesPerCollect(r.cfg.Signals)] {
 		dup[j] = true
 	}
 	var order []int
 	retry := -1
-	for j := range SignalsPerCollect {
+	for j := range r.cfg.Signals {
 		order = append(order, j)
 		if retry >= 0 {
 			order = append(order, retry)

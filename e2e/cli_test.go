@@ -156,7 +156,7 @@ func TestWorkflowCLI(t *testing.T) {
 	// describe for people: aligned "key: value" lines.
 	desc := ok("describe", id)
 	lines := strings.Split(strings.TrimSuffix(desc, "\n"), "\n")
-	require.Len(t, lines, 11, desc)
+	require.Len(t, lines, 12, desc)
 	col := -1
 	values := map[string]string{}
 	for _, line := range lines {
@@ -178,6 +178,7 @@ func TestWorkflowCLI(t *testing.T) {
 	require.Equal(t, `{"items":[{"n":1}]}`, values["result"])
 	require.Equal(t, "-", values["error"])
 	require.NotEqual(t, "-", values["closed_at"])
+	require.Regexp(t, `^5 events, \d+ bytes$`, values["history"])
 
 	// history: a table, and the server's JSON.
 	hist := strings.Split(strings.TrimSuffix(ok("history", id), "\n"), "\n")

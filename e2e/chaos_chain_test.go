@@ -142,6 +142,7 @@ func (s *stack) runChains(ctx context.Context, plans []chainPlan, giveUp, signal
 			if !sendAt(ctx, begin.Add(p.at)) {
 				return
 			}
+			var accepted string // a late answer's command
 			s.startRetrying(ctx, workflowChain, p.ingest, p.key, p.body, giveUp, func(a answer) {
 				o.start.mu.Lock()
 				o.start.answers = append(o.start.answers, a)
@@ -149,7 +150,16 @@ func (s *stack) runChains(ctx context.Context, plans []chainPlan, giveUp, signal
 				if a.ok() && o.first == "" {
 					o.first = a.executionID
 				}
+				if a.ok() && a.executionID == "" && a.commandID != "" {
+					accepted = a.commandID
+				}
 			})
+			if o.first == "" && accepted != "" {
+				// Acknowledged late (202 accepted): the execution is the
+				// command's, once it is applied, as a client polling
+				// GET /api/harvest/commands/{id} learns.
+				o.first = s.appliedExecution(ctx, accepted, signalsGiveUp)
+			}
 			if o.first == "" {
 				return // not acknowledged: nothing to signal
 			}
@@ -178,6 +188,31 @@ func (s *stack) runChains(ctx context.Context, plans []chainPlan, giveUp, signal
 	}
 	wg.Wait()
 	return out
+}
+
+// appliedExecution waits, until deadline, for the command commandID to be
+// applied, and returns the execution its stored outcome names ("" if it
+// is not applied by then).
+func (s *stack) appliedExecution(ctx context.Context, commandID string, deadline time.Time) string {
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		raw, err := s.outcomeOf(ctx, commandID)
+		if err == nil && raw != nil {
+			var out struct {
+				ExecutionID string `json:"execution_id"`
+			}
+			if json.Unmarshal(raw, &out) == nil && out.ExecutionID != "" {
+				return out.ExecutionID
+			}
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ""
+		case <-t.C:
+		}
+	}
+	return ""
 }
 
 // signalRetrying sends a keyed signal until it is acknowledged (202), is

@@ -73,17 +73,7 @@ func TestADeployBehindGetVersion(t *testing.T) {
 		require.Empty(t, markers(hist), "execution %s went past the change under v1: no marker\n%s", id, excerpt(hist))
 		require.Equal(t, []string{versioned.Prepare, versioned.Finish}, scheduled(hist), "execution %s\n%s", id, excerpt(hist))
 		// The tasks before the signal ran on v1, those after it on v2.
-		signalled := slices.IndexFunc(hist, func(e client.Event) bool { return e.Type == "SignalReceived" })
-		require.Positive(t, signalled, "execution %s\n%s", id, excerpt(hist))
-		before, after := taskBuilds(hist[:signalled]), taskBuilds(hist[signalled:])
-		require.NotEmpty(t, before, "execution %s\n%s", id, excerpt(hist))
-		require.NotEmpty(t, after, "execution %s\n%s", id, excerpt(hist))
-		for _, b := range before {
-			require.Equal(t, buildV1, b, "execution %s: a task before the deploy\n%s", id, excerpt(hist))
-		}
-		for _, b := range after {
-			require.Equal(t, buildV2, b, "execution %s: a task after the deploy\n%s", id, excerpt(hist))
-		}
+		requireBuildsAroundSignal(t, id, hist)
 	}
 	s.waitVersions("only v2 once the old executions closed",
 		"open 3; builds orders-2.0.0:3; changes add-audit{1:3 unrecorded:0}")
@@ -286,17 +276,7 @@ func TestAReplayCheckRefusesABadDeploy(t *testing.T) {
 		s.waitCompleted(id, versioned.Prepare, versioned.Finish)
 		hist := s.history(id)
 		require.Empty(t, markers(hist), "execution %s went past the change under v1: no marker\n%s", id, excerpt(hist))
-		signalled := slices.IndexFunc(hist, func(e client.Event) bool { return e.Type == "SignalReceived" })
-		require.Positive(t, signalled, "execution %s\n%s", id, excerpt(hist))
-		before, after := taskBuilds(hist[:signalled]), taskBuilds(hist[signalled:])
-		require.NotEmpty(t, before, "execution %s\n%s", id, excerpt(hist))
-		require.NotEmpty(t, after, "execution %s\n%s", id, excerpt(hist))
-		for _, b := range before {
-			require.Equal(t, buildV1, b, "execution %s: a task before v2 started\n%s", id, excerpt(hist))
-		}
-		for _, b := range after {
-			require.Equal(t, buildV2, b, "execution %s: a task after v2 took the workflow\n%s", id, excerpt(hist))
-		}
+		requireBuildsAroundSignal(t, id, hist)
 	}
 	require.Zero(t, taskFailures(t, admin2), "v2's workflow task failures")
 }
@@ -819,5 +799,23 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (done 
 			t.Fatalf("timed out after %s waiting for %s; last seen:\n%s", within, what, state)
 		}
 		time.Sleep(probe.Interval) // the poll interval, not synchronisation
+	}
+}
+
+// requireBuildsAroundSignal holds that execution id's workflow tasks
+// before its signal ran on v1 and those after it on v2 (each side has
+// some).
+func requireBuildsAroundSignal(t *testing.T, id string, hist []client.Event) {
+	t.Helper()
+	signalled := slices.IndexFunc(hist, func(e client.Event) bool { return e.Type == "SignalReceived" })
+	require.Positive(t, signalled, "execution %s\n%s", id, excerpt(hist))
+	before, after := taskBuilds(hist[:signalled]), taskBuilds(hist[signalled:])
+	require.NotEmpty(t, before, "execution %s\n%s", id, excerpt(hist))
+	require.NotEmpty(t, after, "execution %s\n%s", id, excerpt(hist))
+	for _, b := range before {
+		require.Equal(t, buildV1, b, "execution %s: a task before v2 took the workflow\n%s", id, excerpt(hist))
+	}
+	for _, b := range after {
+		require.Equal(t, buildV2, b, "execution %s: a task after v2 took the workflow\n%s", id, excerpt(hist))
 	}
 }

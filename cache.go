@@ -139,6 +139,7 @@ func (c *workflowCache) run(fn workflowFunc, task *wire.WorkflowTask, opts map[s
 			err = errors.New("replay of a fresh execution found its history inconsistent")
 		}
 	}
+	run.Rejections, run.Idle = x.updates.rejections, x.idle
 	if err != nil || x.returned {
 		x.close()
 		return run, err

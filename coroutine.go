@@ -54,6 +54,8 @@ type dispatcher struct {
 	panicked *wire.Failure
 	// done says the workflow function returned: nothing else runs.
 	done bool
+	// steps counts the times a coroutine was resumed to go on.
+	steps int
 }
 
 func newDispatcher() *dispatcher {
@@ -127,6 +129,9 @@ func (d *dispatcher) ready(c *coroutine) (ok bool) {
 
 // step hands control to c until it blocks or ends.
 func (d *dispatcher) step(c *coroutine, goOn bool) {
+	if goOn {
+		d.steps++
+	}
 	d.current = c
 	c.resume <- goOn
 	<-d.yield

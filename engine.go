@@ -129,6 +129,8 @@ type execution struct {
 	// returned, which later calls return again.
 	versions      map[string]int
 	versionsGiven map[string]int
+	// updates are its update handlers and what it delivered (updates.go).
+	updates updateState
 
 	// What workflow code sees.
 	tick       int // bumped as anything becomes visible; orders Select
@@ -150,6 +152,8 @@ type execution struct {
 	// returned says the workflow function returned (its complete or fail
 	// decision is taken).
 	returned bool
+	// idle says the task run last only refused updates (runTask).
+	idle bool
 	// failed is a replay's divergence, or another reason the execution
 	// cannot go on.
 	failed error
@@ -285,6 +289,13 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 				x.expect = append(x.expect, x.takeDecisions()...)
 				x.inBlock, x.legacy = true, true
 			}
+			if ev.Type == wire.EventWorkflowUpdateAccepted {
+				// The update is delivered here again, as the task that
+				// accepted it delivered it.
+				if err := x.replayUpdate(ev); err != nil {
+					return nil, err
+				}
+			}
 			if err := x.match(ev); err != nil {
 				return nil, err
 			}
@@ -309,13 +320,26 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 		task.Time = x.now
 	}
 	x.suggested = task.ContinueAsNewSuggested
+	shown, steps := len(x.unseen), x.d.steps
 	if err := x.boundary(x.lastSeq, task.Time, false); err != nil {
+		return nil, err
+	}
+	shown -= len(x.unseen)
+	if err := x.deliverUpdates(task); err != nil {
 		return nil, err
 	}
 	out := append(leftover, x.takeDecisions()...)
 	x.taskID = task.TaskID
 	x.awaiting = append([]wire.Decision{}, out...)
 	x.awaitingBase = x.lastSeq
+	// A task that only refused updates (it showed the code nothing new,
+	// no coroutine moved, nothing was decided) is recorded nowhere
+	// (wire.WorkflowTaskResult.Idle): the next task's history has no
+	// WorkflowTaskCompleted of it to find.
+	x.idle = len(out) == 0 && shown == 0 && x.d.steps == steps && len(x.updates.rejections) > 0
+	if x.idle {
+		x.awaiting = nil
+	}
 	return out, nil
 }
 
@@ -502,6 +526,9 @@ func (x *execution) finish(res any, err error) {
 func (x *execution) decide(d wire.Decision) {
 	if x.d.closing {
 		return
+	}
+	if x.updates.validating {
+		panic(fmt.Sprintf("harvest: an update's validator took a workflow decision (%s): a validator only reads", d.Type))
 	}
 	x.decisions = append(x.decisions, d)
 }

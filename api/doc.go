@@ -21,5 +21,6 @@
 // Files: bodies.go (the routes' bodies), execution.go (Execution, Event,
 // what describe adds, and an exported history's file), status.go (execution statuses, reuse policies),
 // errors.go (the error codes and ErrorResponse), dead.go, retention.go and
-// workers.go (those routes' answers).
+// workers.go (those routes' answers), updates.go (an update, as its
+// routes answer it).
 package api

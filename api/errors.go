@@ -31,21 +31,28 @@ const (
 	CodeInvalidStartAt            = "invalid_start_at"
 	CodeInvalidCompletionCallback = "invalid_completion_callback"
 	CodeInvalidSignalName         = "invalid_signal_name"
-	CodeInvalidReason             = "invalid_reason"
-	CodeInvalidStatus             = "invalid_status"
-	CodeInvalidLimit              = "invalid_limit"
-	CodeInvalidShard              = "invalid_shard"
-	CodeInvalidBefore             = "invalid_before"
-	CodeInvalidCursor             = "invalid_cursor"
-	CodeInvalidTime               = "invalid_time"
-	CodeInvalidPrefix             = "invalid_prefix"
-	CodeInvalidBindingID          = "invalid_binding_id"
-	CodeInvalidEventID            = "invalid_event_id"
-	CodeInvalidExecutionID        = "invalid_execution_id"
-	CodeMissingWorkflow           = "missing_workflow"
-	CodeMissingEventID            = "missing_event_id"
-	CodeUnroutableEvent           = "unroutable_event"
-	CodeReasonRequired            = "reason_required"
+	// CodeInvalidUpdateName refuses an update's name, or update id, that
+	// is none (400).
+	CodeInvalidUpdateName = "invalid_update_name"
+	// CodeInvalidWait refuses a wait parameter that is none: an update's
+	// (completed or accepted) or a long poll's (a duration up to its
+	// limit).
+	CodeInvalidWait        = "invalid_wait"
+	CodeInvalidReason      = "invalid_reason"
+	CodeInvalidStatus      = "invalid_status"
+	CodeInvalidLimit       = "invalid_limit"
+	CodeInvalidShard       = "invalid_shard"
+	CodeInvalidBefore      = "invalid_before"
+	CodeInvalidCursor      = "invalid_cursor"
+	CodeInvalidTime        = "invalid_time"
+	CodeInvalidPrefix      = "invalid_prefix"
+	CodeInvalidBindingID   = "invalid_binding_id"
+	CodeInvalidEventID     = "invalid_event_id"
+	CodeInvalidExecutionID = "invalid_execution_id"
+	CodeMissingWorkflow    = "missing_workflow"
+	CodeMissingEventID     = "missing_event_id"
+	CodeUnroutableEvent    = "unroutable_event"
+	CodeReasonRequired     = "reason_required"
 	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
 	// (such as a string holding U+0000); ErrorResponse.Pointer locates it.
 	CodePayloadUnstorable = "payload_unstorable"
@@ -91,10 +98,17 @@ const (
 	CodeUnknownWorkflow = "unknown_workflow"
 	// CodeNotFound answers a request no route serves.
 	CodeNotFound = "not_found"
+	// CodeUpdateNotFound: the workflow has no update handler of the
+	// update's name (it was refused by the workflow task that got it), or,
+	// reading an update, no update has that id.
+	CodeUpdateNotFound = "update_not_found"
 
 	// 409 Conflict.
 	CodeExecutionTerminal  = "execution_terminal"
 	CodeWorkflowIDConflict = "workflow_id_conflict"
+	// CodeExecutionClosed: an update asked of an execution that is
+	// closed, or one still in flight when it closed.
+	CodeExecutionClosed = "execution_closed"
 
 	// 408 Request Timeout.
 	// CodeBodyTimeout: the body of a request that carries no token (a
@@ -118,6 +132,15 @@ const (
 	CodeCallbackRejected     = "callback_rejected"
 	CodeIdempotencyKeyReused = "idempotency_key_reused"
 	CodeCommandRejected      = "command_rejected"
+	// CodeUpdateRejected: the update handler's validator refused the
+	// update; nothing of it is in the execution's history.
+	CodeUpdateRejected = "update_rejected"
+
+	// 429 Too Many Requests.
+	// CodeUpdateLimit: the execution has as many updates in flight, or
+	// was asked for as many in all, as the scheduler's update limits
+	// allow (update_max_in_flight, update_max_per_run).
+	CodeUpdateLimit = "update_limit"
 
 	// 500 Internal Server Error.
 	CodeClaimDangling = "claim_dangling"

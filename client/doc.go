@@ -51,6 +51,7 @@ package client
 //   - api.go: the calls that make commands: Start, SendSignal,
 //     SendSignalIdempotent, SignalWithStart, and polling a command the
 //     server answered 202 for. close.go: Cancel and Terminate.
+//     updates.go: Update, GetUpdate, AwaitUpdate.
 //   - reads.go: Describe, History, List, WaitResult. dead.go: dead
 //     commands. retention.go: Retention and PruneNow. workers.go: live
 //     workers and task queues, with their answers' types.

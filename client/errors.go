@@ -33,6 +33,8 @@ const (
 	CodeInvalidStartAt            = api.CodeInvalidStartAt
 	CodeInvalidCompletionCallback = api.CodeInvalidCompletionCallback
 	CodeInvalidSignalName         = api.CodeInvalidSignalName
+	CodeInvalidUpdateName         = api.CodeInvalidUpdateName
+	CodeInvalidWait               = api.CodeInvalidWait
 	CodeInvalidReason             = api.CodeInvalidReason
 	CodeInvalidStatus             = api.CodeInvalidStatus
 	CodeInvalidLimit              = api.CodeInvalidLimit
@@ -70,10 +72,12 @@ const (
 	CodeUnknownSource       = api.CodeUnknownSource
 	CodeUnknownWorkflow     = api.CodeUnknownWorkflow
 	CodeNotFound            = api.CodeNotFound
+	CodeUpdateNotFound      = api.CodeUpdateNotFound
 
 	// 409 Conflict.
 	CodeExecutionTerminal  = api.CodeExecutionTerminal
 	CodeWorkflowIDConflict = api.CodeWorkflowIDConflict
+	CodeExecutionClosed    = api.CodeExecutionClosed
 
 	// 408 Request Timeout.
 	CodeBodyTimeout = api.CodeBodyTimeout
@@ -93,6 +97,10 @@ const (
 	CodeCallbackRejected     = api.CodeCallbackRejected
 	CodeIdempotencyKeyReused = api.CodeIdempotencyKeyReused
 	CodeCommandRejected      = api.CodeCommandRejected
+	CodeUpdateRejected       = api.CodeUpdateRejected
+
+	// 429 Too Many Requests.
+	CodeUpdateLimit = api.CodeUpdateLimit
 
 	// 500 Internal Server Error.
 	CodeClaimDangling = api.CodeClaimDangling
@@ -143,6 +151,18 @@ var (
 	// ErrExecutionTerminal matches 409 execution_terminal: the execution
 	// has closed and takes no signals.
 	ErrExecutionTerminal error = sentinel(http.StatusConflict, CodeExecutionTerminal, "the execution has closed")
+	// ErrExecutionClosed matches 409 execution_closed: an update asked of
+	// an execution that has closed, or one in flight when it closed.
+	ErrExecutionClosed error = sentinel(http.StatusConflict, CodeExecutionClosed, "the execution closed")
+	// ErrUpdateRejected matches 422 update_rejected: the update handler's
+	// validator refused the update.
+	ErrUpdateRejected error = sentinel(http.StatusUnprocessableEntity, CodeUpdateRejected, "the workflow refused the update")
+	// ErrUpdateNotFound matches 404 update_not_found: the workflow has no
+	// handler of the update's name, or no update has the id read.
+	ErrUpdateNotFound error = sentinel(http.StatusNotFound, CodeUpdateNotFound, "no such update")
+	// ErrUpdateLimit matches 429 update_limit: the execution has as many
+	// updates in flight, or had as many in all, as its limits allow.
+	ErrUpdateLimit error = sentinel(http.StatusTooManyRequests, CodeUpdateLimit, "too many updates")
 	// ErrWorkflowIDConflict matches 409 workflow_id_conflict: the
 	// workflow_id has an execution that the start's reuse policy does
 	// not let it reuse.

@@ -29,11 +29,15 @@ import (
 // -1, as keyed signals to the chain's first run (the execution id its
 // start answered), one after the other, each retried with its key until
 // it is acknowledged: the runs switch under the signals, and the faults
-// hit the switches. After the trial every acknowledged start must have
+// hit the switches. Every even value goes as a keyed update instead
+// (docs/long-workflows.md#updating-a-running-workflow), retried with its
+// key until it is answered: an update in flight across a switch moves to
+// the next run. After the trial every acknowledged start must have
 // exactly one chain, its runs linked both ways under one workflow_id,
 // every run but the last ContinuedAsNew with the values so far as its
-// input, the last Completed with every value exactly once, in order: a
-// signal lost across a switch, or taken by two runs, shows.
+// input, the last Completed with every value exactly once, in order, and
+// each update accepted once in the chain's histories: a signal or update
+// lost across a switch, or taken by two runs, shows.
 
 const (
 	workflowChain = "chaos_chain"
@@ -87,15 +91,24 @@ func chainKey(i int) string {
 	return fmt.Sprintf("v-%d", i)
 }
 
-// signalAnswer is one signal request's exchange.
+// viaUpdate says whether value i (1..) goes as an update.
+func viaUpdate(i int) bool { return i%2 == 0 && i <= chainValues }
+
+// signalAnswer is one signal (or update) request's exchange.
 type signalAnswer struct {
 	answer
 	delivered *bool // signal_delivered; nil when the outcome came late
+	// updateStatus is an update's status as answered ("" for a signal).
+	updateStatus string
 }
 
 func (a signalAnswer) String() string {
 	if !a.ok() {
 		return a.answer.String()
+	}
+	if a.updateStatus != "" {
+		return fmt.Sprintf("%s attempt %d ingest-%d took %s: %d update %s deduplicated=%v", a.at.Format("15:04:05.000"), a.attempt, a.ingest,
+			a.took.Round(time.Millisecond), a.status, a.updateStatus, a.deduplicated)
 	}
 	s := fmt.Sprintf("%s attempt %d ingest-%d took %s: %d", a.at.Format("15:04:05.000"), a.attempt, a.ingest, a.took.Round(time.Millisecond), a.status)
 	if a.delivered != nil {
@@ -108,11 +121,21 @@ func (a signalAnswer) String() string {
 type chainSend struct {
 	key     string
 	value   int
+	update  bool
 	answers []signalAnswer
 }
 
 func (s *chainSend) acked() bool {
-	return slices.ContainsFunc(s.answers, func(a signalAnswer) bool { return a.status == http.StatusAccepted })
+	return slices.ContainsFunc(s.answers, func(a signalAnswer) bool { return a.acks(s.update) })
+}
+
+// acks says whether a acknowledges its send: a signal's 202, an update's
+// answer (200, completed).
+func (a signalAnswer) acks(update bool) bool {
+	if update {
+		return a.status == http.StatusOK && a.updateStatus == "completed"
+	}
+	return a.status == http.StatusAccepted
 }
 
 // chainOutcome is what the client of one chain heard.
@@ -173,11 +196,15 @@ func (s *stack) runChains(ctx context.Context, plans []chainPlan, giveUp, signal
 					o.stopped = "the trial ended"
 					return
 				}
-				send := &chainSend{key: chainKey(i + 1), value: value}
+				send := &chainSend{key: chainKey(i + 1), value: value, update: viaUpdate(i + 1)}
 				o.sends = append(o.sends, send)
-				last := s.signalRetrying(ctx, ingest, o.first, "v", send.key, fmt.Sprint(value), signalsGiveUp, func(a signalAnswer) {
-					send.answers = append(send.answers, a)
-				})
+				record := func(a signalAnswer) { send.answers = append(send.answers, a) }
+				var last signalAnswer
+				if send.update {
+					last = s.updateRetrying(ctx, ingest, o.first, "v", send.key, fmt.Sprint(value), signalsGiveUp, record)
+				} else {
+					last = s.signalRetrying(ctx, ingest, o.first, "v", send.key, fmt.Sprint(value), signalsGiveUp, record)
+				}
 				if !send.acked() {
 					o.stopped = fmt.Sprintf("%s (value %d) not acknowledged, last answer: %s", send.key, value, last)
 					return
@@ -268,13 +295,69 @@ func (s *stack) signalRequest(ctx context.Context, i int, executionID, name, key
 	return a
 }
 
+// updateRetrying sends a keyed update until it is answered (200,
+// completed), is refused for good or giveUp passes, switching ingest
+// after each failed attempt, and records every answer. A 202 (the
+// update is not answered yet) is sent again, with its key: it is the
+// same update. A 404 execution_not_found is retried, as for a signal.
+func (s *stack) updateRetrying(ctx context.Context, first int, executionID, name, key, body string, giveUp time.Time, record func(signalAnswer)) signalAnswer {
+	return retrying(ctx, first, len(s.baseURLs), giveUp, func(ingest, attempt int) signalAnswer {
+		a := s.updateRequest(ctx, ingest, executionID, name, key, body)
+		a.attempt = attempt
+		record(a)
+		return a
+	}, func(a signalAnswer) bool {
+		return a.acks(true) || !(a.retryable() || a.status == http.StatusAccepted || a.code == "execution_not_found")
+	})
+}
+
+// updateRequest makes one keyed update request to ingest i.
+func (s *stack) updateRequest(ctx context.Context, i int, executionID, name, key, body string) signalAnswer {
+	a := signalAnswer{answer: answer{ingest: i, at: time.Now()}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		s.baseURLs[i]+"/api/harvest/executions/"+executionID+"/updates/"+name, bytes.NewBufferString(body))
+	if err != nil {
+		a.err = err.Error()
+		return a
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		a.err = err.Error()
+		a.took = time.Since(a.at)
+		return a
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	a.status = resp.StatusCode
+	a.retryAfter = resp.Header.Get("Retry-After")
+	var out struct {
+		UpdateID     string `json:"update_id"`
+		Status       string `json:"status"`
+		Deduplicated bool   `json:"deduplicated"`
+		Error        string `json:"error"`
+		Message      string `json:"message"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil && a.ok() {
+		a.err = fmt.Sprintf("answer is not JSON: %v: %q", err, data)
+	}
+	a.updateStatus, a.commandID, a.deduplicated, a.code = out.Status, out.UpdateID, out.Deduplicated, out.Error
+	if !a.ok() {
+		a.err = out.Message
+	}
+	a.took = time.Since(a.at)
+	return a
+}
+
 // chainRun is one run of a chain as PostgreSQL holds it.
 type chainRun struct {
 	id, key, workflowID, status, result, input string
 	chainID, from, as                          string
 	// keys are the idempotency keys of the signals its history holds, in
-	// order.
-	keys []string
+	// order; updates the ids of the updates it accepted.
+	keys    []string
+	updates []string
 }
 
 // chain is a chaos_chain start's runs: the one its key names first, then
@@ -331,6 +414,7 @@ func (c *trialCheck) chainInvariants(ctx context.Context, outcomes []*chainOutco
 			c.res.ChainsExact++
 			c.res.ChainRuns += len(got[0].runs)
 			c.res.ChainCarried += got[0].carried()
+			c.res.ChainUpdates += chainValues / 2
 		}
 	}
 	if len(bad) > 0 {
@@ -386,7 +470,11 @@ func (c *trialCheck) dumpChain(ctx context.Context, o *chainOutcome, chains []ch
 	}
 	o.start.mu.Unlock()
 	for _, s := range o.sends {
-		fmt.Fprintf(&b, "signal %s (%d):\n", s.key, s.value)
+		kind := "signal"
+		if s.update {
+			kind = "update"
+		}
+		fmt.Fprintf(&b, "%s %s (%d):\n", kind, s.key, s.value)
 		for _, a := range s.answers {
 			fmt.Fprintf(&b, "  %s\n", a)
 		}
@@ -427,10 +515,13 @@ func (ch chain) carried() int {
 func chainAnswersWrong(o *chainOutcome) []string {
 	var bad []string
 	for _, s := range o.sends {
-		delivered := 0
+		delivered, answered := 0, 0
 		for _, a := range s.answers {
 			if a.delivered != nil && *a.delivered {
 				delivered++
+			}
+			if s.update && a.acks(true) && !a.deduplicated {
+				answered++
 			}
 			if a.status >= 500 && (a.status != http.StatusServiceUnavailable || a.retryAfter == "") {
 				bad = append(bad, fmt.Sprintf("%s: %s answered %s", o.plan.key, s.key, a))
@@ -438,6 +529,9 @@ func chainAnswersWrong(o *chainOutcome) []string {
 		}
 		if delivered > 1 {
 			bad = append(bad, fmt.Sprintf("%s: %s answered signal_delivered true %d times", o.plan.key, s.key, delivered))
+		}
+		if answered > 1 {
+			bad = append(bad, fmt.Sprintf("%s: update %s answered completed, not deduplicated, %d times", o.plan.key, s.key, answered))
 		}
 	}
 	return bad
@@ -498,6 +592,13 @@ func (ch chain) wrong(bound time.Duration) string {
 			problems = append(problems, fmt.Sprintf("run %d %s: a signal key twice in its history: %v", k+1, r.id, r.keys))
 		}
 	}
+	var updates []string
+	for _, r := range walk {
+		updates = append(updates, r.updates...)
+	}
+	if n := len(slices.Compact(slices.Sorted(slices.Values(updates)))); n != len(updates) || n != chainValues/2 {
+		problems = append(problems, fmt.Sprintf("%d updates accepted in the chain's histories, %d distinct, want %d: %v", len(updates), n, chainValues/2, updates))
+	}
 	if len(problems) > 0 {
 		return strings.Join(problems, "; ")
 	}
@@ -548,19 +649,24 @@ func (c *trialCheck) chains(ctx context.Context, prefix string) ([]chain, error)
 		SELECT e.execution_id::text, coalesce(e.idempotency_key, ''), e.workflow_id, e.status, coalesce(e.result::text, 'null'),
 			coalesce(e.input::text, 'null'), coalesce(e.chain_id::text, ''), coalesce(e.continued_from::text, ''), coalesce(e.continued_as::text, ''),
 			(SELECT coalesce(json_agg(coalesce(h.attrs->>'idempotency_key', '') ORDER BY h.seq), '[]')::text FROM history_events h
-				WHERE h.execution_id = e.execution_id AND h.type = 'SignalReceived')
+				WHERE h.execution_id = e.execution_id AND h.type = 'SignalReceived'),
+			(SELECT coalesce(json_agg(h.attrs->>'update_id' ORDER BY h.seq), '[]')::text FROM history_events h
+				WHERE h.execution_id = e.execution_id AND h.type = 'WorkflowUpdateAccepted')
 		FROM executions e
 		WHERE e.execution_id IN (SELECT execution_id FROM firsts) OR e.chain_id IN (SELECT execution_id FROM firsts)
 			OR (e.workflow_name = $1 AND e.workflow_id IN (SELECT workflow_id FROM firsts))
 		ORDER BY e.created_at, e.execution_id`,
 		[]any{workflowChain, prefix}, func(rows pgx.Rows) error {
 			var r chainRun
-			var keys string
-			if err := rows.Scan(&r.id, &r.key, &r.workflowID, &r.status, &r.result, &r.input, &r.chainID, &r.from, &r.as, &keys); err != nil {
+			var keys, updates string
+			if err := rows.Scan(&r.id, &r.key, &r.workflowID, &r.status, &r.result, &r.input, &r.chainID, &r.from, &r.as, &keys, &updates); err != nil {
 				return err
 			}
 			if err := json.Unmarshal([]byte(keys), &r.keys); err != nil {
 				return fmt.Errorf("execution %s: signal keys %s: %w", r.id, keys, err)
+			}
+			if err := json.Unmarshal([]byte(updates), &r.updates); err != nil {
+				return fmt.Errorf("execution %s: updates %s: %w", r.id, updates, err)
 			}
 			runs = append(runs, r)
 			return nil

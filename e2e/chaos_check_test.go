@@ -55,11 +55,13 @@ type trialResult struct {
 	// ChainsExact counts the trial's chaos_chain starts whose chain came
 	// out exact (see chainInvariants), ChainRuns their runs,
 	// ChainCarried the signals that moved from a run to the next, and
-	// ChainResent the chains' signals sent more than once.
+	// ChainResent the chains' signals and updates sent more than once;
+	// ChainUpdates the updates those exact chains were answered.
 	ChainsExact  int `json:"chains_exact"`
 	ChainRuns    int `json:"chain_runs"`
 	ChainCarried int `json:"chain_signals_carried"`
 	ChainResent  int `json:"chain_signals_resent"`
+	ChainUpdates int `json:"chain_updates"`
 	// Convergence is the longest any execution took to complete after the
 	// later of the last restart and its key's first send: how long after
 	// the fault the stack needed to finish each piece of work. Settled is
@@ -109,7 +111,8 @@ func (r *trialResult) line() string {
 		s += fmt.Sprintf("; %d failing tasks recovered", r.FlakyRecovered)
 	}
 	if r.ChainsExact > 0 {
-		s += fmt.Sprintf("; %d continue-as-new chains exact (%d runs, %d signals carried to a next run, %d resent)", r.ChainsExact, r.ChainRuns, r.ChainCarried, r.ChainResent)
+		s += fmt.Sprintf("; %d continue-as-new chains exact (%d runs, %d signals carried to a next run, %d updates answered exactly once, %d sends resent)",
+			r.ChainsExact, r.ChainRuns, r.ChainCarried, r.ChainUpdates, r.ChainResent)
 	}
 	if r.DeferredAcked > 0 {
 		s += fmt.Sprintf("; %d deferred starts acknowledged", r.DeferredAcked)

@@ -433,3 +433,69 @@ func checkJSON(raw json.RawMessage) error {
 	}
 	return storable.CheckJSON(raw)
 }
+
+// Update asks the execution for the update name with args (encoded as
+// JSON), as POST /api/harvest/executions/{id}/updates/{name} does, runs
+// the tasks that follow, and returns the update as it then stands:
+// completed (its handler's Result) or failed (its handler's Failure), or
+// accepted while its handler waits (Advance, then Execution.UpdateStatus).
+// A refused update returns the API's error as a *client.APIError: 422
+// update_rejected (client.ErrUpdateRejected), 404 update_not_found, 409
+// execution_closed, 429 update_limit. opts is at most one UpdateOptions.
+func (x *Execution) Update(ctx context.Context, name string, args any, opts ...UpdateOptions) (client.Update, error) {
+	e := x.env
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return client.Update{}, fmt.Errorf("harvesttest: update %s: encode args: %w", name, err)
+	}
+	var key string
+	if len(opts) > 0 {
+		key = opts[0].IdempotencyKey
+	}
+	for field, err := range map[string]error{"idempotency_key": checkIdentifier(key), "args": checkJSON(raw)} {
+		if err != nil {
+			return client.Update{}, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodePayloadUnstorable, Field: field,
+				Message: fmt.Sprintf("%s %v", field, err)}
+		}
+	}
+	id := dedup.NewID()
+	if key != "" {
+		id = dedup.UpdateCommandID(x.ID, key)
+	}
+	e.run.Lock()
+	defer e.run.Unlock()
+	e.mu.Lock()
+	out, err := e.apply(ctx, &wire.Command{CommandID: id, Kind: wire.KindUpdate, Update: &wire.UpdateCommand{
+		ExecutionID: x.ID, UpdateID: id, Name: name, Args: raw, IdempotencyKey: key}})
+	e.mu.Unlock()
+	if err != nil {
+		return client.Update{}, err
+	}
+	if out.Error != "" {
+		return client.Update{}, refused(out)
+	}
+	if err := e.drain(ctx); err != nil {
+		return client.Update{}, err
+	}
+	u, err := x.UpdateStatus(out.UpdateID)
+	u.Deduplicated = out.Deduplicated
+	return u, err
+}
+
+// UpdateStatus reads update id as GET
+// /api/harvest/executions/{id}/updates/{update_id} does, with the error
+// Update returns for a refused one.
+func (x *Execution) UpdateStatus(id string) (client.Update, error) {
+	e := x.env
+	e.mu.Lock()
+	u, ok := e.mem.Update(id)
+	e.mu.Unlock()
+	if !ok {
+		return client.Update{}, &client.APIError{StatusCode: http.StatusNotFound, Code: client.CodeUpdateNotFound, Message: "no update " + id}
+	}
+	view := u.View()
+	if status, body, refused := view.Refusal(); refused {
+		return view, &client.APIError{StatusCode: status, Code: body.Error, Message: body.Message}
+	}
+	return view, nil
+}

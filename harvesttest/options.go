@@ -95,3 +95,10 @@ type SignalOption = SignalOptions
 //
 // Deprecated: use SignalOptions{IdempotencyKey: key}.
 func SignalKey(key string) SignalOptions { return SignalOptions{IdempotencyKey: key} }
+
+// UpdateOptions are the options of Execution.Update.
+type UpdateOptions struct {
+	// IdempotencyKey makes the update keyed: asked again with the same
+	// key (of any run of the execution's chain), it is the same update.
+	IdempotencyKey string
+}

@@ -91,6 +91,29 @@ func CancelledSubject(executionID string) string {
 	return "$KV." + CancelledBucket + "." + executionID
 }
 
+// UpdateSubject is the core NATS subject on which the scheduler
+// announces that an update changed (its status, as the message's body)
+// once the transaction that changed it has committed:
+// harvest.update.<update_id>. Nothing stores these messages; a reader
+// that missed one reads the update from PostgreSQL.
+func UpdateSubject(updateID string) string {
+	return updatePrefix + updateID
+}
+
+const updatePrefix = "harvest.update."
+
+// UpdateSubjects matches every update announcement.
+const UpdateSubjects = updatePrefix + ">"
+
+// UpdateID returns the update id of an update subject, "" for another.
+func UpdateID(subject string) string {
+	id, _ := strings.CutPrefix(subject, updatePrefix)
+	if id == subject {
+		return ""
+	}
+	return id
+}
+
 // OutcomeSubjects matches every outcome announcement.
 const OutcomeSubjects = outcomePrefix + ">"
 

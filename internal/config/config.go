@@ -182,6 +182,13 @@ type Config struct {
 	HistoryMaxBytes      int64 `yaml:"history_max_bytes"`
 	HistorySuggestEvents int   `yaml:"history_suggest_events"`
 	HistorySuggestBytes  int64 `yaml:"history_suggest_bytes"`
+	// UpdateMaxInFlight and UpdateMaxPerRun bound an execution's updates
+	// (HARVEST_UPDATE_MAX_IN_FLIGHT, HARVEST_UPDATE_MAX_PER_RUN), default
+	// 10 and 2000: how many may be in flight at once, and how many one run
+	// may be asked for; past either, an update is refused with 429
+	// update_limit (docs/long-workflows.md#updating-a-running-workflow).
+	UpdateMaxInFlight int `yaml:"update_max_in_flight"`
+	UpdateMaxPerRun   int `yaml:"update_max_per_run"`
 	// IdempotencyFingerprint is "reject" to refuse a keyed start retried
 	// with a different input (422 idempotency_key_reused), or "ignore"
 	// (default) to answer it with the original execution

@@ -61,6 +61,8 @@ func (c *Config) applyEnv(get func(string) string) error {
 		num(&c.HistoryWarnEvents, "HARVEST_HISTORY_WARN_EVENTS"),
 		num(&c.HistoryMaxEvents, "HARVEST_HISTORY_MAX_EVENTS"),
 		num(&c.HistorySuggestEvents, "HARVEST_HISTORY_SUGGEST_EVENTS"),
+		num(&c.UpdateMaxInFlight, "HARVEST_UPDATE_MAX_IN_FLIGHT"),
+		num(&c.UpdateMaxPerRun, "HARVEST_UPDATE_MAX_PER_RUN"),
 		num64(&c.HistoryWarnBytes, "HARVEST_HISTORY_WARN_BYTES"),
 		num64(&c.HistoryMaxBytes, "HARVEST_HISTORY_MAX_BYTES"),
 		num64(&c.HistorySuggestBytes, "HARVEST_HISTORY_SUGGEST_BYTES"),

@@ -13,6 +13,7 @@ func (c Config) HistoryLimits() scheduler.HistoryLimits {
 		WarnEvents: c.HistoryWarnEvents, WarnBytes: c.HistoryWarnBytes,
 		MaxEvents: c.HistoryMaxEvents, MaxBytes: c.HistoryMaxBytes,
 		SuggestEvents: c.HistorySuggestEvents, SuggestBytes: c.HistorySuggestBytes,
+		UpdateMaxInFlight: c.UpdateMaxInFlight, UpdateMaxPerRun: c.UpdateMaxPerRun,
 	}
 }
 
@@ -27,6 +28,7 @@ func (c Config) validateHistoryLimits() error {
 		{"history_warn_events", int64(c.HistoryWarnEvents)}, {"history_warn_bytes", c.HistoryWarnBytes},
 		{"history_max_events", int64(c.HistoryMaxEvents)}, {"history_max_bytes", c.HistoryMaxBytes},
 		{"history_suggest_events", int64(c.HistorySuggestEvents)}, {"history_suggest_bytes", c.HistorySuggestBytes},
+		{"update_max_in_flight", int64(c.UpdateMaxInFlight)}, {"update_max_per_run", int64(c.UpdateMaxPerRun)},
 	} {
 		if k.v < 0 {
 			return fmt.Errorf("config: %s %d: want a positive number", k.key, k.v)

@@ -163,6 +163,35 @@ var kinds = map[string]kind{
 				a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type
 		},
 	},
+	wire.DecisionAcceptUpdate: {
+		event: wire.EventWorkflowUpdateAccepted,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			if d.Update == nil || d.Update.UpdateID == "" {
+				return fmt.Errorf("a %s decision without its update", d.Type)
+			}
+			r.Attrs = wire.UpdateAttrs{UpdateID: d.Update.UpdateID, Name: d.Update.Name, Args: d.Update.Args}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.UpdateAttrs
+			return d.Update != nil && json.Unmarshal(raw, &a) == nil && a.UpdateID == d.Update.UpdateID && a.Name == d.Update.Name
+		},
+	},
+	wire.DecisionCompleteUpdate: {
+		event: wire.EventWorkflowUpdateCompleted,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			if d.Update == nil || d.Update.UpdateID == "" {
+				return fmt.Errorf("a %s decision without its update", d.Type)
+			}
+			r.Attrs = wire.UpdateAttrs{UpdateID: d.Update.UpdateID, Result: d.Update.Result, Failure: d.Update.Failure}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.UpdateAttrs
+			return d.Update != nil && json.Unmarshal(raw, &a) == nil && a.UpdateID == d.Update.UpdateID &&
+				(a.Failure == nil) == (d.Update.Failure == nil) && wire.SameJSON(a.Result, d.Update.Result)
+		},
+	},
 	wire.DecisionContinueAsNew: {
 		event: wire.EventWorkflowContinuedAsNew,
 		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {

@@ -128,6 +128,12 @@ func SignalCommandID(executionID, key string) string {
 	return derive("signal", executionID, key)
 }
 
+// UpdateCommandID is the command id, and the update id, of a keyed
+// update asked of an execution: a retry is the same command.
+func UpdateCommandID(executionID, key string) string {
+	return derive("update", executionID, key)
+}
+
 // SignalWithStartCommandID is the command id of a keyed signal-with-start.
 func SignalWithStartCommandID(workflowName, workflowID, key string) string {
 	return derive("signal-with-start", workflowName, workflowID, key)

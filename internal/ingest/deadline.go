@@ -21,7 +21,18 @@ import (
 // readRoute says whether a route pattern is one of the API's reads, run
 // under the read deadline.
 func readRoute(pattern string) bool {
+	if longPollRoute(pattern) {
+		return false
+	}
 	return strings.HasPrefix(pattern, "GET /api/harvest/") || strings.HasPrefix(pattern, "GET /v1/runs/")
+}
+
+// longPollRoute says whether a read route can wait (its ?wait=) for what
+// it reads to change: it bounds each of its reads by the read deadline
+// itself (readContext), not the request whole.
+func longPollRoute(pattern string) bool {
+	return strings.HasPrefix(pattern, "GET /api/harvest/executions/{execution_id}/updates/") ||
+		strings.HasPrefix(pattern, "GET /api/harvest/executions/{execution_id}/state/")
 }
 
 // withReadDeadline runs h with a context that ends after d.

@@ -52,7 +52,8 @@ package ingest
 //     store). errors.go: the JSON answers and errors.
 //   - The writing routes: start.go (starts, and answering a keyed start's
 //     replay from its claim), signal.go (signals and signal-with-start),
-//     cancel.go (cancel and terminate), hooks.go (webhook deliveries),
+//     cancel.go (cancel and terminate), updates.go (updates, waiting
+//     for their answers, and reading them), hooks.go (webhook deliveries),
 //     arcflow.go (ArcFlow-compatible runs and their signed external
 //     callbacks), admission.go (closing and opening admission gates),
 //     retention.go (what is past retention, and pruning it).

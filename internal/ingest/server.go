@@ -25,10 +25,13 @@ import (
 
 // Server serves Harvest's HTTP API.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	waiters   *outcomeWaiters
-	sub       *nats.Subscription
+	cfg     Config
+	log     *slog.Logger
+	waiters *outcomeWaiters
+	updates *updateWaiters
+	sub     *nats.Subscription
+	// updateSub wakes the requests waiting on updates (updates.go).
+	updateSub *nats.Subscription
 	mux       *routeMux
 	handler   http.Handler // mux, wrapped (guard.go)
 	metrics   *metrics
@@ -68,7 +71,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
+	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), updates: newUpdateWaiters(), mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile),
 		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg), started: time.Now().UTC(),
@@ -125,6 +128,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/terminate", s.guard(auth.ScopeCancel, params(s.handleTerminate)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.guard(auth.ScopeRead, params(s.handleGetExecution)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.guard(auth.ScopeRead, params(s.handleGetHistory)))
+	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/updates/{name}", s.guard(auth.ScopeSignal, params(s.handleUpdate, "wait")))
+	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/updates/{update_id}", s.guard(auth.ScopeRead, params(s.handleGetUpdate, "wait")))
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, params(s.handleGetCommand)))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, params(s.handleListDead, "shard", "before", "limit")))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, params(s.handleGetDead)))
@@ -170,8 +175,13 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to outcomes: %w", err)
 	}
 	s.sub = sub
+	if s.updateSub, err = s.cfg.NC.Subscribe(broker.UpdateSubjects, s.updates.deliver); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("subscribe to updates: %w", err)
+	}
 	if err := s.startReplayCheck(); err != nil {
 		_ = sub.Unsubscribe()
+		_ = s.updateSub.Unsubscribe()
 		return err
 	}
 	if s.hasDB() {
@@ -182,6 +192,7 @@ func (s *Server) Start(ctx context.Context) error {
 		if s.pages, err = historypage.Serve(s.cfg.NC, pools, s.log); err != nil {
 			s.stopReplayCheck()
 			_ = sub.Unsubscribe()
+			_ = s.updateSub.Unsubscribe()
 			return err
 		}
 	}
@@ -192,6 +203,9 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) Stop(_ context.Context) error {
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
+	}
+	if s.updateSub != nil {
+		_ = s.updateSub.Unsubscribe()
 	}
 	s.stopReplayCheck()
 	s.pages.Stop()

@@ -38,7 +38,7 @@ var wireTypes = []any{
 	// Starts, signals, cancellations.
 	api.StartRequest{}, api.StartResponse{}, api.AcceptedResponse{},
 	api.StartPolicy{}, api.Throttle{}, api.Debounce{}, api.Batch{},
-	api.SignalResponse{}, api.SignalWithStartRequest{}, api.SignalWithStartResponse{},
+	api.SignalResponse{}, api.SignalWithStartRequest{}, api.SignalWithStartResponse{}, api.Update{},
 	api.CancelRequest{}, api.CancelResponse{}, api.TerminateRequest{}, api.TerminateResponse{},
 	// Reads.
 	api.CommandResponse{}, api.Execution{}, api.TaskFailing{}, api.HistoryWarning{}, api.ExportedHistory{}, api.ListExecutionsResponse{},
@@ -60,7 +60,7 @@ var wireTypes = []any{
 // notWire are package client's structs that are no HTTP body.
 var notWire = []string{
 	"Config", "Client", "StartOptions", "StartResult", "CommandStatus", "SignalWithStartOptions", "SignalWithStartResult", "CloseResult",
-	"ListOptions", "DeadCommandsOptions", "APIError", "PendingError", "ExecutionFailedError",
+	"ListOptions", "DeadCommandsOptions", "APIError", "PendingError", "ExecutionFailedError", "UpdateOptions",
 }
 
 func TestEveryWireTypeRoundTrips(t *testing.T) {

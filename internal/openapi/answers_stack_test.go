@@ -96,6 +96,29 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	status, _ = call("POST", start, "/api/harvest/workflows/collect/start", `{"input": {"count": 2}, "workflow_id": "oa-order", "reuse_policy": "reject_duplicate"}`)
 	require.Equal(t, http.StatusConflict, status)
 
+	status, data = call("POST", start, "/api/harvest/workflows/tally/start", `{"input": {"every": 100}}`)
+	require.Equal(t, http.StatusCreated, status)
+	tally := field(data, "execution_id")
+	update := "/api/harvest/executions/{execution_id}/updates/{name}"
+	status, data = call("POST", update, "/api/harvest/executions/"+tally+"/updates/add", `5`, "Idempotency-Key", "oa-upd-1")
+	require.Equal(t, http.StatusOK, status, "%s", data)
+	updateID := field(data, "update_id")
+	status, _ = call("POST", update, "/api/harvest/executions/"+tally+"/updates/add", `-5`)
+	require.Equal(t, http.StatusUnprocessableEntity, status)
+	status, _ = call("POST", update, "/api/harvest/executions/"+tally+"/updates/subtract", `5`)
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("POST", update, "/api/harvest/executions/"+tally+"/updates/add?wait=soon", `5`)
+	require.Equal(t, http.StatusBadRequest, status)
+	status, _ = call("POST", update, "/api/harvest/executions/"+tally+"/updates/add", `"`+strings.Repeat("x", 70<<10)+`"`)
+	require.Equal(t, http.StatusRequestEntityTooLarge, status)
+	getUpdate := "/api/harvest/executions/{execution_id}/updates/{update_id}"
+	status, _ = call("GET", getUpdate, "/api/harvest/executions/"+tally+"/updates/"+updateID+"?wait=1s", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", getUpdate, "/api/harvest/executions/"+tally+"/updates/00000000-0000-0000-0000-000000000000", "")
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("GET", getUpdate, "/api/harvest/executions/"+tally+"/updates/nope", "")
+	require.Equal(t, http.StatusBadRequest, status)
+
 	signal := "/api/harvest/workflows/{execution_id}/signal/{signal_name}"
 	status, _ = call("POST", signal, "/api/harvest/workflows/"+waiting+"/signal/item", `{"sku": "A"}`, "Idempotency-Key", "oa-sig-1")
 	require.Equal(t, http.StatusAccepted, status)
@@ -161,6 +184,8 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	status, _ = call("POST", terminate, "/api/harvest/executions/"+done+"/terminate", "")
 	require.Equal(t, http.StatusOK, status)
+	status, _ = call("POST", update, "/api/harvest/executions/"+done+"/updates/add", `5`)
+	require.Equal(t, http.StatusConflict, status, "closed")
 	status, _ = call("POST", terminate, "/api/harvest/executions/00000000-0000-0000-0000-000000000000/terminate", "")
 	require.Equal(t, http.StatusNotFound, status)
 	status, _ = call("GET", list, list+"?workflow_name=collect", "")

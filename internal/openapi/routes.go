@@ -200,6 +200,29 @@ var Routes = []Route{
 		Responses: errs(map[int]Answer{200: {"The events.", api.HistoryResponse{}}}, with(guarded, 400, 404)...),
 	},
 	{
+		Method: "POST", Path: "/api/harvest/executions/{execution_id}/updates/{name}", ID: "updateExecution", Tag: "executions", Scope: "signal",
+		Summary: "Ask a running execution for an update, which its workflow answers",
+		Description: "The body is the update's arguments, any JSON up to 64 KiB (empty is null). The workflow's handler for name " +
+			"(harvest.SetUpdateHandler) answers it; its validator may refuse it (422 update_rejected), which writes nothing to the history. " +
+			"With an Idempotency-Key the update is asked once per chain of continued runs: a request that repeats the key is answered " +
+			"with the first one's update (deduplicated). An update to a run that continued as new goes to the chain's newest run. " +
+			"The request waits up to 20 s for the answer (wait=completed) or for the workflow to accept the update (wait=accepted); " +
+			"read it later with GET .../updates/{update_id}.",
+		Headers: []Param{idempotencyKey}, Body: json.RawMessage(nil),
+		Query: []Param{{Name: "wait", Description: "completed (the default): answer once the handler returned; accepted: once the workflow accepted it."}},
+		Responses: errs(map[int]Answer{
+			200: {"The update's answer: completed with the handler's result, or failed with its error.", api.Update{}},
+			202: {"Not answered yet (accepted, or requested): read it with GET .../updates/{update_id}.", api.Update{}},
+		}, with(guarded, 400, 404, 409, 413, 422, 429)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/executions/{execution_id}/updates/{update_id}", ID: "getUpdate", Tag: "executions", Scope: "read",
+		Summary:     "Read an update of an execution",
+		Description: "With wait (a duration up to 30s), the answer comes once the update has its answer, or when the wait ends, as it then stands.",
+		Query:       []Param{{Name: "wait", Description: "How long to wait for the update's answer: 0s to 30s."}},
+		Responses:   errs(map[int]Answer{200: {"The update.", api.Update{}}}, with(guarded, 400, 404)...),
+	},
+	{
 		Method: "POST", Path: "/api/harvest/executions/{execution_id}/cancel", ID: "cancelExecution", Tag: "executions", Scope: "cancel",
 		Summary: "Ask a running execution to cancel", Body: api.CancelRequest{},
 		Responses: errs(map[int]Answer{

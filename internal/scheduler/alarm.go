@@ -205,6 +205,7 @@ func (r *runner) committed(ctx context.Context, writes *store.Writes) error {
 	r.known.remember(writes)
 	r.forgetTasks(writes)
 	r.announce(writes.Outcomes)
+	r.announceUpdates(writes.UpdateChanges)
 	return r.publish(ctx, writes.Outbox)
 }
 

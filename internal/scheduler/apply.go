@@ -91,6 +91,9 @@ type batch struct {
 	tentative map[store.ClaimRef]string
 	// signalClaims holds the keyed signals already delivered.
 	signalClaims map[store.SignalRef]bool
+	// updateKeys holds the updates the batch's keyed updates name, by key
+	// in their chain, as they stand.
+	updateKeys map[store.UpdateKeyRef]string
 
 	// policyKeys holds the state of the start policy keys the batch's
 	// starts under a policy use; priorOutcomes the outcomes those starts'
@@ -302,9 +305,14 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	// workflow_id resolves to; a signal's against its execution's chain
 	// of continued runs, whose newest run it reaches.
 	var swsRefs []store.SignalRef
+	var updRefs []store.UpdateKeyRef
 	chains := map[string]bool{}
 	for _, c := range pending {
 		switch {
+		case c.cmd.Kind == wire.KindUpdate:
+			if e := b.execs[c.cmd.Update.ExecutionID]; e != nil && c.cmd.Update.IdempotencyKey != "" {
+				updRefs = append(updRefs, store.UpdateKeyRef{ChainID: e.Chain(), IdempotencyKey: c.cmd.Update.IdempotencyKey})
+			}
 		case c.cmd.Kind == wire.KindSignalWithStart && c.cmd.Signal.IdempotencyKey != "":
 			if e := latest[store.WorkflowRef{WorkflowName: c.cmd.Start.WorkflowName, WorkflowID: c.cmd.Start.WorkflowID}]; e != nil {
 				swsRefs = append(swsRefs, store.SignalRef{ExecutionID: e.Chain(), IdempotencyKey: c.cmd.Signal.IdempotencyKey})
@@ -324,6 +332,7 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		}
 	}
 	reads.LoadSignalClaims(swsRefs, b.signalClaims)
+	reads.LoadUpdateKeys(updRefs, b.updateKeys)
 	b.chainsLatest = make(map[string]*store.Execution, len(chains))
 	reads.LoadChainsLatest(slices.Collect(maps.Keys(chains)), b.chainsLatest)
 	if err := reads.Send(ctx, tx); err != nil {

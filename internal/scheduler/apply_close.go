@@ -22,6 +22,7 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 		e.PruneAfter = &pruneAfter
 	}
 	b.writes.ExecutionsClosed = append(b.writes.ExecutionsClosed, e.ExecutionID)
+	b.closeUpdates(e, status)
 	b.appendEvent(e, event, attrs)
 	if e.CompletionCallback != nil && status != wire.StatusContinuedAsNew {
 		// A chain's callback is delivered when its last run closes.

@@ -59,6 +59,7 @@ func (b *batch) continueAsNew(e *store.Execution, d *wire.Decision, baseSeq int)
 	id := b.mintExecutionID()
 	can.NewExecutionID = id
 	e.ContinuedAs = id
+	requested := takeRequested(e)
 	b.close(e, wire.StatusContinuedAsNew, wire.EventWorkflowContinuedAsNew, wire.WorkflowClosedAttrs{ContinueAsNew: &can})
 	e.WFTOutstanding, e.WFTDirty = false, false
 
@@ -71,6 +72,7 @@ func (b *batch) continueAsNew(e *store.Execution, d *wire.Decision, baseSeq int)
 		s.StartedBy = *e.StartedBy
 	}
 	next := b.newExecutionFrom(s, id, e)
+	b.giveUpdates(next, requested)
 	for _, ev := range moved {
 		// Its key, if any, is claimed under the chain already.
 		b.appendEvent(next, wire.EventSignalReceived, ev.Attrs)

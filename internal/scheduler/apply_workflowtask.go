@@ -25,6 +25,12 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		}
 		return
 	}
+	if !validUpdates(e, r) {
+		// Not what the task it answers could decide: a worker's fault.
+		// The task goes again at its deadline.
+		b.logFor(r.ExecutionID).Warn("dropping a workflow task result whose updates the execution does not have in flight", "task_id", r.TaskID)
+		return
+	}
 	e.WFTOutstanding = false
 	e.TaskFailing = nil // the code runs again
 	if r.BaseSeq > 0 && r.BaseSeq <= e.LastSeq {
@@ -55,9 +61,18 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	if taskTime.IsZero() {
 		taskTime = b.now // a worker that does not say
 	}
-	typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime, storableText(r.BuildID))
-	attrs.ContinueAsNewSuggested = r.ContinueAsNewSuggested // what its code read (checkHistories)
-	b.appendEvent(e, typ, attrs)
+	// The updates the task refused are answered first: refused, they
+	// have no part in what the task decided.
+	for i := range r.Rejections {
+		b.rejectUpdate(e, &r.Rejections[i])
+	}
+	if !r.Idle || len(r.Decisions) > 0 || len(r.Eager) > 0 {
+		typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime, storableText(r.BuildID))
+		attrs.ContinueAsNewSuggested = r.ContinueAsNewSuggested // what its code read (checkHistories)
+		b.appendEvent(e, typ, attrs)
+	}
+	// An idle task (it only refused updates: nothing new was visible to
+	// its code, and it decided nothing) leaves no trace in the history.
 	for i := range r.Decisions {
 		if e.Status != wire.StatusRunning {
 			break
@@ -92,6 +107,10 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			// recorded after what the task saw, is not seen by the
 			// workflow.
 			b.writes.CancelledTimers = append(b.writes.CancelledTimers, store.WorkflowTimerRef{ExecutionID: e.ExecutionID, TimerID: d.TimerID})
+		case d.Type == wire.DecisionAcceptUpdate:
+			b.acceptUpdate(e, d)
+		case d.Type == wire.DecisionCompleteUpdate:
+			b.completeUpdate(e, d)
 		}
 		b.appendEvent(e, rec.Event, rec.Attrs)
 	}
@@ -314,6 +333,9 @@ func (b *batch) workflowTaskPayload(e *store.Execution, taskID, redispatch int, 
 		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
 		TaskQueue: e.TaskQueue, TaskID: taskID, History: events, Redispatch: redispatch, Time: b.now,
 		ContinueAsNewSuggested: b.limits.suggestsContinueAsNew(e),
+	}
+	for _, f := range e.Updates.Requested() {
+		task.Updates = append(task.Updates, wire.UpdateRequest{UpdateID: f.UpdateID, Name: f.Name, Args: f.Args})
 	}
 	if len(events) > 0 && events[0].Seq > 1 {
 		task.HistoryFrom = events[0].Seq

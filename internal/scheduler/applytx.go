@@ -66,6 +66,7 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		}
 	}
 	r.announce(writes.Outcomes)
+	r.announceUpdates(writes.UpdateChanges)
 	return writes, r.publish(ctx, writes.Outbox)
 }
 
@@ -162,6 +163,18 @@ func (r *runner) announce(outcomes []store.OutcomeRow) {
 			var out wire.Outcome
 			_ = json.Unmarshal(o.Payload, &out) // for the log only
 			logattr.With(r.log, out.ExecutionID, out.WorkflowName, o.CommandID).Debug("announce outcome", "err", err)
+		}
+	}
+}
+
+// announceUpdates tells the ingest requests waiting on updates that a
+// batch just changed them (broker.UpdateSubject): they read the update
+// from PostgreSQL, where a reader that misses the message finds it too.
+func (r *runner) announceUpdates(changes []store.UpdateChange) {
+	nc := r.s.cfg.Topology.JS.Conn()
+	for _, c := range changes {
+		if err := nc.Publish(broker.UpdateSubject(c.UpdateID), []byte(c.Status)); err != nil {
+			r.log.Debug("announce update", "update_id", c.UpdateID, "err", err)
 		}
 	}
 }

@@ -122,6 +122,20 @@ var commandKinds = map[string]commandKind{
 		},
 		apply: func(b *batch, c seqCommand) { b.workflowTaskFailed(c.cmd.TaskFailure) },
 	},
+	wire.KindUpdate: {
+		valid: func(c *wire.Command) bool {
+			return c.Update != nil && c.Update.Name != "" && validUUID(c.Update.UpdateID)
+		},
+		gather: func(g *gathering, c seqCommand) {
+			// Its key is looked up under its execution's chain once the
+			// execution is read: a second round trip.
+			g.readFree = false
+			if validUUID(c.cmd.Update.ExecutionID) {
+				g.execution(c.cmd.Update.ExecutionID)
+			}
+		},
+		apply: (*batch).update,
+	},
 	wire.KindDuplicate: {
 		valid: func(c *wire.Command) bool { return validDuplicate(c.Duplicate) },
 		apply: func(b *batch, c seqCommand) { b.duplicate(c.cmd.Duplicate) },

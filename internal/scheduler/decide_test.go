@@ -26,6 +26,27 @@ var decisionSamples = map[string]wire.Decision{
 	wire.DecisionCompleteWorkflow: {Type: wire.DecisionCompleteWorkflow, Result: json.RawMessage(`{"ok":true}`)},
 	wire.DecisionFailWorkflow:     {Type: wire.DecisionFailWorkflow, Failure: &wire.Failure{Type: "Boom", Message: "it broke"}},
 	wire.DecisionContinueAsNew:    {Type: wire.DecisionContinueAsNew, ContinueAsNew: &wire.ContinueAsNewAttrs{Input: json.RawMessage(`{"page":2}`)}},
+	wire.DecisionAcceptUpdate: {Type: wire.DecisionAcceptUpdate, Update: &wire.UpdateAttrs{UpdateID: sampleUpdateID, Name: "add_item",
+		Args: json.RawMessage(`"apple"`)}},
+	wire.DecisionCompleteUpdate: {Type: wire.DecisionCompleteUpdate, Update: &wire.UpdateAttrs{UpdateID: sampleUpdateID, Result: json.RawMessage(`2`)}},
+}
+
+// sampleUpdateID is the update of the update decisions' samples.
+const sampleUpdateID = "0190f0c4-0000-7000-8000-000000000001"
+
+// sampleDecisions are the decisions of a task that takes sample d, and
+// the command that comes first: an update's (in flight before a task
+// takes it), which a completion's task accepts first.
+func sampleDecisions(d wire.Decision, executionID string) ([]wire.Decision, *wire.Command) {
+	if d.Update == nil {
+		return []wire.Decision{d}, nil
+	}
+	cmd := &wire.Command{CommandID: sampleUpdateID, Kind: wire.KindUpdate, Update: &wire.UpdateCommand{ExecutionID: executionID,
+		UpdateID: sampleUpdateID, Name: "add_item", Args: json.RawMessage(`"apple"`)}}
+	if d.Type == wire.DecisionCompleteUpdate {
+		return []wire.Decision{decisionSamples[wire.DecisionAcceptUpdate], d}, cmd
+	}
+	return []wire.Decision{d}, cmd
 }
 
 // TestEveryDecisionIsAppliedAsDecideRecordsIt holds the scheduler, on
@@ -43,8 +64,12 @@ func TestEveryDecisionIsAppliedAsDecideRecordsIt(t *testing.T) {
 		t.Run(typ+"/postgres", func(t *testing.T) {
 			t.Parallel()
 			f := newEagerFixture(t)
+			decisions, first := sampleDecisions(d, f.exec)
+			if first != nil {
+				f.apply(t, *first)
+			}
 			f.apply(t, wire.Command{CommandID: dedup.WorkflowTaskCommandID(f.exec, f.task.TaskID), Kind: wire.KindWorkflowTaskCompleted,
-				WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: f.exec, TaskID: f.task.TaskID, BaseSeq: 1, Decisions: []wire.Decision{d}}})
+				WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: f.exec, TaskID: f.task.TaskID, BaseSeq: 1, Decisions: decisions}})
 			var last wire.Event
 			require.NoError(t, f.db.QueryRow(t.Context(), `SELECT seq, type, attrs FROM history_events WHERE execution_id = $1 ORDER BY seq DESC LIMIT 1`,
 				f.exec).Scan(&last.Seq, &last.Type, &last.Attrs))
@@ -62,8 +87,13 @@ func TestEveryDecisionIsAppliedAsDecideRecordsIt(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, out.WorkflowTasks, 1)
 			task := out.WorkflowTasks[0]
+			decisions, first := sampleDecisions(d, task.ExecutionID)
+			if first != nil {
+				_, err = m.Apply(ctx, now, first)
+				require.NoError(t, err)
+			}
 			_, err = m.Apply(ctx, now, &wire.Command{CommandID: dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID), Kind: wire.KindWorkflowTaskCompleted,
-				WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, BaseSeq: 1, Decisions: []wire.Decision{d}}})
+				WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, BaseSeq: 1, Decisions: decisions}})
 			require.NoError(t, err)
 			_, hist, ok := m.Execution(task.ExecutionID)
 			require.True(t, ok)

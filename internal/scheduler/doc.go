@@ -40,7 +40,9 @@ package scheduler
 //     apply_activity.go (results, heartbeats, attempts and their
 //     dispatch), apply_duplicate.go, apply_close.go (closing an
 //     execution; cancel and terminate), apply_continue.go (a run that
-//     continues as new, its next run, and the signals it passes on).
+//     continues as new, its next run, and the signals it passes on),
+//     apply_update.go (updates: admitted, accepted, answered, refused,
+//     failed as their run closes, moved to the run it continued as).
 //   - history_limits.go: what each history is held to, checked once a
 //     batch is applied: the warning, the failure past the hard limit,
 //     the suggestion to continue as new a workflow task carries.

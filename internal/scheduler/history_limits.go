@@ -18,6 +18,10 @@ const (
 	DefaultHistoryMaxBytes      = 50 << 20
 	DefaultHistorySuggestEvents = 4096
 	DefaultHistorySuggestBytes  = 4 << 20
+	// DefaultUpdateMaxInFlight and DefaultUpdateMaxPerRun bound a run's
+	// updates (HistoryLimits.UpdateMaxInFlight, UpdateMaxPerRun).
+	DefaultUpdateMaxInFlight = 10
+	DefaultUpdateMaxPerRun   = 2000
 )
 
 // HistoryLimits are what an execution's history is held to, in events
@@ -31,13 +35,21 @@ const (
 // A zero field means its default; a threshold left zero is its default
 // capped at the hard limit, so that lowering only the hard limit (a test's
 // small limits) is enough.
+//
+// UpdateMaxInFlight and UpdateMaxPerRun bound a run's updates, which
+// each add to its history and its workflow tasks: how many may be in
+// flight (requested or accepted, not answered) at once, and how many a
+// run may be asked for in all; past either, an update is refused with
+// 429 update_limit (a run that continues as new starts counting anew).
 type HistoryLimits struct {
-	WarnEvents    int
-	WarnBytes     int64
-	MaxEvents     int
-	MaxBytes      int64
-	SuggestEvents int
-	SuggestBytes  int64
+	WarnEvents        int
+	WarnBytes         int64
+	MaxEvents         int
+	MaxBytes          int64
+	SuggestEvents     int
+	SuggestBytes      int64
+	UpdateMaxInFlight int
+	UpdateMaxPerRun   int
 }
 
 // WithDefaults is l with its zero fields filled in.
@@ -60,6 +72,12 @@ func (l HistoryLimits) WithDefaults() HistoryLimits {
 	if l.SuggestBytes == 0 {
 		l.SuggestBytes = min(DefaultHistorySuggestBytes, l.MaxBytes)
 	}
+	if l.UpdateMaxInFlight == 0 {
+		l.UpdateMaxInFlight = DefaultUpdateMaxInFlight
+	}
+	if l.UpdateMaxPerRun == 0 {
+		l.UpdateMaxPerRun = DefaultUpdateMaxPerRun
+	}
 	return l
 }
 
@@ -72,6 +90,7 @@ func (l HistoryLimits) Validate() error {
 	}{
 		{"WarnEvents", int64(l.WarnEvents)}, {"WarnBytes", l.WarnBytes}, {"MaxEvents", int64(l.MaxEvents)},
 		{"MaxBytes", l.MaxBytes}, {"SuggestEvents", int64(l.SuggestEvents)}, {"SuggestBytes", l.SuggestBytes},
+		{"UpdateMaxInFlight", int64(l.UpdateMaxInFlight)}, {"UpdateMaxPerRun", int64(l.UpdateMaxPerRun)},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("history limits: %s %d: want a positive number", f.name, f.v)

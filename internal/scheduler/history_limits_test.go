@@ -21,8 +21,9 @@ import (
 func TestHistoryLimitsDefaultsAndValidate(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, HistoryLimits{WarnEvents: 10_000, WarnBytes: 10 << 20, MaxEvents: 50_000, MaxBytes: 50 << 20,
-		SuggestEvents: 4096, SuggestBytes: 4 << 20}, HistoryLimits{}.WithDefaults())
-	require.Equal(t, HistoryLimits{WarnEvents: 20, WarnBytes: 10 << 20, MaxEvents: 20, MaxBytes: 50 << 20, SuggestEvents: 20, SuggestBytes: 4 << 20},
+		SuggestEvents: 4096, SuggestBytes: 4 << 20, UpdateMaxInFlight: 10, UpdateMaxPerRun: 2000}, HistoryLimits{}.WithDefaults())
+	require.Equal(t, HistoryLimits{WarnEvents: 20, WarnBytes: 10 << 20, MaxEvents: 20, MaxBytes: 50 << 20, SuggestEvents: 20, SuggestBytes: 4 << 20,
+		UpdateMaxInFlight: 10, UpdateMaxPerRun: 2000},
 		HistoryLimits{MaxEvents: 20}.WithDefaults(), "unset thresholds are capped at the hard limit")
 	require.NoError(t, HistoryLimits{}.Validate())
 	require.NoError(t, HistoryLimits{MaxEvents: 20, MaxBytes: 100}.Validate())
@@ -32,6 +33,7 @@ func TestHistoryLimitsDefaultsAndValidate(t *testing.T) {
 	}{
 		{HistoryLimits{MaxEvents: -1}, "MaxEvents -1: want a positive number"},
 		{HistoryLimits{SuggestBytes: -1}, "SuggestBytes -1: want a positive number"},
+		{HistoryLimits{UpdateMaxInFlight: -1}, "UpdateMaxInFlight -1: want a positive number"},
 		{HistoryLimits{WarnEvents: 60_000}, "WarnEvents 60000 is above MaxEvents 50000"},
 		{HistoryLimits{WarnBytes: 11, MaxBytes: 10}, "WarnBytes 11 is above MaxBytes 10"},
 		{HistoryLimits{SuggestEvents: 11, MaxEvents: 10}, "SuggestEvents 11 is above MaxEvents 10"},

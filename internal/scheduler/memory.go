@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -58,7 +59,11 @@ type Memory struct {
 	lastTimer  int64
 	claims     map[store.ClaimRef]store.Claim
 	signals    map[store.SignalRef]bool
+	updates    map[string]*store.Update
+	updateKeys map[store.UpdateKeyRef]string
 	seq        int64
+	// at is the time of the batch being written.
+	at time.Time
 }
 
 // NewMemory returns an empty shard.
@@ -85,6 +90,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		env: env, execs: map[string]*store.Execution{}, latest: map[store.WorkflowRef]*store.Execution{},
 		activities: map[store.ActivityRef]*store.Activity{}, history: map[string][]wire.Event{}, timers: map[int64]store.Timer{},
 		claims: map[store.ClaimRef]store.Claim{}, signals: map[store.SignalRef]bool{},
+		updates: map[string]*store.Update{}, updateKeys: map[store.UpdateKeyRef]string{},
 	}, nil
 }
 
@@ -110,10 +116,12 @@ func (m *Memory) Apply(ctx context.Context, now time.Time, cmd *wire.Command) (D
 		return Dispatched{}, errors.New("memory shard: starts under a start policy are not supported")
 	}
 	m.seq++
+	m.at = now.UTC()
 	b := newBatch(ctx, m.env, now.UTC(), m.seq-1)
 	// The batch works on the shard's own rows, as a transaction works on
 	// the rows it locked: every execution, activity and key is "read".
 	b.execs, b.activities, b.byWorkflow, b.signalClaims = m.execs, m.activities, m.latest, m.signals
+	b.updateKeys = maps.Clone(m.updateKeys) // the write records the batch's
 	b.claims = map[store.ClaimRef]store.Claim{}
 	if s := cmd.Start; s != nil && cmd.Kind == wire.KindStart && s.IdempotencyKey != "" {
 		// ClaimStartKeys: a new key, or an expired claim, is taken for a
@@ -156,6 +164,7 @@ func (m *Memory) FireDue(ctx context.Context, now time.Time) (Dispatched, error)
 		return Dispatched{}, nil
 	}
 	slices.SortFunc(due, func(a, b store.Timer) int { return cmp.Or(a.FireAt.Compare(b.FireAt), cmp.Compare(a.ID, b.ID)) })
+	m.at = now.UTC()
 	b := newBatch(ctx, m.env, now.UTC(), m.seq)
 	b.execs, b.activities = m.execs, m.activities
 	w, err := b.fire(ctx, m.histories, m.env.taskQueued, due)
@@ -209,6 +218,12 @@ func (m *Memory) Prune(now time.Time) []string {
 			delete(m.signals, ref)
 		}
 	}
+	for id, u := range m.updates {
+		if !live[u.ChainID] {
+			delete(m.updates, id)
+			delete(m.updateKeys, store.UpdateKeyRef{ChainID: u.ChainID, IdempotencyKey: u.IdempotencyKey})
+		}
+	}
 	slices.Sort(pruned)
 	return pruned
 }
@@ -220,6 +235,15 @@ func (m *Memory) Execution(id string) (store.Execution, []wire.Event, bool) {
 		return store.Execution{}, nil, false
 	}
 	return *e, slices.Clone(m.history[id]), true
+}
+
+// Update returns a copy of an update.
+func (m *Memory) Update(id string) (store.Update, bool) {
+	u, ok := m.updates[id]
+	if !ok {
+		return store.Update{}, false
+	}
+	return *u, true
 }
 
 // LiveClaim returns the execution a start key resolves to at now.
@@ -264,6 +288,19 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 	}
 	for _, ref := range w.SignalClaims {
 		m.signals[ref] = true
+	}
+	for _, u := range w.NewUpdates {
+		kept := *u
+		kept.Status, kept.CreatedAt, kept.UpdatedAt = store.UpdateRequested, m.at, m.at
+		m.updates[u.UpdateID] = &kept
+		if u.IdempotencyKey != "" {
+			m.updateKeys[store.UpdateKeyRef{ChainID: u.ChainID, IdempotencyKey: u.IdempotencyKey}] = u.UpdateID
+		}
+	}
+	for _, c := range w.UpdateChanges {
+		if u := m.updates[c.UpdateID]; u != nil {
+			u.ExecutionID, u.Status, u.Result, u.Failure, u.ErrorCode, u.UpdatedAt = c.ExecutionID, c.Status, c.Result, c.Failure, c.ErrorCode, m.at
+		}
 	}
 	// Inserted, then deleted, in store.Write's order.
 	for _, tm := range w.NewTimers {

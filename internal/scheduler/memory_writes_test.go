@@ -28,6 +28,8 @@ var memoryWrites = map[string]bool{
 	"CancelledTimers":   true,
 	"WorkflowTasksDone": true,
 	"SignalClaims":      true,
+	"NewUpdates":        true,
+	"UpdateChanges":     true,
 	"Outcomes":          true,
 	"Outbox":            true,
 	// The batch changes the shard's own rows in place.

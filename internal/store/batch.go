@@ -70,6 +70,11 @@ type Writes struct {
 	Callbacks []CallbackDelivery
 	// SignalClaims record keyed signals delivered.
 	SignalClaims []SignalRef
+	// NewUpdates are updates requested; UpdateChanges what the batch
+	// changed of updates (their status, answer or run). The runner
+	// announces the changes once the batch commits (UpdateSubject).
+	NewUpdates    []*Update
+	UpdateChanges []UpdateChange
 	// Duplicates are added to the counts of the claims they duplicated.
 	Duplicates DuplicateCounts
 	// Outcomes are the outcomes of the commands applied, stored by
@@ -124,6 +129,8 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 		b.Queue(`DELETE FROM timers WHERE timer_id = ANY($1)`, w.FiredTimers)
 	}
 	queueInsertSignalClaims(b, w.SignalClaims)
+	queueInsertUpdates(b, w.NewUpdates)
+	queueUpdateChanges(b, w.UpdateChanges)
 	queueInsertCallbacks(b, w.Shard, w.Callbacks)
 	queueDeleteClaims(b, w.DeleteClaims)
 	queueCountDuplicates(b, w.Duplicates)

@@ -24,7 +24,8 @@ package store
 //     and its types; add a query beside its table's others:
 //     executions.go, history.go (events), activities.go, claims.go (start
 //     idempotency claims, and a drain's report), signal_claims.go (keyed
-//     signals), duplicates.go (duplicates counted on claims, by the layer
+//     signals), updates.go (updates and a run's updates in flight),
+//     duplicates.go (duplicates counted on claims, by the layer
 //     that caught them), timers.go, callbacks.go (completion callbacks),
 //     policies.go (start policy keys and deferred starts), outbox.go,
 //     outcomes.go, dead.go (dead commands), versions.go (open executions

@@ -13,7 +13,7 @@ import (
 // PrunedTables are the tables a prune deletes an execution's rows from,
 // in the order it deletes them: every table with an execution_id column
 // (a test holds the schema to this list), the execution itself last.
-var PrunedTables = []string{"history_events", "activities", "timers", "signal_claims", "callback_deliveries", "start_claims", "executions"}
+var PrunedTables = []string{"history_events", "activities", "timers", "signal_claims", "workflow_updates", "callback_deliveries", "start_claims", "executions"}
 
 // pruneSettings make the planner take pruneCandidates' index scan in
 // prune_after order, which stops at the limit (PruneShard says why).
@@ -93,6 +93,13 @@ func PruneShard(ctx context.Context, db *pgxpool.Pool, owner string, lease Lease
 						SELECT coalesce(p.chain_id, p.execution_id) FROM executions AS p WHERE p.execution_id = ANY($1::uuid[]))
 					AND NOT EXISTS (SELECT 1 FROM executions AS x WHERE x.execution_id = sc.execution_id AND x.execution_id <> ALL($1::uuid[]))
 					AND NOT EXISTS (SELECT 1 FROM executions AS x WHERE x.chain_id = sc.execution_id AND x.execution_id <> ALL($1::uuid[]))`, ids)
+			case "workflow_updates":
+				// An update's key dedupes across its chain, as a signal's
+				// does: its row goes when the chain's last run goes.
+				q = b.Queue(`DELETE FROM workflow_updates AS u WHERE u.chain_id IN (
+						SELECT coalesce(p.chain_id, p.execution_id) FROM executions AS p WHERE p.execution_id = ANY($1::uuid[]))
+					AND NOT EXISTS (SELECT 1 FROM executions AS x WHERE x.execution_id = u.chain_id AND x.execution_id <> ALL($1::uuid[]))
+					AND NOT EXISTS (SELECT 1 FROM executions AS x WHERE x.chain_id = u.chain_id AND x.execution_id <> ALL($1::uuid[]))`, ids)
 			default:
 				q = b.Queue(`DELETE FROM `+pgx.Identifier{table}.Sanitize()+` WHERE execution_id = ANY($1::uuid[])`, ids)
 			}

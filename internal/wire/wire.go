@@ -23,6 +23,9 @@ const (
 	// complete: the replay diverged from the history, met a version the
 	// code does not support, or the workflow code panicked.
 	KindWorkflowTaskFailed = "wft_failed"
+	// KindUpdate asks a running execution's workflow code to answer an
+	// update (harvest.SetUpdateHandler).
+	KindUpdate = "update"
 )
 
 // Task kinds: the last token of a task subject.
@@ -77,6 +80,13 @@ const (
 	// EventWorkflowContinuedAsNew closes a run that continued as a new
 	// one: its attributes' continue_as_new names the new run.
 	EventWorkflowContinuedAsNew = "WorkflowContinuedAsNew"
+	// EventWorkflowUpdateAccepted records an accept_update decision: the
+	// workflow's validator took the update, whose handler then ran from
+	// there. A replay delivers the update again at the same point.
+	EventWorkflowUpdateAccepted = "WorkflowUpdateAccepted"
+	// EventWorkflowUpdateCompleted records a complete_update decision:
+	// the update's handler returned, with its result or its failure.
+	EventWorkflowUpdateCompleted = "WorkflowUpdateCompleted"
 )
 
 // ValidStatus reports whether s names an execution status.
@@ -125,6 +135,7 @@ type Command struct {
 	Terminate    *TerminateCommand    `json:"terminate,omitempty"`
 	Duplicate    *DuplicateCommand    `json:"duplicate,omitempty"`
 	TaskFailure  *WorkflowTaskFailure `json:"task_failure,omitempty"`
+	Update       *UpdateCommand       `json:"update,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
@@ -376,6 +387,15 @@ type WorkflowTaskResult struct {
 	// scheduler records each as that activity's attempt 1, instead of
 	// dispatching it.
 	Eager []ActivityResult `json:"eager,omitempty"`
+	// Rejections are the updates the task carried that the workflow did
+	// not take: its validator refused them, or it has no handler for
+	// their name. They are recorded on the updates, not in the history.
+	Rejections []UpdateRejection `json:"rejections,omitempty"`
+	// Idle says the task made nothing new visible to the workflow code
+	// and took no decision (it only refused updates): the scheduler
+	// records no WorkflowTaskCompleted for it, so that an update refused
+	// writes nothing to the history.
+	Idle bool `json:"idle,omitempty"`
 	// Next is the following workflow task, which the same worker ran over
 	// the history these decisions and Eager make (speculatively, with
 	// TaskID one more). The scheduler takes it only when nothing else
@@ -394,6 +414,8 @@ const (
 	DecisionRecordMarker     = "record_marker"
 	DecisionRecordVersion    = "record_version"
 	DecisionContinueAsNew    = "continue_as_new"
+	DecisionAcceptUpdate     = "accept_update"
+	DecisionCompleteUpdate   = "complete_update"
 )
 
 // ScheduledOptions are a schedule_activity decision's options as the
@@ -441,6 +463,8 @@ type Decision struct {
 	Failure *Failure `json:"failure,omitempty"`
 	// continue_as_new
 	ContinueAsNew *ContinueAsNewAttrs `json:"continue_as_new,omitempty"`
+	// accept_update, complete_update
+	Update *UpdateAttrs `json:"update,omitempty"`
 }
 
 // ContinueAsNewAttrs say how a run continues as a new one: the new run's
@@ -559,6 +583,10 @@ type WorkflowTask struct {
 	// ContinueAsNewSuggested while the task runs, recorded in its
 	// WorkflowTaskCompleted.
 	ContinueAsNewSuggested bool `json:"continue_as_new_suggested,omitempty"`
+	// Updates are the updates requested of the execution that no task has
+	// taken yet, oldest first: the task delivers each to the workflow
+	// code once it has run over the history (see UpdateRequest).
+	Updates []UpdateRequest `json:"updates,omitempty"`
 }
 
 // FirstSeq is the seq of History's first event: 1 for a task that
@@ -599,6 +627,51 @@ type ActivityTask struct {
 	PreviousOutcomeUnknown bool `json:"previous_outcome_unknown,omitempty"`
 }
 
+// UpdateCommand asks for an update of a running execution: the
+// workflow's handler for Name answers it with Args. UpdateID is the
+// command's id; an update with the same IdempotencyKey in the
+// execution's chain of continued runs is the same update.
+type UpdateCommand struct {
+	ExecutionID    string          `json:"execution_id"`
+	UpdateID       string          `json:"update_id"`
+	Name           string          `json:"name"`
+	Args           json.RawMessage `json:"args,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// UpdateRequest is an update a workflow task delivers to the code.
+type UpdateRequest struct {
+	UpdateID string          `json:"update_id"`
+	Name     string          `json:"name"`
+	Args     json.RawMessage `json:"args,omitempty"`
+}
+
+// UpdateAttrs are an accept_update or complete_update decision's update,
+// and the attributes of the WorkflowUpdateAccepted (UpdateID, Name, Args)
+// and WorkflowUpdateCompleted (UpdateID, Result or Failure) events.
+type UpdateAttrs struct {
+	UpdateID string          `json:"update_id"`
+	Name     string          `json:"name,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Failure  *Failure        `json:"failure,omitempty"`
+}
+
+// Why a workflow task did not take an update (UpdateRejection.Reason).
+const (
+	// UpdateRejectedByValidator: the handler's validator refused it.
+	UpdateRejectedByValidator = "rejected"
+	// UpdateRejectedUnknown: the workflow has no handler of its name.
+	UpdateRejectedUnknown = "unknown_update"
+)
+
+// UpdateRejection is an update a workflow task refused, and why.
+type UpdateRejection struct {
+	UpdateID string   `json:"update_id"`
+	Reason   string   `json:"reason"`
+	Failure  *Failure `json:"failure,omitempty"`
+}
+
 // Outcome is what the scheduler reports about an applied command: stored
 // in PostgreSQL under the command id (store.GetOutcome) and announced on
 // broker.OutcomeSubject once stored.
@@ -627,6 +700,9 @@ type Outcome struct {
 	HTTPStatus int    `json:"http_status,omitempty"`
 	// SignalDelivered says whether a signal command appended its signal.
 	SignalDelivered bool `json:"signal_delivered,omitempty"`
+	// UpdateID is the update an update command asked for, or the one
+	// with its key it repeated.
+	UpdateID string `json:"update_id,omitempty"`
 	// Deferred says a start's policy holds it back: the outcome is
 	// replaced by the execution's when the policy lets it begin.
 	Deferred  bool      `json:"deferred,omitempty"`
@@ -657,6 +733,8 @@ func (c *Command) TargetExecution() string {
 		return c.Terminate.ExecutionID
 	case c.Signal != nil && c.Kind == KindSignal:
 		return c.Signal.ExecutionID
+	case c.Update != nil:
+		return c.Update.ExecutionID
 	}
 	return ""
 }

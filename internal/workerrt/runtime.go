@@ -65,8 +65,13 @@ func (e *TaskFailureError) Unwrap() error { return e.Err }
 // (only those the last task did not see, on a cache hit).
 type WorkflowRun struct {
 	Decisions []wire.Decision
-	Cached    bool
-	Events    int
+	// Rejections are the updates the task carried that the code refused;
+	// Idle says the task showed the code nothing new and it decided
+	// nothing (wire.WorkflowTaskResult).
+	Rejections []wire.UpdateRejection
+	Idle       bool
+	Cached     bool
+	Events     int
 }
 
 // Attempt is what the user's code for one activity attempt needs from the

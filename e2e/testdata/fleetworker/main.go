@@ -31,7 +31,8 @@ type ChainInput struct {
 	Values []int `json:"values,omitempty"`
 }
 
-// chainValue is a value for chaos_chain; -1 ends the chain.
+// chainValue is a value for chaos_chain, as a signal (values come as
+// updates of the same name too); -1 ends the chain.
 var chainValue = harvest.NewSignal[int]("v")
 
 // Ran says which workers ran a fleet workflow and its activity.
@@ -90,17 +91,44 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			// while the run was deciding must move to the next run
 			// (continue-as-new's carry), neither lost nor taken twice.
 			harvest.RegisterWorkflow(w, "chaos_chain", func(ctx *harvest.WorkflowContext, in ChainInput) ([]int, error) {
-				for range max(in.Every, 1) {
-					v, err := chainValue.Receive(ctx)
+				// Values come as signals "v" and as updates "v", each
+				// answered with the values so far once it is taken.
+				taken, ended := 0, false
+				take := func(v int) {
+					if v == -1 {
+						ended = true
+						return
+					}
+					in.Values = append(in.Values, v)
+					taken++
+				}
+				if err := harvest.SetUpdateHandler(ctx, "v", func(_ *harvest.WorkflowContext, v int) ([]int, error) {
+					take(v)
+					return append([]int{}, in.Values...), nil
+				}); err != nil {
+					return nil, err
+				}
+				values := chainValue.Channel(ctx)
+				for {
+					switch {
+					case ended:
+						return append([]int{}, in.Values...), nil
+					case taken >= max(in.Every, 1):
+						return nil, harvest.ContinueAsNew(ctx, in)
+					}
+					seen := taken
+					if err := harvest.Await(ctx, func() bool { return values.HasPending() || taken != seen || ended }); err != nil {
+						return nil, err
+					}
+					var v int
+					ok, err := values.ReceiveAsync(&v)
 					if err != nil {
 						return nil, err
 					}
-					if v == -1 {
-						return append([]int{}, in.Values...), nil
+					if ok {
+						take(v)
 					}
-					in.Values = append(in.Values, v)
 				}
-				return nil, harvest.ContinueAsNew(ctx, in)
 			})
 		}
 		if has("fleet_c") {

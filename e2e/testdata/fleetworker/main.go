@@ -85,6 +85,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			})
 		}
 		if has("chaos_chain") {
+			harvest.RegisterActivity(w, "chaos_chain_echo", func(_ *harvest.ActivityContext, v int) (int, error) { return v, nil })
 			// A chain of runs under the chaos suite's faults: each run
 			// takes Every values, then continues as new with the list.
 			// It does not drain the channel first: values that arrived
@@ -102,7 +103,14 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 					in.Values = append(in.Values, v)
 					taken++
 				}
-				if err := harvest.SetUpdateHandler(ctx, "v", func(_ *harvest.WorkflowContext, v int) ([]int, error) {
+				// An update's value goes through an activity first, so that
+				// its handler waits across workflow tasks: a worker killed
+				// between its accept and its answer leaves the update to a
+				// replay, which must run the handler on from the accept.
+				if err := harvest.SetUpdateHandler(ctx, "v", func(ctx *harvest.WorkflowContext, v int) ([]int, error) {
+					if err := harvest.ExecuteActivity(ctx, "chaos_chain_echo", v).Get(&v); err != nil {
+						return nil, err
+					}
 					take(v)
 					return append([]int{}, in.Values...), nil
 				}); err != nil {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -81,8 +82,12 @@ func (s *Server) page(data []byte, req *wire.HistoryPageRequest, pool *pgxpool.P
 	if err := json.Unmarshal(data, req); err != nil {
 		return wire.HistoryPageReply{Error: "a history page request that does not parse: " + err.Error()}
 	}
-	if u, err := uuid.Parse(req.ExecutionID); err != nil || u.String() != req.ExecutionID || req.From < 1 || req.To < req.From {
-		return wire.HistoryPageReply{Error: fmt.Sprintf("a history page request for %q, events %d to %d: want an execution id and 1 <= from <= to", req.ExecutionID, req.From, req.To)}
+	// A seq is a PostgreSQL integer: a bound past it is refused here, as
+	// a request that makes no sense, rather than by the driver as a
+	// failed read.
+	if u, err := uuid.Parse(req.ExecutionID); err != nil || u.String() != req.ExecutionID || req.From < 1 || req.To < req.From || req.To > math.MaxInt32 {
+		return wire.HistoryPageReply{Error: fmt.Sprintf("a history page request for %q, events %d to %d: want an execution id and 1 <= from <= to <= %d",
+			req.ExecutionID, req.From, req.To, math.MaxInt32)}
 	}
 	limit := s.nc.MaxPayload() - replyHeadroom
 	maxBytes := req.MaxBytes

@@ -139,6 +139,9 @@ func (c *workflowCache) run(fn workflowFunc, task *wire.WorkflowTask, opts map[s
 			err = errors.New("replay of a fresh execution found its history inconsistent")
 		}
 	}
+	if err == nil {
+		run.States = x.stateChanges()
+	}
 	if err != nil || x.returned {
 		x.close()
 		return run, err

@@ -49,7 +49,8 @@ package harvest
 //     typed Signals), signals_client.go (sending a typed Signal through
 //     package client), timers.go (Timer, Sleep), selector.go (Selector),
 //     versioning.go (GetVersion, Patched, DeprecatePatch: changing the
-//     code while executions run), continueasnew.go (ContinueAsNew).
+//     code while executions run), continueasnew.go (ContinueAsNew),
+//     querystate.go (SetQueryState: values read over the API).
 //   - What activity code calls: activity.go (ActivityContext, heartbeats,
 //     the errors that stop retries), activity_typed.go (typed
 //     Activities), activitykey.go (ActivityKey), ledger.go (Once and the

@@ -129,6 +129,12 @@ type execution struct {
 	// returned, which later calls return again.
 	versions      map[string]int
 	versionsGiven map[string]int
+	// states are the query states the code set (SetQueryState), by name,
+	// as JSON; sentStates what the worker last returned of them, so that
+	// a task's result carries only those that changed. Neither is
+	// history: a replay sets states again as its code runs.
+	states     map[string]json.RawMessage
+	sentStates map[string]json.RawMessage
 
 	// What workflow code sees.
 	tick       int // bumped as anything becomes visible; orders Select

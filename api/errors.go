@@ -46,6 +46,15 @@ const (
 	CodeMissingEventID            = "missing_event_id"
 	CodeUnroutableEvent           = "unroutable_event"
 	CodeReasonRequired            = "reason_required"
+	// CodeInvalidStateName refuses a query state's name that is not 1 to
+	// 128 bytes of letters, digits, '_' and '-' (400).
+	CodeInvalidStateName = "invalid_state_name"
+	// CodeInvalidAfterSeq refuses a state read's after_seq that is not a
+	// whole number from 0 (400).
+	CodeInvalidAfterSeq = "invalid_after_seq"
+	// CodeInvalidWait refuses a state read's wait that is not a duration
+	// from 0s to MaxStateWait, such as 30s (400).
+	CodeInvalidWait = "invalid_wait"
 	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
 	// (such as a string holding U+0000); ErrorResponse.Pointer locates it.
 	CodePayloadUnstorable = "payload_unstorable"
@@ -85,6 +94,10 @@ const (
 	CodeCommandNotFound     = "command_not_found"
 	CodeDeadCommandNotFound = "dead_command_not_found"
 	CodeUnknownSource       = "unknown_source"
+	// CodeStateNotFound answers a read of a query state the execution's
+	// workflow code never set (the execution exists: an unknown one is
+	// execution_not_found).
+	CodeStateNotFound = "state_not_found"
 	// CodeUnknownWorkflow refuses a start of a workflow that no live
 	// worker serves and the configuration does not declare
 	// (workflows.<name>); nothing was published.

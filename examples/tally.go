@@ -23,13 +23,21 @@ type TallyInput struct {
 	Runs  int `json:"runs"`
 }
 
+// TallyProgress is the name of tally's query state: what it added up so
+// far, a TallyInput, readable while it runs.
+const TallyProgress = "progress"
+
 // Tally adds up the signals "add" for ever, or until it has Until of
 // them, continuing as new every Every signals so that each run's history
 // stays short: a subscription's counter, an agent's loop. Signals sent
 // to the first run's execution id reach the newest run; a key dedupes
-// across all of them.
+// across all of them. Its query state "progress" says what it has added
+// up so far.
 func Tally(ctx *harvest.WorkflowContext, in TallyInput) (TallyInput, error) {
 	in.Runs++
+	if err := harvest.SetQueryState(ctx, TallyProgress, in); err != nil {
+		return in, err
+	}
 	for range max(in.Every, 1) {
 		v, err := AddSignal.Receive(ctx)
 		if err != nil {
@@ -37,6 +45,9 @@ func Tally(ctx *harvest.WorkflowContext, in TallyInput) (TallyInput, error) {
 		}
 		in.Total += v
 		in.Count++
+		if err := harvest.SetQueryState(ctx, TallyProgress, in); err != nil {
+			return in, err
+		}
 		if in.Until > 0 && in.Count >= in.Until {
 			return in, nil
 		}

@@ -633,6 +633,7 @@ func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Worker, d *deli
 		return fmt.Errorf("execution %s: workflow task %d: %w", task.ExecutionID, task.TaskID, err)
 	}
 	res := workerrt.NewWorkflowTaskResult(task, decisions, "")
+	res.States = ran.States
 	if d.redelivered || task.Redispatch > 0 {
 		// An earlier delivery may have run the activities eagerly.
 		workerrt.MarkPossiblyStarted(res.Decisions)

@@ -19,8 +19,12 @@ import (
 // keyed start's claim, the wait for an outcome).
 
 // readRoute says whether a route pattern is one of the API's reads, run
-// under the read deadline.
+// under the read deadline. A query state's read waits for a newer value
+// (states.go): each of its reads takes the deadline instead.
 func readRoute(pattern string) bool {
+	if pattern == stateRoute {
+		return false
+	}
 	return strings.HasPrefix(pattern, "GET /api/harvest/") || strings.HasPrefix(pattern, "GET /v1/runs/")
 }
 

@@ -52,6 +52,12 @@ type Server struct {
 	// pages answers workers' requests for history pages
 	// (internal/historypage).
 	pages *historypage.Server
+	// states wakes the reads waiting for a newer query state, on the
+	// announcements stateSub takes (states.go); stateRecheck is how often
+	// such a read reads again unwoken.
+	states       *stateWaiters
+	stateSub     *nats.Subscription
+	stateRecheck time.Duration
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -68,7 +74,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
+	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), states: newStateWaiters(), stateRecheck: defaultStateRecheck, mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile),
 		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg), started: time.Now().UTC(),
@@ -125,6 +131,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/terminate", s.guard(auth.ScopeCancel, params(s.handleTerminate)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.guard(auth.ScopeRead, params(s.handleGetExecution)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.guard(auth.ScopeRead, params(s.handleGetHistory)))
+	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/state", s.guard(auth.ScopeRead, params(s.handleListStates)))
+	s.mux.HandleFunc(stateRoute, s.guard(auth.ScopeRead, params(s.handleGetState, "after_seq", "wait")))
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, params(s.handleGetCommand)))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, params(s.handleListDead, "shard", "before", "limit")))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, params(s.handleGetDead)))
@@ -148,7 +156,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Start subscribes to command outcomes and admission gates.
+// Start subscribes to command outcomes, query state announcements and
+// admission gates.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.admission.start(ctx); err != nil {
 		return err
@@ -170,8 +179,18 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("subscribe to outcomes: %w", err)
 	}
 	s.sub = sub
+	stateSub, err := s.cfg.NC.Subscribe(broker.StateSubjects, s.states.deliver)
+	if err == nil {
+		err = stateSub.SetPendingLimits(-1, -1)
+	}
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("subscribe to query state announcements: %w", err)
+	}
+	s.stateSub = stateSub
 	if err := s.startReplayCheck(); err != nil {
 		_ = sub.Unsubscribe()
+		_ = stateSub.Unsubscribe()
 		return err
 	}
 	if s.hasDB() {
@@ -182,16 +201,21 @@ func (s *Server) Start(ctx context.Context) error {
 		if s.pages, err = historypage.Serve(s.cfg.NC, pools, s.log); err != nil {
 			s.stopReplayCheck()
 			_ = sub.Unsubscribe()
+			_ = stateSub.Unsubscribe()
 			return err
 		}
 	}
 	return nil
 }
 
-// Stop ends the outcome subscription. Safe to call twice.
+// Stop ends the outcome and query state subscriptions. Safe to call
+// twice.
 func (s *Server) Stop(_ context.Context) error {
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
+	}
+	if s.stateSub != nil {
+		_ = s.stateSub.Unsubscribe()
 	}
 	s.stopReplayCheck()
 	s.pages.Stop()

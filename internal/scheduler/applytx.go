@@ -66,6 +66,7 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 		}
 	}
 	r.announce(writes.Outcomes)
+	r.announceStates(writes.States)
 	return writes, r.publish(ctx, writes.Outbox)
 }
 
@@ -162,6 +163,26 @@ func (r *runner) announce(outcomes []store.OutcomeRow) {
 			var out wire.Outcome
 			_ = json.Unmarshal(o.Payload, &out) // for the log only
 			logattr.With(r.log, out.ExecutionID, out.WorkflowName, o.CommandID).Debug("announce outcome", "err", err)
+		}
+	}
+}
+
+// announceStates wakes the ingest requests waiting for a newer value of
+// the query states a batch just committed (long polls of
+// GET /api/harvest/executions/{id}/state/{name}): one message per
+// execution on core NATS, carrying nothing, since the readers read the
+// values from PostgreSQL. A lost message costs a reader its next periodic
+// read.
+func (r *runner) announceStates(states []store.StateRow) {
+	nc := r.s.cfg.Topology.JS.Conn()
+	seen := make(map[string]bool, len(states))
+	for _, st := range states {
+		if seen[st.ExecutionID] {
+			continue
+		}
+		seen[st.ExecutionID] = true
+		if err := nc.Publish(broker.StateSubject(st.ExecutionID), nil); err != nil {
+			r.log.Debug("announce query states", "execution_id", st.ExecutionID, "err", err)
 		}
 	}
 }

@@ -29,6 +29,7 @@ var memoryWrites = map[string]bool{
 	"WorkflowTasksDone": true,
 	"SignalClaims":      true,
 	"Outcomes":          true,
+	"States":            true,
 	"Outbox":            true,
 	// The batch changes the shard's own rows in place.
 	"UpdatedExecutions": false,

@@ -35,17 +35,19 @@ import (
 // speculative next task only if nothing else happened to the execution in
 // the meantime.
 func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run WorkflowFunc, task *wire.WorkflowTask) (*wire.WorkflowTaskResult, error) {
-	decisions, err := rt.replay(run, task, replayTask)
+	ran, err := rt.replay(run, task, replayTask)
 	if errors.Is(err, ErrHistoryNeeded) && !task.Whole() {
 		if err = rt.fetchHistory(ctx, task); err != nil {
 			return nil, err
 		}
-		decisions, err = rt.replay(run, task, replayTask)
+		ran, err = rt.replay(run, task, replayTask)
 	}
 	if err != nil {
 		return nil, err
 	}
+	decisions := ran.Decisions
 	res := NewWorkflowTaskResult(task, decisions, rt.buildID)
+	res.States = ran.States
 	if !eagerShape(decisions) {
 		return res, nil
 	}
@@ -79,14 +81,15 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	if next.Time.Before(task.Time) {
 		next.Time = task.Time
 	}
-	nd, err := rt.replay(run, &next, replaySpeculative)
+	nran, err := rt.replay(run, &next, replaySpeculative)
 	if err != nil {
 		// The scheduler dispatches the next task as usual, and its worker
 		// meets the same error there.
 		rt.taskLog(t).Warn("speculative workflow task failed", "err", err)
 		return res, nil
 	}
-	res.Next = NewWorkflowTaskResult(&next, nd, rt.buildID)
+	res.Next = NewWorkflowTaskResult(&next, nran.Decisions, rt.buildID)
+	res.Next.States = nran.States
 	return res, nil
 }
 
@@ -113,12 +116,12 @@ func MarkPossiblyStarted(decisions []wire.Decision) bool {
 }
 
 // replay runs task with run, counted in the metrics as a replay of kind.
-func (rt *Runtime) replay(run WorkflowFunc, task *wire.WorkflowTask, kind string) ([]wire.Decision, error) {
+func (rt *Runtime) replay(run WorkflowFunc, task *wire.WorkflowTask, kind string) (WorkflowRun, error) {
 	name := rt.workflowLabel(task.WorkflowName)
 	began := time.Now()
 	res, err := run(task)
 	if errors.Is(err, ErrHistoryNeeded) {
-		return nil, err // nothing ran
+		return WorkflowRun{}, err // nothing ran
 	}
 	rt.metrics.replaySeconds.WithLabelValues(name).Observe(time.Since(began).Seconds())
 	rt.metrics.replays.WithLabelValues(name, kind).Inc()
@@ -128,7 +131,7 @@ func (rt *Runtime) replay(run WorkflowFunc, task *wire.WorkflowTask, kind string
 		cache = cacheHit
 	}
 	rt.metrics.cache.WithLabelValues(name, cache).Inc()
-	return res.Decisions, err
+	return res, err
 }
 
 // eagerShape says whether a worker may run decisions' activities eagerly:

@@ -60,11 +60,13 @@ func (e *TaskFailureError) Error() string { return e.Err.Error() }
 func (e *TaskFailureError) Unwrap() error { return e.Err }
 
 // WorkflowRun is what running a workflow task took: its decisions,
-// whether the execution was in the worker's cache (the task ran on from
-// where the last one stopped), and how many history events it consumed
-// (only those the last task did not see, on a cache hit).
+// the query states it changed (wire.WorkflowTaskResult.States), whether
+// the execution was in the worker's cache (the task ran on from where
+// the last one stopped), and how many history events it consumed (only
+// those the last task did not see, on a cache hit).
 type WorkflowRun struct {
 	Decisions []wire.Decision
+	States    []wire.StateValue
 	Cached    bool
 	Events    int
 }

@@ -140,6 +140,9 @@ func (c *workflowCache) run(fn workflowFunc, task *wire.WorkflowTask, opts map[s
 		}
 	}
 	run.Rejections, run.Idle = x.updates.rejections, x.idle
+	if err == nil {
+		run.States = x.stateChanges()
+	}
 	if err != nil || x.returned {
 		x.close()
 		return run, err

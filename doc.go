@@ -51,7 +51,8 @@ package harvest
 //     versioning.go (GetVersion, Patched, DeprecatePatch: changing the
 //     code while executions run), continueasnew.go (ContinueAsNew),
 //     updates.go (SetUpdateHandler: updates the workflow answers, and
-//     their delivery and replay).
+//     their delivery and replay), querystate.go (SetQueryState: values
+//     read over the API).
 //   - What activity code calls: activity.go (ActivityContext, heartbeats,
 //     the errors that stop retries), activity_typed.go (typed
 //     Activities), activitykey.go (ActivityKey), ledger.go (Once and the

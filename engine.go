@@ -131,6 +131,12 @@ type execution struct {
 	versionsGiven map[string]int
 	// updates are its update handlers and what it delivered (updates.go).
 	updates updateState
+	// states are the query states the code set (SetQueryState), by name,
+	// as JSON; sentStates what the worker last returned of them, so that
+	// a task's result carries only those that changed. Neither is
+	// history: a replay sets states again as its code runs.
+	states     map[string]json.RawMessage
+	sentStates map[string]json.RawMessage
 
 	// What workflow code sees.
 	tick       int // bumped as anything becomes visible; orders Select

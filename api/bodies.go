@@ -245,6 +245,39 @@ type HistoryResponse struct {
 	Events []Event `json:"events"`
 }
 
+// State answers GET /api/harvest/executions/{execution_id}/state/{name}:
+// the latest value of a query state the execution's workflow code set
+// (harvest.SetQueryState), as the last workflow task that changed it
+// left it.
+type State struct {
+	ExecutionID string `json:"execution_id"`
+	Name        string `json:"name"`
+	// Value is the state's value, the JSON the workflow code set.
+	Value json.RawMessage `json:"value"`
+	// Seq is the history event the value reflects: the
+	// WorkflowTaskCompleted of the task that set it. It grows with each
+	// change of the state; after_seq=Seq waits for the next.
+	Seq       int       `json:"seq"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Status is the execution's: once it is not Running, the state
+	// changes no more (a run continued as new has its own; describe's
+	// continued_as names the next run).
+	Status string `json:"status"`
+}
+
+// ListStatesResponse answers GET
+// /api/harvest/executions/{execution_id}/state: every query state of the
+// execution, by name.
+type ListStatesResponse struct {
+	ExecutionID string  `json:"execution_id"`
+	Status      string  `json:"status"`
+	States      []State `json:"states"`
+}
+
+// MaxStateWait is the longest a read of a query state waits for a newer
+// value (its wait parameter).
+const MaxStateWait = 60 * time.Second
+
 // ListDeadCommandsResponse answers GET /api/harvest/commands/dead.
 type ListDeadCommandsResponse struct {
 	DeadCommands []DeadCommand `json:"dead_commands"`

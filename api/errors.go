@@ -31,28 +31,34 @@ const (
 	CodeInvalidStartAt            = "invalid_start_at"
 	CodeInvalidCompletionCallback = "invalid_completion_callback"
 	CodeInvalidSignalName         = "invalid_signal_name"
+	CodeInvalidReason             = "invalid_reason"
+	CodeInvalidStatus             = "invalid_status"
+	CodeInvalidLimit              = "invalid_limit"
+	CodeInvalidShard              = "invalid_shard"
+	CodeInvalidBefore             = "invalid_before"
+	CodeInvalidCursor             = "invalid_cursor"
+	CodeInvalidTime               = "invalid_time"
+	CodeInvalidPrefix             = "invalid_prefix"
+	CodeInvalidBindingID          = "invalid_binding_id"
+	CodeInvalidEventID            = "invalid_event_id"
+	CodeInvalidExecutionID        = "invalid_execution_id"
+	CodeMissingWorkflow           = "missing_workflow"
+	CodeMissingEventID            = "missing_event_id"
+	CodeUnroutableEvent           = "unroutable_event"
+	CodeReasonRequired            = "reason_required"
 	// CodeInvalidUpdateName refuses an update's name, or update id, that
 	// is none (400).
 	CodeInvalidUpdateName = "invalid_update_name"
+	// CodeInvalidStateName refuses a query state's name that is not 1 to
+	// 128 bytes of letters, digits, '_' and '-' (400).
+	CodeInvalidStateName = "invalid_state_name"
+	// CodeInvalidAfterSeq refuses a state read's after_seq that is not a
+	// whole number from 0 (400).
+	CodeInvalidAfterSeq = "invalid_after_seq"
 	// CodeInvalidWait refuses a wait parameter that is none: an update's
-	// (completed or accepted) or a long poll's (a duration up to its
-	// limit).
-	CodeInvalidWait        = "invalid_wait"
-	CodeInvalidReason      = "invalid_reason"
-	CodeInvalidStatus      = "invalid_status"
-	CodeInvalidLimit       = "invalid_limit"
-	CodeInvalidShard       = "invalid_shard"
-	CodeInvalidBefore      = "invalid_before"
-	CodeInvalidCursor      = "invalid_cursor"
-	CodeInvalidTime        = "invalid_time"
-	CodeInvalidPrefix      = "invalid_prefix"
-	CodeInvalidBindingID   = "invalid_binding_id"
-	CodeInvalidEventID     = "invalid_event_id"
-	CodeInvalidExecutionID = "invalid_execution_id"
-	CodeMissingWorkflow    = "missing_workflow"
-	CodeMissingEventID     = "missing_event_id"
-	CodeUnroutableEvent    = "unroutable_event"
-	CodeReasonRequired     = "reason_required"
+	// (completed or accepted), or a read's that waits (a duration from 0s
+	// to its limit, such as 30s) (400).
+	CodeInvalidWait = "invalid_wait"
 	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
 	// (such as a string holding U+0000); ErrorResponse.Pointer locates it.
 	CodePayloadUnstorable = "payload_unstorable"
@@ -92,6 +98,10 @@ const (
 	CodeCommandNotFound     = "command_not_found"
 	CodeDeadCommandNotFound = "dead_command_not_found"
 	CodeUnknownSource       = "unknown_source"
+	// CodeStateNotFound answers a read of a query state the execution's
+	// workflow code never set (the execution exists: an unknown one is
+	// execution_not_found).
+	CodeStateNotFound = "state_not_found"
 	// CodeUnknownWorkflow refuses a start of a workflow that no live
 	// worker serves and the configuration does not declare
 	// (workflows.<name>); nothing was published.

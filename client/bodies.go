@@ -59,6 +59,12 @@ type ListExecutionsResponse = api.ListExecutionsResponse
 // HistoryResponse is api.HistoryResponse.
 type HistoryResponse = api.HistoryResponse
 
+// State is api.State.
+type State = api.State
+
+// ListStatesResponse is api.ListStatesResponse.
+type ListStatesResponse = api.ListStatesResponse
+
 // ListDeadCommandsResponse is api.ListDeadCommandsResponse.
 type ListDeadCommandsResponse = api.ListDeadCommandsResponse
 

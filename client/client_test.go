@@ -358,3 +358,23 @@ func TestADeferredStartIsAnAnswer(t *testing.T) {
 	require.True(t, st.Deferred)
 	require.False(t, st.Applied)
 }
+
+// TestStateAsksForANewerValue: State sends after_seq and wait, holding
+// the wait below the HTTP client's timeout so that the answer arrives
+// before it; an answer of state_not_found matches ErrStateNotFound.
+func TestStateAsksForANewerValue(t *testing.T) {
+	f, c := newFake(t)
+	f.handle("GET /api/harvest/executions/e1/state/progress",
+		reply(200, `{"execution_id":"e1","name":"progress","value":{"n":2},"seq":9,"updated_at":"2026-12-06T12:00:00Z","status":"Running"}`),
+		reply(404, `{"error":"state_not_found","message":"never set"}`))
+	st, err := c.State(context.Background(), "e1", "progress", StateOptions{AfterSeq: 7, Wait: 20 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, 9, st.Seq)
+	require.JSONEq(t, `{"n":2}`, string(st.Value))
+	require.Equal(t, "after_seq=7&wait=20s", f.last().query)
+	_, err = c.State(context.Background(), "e1", "progress", StateOptions{Wait: time.Minute})
+	require.ErrorIs(t, err, ErrStateNotFound)
+	require.Equal(t, "wait=25s", f.last().query, "below the client's 30 s timeout")
+	_, err = c.State(context.Background(), "", "progress", StateOptions{})
+	require.Error(t, err)
+}

@@ -52,7 +52,8 @@ package client
 //     SendSignalIdempotent, SignalWithStart, and polling a command the
 //     server answered 202 for. close.go: Cancel and Terminate.
 //     updates.go: Update, GetUpdate, AwaitUpdate.
-//   - reads.go: Describe, History, List, WaitResult. dead.go: dead
+//   - reads.go: Describe, History, List, WaitResult, State (a query
+//     state, or waiting for a newer one) and States. dead.go: dead
 //     commands. retention.go: Retention and PruneNow. workers.go: live
 //     workers and task queues, with their answers' types.
 //   - errors.go: APIError, the error codes and the Err sentinels that

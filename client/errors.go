@@ -50,6 +50,8 @@ const (
 	CodeMissingEventID            = api.CodeMissingEventID
 	CodeUnroutableEvent           = api.CodeUnroutableEvent
 	CodeReasonRequired            = api.CodeReasonRequired
+	CodeInvalidStateName          = api.CodeInvalidStateName
+	CodeInvalidAfterSeq           = api.CodeInvalidAfterSeq
 	CodePayloadUnstorable         = api.CodePayloadUnstorable
 	CodeUnknownField              = api.CodeUnknownField
 	CodeUnknownParameter          = api.CodeUnknownParameter
@@ -70,6 +72,7 @@ const (
 	CodeCommandNotFound     = api.CodeCommandNotFound
 	CodeDeadCommandNotFound = api.CodeDeadCommandNotFound
 	CodeUnknownSource       = api.CodeUnknownSource
+	CodeStateNotFound       = api.CodeStateNotFound
 	CodeUnknownWorkflow     = api.CodeUnknownWorkflow
 	CodeNotFound            = api.CodeNotFound
 	CodeUpdateNotFound      = api.CodeUpdateNotFound
@@ -122,8 +125,8 @@ const (
 //	errors.Is(err, client.ErrNotFound)          // any 404
 var (
 	// ErrNotFound matches every 404 answer: execution_not_found,
-	// command_not_found, dead_command_not_found, unknown_source,
-	// unknown_workflow, not_found.
+	// command_not_found, dead_command_not_found, state_not_found,
+	// unknown_source, unknown_workflow, not_found.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict matches every 409 answer: execution_terminal,
 	// workflow_id_conflict.
@@ -145,6 +148,10 @@ var (
 	// serves the workflow a start names, and the configuration does not
 	// declare it (a typo, or a workflow whose workers are all gone).
 	ErrUnknownWorkflow error = sentinel(http.StatusNotFound, CodeUnknownWorkflow, "no worker serves the workflow and the configuration does not declare it")
+	// ErrStateNotFound matches 404 state_not_found: the execution's
+	// workflow code never set the query state (State). An unknown
+	// execution is ErrExecutionNotFound.
+	ErrStateNotFound error = sentinel(http.StatusNotFound, CodeStateNotFound, "the execution has no such query state")
 	// ErrDeadCommandNotFound matches 404 dead_command_not_found
 	// (DeadCommand).
 	ErrDeadCommandNotFound error = sentinel(http.StatusNotFound, CodeDeadCommandNotFound, "no such dead command")

@@ -19,6 +19,7 @@ var sentinels = []struct {
 	{ErrExecutionNotFound, http.StatusNotFound, "execution_not_found"},
 	{ErrCommandNotFound, http.StatusNotFound, "command_not_found"},
 	{ErrDeadCommandNotFound, http.StatusNotFound, "dead_command_not_found"},
+	{ErrStateNotFound, http.StatusNotFound, "state_not_found"},
 	{ErrExecutionTerminal, http.StatusConflict, "execution_terminal"},
 	{ErrWorkflowIDConflict, http.StatusConflict, "workflow_id_conflict"},
 	{ErrIdempotencyKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused"},

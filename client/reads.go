@@ -84,6 +84,73 @@ func (c *Client) History(ctx context.Context, executionID string) ([]Event, erro
 	return a.Events, nil
 }
 
+// MaxStateWait is the longest StateOptions.Wait the server takes
+// (api.MaxStateWait).
+const MaxStateWait = api.MaxStateWait
+
+// StateOptions tune State. The zero value reads the state as it is.
+type StateOptions struct {
+	// AfterSeq is the Seq of the value the caller has: with Wait, State
+	// waits for a newer one. Zero waits for the state to be set.
+	AfterSeq int
+	// Wait is how long State waits for a value whose Seq is greater than
+	// AfterSeq, up to MaxStateWait; zero answers at once. It is held
+	// below the HTTP client's timeout (DefaultTimeout, 30 s, for a
+	// Client New made without one), less 5 s for the answer to arrive.
+	Wait time.Duration
+}
+
+// stateAnswerMargin is the time left, below the HTTP client's timeout,
+// for a waiting state read's answer to arrive.
+const stateAnswerMargin = 5 * time.Second
+
+// State reads the query state name of an execution
+// (harvest.SetQueryState), from PostgreSQL: no worker needs to run. With
+// opts.Wait it waits, up to then, for a value whose Seq is greater than
+// opts.AfterSeq, and returns the value it has at the end either way:
+// compare its Seq, and call again with it to wait longer. A closed
+// execution's states change no more (Status says so), and a run that
+// continued as new has its own: Describe's ContinuedAs names the next.
+// A state the workflow code never set is an *APIError matching
+// ErrStateNotFound (after the wait, with one); an unknown execution one
+// matching ErrExecutionNotFound.
+func (c *Client) State(ctx context.Context, executionID, name string, opts StateOptions) (*State, error) {
+	if executionID == "" || name == "" {
+		return nil, errors.New("client: State: execution id and state name are required")
+	}
+	q := url.Values{}
+	if opts.AfterSeq != 0 {
+		q.Set("after_seq", strconv.Itoa(opts.AfterSeq))
+	}
+	if wait := opts.Wait; wait != 0 {
+		if limit := c.hc.Timeout - stateAnswerMargin; c.hc.Timeout > 0 && wait > limit {
+			wait = max(limit, 0)
+		}
+		q.Set("wait", wait.Round(time.Millisecond).String())
+	}
+	path := withQuery(apiPrefix+"/executions/"+url.PathEscape(executionID)+"/state/"+url.PathEscape(name), q)
+	var st State
+	if err := c.get(ctx, path, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// States reads every query state of an execution, by name.
+func (c *Client) States(ctx context.Context, executionID string) (*ListStatesResponse, error) {
+	if executionID == "" {
+		return nil, errors.New("client: States: execution id is required")
+	}
+	var a ListStatesResponse
+	if err := c.get(ctx, apiPrefix+"/executions/"+url.PathEscape(executionID)+"/state", &a); err != nil {
+		return nil, err
+	}
+	if a.States == nil {
+		a.States = []State{}
+	}
+	return &a, nil
+}
+
 // ListOptions filters List and ListPage. Zero values mean no filter and
 // the server's default limit (50).
 type ListOptions struct {

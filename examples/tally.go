@@ -31,24 +31,32 @@ type TallyInput struct {
 	Runs  int `json:"runs"`
 }
 
+// TallyProgress is the name of tally's query state: what it added up so
+// far, a TallyInput, readable while it runs.
+const TallyProgress = "progress"
+
 // Tally adds up the signals "add", and the updates "add", for ever, or
 // until it has Until of them, continuing as new every Every of them so
 // that each run's history stays short: a subscription's counter, an
 // agent's loop. Signals and updates sent to the first run's execution id
 // reach the newest run; a key dedupes across all of them. An update is
 // answered with the tally as it stands once it is added; its validator
-// refuses a negative number, and any once the tally is complete.
+// refuses a negative number, and any once the tally is complete. Its
+// query state "progress" says what it has added up so far.
 func Tally(ctx *harvest.WorkflowContext, in TallyInput) (TallyInput, error) {
 	in.Runs++
+	if err := harvest.SetQueryState(ctx, TallyProgress, in); err != nil {
+		return in, err
+	}
 	taken := 0 // by this run
-	add := func(v int) {
+	add := func(v int) error {
 		in.Total += v
 		in.Count++
 		taken++
+		return harvest.SetQueryState(ctx, TallyProgress, in)
 	}
 	err := harvest.SetUpdateHandler(ctx, AddUpdate, func(_ *harvest.WorkflowContext, v int) (TallyInput, error) {
-		add(v)
-		return in, nil
+		return in, add(v)
 	}, harvest.UpdateOptions{Validator: func(v int) error {
 		switch {
 		case v < 0:
@@ -79,7 +87,9 @@ func Tally(ctx *harvest.WorkflowContext, in TallyInput) (TallyInput, error) {
 			return in, err
 		}
 		if ok {
-			add(v)
+			if err := add(v); err != nil {
+				return in, err
+			}
 		}
 	}
 }

@@ -305,6 +305,29 @@ func (x *Execution) History() ([]client.Event, error) {
 	return store.EventViews(events), nil
 }
 
+// State reads the execution's query state name (harvest.SetQueryState)
+// as the API answers it: its latest value, as the last workflow task
+// that changed it left it, and the seq of that task's
+// WorkflowTaskCompleted. A state the workflow code never set returns a
+// *client.APIError matching client.ErrStateNotFound; a pruned or unknown
+// execution one matching client.ErrExecutionNotFound.
+func (x *Execution) State(name string) (client.State, error) {
+	e := x.env
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ex, _, ok := e.mem.Execution(x.ID)
+	if !ok {
+		return client.State{}, notFound(x.ID)
+	}
+	for _, st := range e.mem.States(x.ID) {
+		if st.Name == name {
+			return client.State{ExecutionID: x.ID, Name: st.Name, Value: st.Value, Seq: st.Seq, UpdatedAt: st.UpdatedAt, Status: ex.Status}, nil
+		}
+	}
+	return client.State{}, &client.APIError{StatusCode: http.StatusNotFound, Code: client.CodeStateNotFound,
+		Message: fmt.Sprintf("execution %s has no state %q", x.ID, name)}
+}
+
 // Replay replays each workflow task the execution completed, over the
 // history that task saw, on a new worker that registers with register
 // (nil: the Env's), as a worker that took over after a crash at that point

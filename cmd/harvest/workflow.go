@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,7 +21,18 @@ import (
 // workflowClient is the API client of a workflow subcommand, and the
 // context its calls run under (bounded by --timeout).
 func workflowClient(cmd *cobra.Command) (*client.Client, context.Context, context.CancelFunc, error) {
-	c, err := client.New(client.Config{BaseURL: apiAddr(cmd), Token: apiToken(cmd)})
+	return workflowClientHolding(cmd, 0)
+}
+
+// workflowClientHolding is workflowClient for a subcommand whose request
+// the server may hold for up to hold (a state read's wait): its HTTP
+// client waits that long more than client.DefaultTimeout.
+func workflowClientHolding(cmd *cobra.Command, hold time.Duration) (*client.Client, context.Context, context.CancelFunc, error) {
+	cfg := client.Config{BaseURL: apiAddr(cmd), Token: apiToken(cmd)}
+	if hold > 0 {
+		cfg.HTTPClient = &http.Client{Timeout: client.DefaultTimeout + hold}
+	}
+	c, err := client.New(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -84,7 +96,7 @@ terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowResult(), newWorkflowList(),
-		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories())
+		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState())
 	return cmd
 }
 
@@ -298,6 +310,46 @@ func newWorkflowResult() *cobra.Command {
 			return err
 		}),
 	}
+}
+
+func newWorkflowState() *cobra.Command {
+	var afterSeq int
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "state <execution-id> [name]",
+		Short: "Print a query state of an execution (harvest.SetQueryState), or all of them; wait for a newer value with --after-seq and --wait",
+		Long: `Print the latest value of a query state the execution's workflow code set
+(harvest.SetQueryState), as JSON with the seq of the history event it
+reflects; without a name, every state of the execution. It is read from
+PostgreSQL: no worker needs to run, and a closed execution keeps its
+states. With --wait, wait up to then (at most 60s) for a value whose seq
+is greater than --after-seq (0: for the state to be set), and print the
+value there is at the end either way.`,
+		Example: `  harvest workflow state 01a2… progress
+  harvest workflow state 01a2… progress --after-seq 12 --wait 30s
+  harvest workflow state 01a2…`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, cancel, err := workflowClientHolding(cmd, wait)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			var v any
+			if len(args) == 1 {
+				v, err = c.States(ctx, args[0])
+			} else {
+				v, err = c.State(ctx, args[0], args[1], client.StateOptions{AfterSeq: afterSeq, Wait: wait})
+			}
+			if err != nil {
+				return unreachable(apiAddr(cmd), apiHint, err)
+			}
+			return printValue(cmd.OutOrStdout(), v)
+		},
+	}
+	cmd.Flags().IntVar(&afterSeq, "after-seq", 0, "with --wait, wait for a value whose seq is greater than this (the seq of the value you have)")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for a newer value (at most 60s)")
+	return cmd
 }
 
 func newWorkflowHistory() *cobra.Command {

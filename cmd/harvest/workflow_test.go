@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +123,61 @@ func TestWorkflowDescribeShowsTheHistory(t *testing.T) {
 	require.Regexp(t, `\nhistory: +2 events, [0-9]+ bytes\n`, out)
 	require.Contains(t, out, "past the warning threshold of 2 events or 10485760 bytes")
 	require.Contains(t, out, "at more than 50000 events or 52428800 bytes the execution fails with HistoryLimitExceeded")
+}
+
+// TestWorkflowState: `harvest workflow state <id> <name>` prints the
+// query state tally sets as JSON, with the seq it reflects;
+// --after-seq and --wait wait for the value a signal leads to; without a
+// name it prints every state; an unknown state is an error naming
+// state_not_found, and a bad --wait one naming invalid_wait.
+func TestWorkflowState(t *testing.T) {
+	s := startStack(t, devstack.Config{})
+	out, _, err := runCLI(t, "workflow", "start", "tally", "--input", `{"every": 10}`, "--addr", s.URL(), "--json")
+	require.NoError(t, err)
+	var started struct {
+		ExecutionID string `json:"execution_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &started), out)
+	id := started.ExecutionID
+	type state struct {
+		ExecutionID string          `json:"execution_id"`
+		Name        string          `json:"name"`
+		Value       json.RawMessage `json:"value"`
+		Seq         int             `json:"seq"`
+		Status      string          `json:"status"`
+	}
+	var first state
+	probe.Until(t, 30*time.Second, "tally to set its state", func() bool {
+		out, _, err = runCLI(t, "workflow", "state", id, "progress", "--addr", s.URL())
+		return err == nil
+	})
+	require.NoError(t, json.Unmarshal([]byte(out), &first), out)
+	require.Equal(t, state{ExecutionID: id, Name: "progress", Value: first.Value, Seq: first.Seq, Status: "Running"}, first)
+	require.JSONEq(t, `{"every": 10, "until": 0, "total": 0, "count": 0, "runs": 1}`, string(first.Value))
+
+	_, _, err = runCLI(t, "workflow", "signal", id, "add", "--input", "4", "--addr", s.URL())
+	require.NoError(t, err)
+	out, _, err = runCLI(t, "workflow", "state", id, "progress", "--after-seq", strconv.Itoa(first.Seq), "--wait", "30s", "--addr", s.URL())
+	require.NoError(t, err)
+	var next state
+	require.NoError(t, json.Unmarshal([]byte(out), &next), out)
+	require.Greater(t, next.Seq, first.Seq)
+	require.JSONEq(t, `{"every": 10, "until": 0, "total": 4, "count": 1, "runs": 1}`, string(next.Value))
+
+	out, _, err = runCLI(t, "workflow", "state", id, "--addr", s.URL())
+	require.NoError(t, err)
+	var all struct {
+		Status string  `json:"status"`
+		States []state `json:"states"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &all), out)
+	require.Equal(t, "Running", all.Status)
+	require.Len(t, all.States, 1)
+	require.Equal(t, next.Seq, all.States[0].Seq)
+	require.JSONEq(t, string(next.Value), string(all.States[0].Value))
+
+	_, _, err = runCLI(t, "workflow", "state", id, "nope", "--addr", s.URL())
+	require.ErrorContains(t, err, "state_not_found")
+	_, _, err = runCLI(t, "workflow", "state", id, "progress", "--wait", "2m", "--addr", s.URL())
+	require.ErrorContains(t, err, "invalid_wait")
 }

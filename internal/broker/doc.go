@@ -21,7 +21,7 @@ package broker
 //     replicas.go: the errors of a cluster that cannot place the replicas
 //     or has no room, and its size.
 //   - subjects.go: every subject: commands by shard, tasks by task queue
-//     and name, outcome announcements, prunes.
+//     and name, outcome and query state announcements, prunes.
 //   - publish.go: publishing a command with its message id, retried after
 //     a lost acknowledgement; a full stream, a message too large.
 //     accepted.go: the commands answered 202 before their outcome.

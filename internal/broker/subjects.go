@@ -86,6 +86,30 @@ func OutcomeSubject(commandID string) string {
 
 const outcomePrefix = "harvest.outcome."
 
+// StateSubject is the core NATS subject on which the scheduler announces
+// that execution's query states changed, once the transaction that stored
+// them has committed: harvest.state.<execution_id>. The message carries
+// nothing; nothing stores it, and a reader that missed one reads the
+// states from PostgreSQL.
+func StateSubject(executionID string) string {
+	return statePrefix + executionID
+}
+
+const statePrefix = "harvest.state."
+
+// StateSubjects matches every query state announcement.
+const StateSubjects = statePrefix + ">"
+
+// StateExecutionID returns the execution id of a state subject, "" for
+// another subject.
+func StateExecutionID(subject string) string {
+	id, ok := strings.CutPrefix(subject, statePrefix)
+	if !ok {
+		return ""
+	}
+	return id
+}
+
 // CancelledSubject is the put subject announcing a cancelled execution.
 func CancelledSubject(executionID string) string {
 	return "$KV." + CancelledBucket + "." + executionID

@@ -170,6 +170,10 @@ type executionData struct {
 	Signals    []signal
 	Timers     []*timer
 	Events     []event
+	// States are the execution's query states (harvest.SetQueryState);
+	// StatesProblem says why they could not be read.
+	States        []api.State
+	StatesProblem string
 	// Done is the outcome of an action just taken, to show once.
 	Done string
 }
@@ -191,6 +195,17 @@ func (c *Console) handleExecution(w http.ResponseWriter, r *http.Request) {
 	}
 	data.fromHistory(hist.Events)
 	data.withSignalKeys()
+	var states api.ListStatesResponse
+	var apiErr *apiError
+	switch err := a.call(ctx, http.MethodGet, path+"/state", nil, nil, &states); {
+	case err == nil:
+		data.States = states.States
+	case errors.As(err, &apiErr) && apiErr.body.Error == api.CodeNotFound:
+		// An API without query states: the page shows none.
+	default:
+		// The rest of the page stands without them.
+		data.StatesProblem = err.Error()
+	}
 	switch r.URL.Query().Get("done") {
 	case "cancel":
 		data.Done = "Cancellation requested."

@@ -19,7 +19,9 @@ import (
 // keyed start's claim, the wait for an outcome).
 
 // readRoute says whether a route pattern is one of the API's reads, run
-// under the read deadline.
+// under the read deadline. A query state's read waits for a newer value
+// (states.go), an update's read for its answer (updates.go): each of
+// their reads takes the deadline instead.
 func readRoute(pattern string) bool {
 	if longPollRoute(pattern) {
 		return false
@@ -31,8 +33,7 @@ func readRoute(pattern string) bool {
 // it reads to change: it bounds each of its reads by the read deadline
 // itself (readContext), not the request whole.
 func longPollRoute(pattern string) bool {
-	return strings.HasPrefix(pattern, "GET /api/harvest/executions/{execution_id}/updates/") ||
-		strings.HasPrefix(pattern, "GET /api/harvest/executions/{execution_id}/state/")
+	return pattern == stateRoute || strings.HasPrefix(pattern, "GET /api/harvest/executions/{execution_id}/updates/")
 }
 
 // withReadDeadline runs h with a context that ends after d.

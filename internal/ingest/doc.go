@@ -2,7 +2,8 @@
 // signal, signal-with-start, cancel and terminate requests (and webhook
 // deliveries and ArcFlow-compatible runs) into commands on the command
 // stream, waits a bounded time for their outcome, and serves executions
-// (and ArcFlow runs), their history, commands and dead commands,
+// (and ArcFlow runs), their history and query states, commands and dead
+// commands,
 // workflows, live workers and task queues, admission gates, /healthz,
 // /readyz and /metrics. It mounts the web console (internal/console) at
 // /ui/, which calls these routes in the process with its user's token.
@@ -60,7 +61,8 @@ package ingest
 //   - submit.go, outcomes.go: publishing a command, and waiting for the
 //     outcome the scheduler announces (or reading it when late).
 //   - The read routes: reads.go (what they share: 503s, ?limit=),
-//     executions.go, history.go, commands.go (a command by id), dead.go
+//     executions.go, history.go, states.go (query states, and waiting
+//     for a newer one), commands.go (a command by id), dead.go
 //     (dead commands), workflows.go, versions.go (a workflow's open
 //     executions by build and version), webhooks.go, workers_api.go (live
 //     workers), taskqueues.go. health.go: /healthz and /readyz.

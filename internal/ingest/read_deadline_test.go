@@ -65,6 +65,9 @@ func TestEveryReadAnswers503WithinItsDeadlineWhilePostgreSQLIsFrozen(t *testing.
 		{"GET", "/api/harvest/executions?status=Running", "t-charge-ops"},
 		{"GET", "/api/harvest/executions/" + id, "t-ops"},
 		{"GET", "/api/harvest/executions/" + id + "/history", "t-ops"},
+		{"GET", "/api/harvest/executions/" + id + "/state", "t-ops"},
+		// Not under the route's deadline, since it waits: its reads are.
+		{"GET", "/api/harvest/executions/" + id + "/state/progress?after_seq=1&wait=30s", "t-charge-ops"},
 		{"GET", "/api/harvest/commands/" + id, "t-ops"},
 		{"GET", "/api/harvest/commands/dead", "t-ops"},
 		{"GET", "/api/harvest/commands/dead/1", "t-ops"},

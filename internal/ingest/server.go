@@ -55,6 +55,12 @@ type Server struct {
 	// pages answers workers' requests for history pages
 	// (internal/historypage).
 	pages *historypage.Server
+	// states wakes the reads waiting for a newer query state, on the
+	// announcements stateSub takes (states.go); stateRecheck is how often
+	// such a read reads again unwoken.
+	states       *stateWaiters
+	stateSub     *nats.Subscription
+	stateRecheck time.Duration
 }
 
 // New checks cfg and returns a Server; Start subscribes to outcomes.
@@ -71,7 +77,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), updates: newUpdateWaiters(), mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
+	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), updates: newUpdateWaiters(), states: newStateWaiters(), stateRecheck: defaultStateRecheck, mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile),
 		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg), started: time.Now().UTC(),
@@ -130,6 +136,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.guard(auth.ScopeRead, params(s.handleGetHistory)))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/updates/{name}", s.guard(auth.ScopeSignal, params(s.handleUpdate, "wait")))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/updates/{update_id}", s.guard(auth.ScopeRead, params(s.handleGetUpdate, "wait")))
+	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/state", s.guard(auth.ScopeRead, params(s.handleListStates)))
+	s.mux.HandleFunc(stateRoute, s.guard(auth.ScopeRead, params(s.handleGetState, "after_seq", "wait")))
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, params(s.handleGetCommand)))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, params(s.handleListDead, "shard", "before", "limit")))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, params(s.handleGetDead)))
@@ -153,7 +161,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Start subscribes to command outcomes and admission gates.
+// Start subscribes to command outcomes, query state announcements and
+// admission gates.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.admission.start(ctx); err != nil {
 		return err
@@ -179,9 +188,20 @@ func (s *Server) Start(ctx context.Context) error {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("subscribe to updates: %w", err)
 	}
+	stateSub, err := s.cfg.NC.Subscribe(broker.StateSubjects, s.states.deliver)
+	if err == nil {
+		err = stateSub.SetPendingLimits(-1, -1)
+	}
+	if err != nil {
+		_ = sub.Unsubscribe()
+		_ = s.updateSub.Unsubscribe()
+		return fmt.Errorf("subscribe to query state announcements: %w", err)
+	}
+	s.stateSub = stateSub
 	if err := s.startReplayCheck(); err != nil {
 		_ = sub.Unsubscribe()
 		_ = s.updateSub.Unsubscribe()
+		_ = stateSub.Unsubscribe()
 		return err
 	}
 	if s.hasDB() {
@@ -193,19 +213,24 @@ func (s *Server) Start(ctx context.Context) error {
 			s.stopReplayCheck()
 			_ = sub.Unsubscribe()
 			_ = s.updateSub.Unsubscribe()
+			_ = stateSub.Unsubscribe()
 			return err
 		}
 	}
 	return nil
 }
 
-// Stop ends the outcome subscription. Safe to call twice.
+// Stop ends the outcome and query state subscriptions. Safe to call
+// twice.
 func (s *Server) Stop(_ context.Context) error {
 	if s.sub != nil {
 		_ = s.sub.Unsubscribe()
 	}
 	if s.updateSub != nil {
 		_ = s.updateSub.Unsubscribe()
+	}
+	if s.stateSub != nil {
+		_ = s.stateSub.Unsubscribe()
 	}
 	s.stopReplayCheck()
 	s.pages.Stop()

@@ -44,6 +44,7 @@ var wireTypes = []any{
 	api.CommandResponse{}, api.Execution{}, api.TaskFailing{}, api.HistoryWarning{}, api.ExportedHistory{}, api.ListExecutionsResponse{},
 	api.KeyClaim{}, api.DuplicateCounts{}, api.SignalKey{}, api.CallbackDelivery{}, api.WaitingFor{},
 	api.Event{}, api.HistoryResponse{}, api.DeadCommand{}, api.ListDeadCommandsResponse{},
+	api.State{}, api.ListStatesResponse{},
 	api.RetentionResponse{}, api.WorkflowRetention{},
 	api.Worker{}, api.WorkerSlots{}, api.SlotUsage{}, api.ReplayRefusal{}, api.ListWorkersResponse{},
 	api.TaskQueueResponse{}, api.NameBacklog{}, api.UnroutedBacklog{},
@@ -60,7 +61,7 @@ var wireTypes = []any{
 // notWire are package client's structs that are no HTTP body.
 var notWire = []string{
 	"Config", "Client", "StartOptions", "StartResult", "CommandStatus", "SignalWithStartOptions", "SignalWithStartResult", "CloseResult",
-	"ListOptions", "DeadCommandsOptions", "APIError", "PendingError", "ExecutionFailedError", "UpdateOptions",
+	"ListOptions", "DeadCommandsOptions", "StateOptions", "APIError", "PendingError", "ExecutionFailedError", "UpdateOptions",
 }
 
 func TestEveryWireTypeRoundTrips(t *testing.T) {

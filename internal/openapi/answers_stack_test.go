@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/openapi"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
@@ -165,6 +167,28 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	status, _ = call("GET", taskQueue, "/api/harvest/task-queues/no.such", "")
 	require.Equal(t, http.StatusBadRequest, status)
+
+	// Query states: tally sets "progress" when it starts.
+	status, data = call("POST", start, "/api/harvest/workflows/tally/start", `{"input": {"every": 2}}`)
+	require.Equal(t, http.StatusCreated, status)
+	tally = field(data, "execution_id")
+	state := "/api/harvest/executions/{execution_id}/state/{name}"
+	probe.Until(t, 30*time.Second, "tally to set its state", func() bool {
+		status, _ = call("GET", state, "/api/harvest/executions/"+tally+"/state/progress", "")
+		return status == http.StatusOK
+	})
+	status, _ = call("GET", state, "/api/harvest/executions/"+tally+"/state/progress?after_seq=1&wait=10ms", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", state, "/api/harvest/executions/"+tally+"/state/nope", "")
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("GET", state, "/api/harvest/executions/"+tally+"/state/progress?wait=forever", "")
+	require.Equal(t, http.StatusBadRequest, status)
+	states := "/api/harvest/executions/{execution_id}/state"
+	status, data = call("GET", states, "/api/harvest/executions/"+tally+"/state", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(data), `"progress"`)
+	status, _ = call("GET", states, "/api/harvest/executions/00000000-0000-0000-0000-000000000000/state", "")
+	require.Equal(t, http.StatusNotFound, status)
 
 	cancel := "/api/harvest/executions/{execution_id}/cancel"
 	status, _ = call("POST", cancel, "/api/harvest/executions/"+waiting+"/cancel", `{"reason": "openapi test"}`)

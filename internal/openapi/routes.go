@@ -223,6 +223,32 @@ var Routes = []Route{
 		Responses:   errs(map[int]Answer{200: {"The update.", api.Update{}}}, with(guarded, 400, 404)...),
 	},
 	{
+		Method: "GET", Path: "/api/harvest/executions/{execution_id}/state", ID: "listExecutionStates", Tag: "executions", Scope: "read",
+		Summary: "Read every query state of an execution, by name",
+		Description: "The states its workflow code set (harvest.SetQueryState), each with the latest value and the seq of the workflow task's " +
+			"WorkflowTaskCompleted it reflects. Read from PostgreSQL: no worker needs to run, and a closed execution keeps its states until it is pruned.",
+		Responses: errs(map[int]Answer{200: {"The states, by name; none is an empty list.", api.ListStatesResponse{}}}, with(guarded, 400, 404)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/executions/{execution_id}/state/{name}", ID: "getExecutionState", Tag: "executions", Scope: "read",
+		Summary: "Read a query state of an execution, or wait for a newer value",
+		Description: "The state's latest value, as the last workflow task that changed it left it (harvest.SetQueryState), and seq, the history event " +
+			"(that task's WorkflowTaskCompleted) it reflects. Read from PostgreSQL: no worker needs to run, and it works after the execution closed. " +
+			"With after_seq (0 when only wait is given) it answers at once when the value's seq is greater, and otherwise waits up to wait for one: " +
+			"then it answers the value it has (compare seq), or 404 state_not_found for a state never set. A closed execution answers at once. " +
+			"A run continued as new keeps its own states: describe's continued_as names the next run.",
+		Query: []Param{
+			{Name: "after_seq", Description: "The seq of the value you have: answer with a newer one, waiting up to wait for it.", Type: "integer"},
+			{Name: "wait", Description: "How long to wait for a newer value, a Go duration from 0s to 60s (such as 30s); default 0s."},
+		},
+		Responses: replacing(errs(map[int]Answer{200: {"The state.", api.State{}}}, with(guarded, 400, 404)...), map[int]Answer{
+			http.StatusBadRequest: {"The request is malformed: invalid_execution_id, invalid_state_name, invalid_after_seq, invalid_wait " +
+				"or unknown_parameter, with `field`.", errBody},
+			http.StatusNotFound: {"execution_not_found: no such execution (or one the token may not see); " +
+				"state_not_found: its workflow code never set the state.", errBody},
+		}),
+	},
+	{
 		Method: "POST", Path: "/api/harvest/executions/{execution_id}/cancel", ID: "cancelExecution", Tag: "executions", Scope: "cancel",
 		Summary: "Ask a running execution to cancel", Body: api.CancelRequest{},
 		Responses: errs(map[int]Answer{

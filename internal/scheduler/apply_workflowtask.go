@@ -73,6 +73,9 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	}
 	// An idle task (it only refused updates: nothing new was visible to
 	// its code, and it decided nothing) leaves no trace in the history.
+	// Its states, if any, are those a replay sent again: the seq they get
+	// is not greater than the one they have, so they change nothing.
+	b.setStates(e, r.States)
 	for i := range r.Decisions {
 		if e.Status != wire.StatusRunning {
 			break
@@ -151,6 +154,23 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	if e.Status == wire.StatusRunning && e.WFTDirty {
 		e.WFTDirty = false
 		b.needWorkflowTask(e)
+	}
+}
+
+// setStates records the query states a workflow task set
+// (harvest.SetQueryState) at the seq of its WorkflowTaskCompleted, e's
+// last event: a projection beside the history, never part of it, so a
+// replay has nothing to match. A state the SDK would have refused (a
+// name that is no name, a value too large or that PostgreSQL cannot
+// store) is dropped, so that what a worker sends cannot fail the batch.
+func (b *batch) setStates(e *store.Execution, states []wire.StateValue) {
+	for _, st := range states {
+		if err := validState(st); err != nil {
+			b.logFor(e.ExecutionID).Warn("dropping a query state a worker sent", "err", err)
+			continue
+		}
+		b.writes.States = append(b.writes.States, store.StateRow{ExecutionID: e.ExecutionID, Name: st.Name, Value: st.Value,
+			Seq: e.LastSeq, UpdatedAt: b.now})
 	}
 }
 

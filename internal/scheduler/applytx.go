@@ -67,6 +67,7 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 	}
 	r.announce(writes.Outcomes)
 	r.announceUpdates(writes.UpdateChanges)
+	r.announceStates(writes.States)
 	return writes, r.publish(ctx, writes.Outbox)
 }
 
@@ -175,6 +176,26 @@ func (r *runner) announceUpdates(changes []store.UpdateChange) {
 	for _, c := range changes {
 		if err := nc.Publish(broker.UpdateSubject(c.UpdateID), []byte(c.Status)); err != nil {
 			r.log.Debug("announce update", "update_id", c.UpdateID, "err", err)
+		}
+	}
+}
+
+// announceStates wakes the ingest requests waiting for a newer value of
+// the query states a batch just committed (long polls of
+// GET /api/harvest/executions/{id}/state/{name}): one message per
+// execution on core NATS, carrying nothing, since the readers read the
+// values from PostgreSQL. A lost message costs a reader its next periodic
+// read.
+func (r *runner) announceStates(states []store.StateRow) {
+	nc := r.s.cfg.Topology.JS.Conn()
+	seen := make(map[string]bool, len(states))
+	for _, st := range states {
+		if seen[st.ExecutionID] {
+			continue
+		}
+		seen[st.ExecutionID] = true
+		if err := nc.Publish(broker.StateSubject(st.ExecutionID), nil); err != nil {
+			r.log.Debug("announce query states", "execution_id", st.ExecutionID, "err", err)
 		}
 	}
 }

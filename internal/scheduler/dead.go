@@ -88,6 +88,7 @@ func (r *runner) isolate(ctx context.Context, cmds []seqCommand, cause error) (*
 		all.Policies.Groups = append(all.Policies.Groups, w.Policies.Groups...)
 		all.Policies.Members = append(all.Policies.Members, w.Policies.Members...)
 		all.Outcomes = append(all.Outcomes, w.Outcomes...)
+		all.States = append(all.States, w.States...)
 		all.Outbox = append(all.Outbox, w.Outbox...)
 		all.HistoryCrossings.Warned += w.HistoryCrossings.Warned
 		all.HistoryCrossings.Exceeded += w.HistoryCrossings.Exceeded

@@ -61,7 +61,9 @@ type Memory struct {
 	signals    map[store.SignalRef]bool
 	updates    map[string]*store.Update
 	updateKeys map[store.UpdateKeyRef]string
-	seq        int64
+	// states are the executions' query states, by execution and name.
+	states map[string]map[string]store.StateRow
+	seq    int64
 	// at is the time of the batch being written.
 	at time.Time
 }
@@ -89,7 +91,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	return &Memory{
 		env: env, execs: map[string]*store.Execution{}, latest: map[store.WorkflowRef]*store.Execution{},
 		activities: map[store.ActivityRef]*store.Activity{}, history: map[string][]wire.Event{}, timers: map[int64]store.Timer{},
-		claims: map[store.ClaimRef]store.Claim{}, signals: map[store.SignalRef]bool{},
+		claims: map[store.ClaimRef]store.Claim{}, signals: map[store.SignalRef]bool{}, states: map[string]map[string]store.StateRow{},
 		updates: map[string]*store.Update{}, updateKeys: map[store.UpdateKeyRef]string{},
 	}, nil
 }
@@ -186,6 +188,7 @@ func (m *Memory) Prune(now time.Time) []string {
 		pruned = append(pruned, id)
 		delete(m.execs, id)
 		delete(m.history, id)
+		delete(m.states, id)
 		for ref := range m.activities {
 			if ref.ExecutionID == id {
 				delete(m.activities, ref)
@@ -246,6 +249,16 @@ func (m *Memory) Update(id string) (store.Update, bool) {
 	return *u, true
 }
 
+// States returns an execution's query states, by name.
+func (m *Memory) States(id string) []store.StateRow {
+	var out []store.StateRow
+	for _, st := range m.states[id] {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b store.StateRow) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
 // LiveClaim returns the execution a start key resolves to at now.
 func (m *Memory) LiveClaim(workflowName, key string, now time.Time) (string, bool) {
 	c, ok := m.claims[store.ClaimRef{WorkflowName: workflowName, IdempotencyKey: key}]
@@ -300,6 +313,17 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 	for _, c := range w.UpdateChanges {
 		if u := m.updates[c.UpdateID]; u != nil {
 			u.ExecutionID, u.Status, u.Result, u.Failure, u.ErrorCode, u.UpdatedAt = c.ExecutionID, c.Status, c.Result, c.Failure, c.ErrorCode, m.at
+		}
+	}
+	for _, st := range w.States {
+		// As store.Write's upsert: a greater seq replaces.
+		byName := m.states[st.ExecutionID]
+		if byName == nil {
+			byName = map[string]store.StateRow{}
+			m.states[st.ExecutionID] = byName
+		}
+		if old, ok := byName[st.Name]; !ok || old.Seq < st.Seq {
+			byName[st.Name] = st
 		}
 	}
 	// Inserted, then deleted, in store.Write's order.

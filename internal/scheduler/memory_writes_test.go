@@ -31,6 +31,7 @@ var memoryWrites = map[string]bool{
 	"NewUpdates":        true,
 	"UpdateChanges":     true,
 	"Outcomes":          true,
+	"States":            true,
 	"Outbox":            true,
 	// The batch changes the shard's own rows in place.
 	"UpdatedExecutions": false,

@@ -1,11 +1,12 @@
 package scheduler
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
-
 	"github.com/harvest-engine/harvest/internal/startpolicy"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -86,4 +87,20 @@ func validPolicy(s *wire.StartCommand) bool {
 		return p.MaxSize > 0 && p.MaxSize <= startpolicy.MaxBatchSize && inRange(p.MaxWait)
 	}
 	return false
+}
+
+// validState says why a query state a worker sent cannot be stored: a
+// name that is no name, a value larger than wire.MaxStateBytes or one
+// PostgreSQL cannot store; nil when it can.
+func validState(s wire.StateValue) error {
+	if err := dedup.ValidateName(s.Name); err != nil {
+		return fmt.Errorf("query state: %w", err)
+	}
+	if len(s.Value) > wire.MaxStateBytes {
+		return fmt.Errorf("query state %q: %d bytes, more than %d", s.Name, len(s.Value), wire.MaxStateBytes)
+	}
+	if err := storable.CheckJSON(s.Value); err != nil {
+		return fmt.Errorf("query state %q: %w", s.Name, err)
+	}
+	return nil
 }

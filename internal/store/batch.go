@@ -80,6 +80,9 @@ type Writes struct {
 	// Outcomes are the outcomes of the commands applied, stored by
 	// command id.
 	Outcomes []OutcomeRow
+	// States are query states workflow tasks set, upserted by execution
+	// and name; the scheduler announces them once the batch commits.
+	States []StateRow
 	// Policies are what the batch changed of start policies' deferred
 	// starts.
 	Policies PolicyWrites
@@ -136,6 +139,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueCountDuplicates(b, w.Duplicates)
 	queuePolicyWrites(b, w.Shard, &w.Policies)
 	queueUpsertOutcomes(b, w.Outcomes)
+	queueUpsertStates(b, w.States)
 	queueInsertDeadCommands(b, w.Shard, w.DeadCommands)
 	queueInsertOutbox(b, w.Outbox)
 	if len(w.PublishedOutbox) > 0 {

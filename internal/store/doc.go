@@ -3,7 +3,7 @@
 // pgx — executions and their event history, activities, start idempotency
 // claims, keyed signal claims, shard leases fenced by an epoch, the applied
 // command sequence per shard, timers, completion callbacks, the task
-// outbox, command outcomes and dead commands.
+// outbox, command outcomes, dead commands and query states.
 //
 // All SQL on Harvest's tables lives in this package. It touches nothing
 // else: no NATS, no HTTP, no workflow logic. Callers decide what to read
@@ -29,7 +29,8 @@ package store
 //     that caught them), timers.go, callbacks.go (completion callbacks),
 //     policies.go (start policy keys and deferred starts), outbox.go,
 //     outcomes.go, dead.go (dead commands), versions.go (open executions
-//     by build and by recorded version, across executions and history).
+//     by build and by recorded version, across executions and history),
+//     states.go (executions' query states, set by workflow code).
 //   - leases.go: shard leases and their epochs, live schedulers, the
 //     shard's applied sequence and its command stream, failing shards.
 //   - prune.go: retention: pruning closed executions, and what is past

@@ -402,7 +402,25 @@ type WorkflowTaskResult struct {
 	// happened to the execution since this task's BaseSeq; otherwise it
 	// drops Next and dispatches the task as usual.
 	Next *WorkflowTaskResult `json:"next,omitempty"`
+	// States are the named states the workflow code set
+	// (harvest.SetQueryState) that differ from what the worker last sent
+	// for the execution, each with its value as the task left it. They
+	// are no history: the scheduler upserts them, in the transaction
+	// that records the task, at the seq of the task's
+	// WorkflowTaskCompleted. A worker that replayed the execution afresh
+	// sends them all again; the upsert makes that harmless.
+	States []StateValue `json:"states,omitempty"`
 }
+
+// StateValue is the latest value of one named state of an execution.
+type StateValue struct {
+	Name  string          `json:"name"`
+	Value json.RawMessage `json:"value"`
+}
+
+// MaxStateBytes bounds a state's value, as JSON: harvest.SetQueryState
+// refuses a larger one, and the scheduler drops one a worker sent anyway.
+const MaxStateBytes = 256 << 10
 
 // Decision types.
 const (

@@ -48,6 +48,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	decisions := ran.Decisions
 	res := NewWorkflowTaskResult(task, decisions, rt.buildID)
 	res.Rejections, res.Idle = ran.Rejections, ran.Idle
+	res.States = ran.States
 	if !eagerShape(decisions) {
 		return res, nil
 	}
@@ -90,6 +91,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 		return res, nil
 	}
 	res.Next = NewWorkflowTaskResult(&next, nextRun.Decisions, rt.buildID)
+	res.Next.States = nextRun.States
 	return res, nil
 }
 

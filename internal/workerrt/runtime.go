@@ -60,9 +60,10 @@ func (e *TaskFailureError) Error() string { return e.Err.Error() }
 func (e *TaskFailureError) Unwrap() error { return e.Err }
 
 // WorkflowRun is what running a workflow task took: its decisions,
-// whether the execution was in the worker's cache (the task ran on from
-// where the last one stopped), and how many history events it consumed
-// (only those the last task did not see, on a cache hit).
+// the query states it changed (wire.WorkflowTaskResult.States), whether
+// the execution was in the worker's cache (the task ran on from where
+// the last one stopped), and how many history events it consumed (only
+// those the last task did not see, on a cache hit).
 type WorkflowRun struct {
 	Decisions []wire.Decision
 	// Rejections are the updates the task carried that the code refused;
@@ -70,8 +71,10 @@ type WorkflowRun struct {
 	// nothing (wire.WorkflowTaskResult).
 	Rejections []wire.UpdateRejection
 	Idle       bool
-	Cached     bool
-	Events     int
+	// States are the query states the task changed.
+	States []wire.StateValue
+	Cached bool
+	Events int
 }
 
 // Attempt is what the user's code for one activity attempt needs from the

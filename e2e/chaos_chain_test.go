@@ -23,10 +23,10 @@ import (
 // The chaos suite's load of continue-as-new (docs/long-workflows.md):
 // each trial starts a few executions of chaos_chain
 // (e2e/testdata/fleetworker), which takes int signals "v", keeps them in
-// a list it carries from run to run, continues as new every chainEvery
-// of them and returns the list when it receives -1. While the trial's
-// faults land, a client sends each one the values 1..chainValues, then
-// -1, as keyed signals to the chain's first run (the execution id its
+// a list it carries from run to run, continues as new every
+// chaosChainEvery of them and returns the list when it receives -1.
+// While the trial's faults land, a client sends each one the values
+// 1..chaosChainValues, then -1, as keyed signals to the chain's first run (the execution id its
 // start answered), one after the other, each retried with its key until
 // it is acknowledged: the runs switch under the signals, and the faults
 // hit the switches. Every even value goes as a keyed update instead
@@ -41,13 +41,19 @@ import (
 
 const (
 	workflowChain = "chaos_chain"
-	// chainValues is how many values a chain takes before -1, and
-	// chainEvery how many each run takes before it continues as new: a
-	// chain has chainValues/chainEvery+1 runs.
-	chainValues = 12
-	chainEvery  = 3
 	// chainEnd is the value that ends a chain.
 	chainEnd = -1
+)
+
+// chaosChainValues is how many values a chain takes before -1, and
+// chaosChainEvery how many each run takes before it continues as new: a
+// chain has values/every+1 runs. The suite's trials take 12 and 3; the
+// issue's check, continue-as-new every 1,000 values under the faults, is
+// -chaos.chain.values 3000 -chaos.chain.every 1000 (with a -chaos.load
+// long enough for the faults to fall among the sends).
+var (
+	chaosChainValues = flag.Int("chaos.chain.values", 12, "chaos: values each chaos_chain takes before its end (a multiple of -chaos.chain.every)")
+	chaosChainEvery  = flag.Int("chaos.chain.every", 3, "chaos: values each run of a chaos_chain takes before it continues as new")
 )
 
 var chaosChains = flag.Int("chaos.chains", 2, "chaos: chaos_chain starts per trial (continue-as-new chains fed keyed signals under faults)")
@@ -69,11 +75,11 @@ func planChains(seed uint64, kind, prefix string, n int, window time.Duration) [
 	plans := make([]chainPlan, n)
 	for j := range plans {
 		at := time.Duration(rng.Int64N(int64(window/4) + 1))
-		p := chainPlan{sideStart: sideStart{key: fmt.Sprintf("chain-%sc%02d", prefix, j), body: fmt.Sprintf(`{"input": {"every": %d}}`, chainEvery),
+		p := chainPlan{sideStart: sideStart{key: fmt.Sprintf("chain-%sc%02d", prefix, j), body: fmt.Sprintf(`{"input": {"every": %d}}`, *chaosChainEvery),
 			at: at, ingest: rng.IntN(2)}}
-		gap := int64(window-at)/(chainValues+1) + 1
+		gap := int64(window-at)/int64(*chaosChainValues+1) + 1
 		t := at
-		for range chainValues + 1 {
+		for range *chaosChainValues + 1 {
 			t += time.Duration(gap/2 + rng.Int64N(gap))
 			p.sends = append(p.sends, t)
 		}
@@ -85,14 +91,14 @@ func planChains(seed uint64, kind, prefix string, n int, window time.Duration) [
 // chainKey is the idempotency key of the signal carrying value i (1..),
 // or of the end value.
 func chainKey(i int) string {
-	if i > chainValues {
+	if i > *chaosChainValues {
 		return "end"
 	}
 	return fmt.Sprintf("v-%d", i)
 }
 
 // viaUpdate says whether value i (1..) goes as an update.
-func viaUpdate(i int) bool { return i%2 == 0 && i <= chainValues }
+func viaUpdate(i int) bool { return i%2 == 0 && i <= *chaosChainValues }
 
 // signalAnswer is one signal (or update) request's exchange.
 type signalAnswer struct {
@@ -189,7 +195,7 @@ func (s *stack) runChains(ctx context.Context, plans []chainPlan, giveUp, signal
 			ingest := p.ingest
 			for i, at := range p.sends {
 				value := i + 1
-				if value > chainValues {
+				if value > *chaosChainValues {
 					value = chainEnd
 				}
 				if !sendAt(ctx, begin.Add(at)) {
@@ -414,7 +420,7 @@ func (c *trialCheck) chainInvariants(ctx context.Context, outcomes []*chainOutco
 			c.res.ChainsExact++
 			c.res.ChainRuns += len(got[0].runs)
 			c.res.ChainCarried += got[0].carried()
-			c.res.ChainUpdates += chainValues / 2
+			c.res.ChainUpdates += *chaosChainValues / 2
 		}
 	}
 	if len(bad) > 0 {
@@ -586,8 +592,8 @@ func (ch chain) wrong(bound time.Duration) string {
 			problems = append(problems, fmt.Sprintf("run %d %s: %s, continued as %s", k+1, r.id, r.status, r.as))
 		case last && r.status != "Completed":
 			problems = append(problems, fmt.Sprintf("run %d %s, the last: %s, not Completed within %s", k+1, r.id, r.status, bound))
-		case json.Unmarshal([]byte(r.input), &in) != nil || in.Every != chainEvery || !slices.Equal(in.Values, seq(1, k*chainEvery)):
-			problems = append(problems, fmt.Sprintf("run %d %s: input %s, want the values 1..%d", k+1, r.id, r.input, k*chainEvery))
+		case json.Unmarshal([]byte(r.input), &in) != nil || in.Every != *chaosChainEvery || !slices.Equal(in.Values, seq(1, k**chaosChainEvery)):
+			problems = append(problems, fmt.Sprintf("run %d %s: input %s, want the values 1..%d", k+1, r.id, r.input, k**chaosChainEvery))
 		case len(slices.Compact(slices.Sorted(slices.Values(r.keys)))) != len(r.keys):
 			problems = append(problems, fmt.Sprintf("run %d %s: a signal key twice in its history: %v", k+1, r.id, r.keys))
 		}
@@ -596,13 +602,13 @@ func (ch chain) wrong(bound time.Duration) string {
 	for _, r := range walk {
 		updates = append(updates, r.updates...)
 	}
-	if n := len(slices.Compact(slices.Sorted(slices.Values(updates)))); n != len(updates) || n != chainValues/2 {
-		problems = append(problems, fmt.Sprintf("%d updates accepted in the chain's histories, %d distinct, want %d: %v", len(updates), n, chainValues/2, updates))
+	if n := len(slices.Compact(slices.Sorted(slices.Values(updates)))); n != len(updates) || n != *chaosChainValues/2 {
+		problems = append(problems, fmt.Sprintf("%d updates accepted in the chain's histories, %d distinct, want %d: %v", len(updates), n, *chaosChainValues/2, updates))
 	}
 	if len(problems) > 0 {
 		return strings.Join(problems, "; ")
 	}
-	if want := chainValues/chainEvery + 1; len(walk) != want {
+	if want := *chaosChainValues / *chaosChainEvery + 1; len(walk) != want {
 		return fmt.Sprintf("%d runs, want %d", len(walk), want)
 	}
 	var got []int
@@ -610,7 +616,7 @@ func (ch chain) wrong(bound time.Duration) string {
 	if err := json.Unmarshal([]byte(last.result), &got); err != nil {
 		return fmt.Sprintf("last run %s: result %s: %v", last.id, last.result, err)
 	}
-	if slices.Equal(got, seq(1, chainValues)) {
+	if slices.Equal(got, seq(1, *chaosChainValues)) {
 		return ""
 	}
 	count := map[int]int{}
@@ -618,7 +624,7 @@ func (ch chain) wrong(bound time.Duration) string {
 		count[v]++
 	}
 	var missing, twice []int
-	for v := 1; v <= chainValues; v++ {
+	for v := 1; v <= *chaosChainValues; v++ {
 		switch {
 		case count[v] == 0:
 			missing = append(missing, v)
@@ -626,7 +632,7 @@ func (ch chain) wrong(bound time.Duration) string {
 			twice = append(twice, v)
 		}
 	}
-	return fmt.Sprintf("last run %s: result %v, want 1..%d in order (missing %v, more than once %v)", last.id, got, chainValues, missing, twice)
+	return fmt.Sprintf("last run %s: result %v, want 1..%d in order (missing %v, more than once %v)", last.id, got, *chaosChainValues, missing, twice)
 }
 
 // seq is from..to, empty when to < from.
@@ -692,13 +698,19 @@ func (c *trialCheck) chains(ctx context.Context, prefix string) ([]chain, error)
 
 // TestChainWrong checks the chain check itself on chains made up: an
 // exact one passes, and a value lost, one taken twice, a broken link and
-// a run left out each show.
+// a run left out each show, and so do an update accepted twice or not at
+// all.
 func TestChainWrong(t *testing.T) {
 	exact := func() chain {
 		ch := chain{key: "k"}
-		for k := range chainValues/chainEvery + 1 {
-			in, _ := json.Marshal(map[string]any{"every": chainEvery, "values": seq(1, k*chainEvery)})
+		for k := range *chaosChainValues / *chaosChainEvery + 1 {
+			in, _ := json.Marshal(map[string]any{"every": *chaosChainEvery, "values": seq(1, k**chaosChainEvery)})
 			r := chainRun{id: fmt.Sprintf("run-%d", k), key: "", workflowID: "wf", status: "ContinuedAsNew", result: "null", input: string(in)}
+			for v := k**chaosChainEvery + 1; v <= min((k+1)**chaosChainEvery, *chaosChainValues); v++ {
+				if viaUpdate(v) {
+					r.updates = append(r.updates, fmt.Sprint("u-", v))
+				}
+			}
 			if k == 0 {
 				r.key = "k"
 			} else {
@@ -709,7 +721,7 @@ func TestChainWrong(t *testing.T) {
 		}
 		last := &ch.runs[len(ch.runs)-1]
 		last.status = "Completed"
-		res, _ := json.Marshal(seq(1, chainValues))
+		res, _ := json.Marshal(seq(1, *chaosChainValues))
 		last.result = string(res)
 		return ch
 	}
@@ -729,6 +741,8 @@ func TestChainWrong(t *testing.T) {
 		"carry wrong":  func(ch *chain) { ch.runs[2].input = `{"every":3,"values":[1,2,3,4,5]}` },
 		"other id":     func(ch *chain) { ch.runs[3].workflowID = "other" },
 		"key twice":    func(ch *chain) { ch.runs[1].keys = []string{"v-4", "v-5", "v-4"} },
+		"update twice": func(ch *chain) { ch.runs[2].updates = append(ch.runs[2].updates, ch.runs[1].updates[0]) },
+		"update lost":  func(ch *chain) { ch.runs[1].updates = nil },
 	} {
 		ch := exact()
 		spoil(&ch)

@@ -54,14 +54,15 @@ func (c *workflowCache) take(id string) *execution {
 }
 
 // put keeps x, ending the least recently used executions beyond the
-// cache's size (and x itself when the cache is off or closed).
-func (c *workflowCache) put(id string, x *execution) {
+// cache's size (and x itself when the cache is off or closed); it
+// returns how many it ended for room.
+func (c *workflowCache) put(id string, x *execution) (evicted int) {
 	var evict []*execution
 	c.mu.Lock()
 	if c.closed || c.size <= 0 {
 		c.mu.Unlock()
 		x.close()
-		return
+		return 0
 	}
 	if el, ok := c.byID[id]; ok {
 		// Another delivery of the task ran meanwhile: keep the newer.
@@ -75,11 +76,13 @@ func (c *workflowCache) put(id string, x *execution) {
 		old := el.Value.(*cached)
 		delete(c.byID, old.id)
 		evict = append(evict, old.x)
+		evicted++
 	}
 	c.mu.Unlock()
 	for _, x := range evict {
 		x.close()
 	}
+	return evicted
 }
 
 // close ends every execution in the cache, and those put later.
@@ -147,6 +150,7 @@ func (c *workflowCache) run(fn workflowFunc, task *wire.WorkflowTask, opts map[s
 		x.close()
 		return run, err
 	}
-	c.put(task.ExecutionID, x)
+	run.Evicted = c.put(task.ExecutionID, x)
+	run.Kept = c.size > 0
 	return run, nil
 }

@@ -47,6 +47,27 @@ func PinnedTaskSubject(queue, name, build string) string {
 	return NameTaskSubject(queue, wire.TaskWorkflow, name) + "." + BuildToken(build)
 }
 
+// StickyTaskSubject is the subject of a workflow task of workflow name
+// sent to the one worker that holds its execution in its cache
+// (docs/long-workflows.md#sticky-workflow-tasks):
+// harvest.task.<queue>.workflow.<name>.s<worker>, worker being the
+// worker's id (a UUID). Only that worker's sticky consumer of the
+// workflow (StickyConsumerName) takes it; it matches no shared or pinned
+// filter.
+func StickyTaskSubject(queue, name, worker string) string {
+	return NameTaskSubject(queue, wire.TaskWorkflow, name) + ".s" + worker
+}
+
+// StickyConsumerName is the consumer of worker's sticky tasks of
+// workflow name on queue: the worker creates it and pulls it while its
+// build is the newest of the workflow's, and the server removes it soon
+// after the worker stops pulling; the scheduler asks it whether the
+// worker took a task.
+func StickyConsumerName(queue, name, worker string) string {
+	sum := sha256.Sum256([]byte(queue + "\x00" + name + "\x00" + worker))
+	return "harvest_sticky_" + hex.EncodeToString(sum[:16])
+}
+
 // BuildToken is a build id as one subject and consumer-name token: "b"
 // and 16 hex digits of its SHA-256. A build id may hold '.', which a
 // subject token cannot.

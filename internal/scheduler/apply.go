@@ -47,6 +47,8 @@ type batch struct {
 	outcomeTTL time.Duration
 	// wftTimeout is a dispatched workflow task's deadline.
 	wftTimeout time.Duration
+	// stickyState is applyEnv's.
+	stickyState func(ctx context.Context, e *store.Execution, taskID int) stickyState
 	// retention sets a closing execution's prune_after.
 	retention store.Retention
 	// pinned are the workflows whose starts are pinned to a build unless
@@ -132,6 +134,9 @@ type applyEnv struct {
 	// workflow task taskID (a worker has it, or will get it). Nil, or
 	// false, lets a workflow task past its deadline be dispatched again.
 	taskQueued func(ctx context.Context, e *store.Execution, taskID int) bool
+	// stickyState says what became of a sticky workflow task (sticky.go);
+	// nil moves every sticky task whose deadline passes.
+	stickyState func(ctx context.Context, e *store.Execution, taskID int) stickyState
 	// maxTask is the largest task payload NATS carries (its max payload,
 	// less room for headers); 0 means no limit. A larger workflow task
 	// fails its execution, a larger activity task its activity.

@@ -327,7 +327,7 @@ func newBatch(ctx context.Context, env applyEnv, now time.Time, applied int64) *
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},
 		claimExec: map[store.ClaimRef]*store.Execution{}, tentative: map[store.ClaimRef]string{},
 		policyKeys: map[store.PolicyRef]*store.PolicyState{}, priorOutcomes: map[string]wire.Outcome{}, policyCmds: map[string]bool{},
-		updateKeys: map[store.UpdateKeyRef]string{},
+		updateKeys: map[store.UpdateKeyRef]string{}, stickyState: env.stickyState,
 	}
 	b.writes.Shard, b.writes.AppliedSeq = env.shard, applied
 	return b

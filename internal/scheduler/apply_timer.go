@@ -149,6 +149,10 @@ func (b *batch) workflowTaskTimer(ctx context.Context, e *store.Execution, tm st
 	if !e.WFTOutstanding || e.WFTID != at.TaskID {
 		return
 	}
+	if at.Sticky {
+		b.stickyTimer(ctx, e, at, again)
+		return
+	}
 	if queued != nil && queued(ctx, e, at.TaskID) {
 		at.Checks++
 		b.workflowTaskDeadline(e.ExecutionID, at, min(b.wftTimeout<<min(at.Checks, 16), maxWorkflowTaskCheck))
@@ -156,6 +160,9 @@ func (b *batch) workflowTaskTimer(ctx context.Context, e *store.Execution, tm st
 	}
 	at.Redispatch++
 	at.Checks = 0
+	// Dispatched again to every worker: the worker it was for lost it.
+	e.StickyWorker = ""
+	b.changed[e.ExecutionID] = true
 	b.logFor(e.ExecutionID).Warn("workflow task not completed by its deadline and no longer in the task stream: dispatching it again",
 		"task_id", at.TaskID, "redispatch", at.Redispatch)
 	again[e.ExecutionID] = at

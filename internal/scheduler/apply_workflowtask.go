@@ -38,6 +38,12 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		// what follows.
 		e.HistoryBase = r.BaseSeq
 	}
+	// The worker that keeps the execution in its cache takes its next
+	// task first (sticky.go).
+	e.StickyWorker = ""
+	if validUUID(r.Sticky) {
+		e.StickyWorker = r.Sticky
+	}
 	if e.Versioning == wire.VersioningPinned && e.PinnedBuild == "" && dedup.ValidateBuildID(r.BuildID) == nil {
 		// A pinned execution stays on the build that ran its first task.
 		e.PinnedBuild = r.BuildID
@@ -329,7 +335,11 @@ func (b *batch) scheduleWorkflowTasks(ctx context.Context, histories historyLoad
 			Shard: b.shard, Subject: workflowTaskSubject(e),
 			MsgID: workflowTaskMsgID(id, e.WFTID, 0), Payload: data, Trace: b.traceOf(e),
 		})
-		b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)
+		if e.StickyWorker != "" {
+			b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID, Sticky: true}, stickyTimeout)
+		} else {
+			b.workflowTaskDeadline(id, wftTimerAttrs{TaskID: e.WFTID}, b.wftTimeout)
+		}
 	}
 	return nil
 }
@@ -392,6 +402,9 @@ type wftTimerAttrs struct {
 	// the looks that found it still queued, which space the next look.
 	Redispatch int `json:"redispatch,omitempty"`
 	Checks     int `json:"checks,omitempty"`
+	// Sticky says the task went to the worker that holds its execution
+	// (sticky.go): its deadline is stickyTimeout's.
+	Sticky bool `json:"sticky,omitempty"`
 }
 
 // workflowTaskMsgID is the Nats-Msg-Id of a workflow task: a task
@@ -431,6 +444,9 @@ func (b *batch) workflowTaskDeadline(executionID string, at wftTimerAttrs, after
 // when it is pinned to one, else the one every build that registers its
 // workflow on its task queue shares (docs/versioning.md#pinned-workflows).
 func workflowTaskSubject(e *store.Execution) string {
+	if e.StickyWorker != "" {
+		return broker.StickyTaskSubject(e.TaskQueue, e.WorkflowName, e.StickyWorker)
+	}
 	if e.PinnedBuild != "" {
 		return broker.PinnedTaskSubject(e.TaskQueue, e.WorkflowName, e.PinnedBuild)
 	}

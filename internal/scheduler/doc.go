@@ -43,6 +43,8 @@ package scheduler
 //     continues as new, its next run, and the signals it passes on),
 //     apply_update.go (updates: admitted, accepted, answered, refused,
 //     failed as their run closes, moved to the run it continued as).
+//   - sticky.go: sticky workflow tasks: sent to the worker that keeps
+//     their execution, moved to every worker when it does not take them.
 //   - history_limits.go: what each history is held to, checked once a
 //     batch is applied: the warning, the failure past the hard limit,
 //     the suggestion to continue as new a workflow task carries.

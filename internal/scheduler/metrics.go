@@ -42,6 +42,8 @@ type metrics struct {
 	// historyLimits counts executions whose histories passed a limit, by
 	// kind (historyWarning, historyExceeded).
 	historyLimits *prometheus.CounterVec
+	// stickyMoved counts sticky workflow tasks moved to every worker.
+	stickyMoved prometheus.Counter
 }
 
 // The values of the kind label of harvest_scheduler_history_limits_total.
@@ -151,6 +153,10 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 			Name: "harvest_scheduler_history_limits_total",
 			Help: "Executions whose history passed a limit, each once, by kind: warning (its warning threshold of events or bytes; it carries a history_warning), exceeded (its hard limit; it failed with HistoryLimitExceeded).",
 		}, []string{"kind"}),
+		stickyMoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "harvest_scheduler_sticky_tasks_moved_total",
+			Help: "Sticky workflow tasks (sent to the worker that holds their execution in its cache) that their worker did not take within 2 s, moved to every worker of their workflow.",
+		}),
 		commands:    map[string]prometheus.Counter{},
 		timersFired: map[string]prometheus.Counter{},
 	}
@@ -163,7 +169,7 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 		Help: "Deprecated: harvest_scheduler_failing_shards, under its first name; it goes in a later release.",
 	}, func() float64 { return float64(m.failing.Load()) })
 	for _, c := range []prometheus.Collector{commands, m.deadCommands, m.deadTimers, m.failures, m.gaps, m.failingShards, m.failingOld, m.owned, m.info,
-		m.batchSize, m.applySeconds, m.transactions, m.statements, m.leaseAcquired, m.leaseLost, fired, m.callbacks, m.deferred, m.released, m.historyLimits, shards} {
+		m.batchSize, m.applySeconds, m.transactions, m.statements, m.leaseAcquired, m.leaseLost, fired, m.callbacks, m.deferred, m.released, m.historyLimits, m.stickyMoved, shards} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -243,6 +249,9 @@ func (m *metrics) historyCrossed(w *store.Writes) {
 	}
 	if n := w.HistoryCrossings.Exceeded; n > 0 {
 		m.historyLimits.WithLabelValues(historyExceeded).Add(float64(n))
+	}
+	if w.StickyMoved > 0 {
+		m.stickyMoved.Add(float64(w.StickyMoved))
 	}
 }
 

@@ -70,7 +70,7 @@ func (r *runner) finished() bool {
 
 func (r *runner) env() applyEnv {
 	return applyEnv{shard: r.lease.Shard, shards: r.s.cfg.Topology.Shards(), layout: r.s.cfg.Topology.Layout(), window: r.s.cfg.StartIdempotencyWindow,
-		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), wftTimeout: r.s.cfg.WorkflowTaskTimeout, taskQueued: r.taskQueued,
+		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), wftTimeout: r.s.cfg.WorkflowTaskTimeout, taskQueued: r.taskQueued, stickyState: r.stickyState,
 		maxTask: maxTask(r.s.cfg.Topology.JS.Conn()), log: r.log,
 		retention: store.Retention{Default: r.s.cfg.Retention, ByWorkflow: r.s.cfg.RetentionByWorkflow}, pinned: r.s.cfg.PinnedWorkflows,
 		historyLimits: r.s.cfg.HistoryLimits}

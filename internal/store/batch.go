@@ -98,6 +98,10 @@ type Writes struct {
 	// Preconditions, when set, are checked before anything is written:
 	// the batch was applied without reading (see Preconditions).
 	Preconditions *Preconditions
+	// StickyMoved counts the sticky workflow tasks the batch moved to
+	// every worker because their worker did not take them, for the
+	// scheduler's metrics once it commits.
+	StickyMoved int
 	// HistoryCrossings count the executions whose histories passed a
 	// limit in the batch, for the scheduler's metrics once it commits:
 	// nothing is written for them beyond the executions' rows.

@@ -391,6 +391,11 @@ type WorkflowTaskResult struct {
 	// not take: its validator refused them, or it has no handler for
 	// their name. They are recorded on the updates, not in the history.
 	Rejections []UpdateRejection `json:"rejections,omitempty"`
+	// Sticky is the id of the worker that ran the task when it keeps the
+	// execution in its cache after it, "" otherwise: the execution's next
+	// workflow task goes to that worker first (broker.StickyTaskSubject),
+	// and to any worker if it does not take it promptly.
+	Sticky string `json:"sticky,omitempty"`
 	// Idle says the task made nothing new visible to the workflow code
 	// and took no decision (it only refused updates): the scheduler
 	// records no WorkflowTaskCompleted for it, so that an update refused

@@ -49,6 +49,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	res := NewWorkflowTaskResult(task, decisions, rt.buildID)
 	res.Rejections, res.Idle = ran.Rejections, ran.Idle
 	res.States = ran.States
+	res.Sticky = rt.stickyFor(task.WorkflowName, ran.Kept)
 	if !eagerShape(decisions) {
 		return res, nil
 	}
@@ -92,6 +93,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	}
 	res.Next = NewWorkflowTaskResult(&next, nextRun.Decisions, rt.buildID)
 	res.Next.States = nextRun.States
+	res.Next.Sticky = rt.stickyFor(task.WorkflowName, nextRun.Kept)
 	return res, nil
 }
 
@@ -133,6 +135,9 @@ func (rt *Runtime) replay(run WorkflowFunc, task *wire.WorkflowTask, kind string
 		cache = cacheHit
 	}
 	rt.metrics.cache.WithLabelValues(name, cache).Inc()
+	if res.Evicted > 0 {
+		rt.metrics.cacheEvicted.WithLabelValues().Add(float64(res.Evicted))
+	}
 	return res, err
 }
 

@@ -117,6 +117,7 @@ type metrics struct {
 	replays        *prometheus.CounterVec // workflow, kind
 	replayEvents   *prometheus.CounterVec // workflow
 	cache          *prometheus.CounterVec // workflow, result
+	cacheEvicted   *prometheus.CounterVec // (task_queue only)
 	historyFetches *prometheus.CounterVec // workflow, result
 	historyFetched *prometheus.CounterVec // workflow
 	replaySeconds  prometheus.ObserverVec // workflow
@@ -176,6 +177,8 @@ func newMetrics(reg prometheus.Registerer, taskQueue string) (*metrics, error) {
 		cache: counterBy("harvest_worker_workflow_cache_total",
 			"Workflow tasks by what the worker's workflow cache held, by workflow and result: hit (the execution's code was kept, parked, and ran on) or miss (it was not, or did not continue the task's history: the history was replayed).",
 			"workflow", "result"),
+		cacheEvicted: counterBy("harvest_worker_workflow_cache_evictions_total",
+			"Executions the worker's workflow cache ended to make room for another (least recently used first, WorkflowCacheSize): their next workflow task replays the history. Executions that closed, or whose task ran elsewhere, are not counted."),
 		historyFetches: counterBy("harvest_worker_history_fetches_total",
 			"Workflow tasks whose execution the worker did not hold in its cache, so that it fetched the history before the events the task carries (a task carries those since the execution's last task), by workflow and result: fetched, failed (no ingest or scheduler answered, or the store failed; the task is tried again).",
 			"workflow", "result"),
@@ -269,6 +272,7 @@ func (m *metrics) known(workflows, activities []string) {
 		m.replayEvents.WithLabelValues(w)
 		m.cache.WithLabelValues(w, cacheHit)
 		m.cache.WithLabelValues(w, cacheMiss)
+		m.cacheEvicted.WithLabelValues()
 		m.historyFetches.WithLabelValues(w, fetchDone)
 		m.historyFetches.WithLabelValues(w, fetchFailed)
 		m.historyFetched.WithLabelValues(w)

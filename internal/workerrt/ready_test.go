@@ -37,8 +37,8 @@ func TestReadyFollowsTheConsumersAndNATS(t *testing.T) {
 		names[rt.lanes()[l].consumer.name] = true
 	}
 	require.Equal(t, map[string]bool{"harvest_workflow_7_default_hello": true, "harvest_activity_7_default_greet": true,
-		PinnedConsumerName("default", "hello", rt.buildID): true}, names,
-		"one consumer a name, and one of its executions pinned to this build; no consumer of unrouted tasks where none was left")
+		PinnedConsumerName("default", "hello", rt.buildID): true, broker.StickyConsumerName("default", "hello", rt.workerID): true}, names,
+		"one consumer a name, one of its executions pinned to this build and one of those this worker keeps; no consumer of unrouted tasks where none was left")
 
 	ns.Shutdown()
 	ns.WaitForShutdown()

@@ -73,8 +73,12 @@ type WorkflowRun struct {
 	Idle       bool
 	// States are the query states the task changed.
 	States []wire.StateValue
-	Cached bool
-	Events int
+	// Kept says the execution stays in the worker's cache after the task;
+	// Evicted counts the executions the cache ended to keep it.
+	Kept    bool
+	Evicted int
+	Cached  bool
+	Events  int
 }
 
 // Attempt is what the user's code for one activity attempt needs from the
@@ -159,6 +163,13 @@ type Runtime struct {
 	// refused are the workflows the replay check refused (Bind): their
 	// tasks are not run here, even from the unrouted subject.
 	refused map[string]bool
+	// workerID is the worker's id, in the workers bucket and in its
+	// sticky subject (set by Bind); gates are its shared workflow
+	// consumers' build gates, by workflow (set by Start): a workflow task
+	// asks for its execution's next task (sticky) only while its gate is
+	// open.
+	workerID string
+	gates    map[string]*buildGate
 }
 
 // Registration is what a worker tells the deployment as it starts: the
@@ -218,8 +229,9 @@ func (rt *Runtime) Bind(ctx context.Context, reg Registration) error {
 	// do not replay on this code is left out of reg (replaycheck.go).
 	reg, refused := rt.checkReplays(ctx, reg)
 	rt.named(reg.Workflows, reg.Activities)
+	rt.workerID = dedup.NewID()
 	rt.registrar = registry.NewRegistrar(registry.RegistrarConfig{
-		JS: js, KV: top.Workers, Worker: dedup.NewID(), TaskQueue: rt.cfg.TaskQueue, BuildID: rt.buildID,
+		JS: js, KV: top.Workers, Worker: rt.workerID, TaskQueue: rt.cfg.TaskQueue, BuildID: rt.buildID,
 		Workflows: reg.Workflows, Activities: reg.Activities, ReplayRefused: refused, Log: rt.log, Load: rt.load,
 	})
 	for name, raw := range reg.Schemas {
@@ -343,6 +355,7 @@ func (rt *Runtime) Start(ctx context.Context) (stop func(context.Context) error,
 		})
 	}
 	gates := gatesOf(lanes)
+	rt.gates = gates
 	pulling.Go(func() { rt.followBuilds(pullCtx, gates) })
 	rt.consumers.Store(&lanes)
 	// Registered once its consumers are in place; a registration that
@@ -485,6 +498,33 @@ type lane struct {
 // that registers the name creates.
 const consumerInactivity = 24 * time.Hour
 
+// stickyInactivity is how long the server keeps a worker's sticky
+// consumer once the worker stops pulling it: about when the scheduler
+// moves the worker's sticky tasks to every worker, if it has not
+// already (scheduler's sticky.go).
+const stickyInactivity = 10 * time.Second
+
+// keepsExecutions says whether the worker keeps executions in a cache
+// between their workflow tasks, and so takes sticky tasks.
+func (rt *Runtime) keepsExecutions() bool { return rt.cfg.WorkflowCacheSize > 0 }
+
+// stickyFor says whether a workflow task of workflow, whose run kept
+// its execution in the worker's cache, asks for the execution's next
+// task to come here: while this worker's build is the newest of the
+// workflow's (its gate open), so that a newer build takes the next task
+// of an execution that upgrades.
+func (rt *Runtime) stickyFor(workflow string, kept bool) string {
+	if !kept || !rt.keepsExecutions() {
+		return ""
+	}
+	if g := rt.gates[workflow]; g != nil {
+		if open, _ := g.state(); !open {
+			return ""
+		}
+	}
+	return rt.workerID
+}
+
 // consumerBinds bounds how many consumers a starting worker creates at
 // once.
 const consumerBinds = 8
@@ -511,6 +551,18 @@ func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
 	for _, name := range slices.Sorted(maps.Keys(rt.workflows)) {
 		tc := consumer(wire.TaskWorkflow, NameConsumerName(queue, wire.TaskWorkflow, name), broker.NameTaskSubject(queue, wire.TaskWorkflow, name))
 		tc.workflow, tc.gate = name, newBuildGate()
+		if rt.keepsExecutions() {
+			// The tasks of the executions of name this worker keeps in its
+			// cache come here first (broker.StickyTaskSubject), pulled
+			// under the shared consumer's gate: while this build is the
+			// newest of the workflow's, so that an execution that
+			// upgrades moves on to a newer build. The server drops the
+			// consumer soon after the worker is gone; the scheduler moves
+			// a sticky task its worker did not take to every worker.
+			sc := consumer(wire.TaskWorkflow, broker.StickyConsumerName(queue, name, rt.workerID), broker.StickyTaskSubject(queue, name, rt.workerID))
+			sc.config.InactiveThreshold = stickyInactivity
+			sc.workflow, sc.gate = name, tc.gate
+		}
 		consumer(wire.TaskWorkflow, PinnedConsumerName(queue, name, rt.buildID), broker.PinnedTaskSubject(queue, name, rt.buildID))
 	}
 	for _, name := range slices.Sorted(maps.Keys(rt.activities)) {

@@ -265,9 +265,21 @@ func (s *stack) signalRetrying(ctx context.Context, first int, executionID, name
 
 // signalRequest makes one keyed signal request to ingest i.
 func (s *stack) signalRequest(ctx context.Context, i int, executionID, name, key, body string) signalAnswer {
+	var out struct {
+		SignalDelivered *bool  `json:"signal_delivered"`
+		CommandID       string `json:"command_id"`
+	}
+	a := s.keyedPost(ctx, i, "/api/harvest/workflows/"+executionID+"/signal/"+name, key, body, &out)
+	a.delivered, a.commandID = out.SignalDelivered, out.CommandID
+	return a
+}
+
+// keyedPost makes one POST to ingest i's path with an Idempotency-Key
+// and a JSON body, decodes a 2xx answer's body into out, and returns
+// the exchange (an error answer's code and message in it).
+func (s *stack) keyedPost(ctx context.Context, i int, path, key, body string, out any) signalAnswer {
 	a := signalAnswer{answer: answer{ingest: i, at: time.Now()}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		s.baseURLs[i]+"/api/harvest/workflows/"+executionID+"/signal/"+name, bytes.NewBufferString(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURLs[i]+path, bytes.NewBufferString(body))
 	if err != nil {
 		a.err = err.Error()
 		return a
@@ -284,20 +296,19 @@ func (s *stack) signalRequest(ctx context.Context, i int, executionID, name, key
 	data, _ := io.ReadAll(resp.Body)
 	a.status = resp.StatusCode
 	a.retryAfter = resp.Header.Get("Retry-After")
-	var out struct {
-		SignalDelivered *bool  `json:"signal_delivered"`
-		CommandID       string `json:"command_id"`
-		Error           string `json:"error"`
-		Message         string `json:"message"`
+	a.took = time.Since(a.at)
+	if !a.ok() {
+		var e struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(data, &e)
+		a.code, a.err = e.Error, e.Message
+		return a
 	}
-	if err := json.Unmarshal(data, &out); err != nil && a.ok() {
+	if err := json.Unmarshal(data, out); err != nil {
 		a.err = fmt.Sprintf("answer is not JSON: %v: %q", err, data)
 	}
-	a.delivered, a.commandID, a.code = out.SignalDelivered, out.CommandID, out.Error
-	if !a.ok() {
-		a.err = out.Message
-	}
-	a.took = time.Since(a.at)
 	return a
 }
 
@@ -319,40 +330,13 @@ func (s *stack) updateRetrying(ctx context.Context, first int, executionID, name
 
 // updateRequest makes one keyed update request to ingest i.
 func (s *stack) updateRequest(ctx context.Context, i int, executionID, name, key, body string) signalAnswer {
-	a := signalAnswer{answer: answer{ingest: i, at: time.Now()}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		s.baseURLs[i]+"/api/harvest/executions/"+executionID+"/updates/"+name, bytes.NewBufferString(body))
-	if err != nil {
-		a.err = err.Error()
-		return a
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		a.err = err.Error()
-		a.took = time.Since(a.at)
-		return a
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	a.status = resp.StatusCode
-	a.retryAfter = resp.Header.Get("Retry-After")
 	var out struct {
 		UpdateID     string `json:"update_id"`
 		Status       string `json:"status"`
 		Deduplicated bool   `json:"deduplicated"`
-		Error        string `json:"error"`
-		Message      string `json:"message"`
 	}
-	if err := json.Unmarshal(data, &out); err != nil && a.ok() {
-		a.err = fmt.Sprintf("answer is not JSON: %v: %q", err, data)
-	}
-	a.updateStatus, a.commandID, a.deduplicated, a.code = out.Status, out.UpdateID, out.Deduplicated, out.Error
-	if !a.ok() {
-		a.err = out.Message
-	}
-	a.took = time.Since(a.at)
+	a := s.keyedPost(ctx, i, "/api/harvest/executions/"+executionID+"/updates/"+name, key, body, &out)
+	a.updateStatus, a.commandID, a.deduplicated = out.Status, out.UpdateID, out.Deduplicated
 	return a
 }
 

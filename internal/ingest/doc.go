@@ -58,6 +58,8 @@ package ingest
 //     arcflow.go (ArcFlow-compatible runs and their signed external
 //     callbacks), admission.go (closing and opening admission gates),
 //     retention.go (what is past retention, and pruning it).
+//   - wakers.go: waking the reads that wait for a change the scheduler
+//     announces (an update's answer, a newer query state).
 //   - submit.go, outcomes.go: publishing a command, and waiting for the
 //     outcome the scheduler announces (or reading it when late).
 //   - The read routes: reads.go (what they share: 503s, ?limit=),

@@ -21,14 +21,15 @@ import (
 	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/schema"
 	"github.com/harvest-engine/harvest/internal/webhook"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // Server serves Harvest's HTTP API.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	waiters *outcomeWaiters
-	updates *updateWaiters
+	waiters *wakers[wire.Outcome]
+	updates *wakers[struct{}]
 	sub     *nats.Subscription
 	// updateSub wakes the requests waiting on updates (updates.go).
 	updateSub *nats.Subscription
@@ -58,7 +59,7 @@ type Server struct {
 	// states wakes the reads waiting for a newer query state, on the
 	// announcements stateSub takes (states.go); stateRecheck is how often
 	// such a read reads again unwoken.
-	states       *stateWaiters
+	states       *wakers[struct{}]
 	stateSub     *nats.Subscription
 	stateRecheck time.Duration
 }
@@ -77,7 +78,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest metrics: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, waiters: newOutcomeWaiters(), updates: newUpdateWaiters(), states: newStateWaiters(), stateRecheck: defaultStateRecheck, mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
+	s := &Server{cfg: cfg, log: cfg.Logger, waiters: outcomeWakers(broker.OutcomeCommandID), updates: changeWakers(broker.UpdateID), states: changeWakers(broker.StateExecutionID), stateRecheck: defaultStateRecheck, mux: &routeMux{ServeMux: http.NewServeMux(), readTimeout: cfg.DBReadTimeout}, metrics: m,
 		admission: newMirror(cfg.Topology.Admission, cfg.Logger, decodeGate),
 		schemas:   newMirror(cfg.Topology.Schemas, cfg.Logger, schema.Compile),
 		workers:   registry.NewIndex(cfg.Topology.Workers, cfg.Logger), declared: declaredWorkflows(cfg), started: time.Now().UTC(),

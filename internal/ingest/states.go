@@ -6,13 +6,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/harvest-engine/harvest/api"
-	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 )
@@ -33,56 +29,6 @@ const stateRoute = "GET /api/harvest/executions/{execution_id}/state/{name}"
 // defaultStateRecheck is how often a read waiting for a newer state
 // reads PostgreSQL again without an announcement (Server.stateRecheck).
 const defaultStateRecheck = 2 * time.Second
-
-// stateWaiters wakes the requests waiting for a newer query state of an
-// execution when the scheduler announces that its states changed. One
-// subscription serves every request.
-type stateWaiters struct {
-	mu      sync.Mutex
-	waiting map[string]map[chan struct{}]struct{}
-}
-
-func newStateWaiters() *stateWaiters {
-	return &stateWaiters{waiting: map[string]map[chan struct{}]struct{}{}}
-}
-
-// wait registers interest in executionID's states; the channel gets a
-// value when they change. Call cancel when done.
-func (o *stateWaiters) wait(executionID string) (ch <-chan struct{}, cancel func()) {
-	c := make(chan struct{}, 1)
-	o.mu.Lock()
-	set := o.waiting[executionID]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		o.waiting[executionID] = set
-	}
-	set[c] = struct{}{}
-	o.mu.Unlock()
-	return c, func() {
-		o.mu.Lock()
-		delete(set, c)
-		if len(set) == 0 {
-			delete(o.waiting, executionID)
-		}
-		o.mu.Unlock()
-	}
-}
-
-// deliver is the subscription's handler.
-func (o *stateWaiters) deliver(m *nats.Msg) {
-	id := broker.StateExecutionID(m.Subject)
-	if id == "" {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for c := range o.waiting[id] {
-		select {
-		case c <- struct{}{}:
-		default: // woken already, not yet read
-		}
-	}
-}
 
 // handleGetState is GET
 // /api/harvest/executions/{execution_id}/state/{name}[?after_seq=&wait=]:

@@ -26,7 +26,7 @@ import (
 func TestAStateAnnouncementWakesTheReadsOfItsExecution(t *testing.T) {
 	t.Parallel()
 	const a, b = "01a2398e-0000-7000-8000-00000000000a", "01a2398e-0000-7000-8000-00000000000b"
-	w := newStateWaiters()
+	w := changeWakers(broker.StateExecutionID)
 	a1, stopA1 := w.wait(a)
 	a2, stopA2 := w.wait(a)
 	b1, stopB1 := w.wait(b)

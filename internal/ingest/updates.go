@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/harvest-engine/harvest/api"
-	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -42,51 +38,6 @@ const maxLongPoll = 30 * time.Second
 // updateRecheck is how often a request waiting for an update reads it
 // again without an announcement (core NATS may drop one).
 const updateRecheck = 2 * time.Second
-
-// updateWaiters wakes the requests waiting on updates when the scheduler
-// announces a change of one. One subscription serves every request.
-type updateWaiters struct {
-	mu      sync.Mutex
-	waiting map[string]map[chan struct{}]struct{}
-}
-
-func newUpdateWaiters() *updateWaiters {
-	return &updateWaiters{waiting: map[string]map[chan struct{}]struct{}{}}
-}
-
-// wait registers interest in update id's changes; call cancel when done.
-func (u *updateWaiters) wait(id string) (ch chan struct{}, cancel func()) {
-	ch = make(chan struct{}, 1)
-	u.mu.Lock()
-	set := u.waiting[id]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		u.waiting[id] = set
-	}
-	set[ch] = struct{}{}
-	u.mu.Unlock()
-	return ch, func() {
-		u.mu.Lock()
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(u.waiting, id)
-		}
-		u.mu.Unlock()
-	}
-}
-
-// deliver is the subscription's handler.
-func (u *updateWaiters) deliver(m *nats.Msg) {
-	id := broker.UpdateID(m.Subject)
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for ch := range u.waiting[id] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
 
 // handleUpdate is POST /api/harvest/executions/{execution_id}/updates/{name}.
 func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request) {

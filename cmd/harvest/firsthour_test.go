@@ -53,6 +53,7 @@ func TestAPICommandsSayWhatToDoWhenNothingAnswers(t *testing.T) {
 	for _, args := range [][]string{
 		{"workflow", "start", "onboarding"},
 		{"workflow", "signal", "e1", "item"},
+		{"workflow", "update", "e1", "add"},
 		{"workflow", "describe", "e1"},
 		{"workflow", "history", "e1"},
 		{"workflow", "list"},

@@ -96,7 +96,7 @@ terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowResult(), newWorkflowList(),
-		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState())
+		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate())
 	return cmd
 }
 
@@ -231,6 +231,44 @@ func newWorkflowSignal() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&input, "input", "", "the signal's payload, as JSON")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "deliver the signal once under this key")
+	return cmd
+}
+
+func newWorkflowUpdate() *cobra.Command {
+	var input, key string
+	var accepted bool
+	cmd := &cobra.Command{
+		Use:   "update <execution-id> <update>",
+		Short: "Ask a running execution for an update (harvest.SetUpdateHandler) and print its answer",
+		Long: `Ask a running execution for an update, which its workflow's handler
+answers (harvest.SetUpdateHandler), and print the update as JSON once it
+has its answer: status completed with the handler's result, or failed
+with its error. A refusal is an error: update_rejected (the validator
+refused it; nothing was recorded), update_not_found (no handler of the
+name), execution_closed, update_limit. Given --idempotency-key, asking
+again is the same update, answered with its answer. With --accepted,
+print it once the workflow accepted it, before the handler answers.`,
+		Example: `  harvest workflow update 01a2… add --input 5 --idempotency-key add-1`,
+		Args:    cobra.ExactArgs(2),
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			payload, err := parseInput("input", input)
+			if err != nil {
+				return err
+			}
+			var payloadArg any
+			if payload != nil {
+				payloadArg = payload
+			}
+			u, err := c.Update(ctx, args[0], args[1], payloadArg, client.UpdateOptions{IdempotencyKey: key, WaitAccepted: accepted})
+			if err != nil {
+				return err
+			}
+			return printValue(cmd.OutOrStdout(), u)
+		}),
+	}
+	cmd.Flags().StringVar(&input, "input", "", "the update's arguments, as JSON")
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "ask for the update once under this key")
+	cmd.Flags().BoolVar(&accepted, "accepted", false, "print the update once the workflow accepted it, before its handler answers")
 	return cmd
 }
 

@@ -176,6 +176,30 @@ func TestWorkflowState(t *testing.T) {
 	require.Equal(t, next.Seq, all.States[0].Seq)
 	require.JSONEq(t, string(next.Value), string(all.States[0].Value))
 
+	// An update, answered by tally's handler; the same key again is the
+	// same update; a refused one is an error with its code.
+	out, _, err = runCLI(t, "workflow", "update", id, "add", "--input", "6", "--idempotency-key", "cli-1", "--addr", s.URL())
+	require.NoError(t, err)
+	var u struct {
+		Status       string `json:"status"`
+		UpdateID     string `json:"update_id"`
+		Deduplicated bool   `json:"deduplicated"`
+		Result       struct {
+			Total int `json:"total"`
+		} `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &u), out)
+	require.Equal(t, "completed", u.Status)
+	require.Equal(t, 10, u.Result.Total)
+	updateID := u.UpdateID
+	out, _, err = runCLI(t, "workflow", "update", id, "add", "--input", "6", "--idempotency-key", "cli-1", "--addr", s.URL())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal([]byte(out), &u), out)
+	require.Equal(t, updateID, u.UpdateID)
+	require.True(t, u.Deduplicated)
+	_, _, err = runCLI(t, "workflow", "update", id, "add", "--input", "-1", "--addr", s.URL())
+	require.ErrorContains(t, err, "update_rejected")
+
 	_, _, err = runCLI(t, "workflow", "state", id, "nope", "--addr", s.URL())
 	require.ErrorContains(t, err, "state_not_found")
 	_, _, err = runCLI(t, "workflow", "state", id, "progress", "--wait", "2m", "--addr", s.URL())

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -189,6 +191,11 @@ func (x *execution) startUpdate(h *updateHandler, u wire.UpdateRequest) error {
 		answer := &wire.UpdateAttrs{UpdateID: u.UpdateID}
 		if err == nil {
 			raw, merr := json.Marshal(res)
+			if merr == nil {
+				// Refused here, as SideEffect's values are, rather than
+				// as a workflow task result the scheduler cannot record.
+				merr = storable.CheckJSON(raw)
+			}
 			if merr != nil {
 				err = fmt.Errorf("encode the result of update %q: %w", u.Name, merr)
 			} else {
@@ -196,7 +203,7 @@ func (x *execution) startUpdate(h *updateHandler, u wire.UpdateRequest) error {
 			}
 		}
 		if err != nil {
-			answer.Failure = failureOf(err)
+			answer.Failure = storableFailure(failureOf(err))
 		}
 		x.decide(wire.Decision{Type: wire.DecisionCompleteUpdate, Update: answer})
 	})
@@ -205,6 +212,17 @@ func (x *execution) startUpdate(h *updateHandler, u wire.UpdateRequest) error {
 		return x.diverged(&workflowPanic{workflow: x.info.WorkflowName, failure: p})
 	}
 	return nil
+}
+
+// storableFailure is f with what PostgreSQL cannot store in its texts (a
+// NUL, bytes that are not UTF-8) replaced, so that an update's failure
+// is recorded rather than its workflow task set aside.
+func storableFailure(f *wire.Failure) *wire.Failure {
+	clean := func(s string) string {
+		return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	}
+	f.Message, f.Type, f.Stack = clean(f.Message), clean(f.Type), clean(f.Stack)
+	return f
 }
 
 // replayUpdate delivers again, as a replay meets its

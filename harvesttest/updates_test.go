@@ -192,3 +192,40 @@ func TestUpdatesAreLimitedPerRun(t *testing.T) {
 	require.NoError(t, env.Advance(ctx, 2*time.Hour))
 	require.NoError(t, x.Result(&raw))
 }
+
+// TestAnUpdateAnswerPostgreSQLCannotStoreFails: a handler's result
+// holding U+0000 is the update's failure, said plainly, not a workflow
+// task the scheduler cannot record; so is an error whose text holds one,
+// with the NUL replaced.
+func TestAnUpdateAnswerPostgreSQLCannotStoreFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, err := harvesttest.New(func(w *harvest.Worker) {
+		harvest.RegisterWorkflow(w, "nul", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+			if err := harvest.SetUpdateHandler(ctx, "echo", func(_ *harvest.WorkflowContext, s string) (string, error) {
+				if s == "fail" {
+					return "", errors.New("bad\x00byte")
+				}
+				return s + "\x00", nil
+			}); err != nil {
+				return "", err
+			}
+			harvest.Sleep(ctx, time.Hour)
+			return "done", nil
+		})
+	}, harvesttest.Config{})
+	require.NoError(t, err)
+	defer env.Close()
+	x, err := env.Start(ctx, "nul", struct{}{})
+	require.NoError(t, err)
+	u, err := x.Update(ctx, "echo", "a")
+	require.NoError(t, err)
+	require.Equal(t, client.UpdateFailed, u.Status)
+	require.Contains(t, string(u.Failure), "which Harvest cannot store")
+	u, err = x.Update(ctx, "echo", "fail")
+	require.NoError(t, err)
+	require.Equal(t, client.UpdateFailed, u.Status)
+	require.Contains(t, string(u.Failure), "bad\uFFFDbyte")
+	require.NoError(t, env.Advance(ctx, time.Hour))
+	require.NoError(t, x.Result(nil))
+}

@@ -123,6 +123,7 @@ func TestUpdatesOnPostgreSQL(t *testing.T) {
 		{"add_item", "", `{"x":`, 400, "invalid_json"},
 		{"add_item", "", `"\u0000"`, 400, "payload_unstorable"},
 		{"add_item", "", `"` + strings.Repeat("x", 70<<10) + `"`, 413, "payload_too_large"},
+		{"add_item", "", strings.Repeat("[", 600) + strings.Repeat("]", 600), 400, "payload_unstorable"},
 	} {
 		a := post(strings.ReplaceAll(tc.name, " ", "%20"), "", tc.query, tc.body)
 		require.Equal(t, tc.status, a.Status, "%s%s: %v", tc.name, tc.query, a.Body)

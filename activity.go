@@ -151,8 +151,12 @@ func failureOf(err error) *wire.Failure {
 	// The first typed error in the chain names the type: an
 	// *ApplicationError its own, an *ActivityError (a workflow returning
 	// a failed activity's error) harvest.ActivityError, not the type of
-	// the activity's error it wraps.
+	// the activity's error it wraps, a canceled error Cancelled.
 	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, ok := e.(*CanceledError); ok || e == ErrCanceled {
+			f.Type = cancelFailureType
+			break
+		}
 		if ae, ok := e.(*ApplicationError); ok {
 			f.Type = ae.Type
 			f.NonRetryable = f.NonRetryable || ae.NonRetryable

@@ -22,40 +22,53 @@ import (
 // (workflow goroutines run one at a time, each until it blocks, in the
 // order they were started), so that a replay runs them as the first run
 // did. Use it instead of the go statement, which workflow code must not
-// use.
+// use. fn's context is connected to the execution's cancellation as ctx
+// is (NewDisconnectedContext).
 func Go(ctx *WorkflowContext, fn func(ctx *WorkflowContext)) {
 	x := ctx.x
 	if x.d.closing {
 		return
 	}
-	child := &WorkflowContext{x: x}
+	child := &WorkflowContext{x: x, disconnected: ctx.disconnected}
 	x.d.spawn(fmt.Sprintf("workflow goroutine %d", len(x.d.coros)), func() { fn(child) })
 }
 
-// Await blocks until cond returns true. cond must read only workflow
-// state (variables the workflow's goroutines set, futures, channels); it
-// is called again each time a workflow goroutine blocks. The error is
-// for the execution's cancellation, which Harvest does not deliver to
-// workflow code yet: it is nil.
+// Await blocks until cond returns true, and returns nil. cond must read
+// only workflow state (variables the workflow's goroutines set, futures,
+// channels); it is called again each time a workflow goroutine blocks.
+// Once the execution's cancellation reaches ctx, Await returns a canceled
+// error (IsCanceled) instead of waiting on, unless cond holds.
 func Await(ctx *WorkflowContext, cond func() bool) error {
-	ctx.x.d.block(cond)
-	return nil
+	ok := false
+	ctx.x.d.block(func() bool { ok = cond(); return ok || ctx.cancelled() })
+	if ok {
+		return nil
+	}
+	return ctx.x.canceled("await")
 }
 
 // AwaitWithTimeout is Await bounded by a durable timer of d: ok is false
 // when the time ran out first. The timer is cancelled when cond comes
-// true first.
+// true first. Once the execution's cancellation reaches ctx, it returns
+// ok false and a canceled error (IsCanceled), unless cond holds.
 func AwaitWithTimeout(ctx *WorkflowContext, d time.Duration, cond func() bool) (ok bool, err error) {
 	if cond() {
 		return true, nil
 	}
+	if ctx.cancelled() {
+		return false, ctx.x.canceled("await")
+	}
 	t := NewTimer(ctx, d)
-	ctx.x.d.block(func() bool { return cond() || t.IsReady() })
-	if cond() {
+	// The execution's cancellation cancels the timer.
+	ctx.x.d.block(func() bool { ok = cond(); return ok || t.IsReady() || ctx.cancelled() })
+	switch {
+	case ok:
 		t.Cancel()
 		return true, nil
+	case t.IsReady():
+		return false, nil
 	}
-	return false, nil
+	return false, ctx.x.canceled("await")
 }
 
 // SideEffect runs fn once, the first time the workflow reaches the call,
@@ -97,7 +110,8 @@ func SideEffect[T any](ctx *WorkflowContext, fn func() T) T {
 }
 
 // ReceiveChannel is a workflow channel a Selector can wait on
-// (AddChannel): a *Channel made with NewChannel.
+// (AddChannel): a *Channel made with NewChannel, or a WorkflowContext's
+// Done.
 type ReceiveChannel interface {
 	readyTick() (int, bool)
 }

@@ -52,7 +52,9 @@ package harvest
 //     code while executions run), continueasnew.go (ContinueAsNew),
 //     updates.go (SetUpdateHandler: updates the workflow answers, and
 //     their delivery and replay), querystate.go (SetQueryState: values
-//     read over the API).
+//     read over the API), cancel.go (cooperative cancellation: Done,
+//     Err, ErrCanceled, NewDisconnectedContext, and what the execution's
+//     cancellation request gives up).
 //   - What activity code calls: activity.go (ActivityContext, heartbeats,
 //     the errors that stop retries), activity_typed.go (typed
 //     Activities), activitykey.go (ActivityKey), ledger.go (Once and the

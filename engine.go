@@ -66,14 +66,31 @@ var errStale = errors.New("cached execution does not continue the history")
 // activityState is an activity the workflow scheduled.
 type activityState struct {
 	result *wire.ActivityClosedAttrs // visible result
-	tick   int
+	// tick is when its result, or its cancellation, became visible.
+	tick int
+	// scheduled says the code scheduled it (a result may come first, on
+	// a replay); disconnected that it did so with a context cancellation
+	// does not reach.
+	scheduled    bool
+	disconnected bool
+	// canceled says it was given up for the execution's cancellation:
+	// its future fails so, whatever result comes after.
+	canceled bool
 }
 
 // timerState is a timer the workflow started.
 type timerState struct {
 	fired     bool
 	cancelled bool
-	tick      int
+	// byContext says the execution's cancellation cancelled it (a
+	// Selector then takes it as ready).
+	byContext bool
+	// tick is when it fired, or was cancelled by the context.
+	tick int
+	// started says the code started it; disconnected that it did so
+	// with a context cancellation does not reach.
+	started      bool
+	disconnected bool
 }
 
 type signalItem struct {
@@ -155,6 +172,9 @@ type execution struct {
 	nextActivity, nextTimer, nextMarker int
 	// decisions are those taken since the last boundary.
 	decisions []wire.Decision
+	// cancel is the execution's cancellation request, once visible to
+	// the code (cancel.go); nil before.
+	cancel *cancelState
 	// returned says the workflow function returned (its complete or fail
 	// decision is taken).
 	returned bool
@@ -335,6 +355,10 @@ func (x *execution) runTask(task *wire.WorkflowTask) ([]wire.Decision, error) {
 		return nil, err
 	}
 	out := append(leftover, x.takeDecisions()...)
+	if len(out) == 0 {
+		// None, alike whether the execution was cached or replayed.
+		out = nil
+	}
 	x.taskID = task.TaskID
 	x.awaiting = append([]wire.Decision{}, out...)
 	x.awaitingBase = x.lastSeq
@@ -474,7 +498,11 @@ func (x *execution) see(ev wire.Event) error {
 			st = &activityState{}
 			x.activities[a.ActivityID] = st
 		}
-		st.result, st.tick = &a, x.tick
+		st.result = &a
+		if !st.canceled {
+			// A given-up activity's future stays failed so.
+			st.tick = x.tick
+		}
 	case wire.EventSignalReceived:
 		var a wire.SignalReceivedAttrs
 		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
@@ -495,6 +523,8 @@ func (x *execution) see(ev wire.Event) error {
 		if !st.cancelled {
 			st.fired, st.tick = true, x.tick
 		}
+	case wire.EventWorkflowCancelRequested:
+		return x.seeCancelRequest(ev)
 	}
 	return nil
 }
@@ -508,11 +538,23 @@ func (x *execution) signalQueue(name string) *signalQueue {
 	return q
 }
 
-// finish takes the decision the workflow function's return makes.
+// finish takes the decision the workflow function's return makes. Once
+// the execution's cancellation is visible to the code, whatever it
+// returns closes the execution Cancelled: cancel_workflow with its result,
+// or with its error (continuing as new included) as the failure.
 func (x *execution) finish(res any, err error) {
 	x.returned, x.d.done = true, true
 	var next *ContinueAsNewError
 	switch {
+	case x.cancel != nil && err != nil:
+		x.decide(wire.Decision{Type: wire.DecisionCancelWorkflow, Failure: failureOf(err)})
+	case x.cancel != nil:
+		raw, merr := json.Marshal(res)
+		if merr != nil {
+			x.decide(wire.Decision{Type: wire.DecisionCancelWorkflow, Failure: &wire.Failure{Message: fmt.Sprintf("encode workflow result: %v", merr), Type: "encoding"}})
+			return
+		}
+		x.decide(wire.Decision{Type: wire.DecisionCancelWorkflow, Result: raw})
 	case errors.As(err, &next):
 		x.decide(wire.Decision{Type: wire.DecisionContinueAsNew, ContinueAsNew: &wire.ContinueAsNewAttrs{
 			WorkflowName: next.WorkflowName, TaskQueue: next.TaskQueue, Input: next.Input, Carry: x.unconsumedSignals()}})

@@ -18,7 +18,9 @@ import (
 // replay once took the other branch.
 func slowOrFast(ctx *WorkflowContext, _ struct{}) (string, error) {
 	slow := ExecuteActivity(ctx, "slow", nil)
-	Sleep(ctx, 5*time.Second)
+	if err := Sleep(ctx, 5*time.Second); err != nil {
+		return "", err
+	}
 	branch := "fast"
 	if !slow.IsReady() {
 		branch = "slow"
@@ -65,7 +67,9 @@ func TestWhatArrivesDuringATaskIsSeenByTheNext(t *testing.T) {
 			} else {
 				seen = append(seen, "quiet")
 			}
-			Sleep(ctx, time.Second)
+			if err := Sleep(ctx, time.Second); err != nil {
+				return nil, err
+			}
 		}
 		return seen, nil
 	})
@@ -265,7 +269,9 @@ func TestNowIsTheTaskTime(t *testing.T) {
 	t.Parallel()
 	fn := registered(func(ctx *WorkflowContext, _ struct{}) ([]time.Time, error) {
 		first := Now(ctx)
-		Sleep(ctx, time.Hour)
+		if err := Sleep(ctx, time.Hour); err != nil {
+			return nil, err
+		}
 		return []time.Time{first, Now(ctx)}, nil
 	})
 	s := newSim(t, fn, nil)
@@ -290,7 +296,9 @@ func TestACancelledTimerNeverFires(t *testing.T) {
 		timer := NewTimer(ctx, time.Second)
 		_ = GetSignalChannel(ctx, "go").Receive(nil)
 		timer.Cancel()
-		Sleep(ctx, time.Minute)
+		if err := Sleep(ctx, time.Minute); err != nil {
+			return false, err
+		}
 		return timer.IsReady(), nil
 	})
 	s := newSim(t, fn, nil)
@@ -311,7 +319,9 @@ func TestTheLoggerIsSilentOnReplay(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	fn := registered(func(ctx *WorkflowContext, _ struct{}) (bool, error) {
 		ctx.Logger().Info("before", "replaying", IsReplaying(ctx))
-		Sleep(ctx, time.Second)
+		if err := Sleep(ctx, time.Second); err != nil {
+			return false, err
+		}
 		ctx.Logger().Info("after", "replaying", IsReplaying(ctx))
 		return IsReplaying(ctx), nil
 	})
@@ -342,7 +352,9 @@ func TestInfoSaysWhereTheExecutionStands(t *testing.T) {
 	var infos []WorkflowInfo
 	fn := registered(func(ctx *WorkflowContext, _ struct{}) (int, error) {
 		infos = append(infos, ctx.Info())
-		Sleep(ctx, time.Second)
+		if err := Sleep(ctx, time.Second); err != nil {
+			return 0, err
+		}
 		infos = append(infos, ctx.Info())
 		return 0, nil
 	})
@@ -444,7 +456,9 @@ func TestTheCacheLetsTheLeastRecentlyUsedGo(t *testing.T) {
 	cache := newWorkflowCache(2, nil)
 	defer cache.close()
 	fn := registered(func(ctx *WorkflowContext, _ struct{}) (int, error) {
-		Sleep(ctx, time.Hour)
+		if err := Sleep(ctx, time.Hour); err != nil {
+			return 0, err
+		}
 		return 1, nil
 	})
 	started := ev(t, 1, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{})

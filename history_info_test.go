@@ -17,7 +17,9 @@ func TestContinueAsNewSuggestedIsTheTasksAndTheSameOnReplay(t *testing.T) {
 		n := 0
 		for !GetInfo(ctx).ContinueAsNewSuggested {
 			seen = append(seen, false)
-			Sleep(ctx, time.Second)
+			if err := Sleep(ctx, time.Second); err != nil {
+				return 0, err
+			}
 			n++
 		}
 		seen = append(seen, true)

@@ -27,18 +27,23 @@ func (s *Selector) AddReceive(c *SignalChannel, fn func(c *SignalChannel)) *Sele
 
 // AddChannel adds a case that is ready when c, a channel made with
 // NewChannel, has a value to receive or is closed; fn must receive it.
+// c may also be a WorkflowContext's Done, ready once the execution's
+// cancellation is visible (and staying so: fn receives nothing).
 func (s *Selector) AddChannel(c ReceiveChannel, fn func()) *Selector {
 	s.cases = append(s.cases, selectCase{ready: c.readyTick, run: fn})
 	return s
 }
 
-// AddFuture adds a case that is ready when the activity has finished.
+// AddFuture adds a case that is ready when the activity has finished, or
+// was given up for the execution's cancellation.
 func (s *Selector) AddFuture(f *Future, fn func(f *Future)) *Selector {
 	s.cases = append(s.cases, selectCase{ready: f.readyTick, run: func() { fn(f) }})
 	return s
 }
 
-// AddTimer adds a case that is ready when the timer has fired.
+// AddTimer adds a case that is ready when the timer has fired, or the
+// execution's cancellation cancelled it (Timer.Wait then returns a
+// canceled error). A timer cancelled with Timer.Cancel is never ready.
 func (s *Selector) AddTimer(t *Timer, fn func(t *Timer)) *Selector {
 	s.cases = append(s.cases, selectCase{ready: t.readyTick, run: func() { fn(t) }})
 	return s

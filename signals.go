@@ -12,11 +12,16 @@ import (
 type SignalChannel struct {
 	x    *execution
 	name string
+	// ctx is the context it was got with: Receive stops waiting when the
+	// execution's cancellation reaches it.
+	ctx *WorkflowContext
 }
 
-// GetSignalChannel returns the channel of the named signal.
+// GetSignalChannel returns the channel of the named signal. Its Receive
+// returns a canceled error once the execution's cancellation reaches
+// ctx (NewDisconnectedContext for one it does not).
 func GetSignalChannel(ctx *WorkflowContext, name string) *SignalChannel {
-	return &SignalChannel{x: ctx.x, name: name}
+	return &SignalChannel{x: ctx.x, name: name, ctx: ctx}
 }
 
 // readyTick orders the channel's next signal among a Selector's cases.
@@ -35,9 +40,15 @@ func (c *SignalChannel) HasPending() bool {
 }
 
 // Receive blocks until a signal arrives, then decodes its payload into out
-// (a pointer, or nil to discard it).
+// (a pointer, or nil to discard it). Once the execution's cancellation
+// reaches the channel's context, it returns a canceled error
+// (IsCanceled) instead of waiting; a signal already waiting is still
+// received first.
 func (c *SignalChannel) Receive(out any) error {
-	c.x.d.block(c.HasPending)
+	c.x.d.block(func() bool { return c.HasPending() || c.ctx.cancelled() })
+	if !c.HasPending() {
+		return c.x.canceled(fmt.Sprintf("receive of signal %q", c.name))
+	}
 	return c.take(out)
 }
 
@@ -65,15 +76,25 @@ func (c *SignalChannel) take(out any) error {
 
 // ReceiveWithTimeout waits up to d for a signal; ok is false if the time
 // ran out first. The timer it waits with is cancelled when the signal
-// comes first.
+// comes first. Once the execution's cancellation reaches ctx, it returns
+// ok false and a canceled error (IsCanceled) instead of waiting; a
+// signal already waiting is still received first.
 func (c *SignalChannel) ReceiveWithTimeout(ctx *WorkflowContext, d time.Duration, out any) (ok bool, err error) {
 	if c.HasPending() {
 		return true, c.take(out)
 	}
+	if ctx.cancelled() {
+		return false, c.x.canceled(fmt.Sprintf("receive of signal %q", c.name))
+	}
 	timer := NewTimer(ctx, d)
 	NewSelector(ctx).
-		AddReceive(c, func(c *SignalChannel) { ok, err = true, c.Receive(out) }).
-		AddTimer(timer, func(*Timer) {}).
+		AddReceive(c, func(c *SignalChannel) { ok, err = true, c.take(out) }).
+		AddTimer(timer, func(t *Timer) {
+			if !t.IsReady() {
+				// Cancelled by the execution's cancellation, not fired.
+				err = c.x.canceled(fmt.Sprintf("receive of signal %q", c.name))
+			}
+		}).
 		Select()
 	if ok {
 		timer.Cancel()
@@ -90,7 +111,9 @@ type Signal[T any] struct {
 // NewSignal defines a signal carrying a T.
 func NewSignal[T any](name string) Signal[T] { return Signal[T]{Name: name} }
 
-// Receive blocks until the signal arrives and returns its payload.
+// Receive blocks until the signal arrives and returns its payload; once
+// the execution's cancellation reaches ctx, a canceled error
+// (SignalChannel.Receive).
 func (s Signal[T]) Receive(ctx *WorkflowContext) (T, error) {
 	var v T
 	err := GetSignalChannel(ctx, s.Name).Receive(&v)
@@ -104,7 +127,8 @@ func (s Signal[T]) ReceiveAsync(ctx *WorkflowContext) (v T, ok bool, err error) 
 	return v, ok, err
 }
 
-// ReceiveWithTimeout waits up to d for the signal.
+// ReceiveWithTimeout waits up to d for the signal
+// (SignalChannel.ReceiveWithTimeout).
 func (s Signal[T]) ReceiveWithTimeout(ctx *WorkflowContext, d time.Duration) (v T, ok bool, err error) {
 	ok, err = GetSignalChannel(ctx, s.Name).ReceiveWithTimeout(ctx, d, &v)
 	return v, ok, err

@@ -74,7 +74,9 @@ func TestSelectorPicksWhatHappenedFirst(t *testing.T) {
 func TestSleepStartsOneDurableTimer(t *testing.T) {
 	t.Parallel()
 	s := newSim(t, registered(func(ctx *WorkflowContext, _ struct{}) (int, error) {
-		Sleep(ctx, 1500*time.Millisecond)
+		if err := Sleep(ctx, 1500*time.Millisecond); err != nil {
+			return 0, err
+		}
 		return 1, nil
 	}), nil)
 	require.Equal(t, []wire.Decision{{Type: wire.DecisionStartTimer, TimerID: 1, DurationMS: 1500}}, s.task())

@@ -29,6 +29,9 @@ type sim struct {
 	// suggest is the next task's ContinueAsNewSuggested, as the
 	// scheduler dispatches it and records it.
 	suggest bool
+	// cached says the last task ran on the execution the cache kept,
+	// rather than on a replay.
+	cached bool
 }
 
 func newSim(t testing.TB, fn workflowFunc, input any) *sim {
@@ -74,6 +77,12 @@ func (s *sim) signal(name string, payload any) {
 
 func (s *sim) fire(timerID int) { s.add(wire.EventTimerFired, wire.TimerAttrs{TimerID: timerID}) }
 
+// cancel records the execution's cancellation request, as POST
+// .../cancel makes the scheduler do.
+func (s *sim) cancel(reason string) {
+	s.add(wire.EventWorkflowCancelRequested, wire.WorkflowCancelRequestedAttrs{Reason: reason, Cause: wire.CancelCauseRequest})
+}
+
 func (s *sim) activityName(id int) string {
 	for _, ev := range s.hist {
 		var a wire.ActivityScheduledAttrs
@@ -107,6 +116,7 @@ func (s *sim) tryTask(during ...func()) ([]wire.Decision, error) {
 	fresh, ferr := runWorkflowTask(s.fn, task(), s.opts)
 	ran, cerr := s.cache.run(s.fn, task(), s.opts)
 	cached := ran.Decisions
+	s.cached = ran.Cached
 	require.Equal(s.t, ferr != nil, cerr != nil, "a replay and a cached execution fail alike: %v / %v", ferr, cerr)
 	if ferr != nil {
 		return nil, ferr
@@ -147,6 +157,16 @@ func (s *sim) result() json.RawMessage {
 	var a wire.WorkflowClosedAttrs
 	require.NoError(s.t, json.Unmarshal(last.Attrs, &a))
 	return a.Result
+}
+
+// cancelled is the close of a workflow cancelled (cancel_workflow).
+func (s *sim) cancelled() wire.WorkflowClosedAttrs {
+	s.t.Helper()
+	last := s.hist[len(s.hist)-1]
+	require.Equal(s.t, wire.EventWorkflowCancelled, last.Type, "the workflow closed cancelled")
+	var a wire.WorkflowClosedAttrs
+	require.NoError(s.t, json.Unmarshal(last.Attrs, &a))
+	return a
 }
 
 // kinds are decisions' types.

@@ -1,6 +1,7 @@
 package harvest
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -13,33 +14,58 @@ type Timer struct {
 }
 
 // NewTimer starts a durable timer that fires after d.
+//
+// Once the execution's cancellation is visible, a timer started with ctx
+// is cancelled (a Selector then takes it as ready, and Wait returns a
+// canceled error); called then with ctx, NewTimer starts nothing and
+// returns a timer already cancelled so. A disconnected context's timers
+// run on (NewDisconnectedContext).
 func NewTimer(ctx *WorkflowContext, d time.Duration) *Timer {
 	x := ctx.x
 	x.nextTimer++
 	t := &Timer{x: x, id: x.nextTimer}
-	if x.timers[t.id] == nil {
-		x.timers[t.id] = &timerState{}
+	if ctx.cancelled() {
+		// The id is spent all the same, so that those of the timers
+		// after it do not depend on when the request came.
+		x.timers[t.id] = &timerState{cancelled: true, byContext: true, tick: x.tick}
+		return t
 	}
+	st := x.timers[t.id]
+	if st == nil {
+		st = &timerState{}
+		x.timers[t.id] = st
+	}
+	st.started, st.disconnected = true, ctx.disconnected
 	x.decide(wire.Decision{Type: wire.DecisionStartTimer, TimerID: t.id, DurationMS: max(d.Milliseconds(), 0)})
 	return t
 }
 
 func (t *Timer) state() *timerState { return t.x.timers[t.id] }
 
-// readyTick orders the timer among a Selector's cases.
+// readyTick orders the timer among a Selector's cases: it is ready once
+// it fired, or the execution's cancellation cancelled it.
 func (t *Timer) readyTick() (int, bool) {
 	st := t.state()
-	return st.tick, st.fired
+	return st.tick, st.fired || st.byContext
 }
 
 // IsReady reports whether the timer has fired, as far as the workflow has
 // seen its history. A cancelled timer never fires.
 func (t *Timer) IsReady() bool { return t.state().fired }
 
-// Wait blocks until the timer fires; a cancelled timer never does, and
-// Wait returns at once.
-func (t *Timer) Wait() {
+// Wait blocks until the timer fires, and returns nil; for a cancelled
+// timer (Cancel, or the execution's cancellation) it returns at once a
+// canceled error (IsCanceled).
+func (t *Timer) Wait() error {
 	t.x.d.block(func() bool { st := t.state(); return st.fired || st.cancelled })
+	if t.state().fired {
+		return nil
+	}
+	e := &CanceledError{What: fmt.Sprintf("timer %d", t.id)}
+	if t.state().byContext {
+		e = t.x.canceled(e.What)
+	}
+	return e
 }
 
 // Cancel cancels the timer: it never fires, and costs nothing more. A
@@ -53,7 +79,9 @@ func (t *Timer) Cancel() {
 	t.x.decide(wire.Decision{Type: wire.DecisionCancelTimer, TimerID: t.id})
 }
 
-// Sleep blocks the workflow for d, on a durable timer.
-func Sleep(ctx *WorkflowContext, d time.Duration) {
-	NewTimer(ctx, d).Wait()
+// Sleep blocks the workflow for d, on a durable timer, and returns nil;
+// once the execution's cancellation is visible (and ctx is not
+// disconnected) it returns a canceled error (IsCanceled), at once.
+func Sleep(ctx *WorkflowContext, d time.Duration) error {
+	return NewTimer(ctx, d).Wait()
 }

@@ -192,7 +192,9 @@ func TestGetVersionIsChosenOncePerExecution(t *testing.T) {
 	twice := func(maxV int) workflowFunc {
 		return registered(func(ctx *WorkflowContext, _ struct{}) ([]int, error) {
 			a := GetVersion(ctx, "step", DefaultVersion, maxV)
-			Sleep(ctx, 0)
+			if err := Sleep(ctx, 0); err != nil {
+				return nil, err
+			}
 			b := GetVersion(ctx, "step", DefaultVersion, maxV)
 			return []int{a, b}, nil
 		})

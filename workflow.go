@@ -51,8 +51,15 @@ type WorkflowInfo struct {
 // WorkflowContext is what workflow code receives. It is valid only inside
 // the workflow function and the goroutines it starts with Go, never in a
 // goroutine started with the go statement.
+//
+// A context is connected to the execution's cancellation (Done, Err)
+// unless it was made with NewDisconnectedContext, or by Go from one that
+// was.
 type WorkflowContext struct {
 	x *execution
+	// disconnected says the execution's cancellation does not reach calls
+	// made with this context (NewDisconnectedContext).
+	disconnected bool
 }
 
 // Info describes the running execution.
@@ -88,19 +95,35 @@ func Now(ctx *WorkflowContext) time.Time { return ctx.x.now }
 // field, those the activity was registered with. Scheduling is recorded
 // when the workflow task completes; on replay the call is matched with its
 // history (name, input and options).
+//
+// Once the execution's cancellation is visible, an activity scheduled
+// with ctx is given up (its running attempt's context is cancelled) and
+// its Future fails with a canceled error (IsCanceled); called then with
+// ctx, ExecuteActivity schedules nothing and returns a Future already
+// failed so. A disconnected context's activities run on
+// (NewDisconnectedContext).
 func ExecuteActivity(ctx *WorkflowContext, name string, input any, opts ...ActivityOptions) *Future {
 	x := ctx.x
 	x.nextActivity++
 	id := x.nextActivity
 	f := &Future{x: x, id: id, name: name}
+	if ctx.cancelled() {
+		// The id is spent all the same, so that those of the
+		// activities after it do not depend on when the request came.
+		x.activities[id] = &activityState{canceled: true, tick: x.tick}
+		return f
+	}
 	raw, err := json.Marshal(input)
 	if err != nil {
 		f.encodeErr = fmt.Errorf("encode input of activity %q: %w", name, err)
 		return f
 	}
-	if x.activities[id] == nil {
-		x.activities[id] = &activityState{}
+	st := x.activities[id]
+	if st == nil {
+		st = &activityState{}
+		x.activities[id] = st
 	}
+	st.scheduled, st.disconnected = true, ctx.disconnected
 	o := x.opts[name]
 	for _, over := range opts {
 		o = o.merge(over)
@@ -130,14 +153,15 @@ func (f *Future) readyTick() (int, bool) {
 	if f.encodeErr != nil {
 		return 0, true
 	}
-	if st := f.x.activities[f.id]; st != nil && st.result != nil {
+	if st := f.x.activities[f.id]; st != nil && (st.result != nil || st.canceled) {
 		return st.tick, true
 	}
 	return 0, false
 }
 
 // IsReady reports whether Get would return without blocking: the
-// activity's result is in the history as far as the workflow has seen it.
+// activity's result is in the history as far as the workflow has seen
+// it, or the activity was given up for the execution's cancellation.
 func (f *Future) IsReady() bool {
 	_, ok := f.readyTick()
 	return ok
@@ -145,12 +169,16 @@ func (f *Future) IsReady() bool {
 
 // Get blocks until the activity has finished, then decodes its result into
 // out (a pointer, or nil to discard it). A failed activity returns an
-// *ActivityError.
+// *ActivityError; one given up for the execution's cancellation a
+// *CanceledError (IsCanceled), whatever result came after.
 func (f *Future) Get(out any) error {
 	if f.encodeErr != nil {
 		return f.encodeErr
 	}
 	f.x.d.block(f.IsReady)
+	if st := f.x.activities[f.id]; st.canceled {
+		return f.x.canceled(fmt.Sprintf("activity %q", f.name))
+	}
 	res := f.result()
 	if res.Failure != nil {
 		return &ActivityError{Activity: f.name, Message: res.Failure.Message, Type: res.Failure.Type, Attempts: res.Attempt}

@@ -178,16 +178,25 @@ type SignalWithStartResponse struct {
 // /api/harvest/executions/{execution_id}/cancel.
 type CancelRequest struct {
 	Reason string `json:"reason"`
+	// CancelGrace bounds how long the workflow code may take to close the
+	// execution once told (a Go duration, "30s"): it is terminated if it
+	// is still running then. It overrides the workflow's configured
+	// cancel_grace; neither means no bound.
+	CancelGrace string `json:"cancel_grace,omitempty"`
 }
 
 // CancelResponse answers a cancellation (200); a late one is answered 202
 // with an AcceptedResponse. Its members are in the order the server has
-// always sent them.
+// always sent them, then cancel_requested.
 type CancelResponse struct {
 	ExecutionID  string `json:"execution_id"`
 	Status       string `json:"status"`
 	WorkflowID   string `json:"workflow_id"`
 	WorkflowName string `json:"workflow_name"`
+	// CancelRequested says the execution is running and was asked to
+	// cancel (by this request or an earlier one): its code is told, and
+	// closes it. A closed execution's status says how it ended.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 // TerminateRequest is the optional body of POST

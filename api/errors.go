@@ -59,6 +59,9 @@ const (
 	// (completed or accepted), or a read's that waits (a duration from 0s
 	// to its limit, such as 30s) (400).
 	CodeInvalidWait = "invalid_wait"
+	// CodeInvalidCancelGrace refuses a cancel's cancel_grace that is not
+	// a positive duration of at most ten years, such as "30s" (400).
+	CodeInvalidCancelGrace = "invalid_cancel_grace"
 	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
 	// (such as a string holding U+0000); ErrorResponse.Pointer locates it.
 	CodePayloadUnstorable = "payload_unstorable"

@@ -41,6 +41,10 @@ type Execution struct {
 	// workflow_id, linked both ways (docs/long-workflows.md).
 	ContinuedFrom string `json:"continued_from,omitempty"`
 	ContinuedAs   string `json:"continued_as,omitempty"`
+	// CancelRequestedAt is when the execution was asked to cancel
+	// (docs/cancellation.md): its workflow code is told, and closes it
+	// Cancelled once it has cleaned up.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 	// TaskFailing, while the execution's last workflow task failed on its
 	// worker, says why and when it is tried again.
 	TaskFailing *TaskFailing `json:"task_failing,omitempty"`

@@ -6,29 +6,44 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // CloseResult is the answer to Cancel or Terminate: the execution and its
-// status, Cancelled or Terminated, or how it had closed before the call
-// (closing a closed execution changes nothing).
+// status (Terminated; Running while a cancelled execution's code cleans
+// up, or Cancelled when it never ran), or how it had closed before the
+// call (closing a closed execution changes nothing).
 type CloseResult struct {
 	ExecutionID  string
 	WorkflowName string
 	WorkflowID   string
 	Status       string
+	// CancelRequested says a Cancel found the execution running and
+	// asked it to cancel (this call or an earlier one): its workflow code
+	// is told, and closes it Cancelled (WaitResult waits for that).
+	CancelRequested bool
 	// Raw is the server's JSON answer (the polled outcome if it came
 	// late).
 	Raw json.RawMessage
 }
 
-// Cancel cancels a running execution: it closes as Cancelled, with
-// reason (empty: "cancelled"), and its running activities' contexts are
-// cancelled. Cancelling a closed execution changes nothing and answers
-// its status; an unknown execution is an *APIError matching
+// Cancel asks a running execution to cancel, with reason (empty:
+// "cancelled"): its workflow code is told (docs/cancellation.md), gives
+// up the activities and timers it waits for, may clean up, and closes it
+// Cancelled; an execution whose code never ran closes at once. Asking
+// again changes nothing. Cancelling a closed execution changes nothing
+// and answers its status; an unknown execution is an *APIError matching
 // ErrExecutionNotFound. When the server answers 202, Cancel polls the
 // command until it is applied, within ctx.
 func (c *Client) Cancel(ctx context.Context, executionID, reason string) (*CloseResult, error) {
-	return c.closeExecution(ctx, "Cancel", "cancel", executionID, reason, CancelRequest{Reason: reason})
+	return c.closeExecution(ctx, "Cancel", "cancel", executionID, reason != "", CancelRequest{Reason: reason})
+}
+
+// CancelWithGrace is Cancel bounded by grace: the execution is
+// terminated if its code has not closed it grace after the request. It
+// overrides the workflow's configured cancel_grace.
+func (c *Client) CancelWithGrace(ctx context.Context, executionID, reason string, grace time.Duration) (*CloseResult, error) {
+	return c.closeExecution(ctx, "CancelWithGrace", "cancel", executionID, true, CancelRequest{Reason: reason, CancelGrace: grace.String()})
 }
 
 // Terminate terminates a running execution: it closes as Terminated at
@@ -39,19 +54,19 @@ func (c *Client) Cancel(ctx context.Context, executionID, reason string) (*Close
 // *APIError matching ErrExecutionNotFound. When the server answers 202,
 // Terminate polls the command until it is applied, within ctx.
 func (c *Client) Terminate(ctx context.Context, executionID, reason string) (*CloseResult, error) {
-	return c.closeExecution(ctx, "Terminate", "terminate", executionID, reason, TerminateRequest{Reason: reason})
+	return c.closeExecution(ctx, "Terminate", "terminate", executionID, reason != "", TerminateRequest{Reason: reason})
 }
 
 // closeExecution is Cancel and Terminate (op names the method in errors):
-// it posts req, or no body when reason is empty, to
+// it posts req, or no body when withBody is false, to
 // /executions/{id}/{action} and reads the answer, a CancelResponse or a
-// TerminateResponse (the same members).
-func (c *Client) closeExecution(ctx context.Context, op, action, executionID, reason string, req any) (*CloseResult, error) {
+// TerminateResponse (its members less cancel_requested).
+func (c *Client) closeExecution(ctx context.Context, op, action, executionID string, withBody bool, req any) (*CloseResult, error) {
 	if executionID == "" {
 		return nil, fmt.Errorf("client: %s: execution id is required", op)
 	}
 	var body []byte
-	if reason != "" {
+	if withBody {
 		var err error
 		if body, err = json.Marshal(req); err != nil {
 			return nil, fmt.Errorf("client: %s: %w", action, err)
@@ -62,9 +77,10 @@ func (c *Client) closeExecution(ctx context.Context, op, action, executionID, re
 	if err != nil {
 		return nil, err
 	}
-	var a TerminateResponse
+	var a CancelResponse
 	if err := decode(http.MethodPost, path, raw, &a); err != nil {
 		return nil, err
 	}
-	return &CloseResult{ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status, Raw: raw}, nil
+	return &CloseResult{ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status,
+		CancelRequested: a.CancelRequested, Raw: raw}, nil
 }

@@ -35,6 +35,7 @@ const (
 	CodeInvalidSignalName         = api.CodeInvalidSignalName
 	CodeInvalidUpdateName         = api.CodeInvalidUpdateName
 	CodeInvalidWait               = api.CodeInvalidWait
+	CodeInvalidCancelGrace        = api.CodeInvalidCancelGrace
 	CodeInvalidReason             = api.CodeInvalidReason
 	CodeInvalidStatus             = api.CodeInvalidStatus
 	CodeInvalidLimit              = api.CodeInvalidLimit

@@ -117,7 +117,7 @@ type ChargeResult struct {
 // Workflows are the example workflows Register registers, for a
 // deployment's configuration to declare (workflows.<name>).
 func Workflows() []string {
-	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest, WorkflowFanout, WorkflowTally}
+	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest, WorkflowFanout, WorkflowTally, WorkflowCheckout}
 }
 
 // Register registers the example workflows and activities on w.
@@ -158,6 +158,7 @@ func RegisterOnly(w *harvest.Worker, svc *Services, keep func(name string) bool)
 	workflow(r, WorkflowTally, Tally)
 	registerBench(r, svc.Bench)
 	registerFanout(r)
+	registerCheckout(r)
 
 	quick := harvest.ActivityOptions{StartToClose: 10 * time.Second}
 	activity(r, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {
@@ -259,7 +260,9 @@ func SleepWorkflow(ctx *harvest.WorkflowContext, in SleepInput) (SleepInput, err
 	if err != nil {
 		return in, fmt.Errorf("duration %q: %w", in.Duration, err)
 	}
-	harvest.Sleep(ctx, d)
+	if err := harvest.Sleep(ctx, d); err != nil {
+		return in, err
+	}
 	return in, nil
 }
 

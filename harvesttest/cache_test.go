@@ -34,7 +34,7 @@ func registerMixed(w *harvest.Worker) {
 			}
 			total += doubled
 			if i%2 == 0 {
-				harvest.Sleep(ctx, time.Minute)
+				_ = harvest.Sleep(ctx, time.Minute)
 			}
 			if harvest.GetVersion(ctx, fmt.Sprint("step-", i), harvest.DefaultVersion, 1) == 1 {
 				total++

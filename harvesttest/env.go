@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/inproc"
 	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 	"github.com/harvest-engine/harvest/internal/workerrt"
 )
@@ -46,6 +47,10 @@ type Config struct {
 	// shorter than the start window.
 	Retention           time.Duration
 	RetentionByWorkflow map[string]time.Duration
+	// CancelGraceByWorkflow bounds, by workflow, how long an execution
+	// asked to cancel may run before it is terminated, as the
+	// configuration's workflows.<name>.cancel_grace.
+	CancelGraceByWorkflow map[string]time.Duration
 	// WorkflowTaskTimeout is how long a workflow task may go unreported
 	// before the scheduler looks for it, default 10 s.
 	WorkflowTaskTimeout time.Duration
@@ -124,6 +129,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("harvesttest config: RetentionByWorkflow[%q] %s: want a positive duration", name, d)
 		}
 	}
+	for name, d := range c.CancelGraceByWorkflow {
+		if d <= 0 {
+			return fmt.Errorf("harvesttest config: CancelGraceByWorkflow[%q] %s: want a positive duration", name, d)
+		}
+	}
 	if err := c.HistoryLimits.scheduler().Validate(); err != nil {
 		return fmt.Errorf("harvesttest config: %w", err)
 	}
@@ -171,6 +181,13 @@ type Env struct {
 	// stop cancels the attempts still running when the Env closes.
 	stop context.CancelFunc
 	bg   context.Context
+	// stopped are the executions closed at once (cancelled before their
+	// code ran, terminated) and the activities their workflows gave up:
+	// their queued attempts are dropped and their running ones' contexts
+	// cancelled (attemptCancels), as a worker does.
+	stoppedExecs   map[string]bool
+	stoppedActs    map[store.ActivityRef]bool
+	attemptCancels map[store.ActivityRef]context.CancelFunc
 }
 
 // delivery is a task on its way to a worker: due at at, and redelivered
@@ -206,7 +223,7 @@ func New(register func(*harvest.Worker), cfg Config) (*Env, error) {
 	e.bg, e.stop = context.WithCancel(context.Background())
 	mem, err := scheduler.NewMemory(scheduler.MemoryConfig{
 		StartIdempotencyWindow: cfg.StartIdempotencyWindow, WorkflowTaskTimeout: cfg.WorkflowTaskTimeout,
-		Retention: cfg.Retention, RetentionByWorkflow: cfg.RetentionByWorkflow, TaskQueued: e.taskQueued, Logger: e.log,
+		Retention: cfg.Retention, RetentionByWorkflow: cfg.RetentionByWorkflow, CancelGraceByWorkflow: cfg.CancelGraceByWorkflow, TaskQueued: e.taskQueued, Logger: e.log,
 		HistoryLimits: cfg.HistoryLimits.scheduler(),
 	})
 	if err != nil {
@@ -463,6 +480,32 @@ func (e *Env) enqueue(out scheduler.Dispatched) {
 	for _, t := range out.ActivityTasks {
 		e.push(&delivery{at: e.now, act: t})
 	}
+	if len(out.Cancelled) == 0 && len(out.CancelledActivities) == 0 {
+		return
+	}
+	if e.stoppedExecs == nil {
+		e.stoppedExecs, e.stoppedActs = map[string]bool{}, map[store.ActivityRef]bool{}
+	}
+	for _, id := range out.Cancelled {
+		e.stoppedExecs[id] = true
+		for ref, cancel := range e.attemptCancels {
+			if ref.ExecutionID == id {
+				cancel()
+			}
+		}
+	}
+	for _, ref := range out.CancelledActivities {
+		e.stoppedActs[ref] = true
+		if cancel := e.attemptCancels[ref]; cancel != nil {
+			cancel()
+		}
+	}
+}
+
+// stopped says whether task's attempt is not to run: its execution was
+// stopped, or its workflow gave it up. Call with mu held.
+func (e *Env) stopped(task *wire.ActivityTask) bool {
+	return e.stoppedExecs[task.ExecutionID] || e.stoppedActs[store.ActivityRef{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID}]
 }
 
 func (e *Env) push(d *delivery) {
@@ -715,6 +758,23 @@ func (e *Env) runActivityTask(ctx context.Context, worker inproc.Worker, d *deli
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	ref := store.ActivityRef{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID}
+	e.mu.Lock()
+	if e.stopped(task) {
+		// A worker drops the attempt of an activity given up.
+		e.mu.Unlock()
+		return nil
+	}
+	if e.attemptCancels == nil {
+		e.attemptCancels = map[store.ActivityRef]context.CancelFunc{}
+	}
+	e.attemptCancels[ref] = cancel
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.attemptCancels, ref)
+		e.mu.Unlock()
+	}()
 	log := e.log.With("execution_id", task.ExecutionID, "workflow", task.WorkflowName, "activity", task.ActivityName, "attempt", task.Attempt)
 	res, err := worker.Handlers().Activity(actx, &workerrt.Attempt{Task: task, Log: log, Ledger: e.ledger, Heartbeat: func(details json.RawMessage) {
 		e.heartbeat(ctx, task, details)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/client"
@@ -227,15 +228,26 @@ func (x *Execution) Signal(ctx context.Context, name string, payload any, opts .
 	return out.SignalDelivered, e.drain(ctx)
 }
 
-// Cancel cancels the execution, as the API's cancel does: a running
-// execution closes as Cancelled at once; a closed one is left as it ended.
+// Cancel asks the execution to cancel, as the API's cancel does: its
+// workflow code is told at its next task (which runs before Cancel
+// returns), gives up what it waits for, may clean up, and closes it
+// Cancelled; one whose code never ran closes at once; a closed one is
+// left as it ended. A second Cancel changes nothing.
 func (x *Execution) Cancel(ctx context.Context, reason string) error {
+	return x.CancelWithGrace(ctx, reason, 0)
+}
+
+// CancelWithGrace is Cancel with a grace (the API's cancel_grace): the
+// execution is terminated if its code has not closed it grace after the
+// request, on the Env's clock. Zero means the workflow's configured
+// grace, if any (Config.CancelGraceByWorkflow).
+func (x *Execution) CancelWithGrace(ctx context.Context, reason string, grace time.Duration) error {
 	e := x.env
 	e.run.Lock()
 	defer e.run.Unlock()
 	e.mu.Lock()
-	out, err := e.apply(ctx, &wire.Command{CommandID: dedup.CancelCommandID(x.ID), Kind: wire.KindCancel,
-		Cancel: &wire.CancelCommand{ExecutionID: x.ID, Reason: reason}})
+	out, err := e.apply(ctx, &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindCancel,
+		Cancel: &wire.CancelCommand{ExecutionID: x.ID, Reason: reason, GraceMS: grace.Milliseconds()}})
 	e.mu.Unlock()
 	if err != nil {
 		return err

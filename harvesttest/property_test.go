@@ -58,7 +58,7 @@ func program(ctx *harvest.WorkflowContext, steps []step) ([]string, error) {
 			// the history has it.
 			slow := harvest.ExecuteActivity(ctx, "slow", s.N, harvest.ActivityOptions{RetryPolicy: &harvest.RetryPolicy{
 				MaximumAttempts: 2, InitialInterval: time.Duration(s.N) * time.Millisecond, BackoffCoefficient: 1}})
-			harvest.Sleep(ctx, 500*time.Millisecond)
+			_ = harvest.Sleep(ctx, 500*time.Millisecond)
 			note("slow ready %v", slow.IsReady())
 			if !slow.IsReady() {
 				if err := harvest.ExecuteActivity(ctx, "echo", -i).Get(nil); err != nil {
@@ -120,7 +120,7 @@ func program(ctx *harvest.WorkflowContext, steps []step) ([]string, error) {
 		case "now":
 			note("now +%s", harvest.Now(ctx).Sub(start))
 		case "sleep":
-			harvest.Sleep(ctx, time.Duration(s.N)*time.Millisecond)
+			_ = harvest.Sleep(ctx, time.Duration(s.N)*time.Millisecond)
 		}
 	}
 	return notes, nil

@@ -27,7 +27,7 @@ func TestIsReadyTakesTheBranchTheRunTook(t *testing.T) {
 		harvest.RegisterWorkflow(w, "slow_or_fast", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
 			slow := harvest.ExecuteActivity(ctx, "slow", nil, harvest.ActivityOptions{RetryPolicy: &harvest.RetryPolicy{
 				MaximumAttempts: 2, InitialInterval: 10 * time.Second, BackoffCoefficient: 1}})
-			harvest.Sleep(ctx, 5*time.Second)
+			_ = harvest.Sleep(ctx, 5*time.Second)
 			branch := "fast"
 			if !slow.IsReady() {
 				branch = "slow"

@@ -135,12 +135,12 @@ func TestAnUpdateInFlightFailsWhenItsExecutionCloses(t *testing.T) {
 	env, err := harvesttest.New(func(w *harvest.Worker) {
 		harvest.RegisterWorkflow(w, "slow", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
 			if err := harvest.SetUpdateHandler(ctx, "wait", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
-				harvest.Sleep(ctx, time.Hour)
+				_ = harvest.Sleep(ctx, time.Hour)
 				return "woke", nil
 			}); err != nil {
 				return "", err
 			}
-			harvest.Sleep(ctx, time.Minute)
+			_ = harvest.Sleep(ctx, time.Minute)
 			return "done", nil
 		})
 	}, harvesttest.Config{})
@@ -165,12 +165,12 @@ func TestUpdatesAreLimitedPerRun(t *testing.T) {
 	env, err := harvesttest.New(func(w *harvest.Worker) {
 		harvest.RegisterWorkflow(w, "hold", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
 			if err := harvest.SetUpdateHandler(ctx, "wait", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
-				harvest.Sleep(ctx, time.Hour)
+				_ = harvest.Sleep(ctx, time.Hour)
 				return "woke", nil
 			}); err != nil {
 				return "", err
 			}
-			harvest.Sleep(ctx, 2*time.Hour)
+			_ = harvest.Sleep(ctx, 2*time.Hour)
 			return "done", nil
 		})
 	}, harvesttest.Config{})
@@ -210,7 +210,7 @@ func TestAnUpdateAnswerPostgreSQLCannotStoreFails(t *testing.T) {
 			}); err != nil {
 				return "", err
 			}
-			harvest.Sleep(ctx, time.Hour)
+			_ = harvest.Sleep(ctx, time.Hour)
 			return "done", nil
 		})
 	}, harvesttest.Config{})

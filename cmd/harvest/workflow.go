@@ -294,7 +294,7 @@ func newWorkflowDescribe() *cobra.Command {
 				{"execution_id", e.ExecutionID},
 				{"workflow_name", e.WorkflowName},
 				{"workflow_id", e.WorkflowID},
-				{"status", e.Status},
+				{"status", describeStatus(e.Status, e.CancelRequestedAt)},
 				{"task_queue", e.TaskQueue},
 				{"input", compactJSON(e.Input)},
 				{"result", compactJSON(e.Result)},
@@ -430,7 +430,11 @@ func newWorkflowList() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "EXECUTION_ID\tWORKFLOW\tWORKFLOW_ID\tSTATUS\tCREATED_AT")
 			for _, e := range execs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ExecutionID, e.WorkflowName, e.WorkflowID, e.Status, formatTime(e.CreatedAt))
+				status := e.Status
+				if status == client.StatusRunning && e.CancelRequestedAt != nil {
+					status += " (cancel requested)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ExecutionID, e.WorkflowName, e.WorkflowID, status, formatTime(e.CreatedAt))
 			}
 			return tw.Flush()
 		}),
@@ -442,22 +446,53 @@ func newWorkflowList() *cobra.Command {
 }
 
 func newWorkflowCancel() *cobra.Command {
-	var reason string
+	var (
+		reason string
+		grace  time.Duration
+	)
 	cmd := &cobra.Command{
-		Use:     "cancel <execution-id>",
-		Short:   "Cancel a running execution: it closes as Cancelled and its running activities are cancelled",
-		Example: `  harvest workflow cancel 01a2… --reason "customer left"`,
+		Use:   "cancel <execution-id>",
+		Short: "Ask a running execution to cancel: its workflow code is told, cleans up and closes it as Cancelled",
+		Long: `Ask a running execution to cancel (docs/cancellation.md). Its workflow code is
+told at its next workflow task: the activities and timers it waits for are
+given up (their contexts cancelled), it may run cleanup in a disconnected
+context, and its return closes the execution as Cancelled. An execution
+whose code never ran closes at once. Asking again changes nothing.
+--grace bounds how long the code may take: the execution is terminated if
+it is still running then.`,
+		Example: `  harvest workflow cancel 01a2… --reason "customer left" --grace 5m`,
 		Args:    cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
-			r, err := c.Cancel(ctx, args[0], reason)
+			var r *client.CloseResult
+			var err error
+			if grace > 0 {
+				r, err = c.CancelWithGrace(ctx, args[0], reason, grace)
+			} else {
+				r, err = c.Cancel(ctx, args[0], reason)
+			}
 			if err != nil {
+				return err
+			}
+			if r.CancelRequested && !jsonOutput(cmd) {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "cancel requested for execution %s (workflow %s, workflow_id %s): %s, its workflow code closes it\n",
+					r.ExecutionID, r.WorkflowName, r.WorkflowID, r.Status)
 				return err
 			}
 			return printClosed(cmd, r, "cancelled", client.StatusCancelled)
 		}),
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", `why, recorded in the WorkflowCancelled event (default "cancelled")`)
+	cmd.Flags().StringVar(&reason, "reason", "", `why, recorded in the WorkflowCancelRequested event (default "cancelled")`)
+	cmd.Flags().DurationVar(&grace, "grace", 0, "terminate the execution if its code has not closed it this long after the request (default: the workflow's cancel_grace, else no bound)")
 	return cmd
+}
+
+// describeStatus is an execution's status as describe and list show it: a
+// running one asked to cancel says so.
+func describeStatus(status string, cancelRequestedAt *time.Time) string {
+	if status == client.StatusRunning && cancelRequestedAt != nil {
+		return status + " (cancel requested at " + formatTime(*cancelRequestedAt) + ")"
+	}
+	return status
 }
 
 func newWorkflowTerminate() *cobra.Command {

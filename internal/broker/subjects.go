@@ -136,6 +136,23 @@ func CancelledSubject(executionID string) string {
 	return "$KV." + CancelledBucket + "." + executionID
 }
 
+// CancelRequestedSubject is the subject of the key, in the bucket of
+// cancelled executions, that says an execution was asked to cancel
+// (<execution_id>.cancel_requested): a worker cancels the eager attempts
+// it runs for it, which hold the workflow task in which the workflow
+// code would learn of the request.
+func CancelRequestedSubject(executionID string) string {
+	return CancelledSubject(executionID) + ".cancel_requested"
+}
+
+// CancelledActivitySubject is the subject of the key, in the bucket of
+// cancelled executions, that says the workflow gave up one activity
+// (request_cancel_activity): <execution_id>.<activity_id>. A worker
+// running its attempt cancels the attempt's context.
+func CancelledActivitySubject(executionID string, activityID int) string {
+	return CancelledSubject(executionID) + "." + strconv.Itoa(activityID)
+}
+
 // UpdateSubject is the core NATS subject on which the scheduler
 // announces that an update changed (its status, as the message's body)
 // once the transaction that changed it has committed:

@@ -86,6 +86,9 @@ func (c Config) Validate() error {
 		if err := dedup.ValidateName(name); err != nil {
 			return fmt.Errorf("config: workflows: %w", err)
 		}
+		if w.CancelGrace < 0 || time.Duration(w.CancelGrace) > 10*365*24*time.Hour {
+			return fmt.Errorf("config: workflows.%s.cancel_grace %s: want a positive duration of at most ten years", name, time.Duration(w.CancelGrace))
+		}
 		if w.Retention < 0 {
 			return fmt.Errorf("config: workflows.%s.retention %s: want a positive duration", name, time.Duration(w.Retention))
 		}

@@ -31,6 +31,11 @@ type WorkflowConfig struct {
 	// default) moves it to the newest build that registers the workflow.
 	// A start's versioning overrides it.
 	Versioning string `yaml:"versioning"`
+	// CancelGrace bounds how long an execution of the workflow asked to
+	// cancel may run before it is terminated (docs/cancellation.md); a
+	// cancel's own cancel_grace overrides it. Unset: no bound, the
+	// workflow code closes it.
+	CancelGrace Duration `yaml:"cancel_grace"`
 }
 
 // DeclaredWorkflows are the workflows the configuration declares: those
@@ -51,6 +56,17 @@ func (c Config) RetentionByWorkflow() map[string]time.Duration {
 	for name, w := range c.Workflows {
 		if w.Retention > 0 {
 			out[name] = time.Duration(w.Retention)
+		}
+	}
+	return out
+}
+
+// CancelGraceByWorkflow returns the per-workflow cancel graces.
+func (c Config) CancelGraceByWorkflow() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, w := range c.Workflows {
+		if w.CancelGrace > 0 {
+			out[name] = time.Duration(w.CancelGrace)
 		}
 	}
 	return out

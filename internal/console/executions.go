@@ -246,6 +246,15 @@ func (d *executionData) fromHistory(events []api.Event) {
 			if at.Failure != nil {
 				act.Error = at.Failure.Message
 			}
+		case wire.EventActivityCancelRequested:
+			var at wire.ActivityCancelRequestedAttrs
+			if json.Unmarshal(e.Raw, &at) != nil {
+				continue
+			}
+			if act := acts[at.ActivityID]; act != nil && act.Closed == nil {
+				closed := e.At
+				act.Closed, act.Status = &closed, "Cancelled"
+			}
 		case wire.EventSignalReceived:
 			var at wire.SignalReceivedAttrs
 			if json.Unmarshal(e.Raw, &at) == nil {
@@ -297,7 +306,7 @@ func attrsOf(e api.Event) string {
 
 // actions are what the execution page offers, by the route's name.
 var actions = map[string]struct{ Verb, Explain string }{
-	"cancel":    {"Cancel", "The execution closes as Cancelled: the workflow runs no further code, and workers are told to stop its activities in flight."},
+	"cancel":    {"Cancel", "The workflow code is told: the activities and timers it waits for are given up, it may clean up, and its return closes the execution as Cancelled."},
 	"terminate": {"Terminate", "The execution closes as Terminated, its error saying why: the workflow runs no further code, and workers are told to stop its activities in flight."},
 }
 

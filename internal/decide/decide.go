@@ -192,6 +192,33 @@ var kinds = map[string]kind{
 				(a.Failure == nil) == (d.Update.Failure == nil) && wire.SameJSON(a.Result, d.Update.Result)
 		},
 	},
+	wire.DecisionCancelWorkflow: {
+		event: wire.EventWorkflowCancelled,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			r.Closes, r.Status = true, wire.StatusCancelled
+			r.Attrs = wire.WorkflowClosedAttrs{Result: d.Result, Failure: d.Failure}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.WorkflowClosedAttrs
+			return json.Unmarshal(raw, &a) == nil && a.Reason == "" && wire.SameJSON(a.Result, d.Result) && (a.Failure == nil) == (d.Failure == nil) &&
+				(a.Failure == nil || a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type)
+		},
+	},
+	wire.DecisionRequestCancelActivity: {
+		event: wire.EventActivityCancelRequested,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			if d.ActivityID <= 0 {
+				return fmt.Errorf("a %s decision without its activity", d.Type)
+			}
+			r.Attrs = wire.ActivityCancelRequestedAttrs{ActivityID: d.ActivityID}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.ActivityCancelRequestedAttrs
+			return json.Unmarshal(raw, &a) == nil && a.ActivityID == d.ActivityID
+		},
+	},
 	wire.DecisionContinueAsNew: {
 		event: wire.EventWorkflowContinuedAsNew,
 		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
@@ -241,10 +268,12 @@ func Matches(d *wire.Decision, ev wire.Event) bool {
 // Imposed says whether ev, of a decision's type, was recorded by the
 // scheduler on its own rather than for a decision, so that a replay
 // does not look for a decision of it: the WorkflowFailed of an execution
-// whose history passed its limit, which carries a reason as the closes
-// of cancel and terminate do (a fail_workflow decision's has none).
+// whose history passed its limit, or the WorkflowCancelled of one
+// cancelled before its code ran, which carry a reason as the close of
+// terminate does (a fail_workflow or cancel_workflow decision's has
+// none).
 func Imposed(ev wire.Event) bool {
-	if ev.Type != wire.EventWorkflowFailed {
+	if ev.Type != wire.EventWorkflowFailed && ev.Type != wire.EventWorkflowCancelled {
 		return false
 	}
 	var a wire.WorkflowClosedAttrs

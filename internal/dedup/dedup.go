@@ -139,15 +139,13 @@ func SignalWithStartCommandID(workflowName, workflowID, key string) string {
 	return derive("signal-with-start", workflowName, workflowID, key)
 }
 
-// CancelCommandID is the command id of a cancellation: a pure function of
-// the execution, so a retried cancellation carries the same Nats-Msg-Id
-// and the broker drops it, and its answer is the first one's outcome.
-func CancelCommandID(executionID string) string {
-	return derive("cancel", executionID)
-}
-
-// TerminateCommandID is the command id of a termination, as
-// CancelCommandID is of a cancellation.
+// TerminateCommandID is the command id of a termination: a pure function
+// of the execution, so a retried termination carries the same
+// Nats-Msg-Id and the broker drops it, and its answer is the first one's
+// outcome (the execution Terminated, or as it had closed). A
+// cancellation's id is fresh each time instead: its answer is the
+// execution as it stands (asked to cancel, or closed since), and the
+// scheduler records one request however often it is sent.
 func TerminateCommandID(executionID string) string {
 	return derive("terminate", executionID)
 }

@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
@@ -29,8 +31,10 @@ func (s *Server) handleTerminate(w http.ResponseWriter, r *http.Request) {
 // req (whose Reason is reason), and answers from its outcome: 200 with
 // the execution's status (also when it had closed already, which changes
 // nothing), 404 for an unknown execution, 202 when the outcome is late.
-// The command id is derived from the execution, so a retry is dropped by
-// the broker and answered from the first one's outcome.
+// A termination's command id is derived from the execution, so a retry
+// is dropped by the broker and answered from the first one's outcome. A
+// cancellation's is fresh: the scheduler records one request however
+// often it comes, and each is answered with the execution as it stands.
 func (s *Server) closeExecution(w http.ResponseWriter, r *http.Request, kind string, reason *string, req any, what string) {
 	executionID, ok := pathExecutionID(w, r, "execution_id")
 	if !ok {
@@ -60,8 +64,13 @@ func (s *Server) closeExecution(w http.ResponseWriter, r *http.Request, kind str
 	cmd := &wire.Command{Kind: kind}
 	switch kind {
 	case wire.KindCancel:
-		cmd.CommandID = dedup.CancelCommandID(executionID)
-		cmd.Cancel = &wire.CancelCommand{ExecutionID: executionID, Reason: *reason}
+		grace, rej := cancelGrace(req.(*api.CancelRequest).CancelGrace)
+		if rej != nil {
+			writeJSON(w, rej.status, rej.body)
+			return
+		}
+		cmd.CommandID = dedup.NewID()
+		cmd.Cancel = &wire.CancelCommand{ExecutionID: executionID, Reason: *reason, GraceMS: grace.Milliseconds()}
 	case wire.KindTerminate:
 		cmd.CommandID = dedup.TerminateCommandID(executionID)
 		cmd.Terminate = &wire.TerminateCommand{ExecutionID: executionID, Reason: *reason}
@@ -83,6 +92,27 @@ func (s *Server) closeExecution(w http.ResponseWriter, r *http.Request, kind str
 	default:
 		writeJSON(w, http.StatusOK, api.CancelResponse{
 			ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status,
+			CancelRequested: out.CancelRequested,
 		})
 	}
+}
+
+// maxCancelGrace bounds a cancel's cancel_grace.
+const maxCancelGrace = 10 * 365 * 24 * time.Hour
+
+// cancelGrace reads a cancel's cancel_grace: 0 when it has none.
+func cancelGrace(v string) (time.Duration, *rejection) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, reject(http.StatusBadRequest, api.CodeInvalidCancelGrace, "cancel_grace", fmt.Sprintf("cancel_grace %q: want a duration such as \"30s\" or \"5m\"", v))
+	case d < time.Millisecond:
+		return 0, reject(http.StatusBadRequest, api.CodeInvalidCancelGrace, "cancel_grace", fmt.Sprintf("cancel_grace %s: want a positive duration of at least 1ms", d))
+	case d > maxCancelGrace:
+		return 0, reject(http.StatusBadRequest, api.CodeInvalidCancelGrace, "cancel_grace", fmt.Sprintf("cancel_grace %s is beyond the maximum of ten years", d))
+	}
+	return d, nil
 }

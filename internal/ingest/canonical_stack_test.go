@@ -97,11 +97,13 @@ func TestExecutionIDsHaveOneForm(t *testing.T) {
 		}
 	}
 
-	// A cancellation in upper case cancels the execution.
+	// A cancellation in upper case cancels the execution: its code, told,
+	// closes it.
 	cancelled := stacktest.Call(t, "POST", api+"/executions/"+upper+"/cancel", nil, `{"reason": "done"}`)
 	require.Equal(t, 200, cancelled.Status, cancelled.Body)
 	require.Equal(t, id, cancelled.Body["execution_id"])
-	require.Equal(t, "Cancelled", cancelled.Body["status"])
+	require.Equal(t, true, cancelled.Body["cancel_requested"], cancelled.Body)
+	stacktest.WaitStatus(t, s, id, "Cancelled")
 
 	require.Zero(t, deadCommands(t, s), "no command was set aside")
 	dead := stacktest.Call(t, "GET", api+"/commands/dead", nil, "")

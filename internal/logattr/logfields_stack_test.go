@@ -247,6 +247,7 @@ func TestLogLinesCarryTheExecution(t *testing.T) {
 	require.NotEmpty(t, find(lines, "worker", "workflow task completed", nil))
 
 	lines = of(cancelled)
-	require.Len(t, find(lines, "ingest", "command applied", map[string]string{"kind": "cancel", "status": "Cancelled"}), 1)
+	require.Len(t, find(lines, "ingest", "command applied", map[string]string{"kind": "cancel", "status": "Running"}), 1)
+	require.Len(t, find(lines, "scheduler", "history event", map[string]string{"event": "WorkflowCancelRequested"}), 1)
 	require.Len(t, find(lines, "scheduler", "history event", map[string]string{"event": "WorkflowCancelled"}), 1)
 }

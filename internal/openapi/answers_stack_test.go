@@ -201,6 +201,9 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, status, "invalid_execution_id")
 	status, _ = call("POST", cancel, "/api/harvest/executions/"+waiting+"/cancel", `{"reason": "x", "why": "y"}`)
 	require.Equal(t, http.StatusBadRequest, status)
+	status, data = call("POST", cancel, "/api/harvest/executions/"+waiting+"/cancel", `{"cancel_grace": "-5s"}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Contains(t, string(data), `"invalid_cancel_grace"`)
 	terminate := "/api/harvest/executions/{execution_id}/terminate"
 	status, data = call("POST", start, "/api/harvest/workflows/collect/start", `{"input": {"count": 2}}`)
 	require.Equal(t, http.StatusCreated, status)

@@ -251,8 +251,12 @@ var Routes = []Route{
 	{
 		Method: "POST", Path: "/api/harvest/executions/{execution_id}/cancel", ID: "cancelExecution", Tag: "executions", Scope: "cancel",
 		Summary: "Ask a running execution to cancel", Body: api.CancelRequest{},
+		Description: "Its workflow code is told at its next workflow task (a WorkflowCancelRequested event): the activities and timers it waits for are given up, " +
+			"it may clean up in a disconnected context, and its return closes the execution as Cancelled (docs/cancellation.md). " +
+			"An execution whose code never ran closes at once. cancel_grace bounds how long the code may take: the execution is terminated then. " +
+			"400 invalid_cancel_grace for a cancel_grace that is not a positive duration of at most ten years.",
 		Responses: errs(map[int]Answer{
-			200: {"The cancellation was applied (or the execution had already closed: its status).", api.CancelResponse{}},
+			200: {"The request was recorded (status Running, cancel_requested), the execution closed at once (its code never ran), or it had already closed: its status.", api.CancelResponse{}},
 			202: {"Durable, outcome not known yet.", api.AcceptedResponse{}},
 		}, with(guarded, 400, 404, 409, 413)...),
 	},

@@ -27,7 +27,7 @@ func TestCommandsForNoExecutionAreNotFound(t *testing.T) {
 	id := w.NewExecutions[0].ExecutionID
 
 	cancel := func(executionID string) wire.Command {
-		return wire.Command{CommandID: dedup.CancelCommandID(executionID), Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: executionID}}
+		return wire.Command{CommandID: dedup.NewID(), Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: executionID}}
 	}
 	ids := []string{
 		strings.ToUpper(id), "urn:uuid:" + id, "{" + id + "}", strings.ReplaceAll(id, "-", ""),

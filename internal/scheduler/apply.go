@@ -51,6 +51,8 @@ type batch struct {
 	stickyState func(ctx context.Context, e *store.Execution, taskID int) stickyState
 	// retention sets a closing execution's prune_after.
 	retention store.Retention
+	// cancelGrace is applyEnv's.
+	cancelGrace map[string]time.Duration
 	// pinned are the workflows whose starts are pinned to a build unless
 	// they say otherwise (applyEnv.pinned).
 	pinned map[string]bool
@@ -143,6 +145,9 @@ type applyEnv struct {
 	maxTask int
 	// retention is how long closed executions stay.
 	retention store.Retention
+	// cancelGrace bounds, by workflow, how long an execution asked to
+	// cancel may run before it is terminated (Config.CancelGraceByWorkflow).
+	cancelGrace map[string]time.Duration
 	// pinned are the workflows configured with versioning: pinned
 	// (Config.PinnedWorkflows): a start of one that says no versioning is
 	// pinned.

@@ -77,6 +77,13 @@ func (b *batch) continueAsNew(e *store.Execution, d *wire.Decision, baseSeq int)
 		// Its key, if any, is claimed under the chain already.
 		b.appendEvent(next, wire.EventSignalReceived, ev.Attrs)
 	}
+	if req := e.CancelRequest; req != nil {
+		// The run was asked to cancel after the task that continued it
+		// ran: the request is the chain's, and the next run's code is
+		// told, with what is left of its grace.
+		carried := *req
+		b.askCancel(next, &carried)
+	}
 }
 
 // failContinue fails e, whose continue-as-new decision cannot be carried

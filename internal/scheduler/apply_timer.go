@@ -64,6 +64,8 @@ func (b *batch) fire(ctx context.Context, histories historyLoader, taskQueued fu
 			b.activityTimer(e, tm)
 		case store.TimerWorkflowTask:
 			b.workflowTaskTimer(ctx, e, tm, taskQueued, again)
+		case store.TimerCancelGrace:
+			b.cancelGraceEnded(e)
 		case store.TimerWorkflowTaskRetry:
 			// A task that completed since (another event brought one on)
 			// cleared the mark: nothing to retry.

@@ -97,10 +97,25 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		case rec.Closes && rec.Status == wire.StatusContinuedAsNew:
 			b.continueAsNew(e, d, r.BaseSeq)
 			continue
+		case rec.Closes && rec.Status == wire.StatusCancelled && e.CancelRequest == nil:
+			// Only a run asked to cancel closes so: a worker's fault.
+			b.logFor(e.ExecutionID).Warn("ignoring a cancel_workflow decision of an execution not asked to cancel")
+			continue
 		case rec.Closes:
-			if rec.Status == wire.StatusCompleted {
+			switch {
+			case rec.Status == wire.StatusCompleted:
 				e.Result = d.Result
-			} else {
+			case rec.Status == wire.StatusCancelled:
+				// The code's return after it was told: its result, or
+				// its error, is kept; the execution's error says it was
+				// cancelled.
+				e.Result = d.Result
+				f := wire.Failure{Type: "Cancelled", Message: e.CancelRequest.Reason}
+				if d.Failure != nil {
+					f.Message = d.Failure.Message
+				}
+				e.Error, _ = json.Marshal(f)
+			default:
 				e.Error, _ = json.Marshal(d.Failure)
 			}
 			b.close(e, rec.Status, rec.Event, rec.Attrs.(wire.WorkflowClosedAttrs))
@@ -120,6 +135,8 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			b.acceptUpdate(e, d)
 		case d.Type == wire.DecisionCompleteUpdate:
 			b.completeUpdate(e, d)
+		case d.Type == wire.DecisionRequestCancelActivity:
+			b.cancelActivity(e, d.ActivityID)
 		}
 		b.appendEvent(e, rec.Event, rec.Attrs)
 	}

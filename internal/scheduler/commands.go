@@ -42,6 +42,15 @@ var commandKinds = map[string]commandKind{
 		valid: func(c *wire.Command) bool { return c.WorkflowTask != nil && validUUID(c.WorkflowTask.ExecutionID) },
 		gather: func(g *gathering, c seqCommand) {
 			g.execution(c.cmd.WorkflowTask.ExecutionID)
+			// The activities its decisions give up are read, to close
+			// them (and those of the speculative task it carries).
+			for r := c.cmd.WorkflowTask; r != nil; r = r.Next {
+				for _, d := range r.Decisions {
+					if d.Type == wire.DecisionRequestCancelActivity && d.ActivityID > 0 {
+						g.activity(r.ExecutionID, d.ActivityID)
+					}
+				}
+			}
 		},
 		apply: func(b *batch, c seqCommand) { b.workflowTaskCompleted(c.cmd.WorkflowTask) },
 	},
@@ -86,9 +95,7 @@ var commandKinds = map[string]commandKind{
 				g.execution(c.cmd.Cancel.ExecutionID)
 			}
 		},
-		apply: func(b *batch, c seqCommand) {
-			b.closeCommand(c, wire.KindCancel, c.cmd.Cancel.ExecutionID, c.cmd.Cancel.Reason, cancelling)
-		},
+		apply: (*batch).cancelCommand,
 	},
 	wire.KindTerminate: {
 		valid: func(c *wire.Command) bool { return c.Terminate != nil },

@@ -68,13 +68,16 @@ func TestAContinuedRunPassesOnWhatItDidNotSee(t *testing.T) {
 	_, nextHist, _ = m.Execution(next.ExecutionID)
 	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventSignalReceived, wire.EventSignalReceived}, types(nextHist))
 
-	// A cancel naming the first run cancels the chain's newest.
+	// A cancel naming the first run asks the chain's newest.
 	d = apply(&wire.Command{CommandID: "cancel-1", Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: first, Reason: "done"}})
 	require.Len(t, d.Outcomes, 1)
 	require.Equal(t, next.ExecutionID, d.Outcomes[0].ExecutionID)
-	require.Equal(t, wire.StatusCancelled, d.Outcomes[0].Status)
-	cancelled, _, _ := m.Execution(next.ExecutionID)
-	require.Equal(t, wire.StatusCancelled, cancelled.Status)
+	require.Equal(t, wire.StatusRunning, d.Outcomes[0].Status)
+	require.True(t, d.Outcomes[0].CancelRequested)
+	asked, askedHist, _ := m.Execution(next.ExecutionID)
+	require.Equal(t, wire.StatusRunning, asked.Status, "its code closes it")
+	require.NotNil(t, asked.CancelRequest)
+	require.Equal(t, wire.EventWorkflowCancelRequested, askedHist[len(askedHist)-1].Type)
 	old, _, _ = m.Execution(first)
 	require.Equal(t, wire.StatusContinuedAsNew, old.Status, "the run that continued stays as it closed")
 }

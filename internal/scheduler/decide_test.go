@@ -28,7 +28,9 @@ var decisionSamples = map[string]wire.Decision{
 	wire.DecisionContinueAsNew:    {Type: wire.DecisionContinueAsNew, ContinueAsNew: &wire.ContinueAsNewAttrs{Input: json.RawMessage(`{"page":2}`)}},
 	wire.DecisionAcceptUpdate: {Type: wire.DecisionAcceptUpdate, Update: &wire.UpdateAttrs{UpdateID: sampleUpdateID, Name: "add_item",
 		Args: json.RawMessage(`"apple"`)}},
-	wire.DecisionCompleteUpdate: {Type: wire.DecisionCompleteUpdate, Update: &wire.UpdateAttrs{UpdateID: sampleUpdateID, Result: json.RawMessage(`2`)}},
+	wire.DecisionCompleteUpdate:        {Type: wire.DecisionCompleteUpdate, Update: &wire.UpdateAttrs{UpdateID: sampleUpdateID, Result: json.RawMessage(`2`)}},
+	wire.DecisionCancelWorkflow:        {Type: wire.DecisionCancelWorkflow, Failure: &wire.Failure{Type: "Cancelled", Message: "workflow canceled"}},
+	wire.DecisionRequestCancelActivity: {Type: wire.DecisionRequestCancelActivity, ActivityID: 1},
 }
 
 // sampleUpdateID is the update of the update decisions' samples.
@@ -38,6 +40,14 @@ const sampleUpdateID = "0190f0c4-0000-7000-8000-000000000001"
 // the command that comes first: an update's (in flight before a task
 // takes it), which a completion's task accepts first.
 func sampleDecisions(d wire.Decision, executionID string) ([]wire.Decision, *wire.Command) {
+	switch d.Type {
+	case wire.DecisionCancelWorkflow:
+		// Only a run asked to cancel closes so.
+		return []wire.Decision{d}, &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindCancel,
+			Cancel: &wire.CancelCommand{ExecutionID: executionID, Reason: "customer left"}}
+	case wire.DecisionRequestCancelActivity:
+		return []wire.Decision{decisionSamples[wire.DecisionScheduleActivity], d}, nil
+	}
 	if d.Update == nil {
 		return []wire.Decision{d}, nil
 	}

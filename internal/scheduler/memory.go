@@ -28,9 +28,11 @@ type MemoryConfig struct {
 	// it per workflow. Neither may be shorter than the start window.
 	Retention           time.Duration
 	RetentionByWorkflow map[string]time.Duration
-	// PinnedWorkflows and HistoryLimits are as Config's.
-	PinnedWorkflows map[string]bool
-	HistoryLimits   HistoryLimits
+	// PinnedWorkflows, HistoryLimits and CancelGraceByWorkflow are as
+	// Config's.
+	PinnedWorkflows       map[string]bool
+	HistoryLimits         HistoryLimits
+	CancelGraceByWorkflow map[string]time.Duration
 	// TaskQueued says whether the workflow task taskID of an execution is
 	// still held for a worker (see applyEnv.taskQueued); nil means never.
 	TaskQueued func(executionID string, taskID int) bool
@@ -84,6 +86,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		shards: 1, window: window, maxTask: cmp.Or(cfg.MaxTask, defaultMemoryMaxTask), wftTimeout: cmp.Or(cfg.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout),
 		retention: store.Retention{Default: retention, ByWorkflow: cfg.RetentionByWorkflow}, pinned: cfg.PinnedWorkflows,
 		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), historyLimits: cfg.HistoryLimits,
+		cancelGrace: cfg.CancelGraceByWorkflow,
 	}
 	if queued := cfg.TaskQueued; queued != nil {
 		env.taskQueued = func(_ context.Context, e *store.Execution, taskID int) bool { return queued(e.ExecutionID, taskID) }
@@ -108,6 +111,9 @@ type Dispatched struct {
 	ActivityTasks []*wire.ActivityTask
 	// Cancelled are executions whose running activities are to stop.
 	Cancelled []string
+	// CancelledActivities are activities the workflow gave up
+	// (request_cancel_activity), whose running attempts are to stop.
+	CancelledActivities []store.ActivityRef
 }
 
 // Apply applies one command at now.
@@ -359,8 +365,15 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 		default:
 			var c struct {
 				ExecutionID string `json:"execution_id"`
+				ActivityID  int    `json:"activity_id"`
+				Requested   bool   `json:"cancel_requested"`
 			}
-			if json.Unmarshal(msg.Payload, &c) == nil && c.ExecutionID != "" {
+			switch {
+			case json.Unmarshal(msg.Payload, &c) != nil || c.ExecutionID == "" || c.Requested:
+				// The test kit runs no eager attempts.
+			case c.ActivityID > 0:
+				d.CancelledActivities = append(d.CancelledActivities, store.ActivityRef{ExecutionID: c.ExecutionID, ActivityID: c.ActivityID})
+			default:
 				d.Cancelled = append(d.Cancelled, c.ExecutionID)
 			}
 		}

@@ -74,6 +74,11 @@ type Config struct {
 	// versioning is pinned to the build that runs its first workflow task
 	// (docs/versioning.md#pinned-workflows).
 	PinnedWorkflows map[string]bool
+	// CancelGraceByWorkflow bounds, by workflow, how long an execution
+	// asked to cancel may run before it is terminated
+	// (workflows.<name>.cancel_grace); a cancel's own grace overrides
+	// it. A workflow without one has no bound: its code closes it.
+	CancelGraceByWorkflow map[string]time.Duration
 	// HistoryLimits are what each execution's history is held to: past
 	// a warning threshold it carries a warning, past a hard limit it
 	// fails with HistoryLimitExceeded, past a suggestion threshold its

@@ -66,7 +66,7 @@ func TestTerminateClosesARunningExecution(t *testing.T) {
 			timer := harvest.NewTimer(ctx, 2*time.Second)
 			var out string
 			err := harvest.ExecuteActivity(ctx, "stuck_work", nil).Get(&out)
-			timer.Wait()
+			_ = timer.Wait()
 			return out, err
 		})
 	}})

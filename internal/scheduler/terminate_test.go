@@ -56,7 +56,7 @@ func TestTerminateAppliesOnce(t *testing.T) {
 	// The command again (after the broker's window), a cancellation, and
 	// a termination of an unknown execution.
 	again := seqCommand{seq: 3, cmd: terminateCmd(id, "again")}
-	cancel := seqCommand{seq: 4, cmd: wire.Command{CommandID: dedup.CancelCommandID(id), Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: id}}}
+	cancel := seqCommand{seq: 4, cmd: wire.Command{CommandID: dedup.NewID(), Kind: wire.KindCancel, Cancel: &wire.CancelCommand{ExecutionID: id}}}
 	unknown := seqCommand{seq: 5, cmd: terminateCmd(placement.MintExecutionID(4, l.Shard), "")}
 	w = applyOnce(t, db, "a", l, []seqCommand{again, cancel, unknown})
 	require.Equal(t, wire.StatusTerminated, outcomeOf(t, w, again.cmd.CommandID).Status)

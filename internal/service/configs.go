@@ -42,6 +42,7 @@ func SchedulerConfig(cfg config.Config) scheduler.Config {
 		Retention:              time.Duration(cfg.Retention),
 		RetentionByWorkflow:    cfg.RetentionByWorkflow(),
 		PinnedWorkflows:        cfg.PinnedWorkflows(),
+		CancelGraceByWorkflow:  cfg.CancelGraceByWorkflow(),
 		HistoryLimits:          cfg.HistoryLimits(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	}

@@ -32,6 +32,8 @@ const (
 	ActivityScheduled = "Scheduled"
 	ActivityCompleted = "Completed"
 	ActivityFailed    = "Failed"
+	// ActivityCancelled: the workflow gave it up (request_cancel_activity).
+	ActivityCancelled = "Cancelled"
 )
 
 // ActivityRef names one activity of one execution.

@@ -33,6 +33,10 @@ const (
 // TimerWorkflow fires a timer the workflow started (Sleep, NewTimer).
 const TimerWorkflow = "workflow"
 
+// TimerCancelGrace ends the grace of an execution asked to cancel: if it
+// is still running then, it is terminated.
+const TimerCancelGrace = "cancel_grace"
+
 // WorkflowTimerRef names one timer a workflow started (its timer id).
 type WorkflowTimerRef struct {
 	ExecutionID string

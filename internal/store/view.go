@@ -17,6 +17,10 @@ func (e *Execution) View() api.Execution {
 		IdempotencyKey: deref(e.IdempotencyKey), TaskFailing: e.TaskFailing, PinnedBuild: e.PinnedBuild,
 		ContinuedFrom: e.ContinuedFrom, ContinuedAs: e.ContinuedAs,
 	}
+	if r := e.CancelRequest; r != nil {
+		at := r.At
+		v.CancelRequestedAt = &at
+	}
 	if e.Versioning == wire.VersioningPinned {
 		v.Versioning = e.Versioning
 	}

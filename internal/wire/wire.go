@@ -87,6 +87,16 @@ const (
 	// EventWorkflowUpdateCompleted records a complete_update decision:
 	// the update's handler returned, with its result or its failure.
 	EventWorkflowUpdateCompleted = "WorkflowUpdateCompleted"
+	// EventWorkflowCancelRequested records that the execution was asked
+	// to cancel (POST .../cancel): its workflow code sees it at its next
+	// task, as a signal, and may compensate before it returns; a
+	// cancel_workflow decision then closes it Cancelled.
+	EventWorkflowCancelRequested = "WorkflowCancelRequested"
+	// EventActivityCancelRequested records a request_cancel_activity
+	// decision: the workflow gave up an activity (its context was
+	// cancelled), whose running attempt's context is cancelled on its
+	// worker and whose later results are dropped.
+	EventActivityCancelRequested = "ActivityCancelRequested"
 )
 
 // ValidStatus reports whether s names an execution status.
@@ -208,10 +218,38 @@ func DuplicateOf(cmd *Command, layer string) *DuplicateCommand {
 	return nil
 }
 
-// CancelCommand asks to cancel a running execution.
+// CancelCommand asks to cancel a running execution: its workflow code
+// is told (WorkflowCancelRequested) and closes it. GraceMS, when set,
+// bounds how long it may take: the execution is terminated if it is
+// still running GraceMS after the request (otherwise the workflow's
+// configured cancel_grace, if any, applies).
 type CancelCommand struct {
 	ExecutionID string `json:"execution_id"`
 	Reason      string `json:"reason,omitempty"`
+	GraceMS     int64  `json:"grace_ms,omitempty"`
+}
+
+// Causes of a cancellation (WorkflowCancelRequestedAttrs.Cause).
+const (
+	// CancelCauseRequest: POST .../cancel, or a client's Cancel.
+	CancelCauseRequest = "request"
+)
+
+// WorkflowCancelRequestedAttrs are the attributes of a
+// WorkflowCancelRequested event.
+type WorkflowCancelRequestedAttrs struct {
+	Reason string `json:"reason,omitempty"`
+	// Cause says what asked: CancelCauseRequest.
+	Cause string `json:"cause,omitempty"`
+	// GraceMS is how long the code has to close the execution before it
+	// is terminated; 0 for no bound.
+	GraceMS int64 `json:"grace_ms,omitempty"`
+}
+
+// ActivityCancelRequestedAttrs are the attributes of an
+// ActivityCancelRequested event.
+type ActivityCancelRequestedAttrs struct {
+	ActivityID int `json:"activity_id"`
 }
 
 // TerminateCommand asks to terminate a running execution: it closes as
@@ -439,6 +477,12 @@ const (
 	DecisionContinueAsNew    = "continue_as_new"
 	DecisionAcceptUpdate     = "accept_update"
 	DecisionCompleteUpdate   = "complete_update"
+	// DecisionCancelWorkflow closes an execution whose cancellation was
+	// requested (WorkflowCancelRequested) as Cancelled, when its code
+	// returns: with the code's result (Result) or error (Failure).
+	DecisionCancelWorkflow = "cancel_workflow"
+	// DecisionRequestCancelActivity gives up the activity ActivityID.
+	DecisionRequestCancelActivity = "request_cancel_activity"
 )
 
 // ScheduledOptions are a schedule_activity decision's options as the
@@ -723,6 +767,9 @@ type Outcome struct {
 	HTTPStatus int    `json:"http_status,omitempty"`
 	// SignalDelivered says whether a signal command appended its signal.
 	SignalDelivered bool `json:"signal_delivered,omitempty"`
+	// CancelRequested says a cancel command found the execution running,
+	// asked to cancel (now or before).
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// UpdateID is the update an update command asked for, or the one
 	// with its key it repeated.
 	UpdateID string `json:"update_id,omitempty"`

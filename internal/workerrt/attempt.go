@@ -20,18 +20,19 @@ import (
 // runAttempt runs one activity attempt and says how it ended, or returns
 // nil when the attempt is not run: past its deadline, or of a cancelled
 // execution. log is tagged with the attempt (logattr), and the command its
-// result goes in.
-func (rt *Runtime) runAttempt(ctx context.Context, log *slog.Logger, task *wire.ActivityTask) *wire.ActivityResult {
+// result goes in. eager says the attempt runs eagerly, within the
+// workflow task that scheduled it.
+func (rt *Runtime) runAttempt(ctx context.Context, log *slog.Logger, task *wire.ActivityTask, eager bool) *wire.ActivityResult {
 	if !task.Deadline.IsZero() && time.Now().After(task.Deadline) {
 		log.Info("dropping activity task past its deadline: the scheduler has moved on")
 		return nil
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	release, live := rt.cancels.track(task.ExecutionID, cancel)
+	release, live := rt.cancels.track(task.ExecutionID, task.ActivityID, eager, cancel)
 	defer release()
 	if !live {
-		log.Info("dropping activity task of a cancelled execution")
+		log.Info("dropping activity task of a stopped execution, or of an activity its workflow gave up")
 		return nil
 	}
 	rt.metrics.running.Inc()

@@ -3,6 +3,8 @@ package workerrt
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,24 +12,43 @@ import (
 )
 
 // cancellations follows the bucket of cancelled executions: it knows which
-// executions were cancelled, and cancels the contexts of the activities
-// this worker runs for them.
+// executions were stopped (terminated, or cancelled before their code
+// ran) and which activities their workflows gave up (keys
+// <execution_id>.<activity_id>, request_cancel_activity), and cancels the
+// contexts of the attempts this worker runs for them.
 type cancellations struct {
 	mu sync.Mutex
-	// cancelled holds when each cancelled execution was announced.
+	// cancelled holds when each key was announced: an execution id, or
+	// an execution id and an activity id.
 	cancelled map[string]time.Time
 	// ttl is the bucket's: an announcement older than it has expired from
 	// the bucket, and is forgotten here too (sweep), so that a long-lived
 	// worker does not keep one for every execution ever cancelled.
 	ttl time.Duration
 	// swept is how many announcements the last sweep kept.
-	swept   int
-	running map[string]map[*context.CancelFunc]struct{}
+	swept int
+	// running are the cancel functions of the attempts running, by
+	// execution, each with its activity.
+	running map[string]map[*context.CancelFunc]runningAttempt
 	stop    func()
 }
 
+// runningAttempt is an attempt a worker runs: of activity activityID,
+// eagerly or not.
+type runningAttempt struct {
+	activityID int
+	eager      bool
+}
+
+// cancelRequestedSuffix ends the key (<execution_id>.cancel_requested)
+// that says an execution was asked to cancel: its eager attempts, which
+// hold the workflow task in which its code would learn of it, are
+// cancelled, so that the code learns of it promptly. Its other attempts
+// go on until the code gives them up.
+const cancelRequestedSuffix = "cancel_requested"
+
 func newCancellations() *cancellations {
-	return &cancellations{cancelled: map[string]time.Time{}, running: map[string]map[*context.CancelFunc]struct{}{}}
+	return &cancellations{cancelled: map[string]time.Time{}, running: map[string]map[*context.CancelFunc]runningAttempt{}}
 }
 
 // sweepEvery is how many announcements may come, beyond twice those the
@@ -66,14 +87,27 @@ func (c *cancellations) watch(ctx context.Context, kv jetstream.KeyValue) error 
 	return nil
 }
 
-// cancel records that executionID was cancelled, announced at at, and
-// cancels its running activities.
-func (c *cancellations) cancel(executionID string, at time.Time) {
+// activityKey is the key that says the workflow of executionID gave up
+// its activity activityID.
+func activityKey(executionID string, activityID int) string {
+	return executionID + "." + strconv.Itoa(activityID)
+}
+
+// cancel records key, announced at at, and cancels the running attempts
+// it names: all of an execution's, its eager ones, or one activity's.
+func (c *cancellations) cancel(key string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cancelled[executionID] = at
-	for f := range c.running[executionID] {
-		(*f)()
+	executionID, rest, sub := strings.Cut(key, ".")
+	if rest != cancelRequestedSuffix {
+		// The request itself stops no later attempt: it is not kept.
+		c.cancelled[key] = at
+	}
+	for f, a := range c.running[executionID] {
+		switch {
+		case !sub, rest == strconv.Itoa(a.activityID), rest == cancelRequestedSuffix && a.eager:
+			(*f)()
+		}
 	}
 	if len(c.cancelled) > 2*c.swept+sweepEvery {
 		c.sweep(time.Now())
@@ -93,22 +127,26 @@ func (c *cancellations) sweep(now time.Time) {
 	c.swept = len(c.cancelled)
 }
 
-// track registers an activity's cancel function under its execution; it
-// returns false, and registers nothing, if the execution is cancelled
-// already. Call the returned release when the activity ends.
-func (c *cancellations) track(executionID string, cancel context.CancelFunc) (release func(), ok bool) {
+// track registers the cancel function of an attempt of activity
+// activityID of executionID, run eagerly or not; it returns false, and registers nothing, if
+// the execution was stopped or the activity given up already. Call the
+// returned release when the attempt ends.
+func (c *cancellations) track(executionID string, activityID int, eager bool, cancel context.CancelFunc) (release func(), ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.cancelled[executionID]; ok {
 		return func() {}, false
 	}
+	if _, ok := c.cancelled[activityKey(executionID, activityID)]; ok {
+		return func() {}, false
+	}
 	set := c.running[executionID]
 	if set == nil {
-		set = map[*context.CancelFunc]struct{}{}
+		set = map[*context.CancelFunc]runningAttempt{}
 		c.running[executionID] = set
 	}
 	f := &cancel
-	set[f] = struct{}{}
+	set[f] = runningAttempt{activityID: activityID, eager: eager}
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -222,7 +222,7 @@ func (rt *Runtime) runEager(ctx context.Context, t *heldTask, task *wire.Workflo
 					trace.WithAttributes(tracing.AttrEager.Bool(true)))
 				defer span.End()
 			}
-			results[i] = rt.runAttempt(actx, log, at)
+			results[i] = rt.runAttempt(actx, log, at, true)
 		})
 	}
 	attempts.Wait()

@@ -250,14 +250,16 @@ func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
 	t.Parallel()
 	t.Run("eager", func(t *testing.T) {
 		t.Parallel()
-		// The attempt runs on the worker that scheduled it, and the
-		// workflow task it rides with is stale once the execution closed:
-		// the history never records it.
-		testCancellingCancelsActivities(t, false, []string{"WorkflowStarted", "WorkflowCancelled"})
+		// The attempt runs on the worker that scheduled it, holding the
+		// workflow task: the request cancels it, the task reports it
+		// failed, and the next task, which sees the request, gives the
+		// activity up.
+		testCancellingCancelsActivities(t, false, nil)
 	})
 	t.Run("dispatched", func(t *testing.T) {
 		t.Parallel()
-		testCancellingCancelsActivities(t, true, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled", "WorkflowCancelled"})
+		testCancellingCancelsActivities(t, true, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled",
+			"WorkflowCancelRequested", "WorkflowTaskCompleted", "ActivityCancelRequested", "WorkflowCancelled"})
 	})
 }
 
@@ -291,14 +293,23 @@ func testCancellingCancelsActivities(t *testing.T, disableEager bool, history []
 	}
 	r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/cancel", nil, `{"reason": "customer left"}`)
 	require.Equal(t, 200, r.Status, r.Body)
-	require.Equal(t, "Cancelled", r.Body["status"])
+	require.Equal(t, "Running", r.Body["status"], "the workflow code is told, and closes it")
+	require.Equal(t, true, r.Body["cancel_requested"])
 	select {
 	case err := <-stopped:
 		require.ErrorIs(t, err, context.Canceled)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the activity's context was not cancelled")
 	}
-	require.Equal(t, history, stacktest.HistoryTypes(t, s, id))
+	stacktest.WaitStatus(t, s, id, "Cancelled")
+	got := stacktest.HistoryTypes(t, s, id)
+	if history != nil {
+		require.Equal(t, history, got)
+	} else {
+		require.Contains(t, got, "WorkflowCancelRequested")
+		require.Contains(t, got, "ActivityCancelRequested")
+		require.Equal(t, "WorkflowCancelled", got[len(got)-1])
+	}
 	again := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/cancel", nil, ``)
 	require.Equal(t, 200, again.Status)
 	require.Equal(t, "Cancelled", again.Body["status"], "cancelling again changes nothing")

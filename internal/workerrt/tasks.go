@@ -194,7 +194,7 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) (o outco
 	if !rt.takeSlot(t, rt.slots, wire.TaskActivity) {
 		return outcomeHandedBack
 	}
-	result := rt.runAttempt(ctx, log, &task)
+	result := rt.runAttempt(ctx, log, &task, false)
 	<-rt.slots
 	return rt.settleActivity(ctx, t, &task, result)
 }

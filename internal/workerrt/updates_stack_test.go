@@ -40,7 +40,7 @@ func registerBasket(w *harvest.Worker) {
 			return nil, err
 		}
 		if err := harvest.SetUpdateHandler(ctx, "slow", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
-			harvest.Sleep(ctx, time.Minute)
+			_ = harvest.Sleep(ctx, time.Minute)
 			return "slept", nil
 		}); err != nil {
 			return nil, err

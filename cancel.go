@@ -71,6 +71,9 @@ const cancelFailureType = "Cancelled"
 // has seen it.
 type cancelState struct {
 	reason string
+	// cause is what asked (wire.CancelCauseRequest, or a timeout's):
+	// the code's return after a timeout's closes it TimedOut.
+	cause string
 	// tick is when it became visible: it orders Done among a Selector's
 	// cases.
 	tick int
@@ -159,7 +162,7 @@ func (x *execution) seeCancelRequest(ev wire.Event) error {
 	if x.cancel != nil {
 		return nil // asked again: once is enough
 	}
-	x.cancel = &cancelState{reason: a.Reason, tick: x.tick}
+	x.cancel = &cancelState{reason: a.Reason, cause: a.Cause, tick: x.tick}
 	if x.returned {
 		return nil
 	}

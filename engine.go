@@ -541,20 +541,26 @@ func (x *execution) signalQueue(name string) *signalQueue {
 // finish takes the decision the workflow function's return makes. Once
 // the execution's cancellation is visible to the code, whatever it
 // returns closes the execution Cancelled: cancel_workflow with its result,
-// or with its error (continuing as new included) as the failure.
+// or with its error (continuing as new included) as the failure; one
+// asked because its timeout passed closes TimedOut (time_out_workflow).
 func (x *execution) finish(res any, err error) {
 	x.returned, x.d.done = true, true
 	var next *ContinueAsNewError
+	closing := wire.DecisionCancelWorkflow
+	if x.cancel != nil && wire.TimeoutCause(x.cancel.cause) {
+		// Asked to cancel because its timeout passed: it closes TimedOut.
+		closing = wire.DecisionTimeOutWorkflow
+	}
 	switch {
 	case x.cancel != nil && err != nil:
-		x.decide(wire.Decision{Type: wire.DecisionCancelWorkflow, Failure: failureOf(err)})
+		x.decide(wire.Decision{Type: closing, Failure: failureOf(err)})
 	case x.cancel != nil:
 		raw, merr := json.Marshal(res)
 		if merr != nil {
-			x.decide(wire.Decision{Type: wire.DecisionCancelWorkflow, Failure: &wire.Failure{Message: fmt.Sprintf("encode workflow result: %v", merr), Type: "encoding"}})
+			x.decide(wire.Decision{Type: closing, Failure: &wire.Failure{Message: fmt.Sprintf("encode workflow result: %v", merr), Type: "encoding"}})
 			return
 		}
-		x.decide(wire.Decision{Type: wire.DecisionCancelWorkflow, Result: raw})
+		x.decide(wire.Decision{Type: closing, Result: raw})
 	case errors.As(err, &next):
 		x.decide(wire.Decision{Type: wire.DecisionContinueAsNew, ContinueAsNew: &wire.ContinueAsNewAttrs{
 			WorkflowName: next.WorkflowName, TaskQueue: next.TaskQueue, Input: next.Input, Carry: x.unconsumedSignals()}})

@@ -58,6 +58,15 @@ type StartRequest struct {
 	// queue, else 400 invalid_build. Absent, a pinned execution stays on
 	// the build that runs its first workflow task.
 	BuildID *string `json:"build_id,omitempty"`
+	// RunTimeout bounds the run, ExecutionTimeout the whole chain of runs
+	// that continue as new (Go durations such as "30m"): past it the
+	// execution closes TimedOut (docs/cancellation.md#timeouts). Absent:
+	// the workflow's configured workflows.<name>.run_timeout and
+	// .execution_timeout, else none. Zero, negative, over ten years, or a
+	// run timeout longer than the execution timeout is 400
+	// invalid_timeout.
+	RunTimeout       *string `json:"run_timeout,omitempty"`
+	ExecutionTimeout *string `json:"execution_timeout,omitempty"`
 }
 
 // StartPolicy says how a workflow's starts are admitted: throttled,

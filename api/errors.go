@@ -62,6 +62,10 @@ const (
 	// CodeInvalidCancelGrace refuses a cancel's cancel_grace that is not
 	// a positive duration of at most ten years, such as "30s" (400).
 	CodeInvalidCancelGrace = "invalid_cancel_grace"
+	// CodeInvalidTimeout refuses a start's run_timeout or
+	// execution_timeout that is not a positive duration of at most ten
+	// years, or a run timeout longer than the execution timeout (400).
+	CodeInvalidTimeout = "invalid_timeout"
 	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
 	// (such as a string holding U+0000); ErrorResponse.Pointer locates it.
 	CodePayloadUnstorable = "payload_unstorable"

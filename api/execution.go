@@ -45,6 +45,10 @@ type Execution struct {
 	// (docs/cancellation.md): its workflow code is told, and closes it
 	// Cancelled once it has cleaned up.
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	// RunDeadline and ExecutionDeadline are when the run's timeout and
+	// its chain's end (docs/cancellation.md#timeouts), if it has them.
+	RunDeadline       *time.Time `json:"run_deadline,omitempty"`
+	ExecutionDeadline *time.Time `json:"execution_deadline,omitempty"`
 	// TaskFailing, while the execution's last workflow task failed on its
 	// worker, says why and when it is tried again.
 	TaskFailing *TaskFailing `json:"task_failing,omitempty"`

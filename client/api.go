@@ -81,6 +81,12 @@ type StartOptions struct {
 	// BuildID pins the execution to a build a live worker of which
 	// registers the workflow (it implies VersioningPinned).
 	BuildID string
+	// RunTimeout bounds the run, ExecutionTimeout the whole chain of
+	// runs that continue as new: past it the execution closes TimedOut
+	// (docs/cancellation.md#timeouts). Zero: the workflow's configured
+	// ones, else none.
+	RunTimeout       time.Duration
+	ExecutionTimeout time.Duration
 }
 
 // Versionings of StartOptions.Versioning.
@@ -140,6 +146,12 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	b := StartRequest{Input: in, WorkflowID: optional(opts.WorkflowID), ReusePolicy: opts.ReusePolicy,
 		CompletionCallback: optional(opts.CompletionCallback), StartPolicy: opts.StartPolicy, Store: optional(opts.Store),
 		TaskQueue: optional(opts.TaskQueue), Versioning: optional(opts.Versioning), BuildID: optional(opts.BuildID)}
+	if opts.RunTimeout != 0 {
+		b.RunTimeout = optional(opts.RunTimeout.String())
+	}
+	if opts.ExecutionTimeout != 0 {
+		b.ExecutionTimeout = optional(opts.ExecutionTimeout.String())
+	}
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}

@@ -36,6 +36,7 @@ const (
 	CodeInvalidUpdateName         = api.CodeInvalidUpdateName
 	CodeInvalidWait               = api.CodeInvalidWait
 	CodeInvalidCancelGrace        = api.CodeInvalidCancelGrace
+	CodeInvalidTimeout            = api.CodeInvalidTimeout
 	CodeInvalidReason             = api.CodeInvalidReason
 	CodeInvalidStatus             = api.CodeInvalidStatus
 	CodeInvalidLimit              = api.CodeInvalidLimit

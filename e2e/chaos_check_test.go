@@ -62,6 +62,21 @@ type trialResult struct {
 	ChainCarried int `json:"chain_signals_carried"`
 	ChainResent  int `json:"chain_signals_resent"`
 	ChainUpdates int `json:"chain_updates"`
+	// SagasCompleted counts the trial's chaos_saga starts never
+	// cancelled that completed exactly, SagasCancelled those cancelled
+	// that closed Cancelled with their compensations exact, and
+	// SagasCompletedAnyway those cancelled too late, Completed (see
+	// sagaInvariants); SagaCompensations the compensations they ran,
+	// SagaGivenUp the activities their code gave up, SagaCancelRequests
+	// the cancel requests sent, retries included. SagaUncompensated
+	// lists the steps given up whose effect happened all the same.
+	SagasCompleted       int      `json:"sagas_completed"`
+	SagasCancelled       int      `json:"sagas_cancelled"`
+	SagasCompletedAnyway int      `json:"sagas_completed_anyway"`
+	SagaCompensations    int      `json:"saga_compensations"`
+	SagaGivenUp          int      `json:"saga_activities_given_up"`
+	SagaCancelRequests   int      `json:"saga_cancel_requests"`
+	SagaUncompensated    []string `json:"saga_uncompensated,omitempty"`
 	// Convergence is the longest any execution took to complete after the
 	// later of the last restart and its key's first send: how long after
 	// the fault the stack needed to finish each piece of work. Settled is
@@ -114,6 +129,13 @@ func (r *trialResult) line() string {
 		s += fmt.Sprintf("; %d continue-as-new chains exact (%d runs, %d signals carried to a next run, %d updates answered exactly once, %d sends resent)",
 			r.ChainsExact, r.ChainRuns, r.ChainCarried, r.ChainUpdates, r.ChainResent)
 	}
+	if n := r.SagasCompleted + r.SagasCancelled + r.SagasCompletedAnyway; n > 0 {
+		s += fmt.Sprintf("; %d sagas exact (%d never cancelled completed, %d cancelled with %d compensations, %d completed before their cancel; %d activities given up, %d cancel requests)",
+			n, r.SagasCompleted, r.SagasCancelled, r.SagaCompensations, r.SagasCompletedAnyway, r.SagaGivenUp, r.SagaCancelRequests)
+	}
+	if len(r.SagaUncompensated) > 0 {
+		s += "; saga steps given up whose effect happened: " + strings.Join(r.SagaUncompensated, ", ")
+	}
 	if r.DeferredAcked > 0 {
 		s += fmt.Sprintf("; %d deferred starts acknowledged", r.DeferredAcked)
 	}
@@ -152,8 +174,10 @@ type trialCheck struct {
 	lost    []string // keys
 	stuck   []execRow
 	suspect []string // keys whose answers or effects are wrong
-	// chainDumps describe the chaos_chain starts that went wrong.
+	// chainDumps describe the chaos_chain starts that went wrong,
+	// sagaDumps the chaos_saga ones.
 	chainDumps []string
+	sagaDumps  []string
 }
 
 func (c *trialCheck) executions(ctx context.Context) ([]execRow, error) {
@@ -607,6 +631,9 @@ func (c *trialCheck) diagnose(ctx context.Context, marks map[string]logMark) str
 	}
 
 	for _, d := range c.chainDumps {
+		w("%s", d)
+	}
+	for _, d := range c.sagaDumps {
 		w("%s", d)
 	}
 

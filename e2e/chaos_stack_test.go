@@ -42,16 +42,19 @@ const (
 	restartDelay = time.Second
 )
 
-// chargeLog records every charge the provider makes, in order.
+// chargeLog records every charge the provider makes, in order, and when
+// (at, by index).
 type chargeLog struct {
 	mu      sync.Mutex
 	charges []fakepay.Charge
+	at      []time.Time
 }
 
 func (l *chargeLog) add(c fakepay.Charge) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.charges = append(l.charges, c)
+	l.at = append(l.at, time.Now())
 }
 
 // byCustomer returns the charges of every customer that starts with prefix.
@@ -522,7 +525,7 @@ func freePorts(n int) ([]int, error) {
 // chaosSecondWorker are the names the chaos stack's second worker
 // registers; the first registers every example.
 var chaosSecondWorker = []string{examples.WorkflowOnboarding, examples.ActivityCreateDBUser, examples.ActivitySendWelcome,
-	examples.ActivityChargeCard, examples.ActivitySquare, workflowFlaky, workflowChain}
+	examples.ActivityChargeCard, examples.ActivitySquare, workflowFlaky, workflowChain, workflowSaga}
 
 // buildChaosBinaries builds nats-server, the three services and the fleet
 // worker into dir.

@@ -325,6 +325,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	fanout := planFanout(rng, prefix, *chaosFanout, r.cfg.load)
 	flaky := planFlaky(rng, prefix, *chaosFlaky, r.cfg.load)
 	chains := planChains(seed, kind.String(), prefix, *chaosChains, r.cfg.load)
+	sagas := planSagas(seed, kind.String(), prefix, *chaosSagas, r.cfg.load)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -358,6 +359,9 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	// complete: until the bound after the starts gave up.
 	chainsDone := make(chan []*chainOutcome, 1)
 	go func() { chainsDone <- st.runChains(ctx, chains, giveUp, giveUp.Add(r.cfg.bound)) }()
+	// A saga's cancels are retried as a chain's signals are.
+	sagasDone := make(chan []*sagaOutcome, 1)
+	go func() { sagasDone <- st.runSagas(ctx, sagas, giveUp, giveUp.Add(r.cfg.bound)) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -409,6 +413,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.fanoutInvariants(ctx, <-fanoutDone)
 	check.flakyInvariants(ctx, flaky, <-flakyDone)
 	check.chainInvariants(ctx, <-chainsDone)
+	check.sagaInvariants(ctx, <-sagasDone)
 	if !res.failed() {
 		check.readiness(ctx)
 	}

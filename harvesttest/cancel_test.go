@@ -177,3 +177,74 @@ func TestACancelGraceTerminatesCodeThatDoesNotClose(t *testing.T) {
 		})
 	}
 }
+
+// TestTimeoutsFireOnTheEnvsClock: a run timeout closes a waiting
+// execution TimedOut when its clock passes it; with the workflow's
+// cancel_grace the saga is asked to cancel first, undoes its steps, and
+// closes TimedOut with what it undid; an execution timeout bounds the
+// chain of continued runs; a run timeout longer than the execution
+// timeout is refused.
+func TestTimeoutsFireOnTheEnvsClock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	register := func(w *harvest.Worker) { examples.Register(w, examples.NewServices()) }
+
+	env, err := harvesttest.New(register, harvesttest.Config{})
+	require.NoError(t, err)
+	defer env.Close()
+	x, err := env.Start(ctx, examples.WorkflowCheckout, examples.CheckoutInput{OrderID: "o-1"}, harvesttest.StartOptions{RunTimeout: 30 * time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, env.Advance(ctx, 29*time.Minute))
+	status, err := x.Status()
+	require.NoError(t, err)
+	require.Equal(t, client.StatusRunning, status)
+	require.NoError(t, env.Advance(ctx, time.Minute))
+	e, err := x.Describe()
+	require.NoError(t, err)
+	require.Equal(t, client.StatusTimedOut, e.Status, "no grace: closed at once, nothing undone")
+	require.Equal(t, 0, events(x, "WorkflowCancelRequested"))
+
+	graced, err := harvesttest.New(register, harvesttest.Config{CancelGraceByWorkflow: map[string]time.Duration{examples.WorkflowCheckout: 5 * time.Minute}})
+	require.NoError(t, err)
+	defer graced.Close()
+	x, err = graced.Start(ctx, examples.WorkflowCheckout, examples.CheckoutInput{OrderID: "o-2"}, harvesttest.StartOptions{RunTimeout: 30 * time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, graced.Advance(ctx, 30*time.Minute))
+	e, err = x.Describe()
+	require.NoError(t, err)
+	require.Equal(t, client.StatusTimedOut, e.Status)
+	var out examples.CheckoutResult
+	require.NoError(t, json.Unmarshal(e.Result, &out))
+	require.Equal(t, []string{examples.ActivityCheckoutRefund, examples.ActivityCheckoutRelease}, out.Undone, "the grace let it clean up")
+	require.Equal(t, 1, events(x, "WorkflowCancelRequested"))
+	require.Equal(t, 1, events(x, "WorkflowTimedOut"))
+	require.NoError(t, x.Replay(register))
+
+	// tally continues as new every signal: the execution timeout counts
+	// from its first run, across them.
+	chained, err := harvesttest.New(register, harvesttest.Config{TimeoutsByWorkflow: map[string]harvesttest.Timeouts{examples.WorkflowTally: {Execution: time.Hour}}})
+	require.NoError(t, err)
+	defer chained.Close()
+	x, err = chained.Start(ctx, examples.WorkflowTally, examples.TallyInput{Every: 1})
+	require.NoError(t, err)
+	for i := range 3 {
+		require.NoError(t, chained.Advance(ctx, 15*time.Minute))
+		_, err = x.Signal(ctx, examples.AddSignal.Name, i)
+		require.NoError(t, err)
+	}
+	require.NoError(t, chained.Advance(ctx, 15*time.Minute))
+	newest, err := x.Describe()
+	require.NoError(t, err)
+	for newest.ContinuedAs != "" {
+		newest, err = chained.Execution(newest.ContinuedAs).Describe()
+		require.NoError(t, err)
+	}
+	require.NotEqual(t, x.ID, newest.ExecutionID)
+	require.Equal(t, client.StatusTimedOut, newest.Status)
+
+	_, err = env.Start(ctx, examples.WorkflowCheckout, examples.CheckoutInput{OrderID: "o-3"},
+		harvesttest.StartOptions{RunTimeout: 2 * time.Hour, ExecutionTimeout: time.Hour})
+	var apiErr *client.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, client.CodeInvalidTimeout, apiErr.Code)
+}

@@ -51,6 +51,10 @@ type Config struct {
 	// asked to cancel may run before it is terminated, as the
 	// configuration's workflows.<name>.cancel_grace.
 	CancelGraceByWorkflow map[string]time.Duration
+	// TimeoutsByWorkflow are the workflows' run and execution timeouts, as
+	// the configuration's workflows.<name>.run_timeout and
+	// .execution_timeout.
+	TimeoutsByWorkflow map[string]Timeouts
 	// WorkflowTaskTimeout is how long a workflow task may go unreported
 	// before the scheduler looks for it, default 10 s.
 	WorkflowTaskTimeout time.Duration
@@ -127,6 +131,11 @@ func (c Config) Validate() error {
 	for name, d := range c.RetentionByWorkflow {
 		if d < 0 {
 			return fmt.Errorf("harvesttest config: RetentionByWorkflow[%q] %s: want a positive duration", name, d)
+		}
+	}
+	for name, t := range c.TimeoutsByWorkflow {
+		if err := (scheduler.WorkflowTimeouts{Run: t.Run, Execution: t.Execution}).Validate(); err != nil {
+			return fmt.Errorf("harvesttest config: TimeoutsByWorkflow[%q]: %w", name, err)
 		}
 	}
 	for name, d := range c.CancelGraceByWorkflow {
@@ -223,7 +232,8 @@ func New(register func(*harvest.Worker), cfg Config) (*Env, error) {
 	e.bg, e.stop = context.WithCancel(context.Background())
 	mem, err := scheduler.NewMemory(scheduler.MemoryConfig{
 		StartIdempotencyWindow: cfg.StartIdempotencyWindow, WorkflowTaskTimeout: cfg.WorkflowTaskTimeout,
-		Retention: cfg.Retention, RetentionByWorkflow: cfg.RetentionByWorkflow, CancelGraceByWorkflow: cfg.CancelGraceByWorkflow, TaskQueued: e.taskQueued, Logger: e.log,
+		Retention: cfg.Retention, RetentionByWorkflow: cfg.RetentionByWorkflow, CancelGraceByWorkflow: cfg.CancelGraceByWorkflow,
+		TimeoutsByWorkflow: cfg.schedulerTimeouts(), TaskQueued: e.taskQueued, Logger: e.log,
 		HistoryLimits: cfg.HistoryLimits.scheduler(),
 	})
 	if err != nil {
@@ -835,4 +845,23 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// Timeouts are a workflow's run and execution timeouts (Config's
+// TimeoutsByWorkflow); zero means none.
+type Timeouts struct {
+	Run       time.Duration
+	Execution time.Duration
+}
+
+// schedulerTimeouts are c's TimeoutsByWorkflow as the shard takes them.
+func (c Config) schedulerTimeouts() map[string]scheduler.WorkflowTimeouts {
+	if len(c.TimeoutsByWorkflow) == 0 {
+		return nil
+	}
+	out := make(map[string]scheduler.WorkflowTimeouts, len(c.TimeoutsByWorkflow))
+	for name, t := range c.TimeoutsByWorkflow {
+		out[name] = scheduler.WorkflowTimeouts{Run: t.Run, Execution: t.Execution}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/placement"
+	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -87,6 +88,10 @@ func (e *Env) checkStart(s *wire.StartCommand) error {
 	if !wire.ValidReusePolicy(s.ReusePolicy) {
 		return &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidReusePolicy, Field: "reuse_policy",
 			Message: fmt.Sprintf("reuse_policy %q is not one of the policies", s.ReusePolicy)}
+	}
+	timeouts := scheduler.WorkflowTimeouts{Run: time.Duration(s.RunTimeoutMS) * time.Millisecond, Execution: time.Duration(s.ExecutionTimeoutMS) * time.Millisecond}
+	if err := timeouts.Validate(); err != nil {
+		return &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidTimeout, Message: err.Error()}
 	}
 	_, replay := e.mem.LiveClaim(s.WorkflowName, s.IdempotencyKey, e.now)
 	if sch := e.worker.Schema(s.WorkflowName); sch != nil && !replay {

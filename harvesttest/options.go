@@ -2,6 +2,7 @@ package harvesttest
 
 import (
 	"cmp"
+	"time"
 
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -23,6 +24,11 @@ type StartOptions struct {
 	// ...): what a start with the workflow_id of an earlier execution
 	// does; empty is the deployment's default.
 	ReusePolicy string
+	// RunTimeout and ExecutionTimeout bound the run and its chain of
+	// continued runs, on the Env's clock (zero: Config.TimeoutsByWorkflow's,
+	// else none): past it the execution closes TimedOut.
+	RunTimeout       time.Duration
+	ExecutionTimeout time.Duration
 }
 
 // mergeStart merges opts in order, each one's non-empty fields winning.
@@ -32,6 +38,8 @@ func mergeStart(opts []StartOptions) StartOptions {
 		o.IdempotencyKey = cmp.Or(over.IdempotencyKey, o.IdempotencyKey)
 		o.WorkflowID = cmp.Or(over.WorkflowID, o.WorkflowID)
 		o.ReusePolicy = cmp.Or(over.ReusePolicy, o.ReusePolicy)
+		o.RunTimeout = cmp.Or(over.RunTimeout, o.RunTimeout)
+		o.ExecutionTimeout = cmp.Or(over.ExecutionTimeout, o.ExecutionTimeout)
 	}
 	return o
 }
@@ -41,6 +49,8 @@ func (o StartOptions) apply(s *wire.StartCommand) {
 	s.IdempotencyKey = cmp.Or(o.IdempotencyKey, s.IdempotencyKey)
 	s.WorkflowID = cmp.Or(o.WorkflowID, s.WorkflowID)
 	s.ReusePolicy = cmp.Or(o.ReusePolicy, s.ReusePolicy)
+	s.RunTimeoutMS = cmp.Or(o.RunTimeout.Milliseconds(), s.RunTimeoutMS)
+	s.ExecutionTimeoutMS = cmp.Or(o.ExecutionTimeout.Milliseconds(), s.ExecutionTimeoutMS)
 }
 
 // SignalOptions tune a signal, as client.SendSignalIdempotent's key does

@@ -143,7 +143,7 @@ not reached it yet.`,
 
 func newWorkflowStart() *cobra.Command {
 	var input, key, workflowID, reusePolicy, taskQueue, versioning, buildID string
-	var delay time.Duration
+	var delay, runTimeout, executionTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start <workflow>",
 		Short: "Start a workflow execution",
@@ -162,7 +162,7 @@ func newWorkflowStart() *cobra.Command {
 			}
 			r, err := c.Start(ctx, args[0], inArg, client.StartOptions{
 				IdempotencyKey: key, WorkflowID: workflowID, ReusePolicy: reusePolicy, Delay: delay, TaskQueue: taskQueue,
-				Versioning: versioning, BuildID: buildID,
+				Versioning: versioning, BuildID: buildID, RunTimeout: runTimeout, ExecutionTimeout: executionTimeout,
 			})
 			if err != nil {
 				return err
@@ -189,6 +189,8 @@ func newWorkflowStart() *cobra.Command {
 	cmd.Flags().StringVar(&taskQueue, "task-queue", "", "the task queue the execution's tasks go to (default: the workflow's configured one, else default)")
 	cmd.Flags().StringVar(&versioning, "versioning", "", "pinned (stay on one build) or auto_upgrade (move to the newest build); default: the workflow's configured one, else auto_upgrade")
 	cmd.Flags().StringVar(&buildID, "build-id", "", "pin the execution to this build, which a live worker must run")
+	cmd.Flags().DurationVar(&runTimeout, "run-timeout", 0, "close the run TimedOut if it has not closed this long after it begins (default: the workflow's run_timeout, else none)")
+	cmd.Flags().DurationVar(&executionTimeout, "execution-timeout", 0, "close the execution TimedOut if its chain of continued runs has not closed by then (default: the workflow's execution_timeout, else none)")
 	return cmd
 }
 
@@ -308,6 +310,12 @@ func newWorkflowDescribe() *cobra.Command {
 			}
 			if e.ContinuedFrom != "" {
 				fmt.Fprintf(tw, "continued_from:\t%s\n", e.ContinuedFrom)
+			}
+			if e.RunDeadline != nil {
+				fmt.Fprintf(tw, "run_deadline:\t%s\n", formatTime(*e.RunDeadline))
+			}
+			if e.ExecutionDeadline != nil {
+				fmt.Fprintf(tw, "execution_deadline:\t%s\n", formatTime(*e.ExecutionDeadline))
 			}
 			if e.ContinuedAs != "" {
 				fmt.Fprintf(tw, "continued_as:\t%s\n", e.ContinuedAs)

@@ -8,6 +8,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -88,6 +89,9 @@ func (c Config) Validate() error {
 		}
 		if w.CancelGrace < 0 || time.Duration(w.CancelGrace) > 10*365*24*time.Hour {
 			return fmt.Errorf("config: workflows.%s.cancel_grace %s: want a positive duration of at most ten years", name, time.Duration(w.CancelGrace))
+		}
+		if err := (scheduler.WorkflowTimeouts{Run: time.Duration(w.RunTimeout), Execution: time.Duration(w.ExecutionTimeout)}).Validate(); err != nil {
+			return fmt.Errorf("config: workflows.%s: %w", name, err)
 		}
 		if w.Retention < 0 {
 			return fmt.Errorf("config: workflows.%s.retention %s: want a positive duration", name, time.Duration(w.Retention))

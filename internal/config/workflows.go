@@ -6,6 +6,7 @@ import (
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -36,6 +37,12 @@ type WorkflowConfig struct {
 	// cancel's own cancel_grace overrides it. Unset: no bound, the
 	// workflow code closes it.
 	CancelGrace Duration `yaml:"cancel_grace"`
+	// RunTimeout bounds each run of the workflow, ExecutionTimeout its
+	// whole chain of continued runs (docs/cancellation.md#timeouts): past
+	// it the execution closes TimedOut (after its cleanup, within
+	// cancel_grace, when it has one). A start's own override them.
+	RunTimeout       Duration `yaml:"run_timeout"`
+	ExecutionTimeout Duration `yaml:"execution_timeout"`
 }
 
 // DeclaredWorkflows are the workflows the configuration declares: those
@@ -67,6 +74,17 @@ func (c Config) CancelGraceByWorkflow() map[string]time.Duration {
 	for name, w := range c.Workflows {
 		if w.CancelGrace > 0 {
 			out[name] = time.Duration(w.CancelGrace)
+		}
+	}
+	return out
+}
+
+// TimeoutsByWorkflow returns the per-workflow run and execution timeouts.
+func (c Config) TimeoutsByWorkflow() map[string]scheduler.WorkflowTimeouts {
+	out := map[string]scheduler.WorkflowTimeouts{}
+	for name, w := range c.Workflows {
+		if w.RunTimeout > 0 || w.ExecutionTimeout > 0 {
+			out[name] = scheduler.WorkflowTimeouts{Run: time.Duration(w.RunTimeout), Execution: time.Duration(w.ExecutionTimeout)}
 		}
 	}
 	return out

@@ -205,6 +205,19 @@ var kinds = map[string]kind{
 				(a.Failure == nil || a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type)
 		},
 	},
+	wire.DecisionTimeOutWorkflow: {
+		event: wire.EventWorkflowTimedOut,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			r.Closes, r.Status = true, wire.StatusTimedOut
+			r.Attrs = wire.WorkflowClosedAttrs{Result: d.Result, Failure: d.Failure}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.WorkflowClosedAttrs
+			return json.Unmarshal(raw, &a) == nil && a.Reason == "" && wire.SameJSON(a.Result, d.Result) && (a.Failure == nil) == (d.Failure == nil) &&
+				(a.Failure == nil || a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type)
+		},
+	},
 	wire.DecisionRequestCancelActivity: {
 		event: wire.EventActivityCancelRequested,
 		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
@@ -268,12 +281,13 @@ func Matches(d *wire.Decision, ev wire.Event) bool {
 // Imposed says whether ev, of a decision's type, was recorded by the
 // scheduler on its own rather than for a decision, so that a replay
 // does not look for a decision of it: the WorkflowFailed of an execution
-// whose history passed its limit, or the WorkflowCancelled of one
-// cancelled before its code ran, which carry a reason as the close of
-// terminate does (a fail_workflow or cancel_workflow decision's has
+// whose history passed its limit, the WorkflowCancelled of one
+// cancelled before its code ran, or the WorkflowTimedOut of one whose
+// timeout passed, which carry a reason as the close of terminate does (a
+// fail_workflow, cancel_workflow or time_out_workflow decision's has
 // none).
 func Imposed(ev wire.Event) bool {
-	if ev.Type != wire.EventWorkflowFailed && ev.Type != wire.EventWorkflowCancelled {
+	if ev.Type != wire.EventWorkflowFailed && ev.Type != wire.EventWorkflowCancelled && ev.Type != wire.EventWorkflowTimedOut {
 		return false
 	}
 	var a wire.WorkflowClosedAttrs

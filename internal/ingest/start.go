@@ -75,6 +75,7 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 		WorkflowName: p.name, WorkflowID: p.workflowID, WorkflowIDMinted: minted, Input: p.req.Input,
 		TaskQueue: p.taskQueue, ReusePolicy: p.req.ReusePolicy, StartAt: p.startAt, AcceptedAt: time.Now().UTC(),
 		StartedBy: callerName(ctx), Policy: p.policy, Versioning: p.versioning, PinnedBuild: p.pinnedBuild,
+		RunTimeoutMS: p.runTimeout.Milliseconds(), ExecutionTimeoutMS: p.executionTimeout.Milliseconds(),
 	}}
 	if p.req.CompletionCallback != nil {
 		cmd.Start.CompletionCallback = *p.req.CompletionCallback

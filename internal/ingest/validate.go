@@ -11,6 +11,7 @@ import (
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -42,7 +43,9 @@ type parsedStart struct {
 	key        string
 	workflowID string
 	startAt    *time.Time
-	req        api.StartRequest
+	// runTimeout and executionTimeout are the start's own, 0 for none.
+	runTimeout, executionTimeout time.Duration
+	req                          api.StartRequest
 	// policy is the start policy that admits the start, bound to its
 	// input; nil for a start under none.
 	policy *wire.StartPolicy
@@ -132,6 +135,9 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 	if p.startAt, rej = s.parseSchedule(p.req); rej != nil {
 		return rej
 	}
+	if p.runTimeout, p.executionTimeout, rej = parseTimeouts(p.req); rej != nil {
+		return rej
+	}
 	if len(p.req.Input) == 0 {
 		p.req.Input = nil
 	}
@@ -194,6 +200,37 @@ func (s *Server) checkCallback(ctx context.Context, target string) *rejection {
 		rej.retryAfter = "5"
 		return rej
 	}
+}
+
+// parseTimeouts reads a start's run_timeout and execution_timeout; 0 for
+// one it does not give.
+func parseTimeouts(req api.StartRequest) (run, execution time.Duration, rej *rejection) {
+	parse := func(field string, v *string) (time.Duration, *rejection) {
+		if v == nil {
+			return 0, nil
+		}
+		d, err := time.ParseDuration(*v)
+		switch {
+		case err != nil:
+			return 0, reject(http.StatusBadRequest, api.CodeInvalidTimeout, field, fmt.Sprintf("%s %q: want a duration such as \"30m\" or \"24h\"", field, *v))
+		case d <= 0:
+			return 0, reject(http.StatusBadRequest, api.CodeInvalidTimeout, field, fmt.Sprintf("%s %s: want a positive duration", field, d))
+		case d > scheduler.MaxTimeout:
+			return 0, reject(http.StatusBadRequest, api.CodeInvalidTimeout, field, fmt.Sprintf("%s %s is beyond the maximum of ten years", field, d))
+		}
+		return d, nil
+	}
+	if run, rej = parse("run_timeout", req.RunTimeout); rej != nil {
+		return 0, 0, rej
+	}
+	if execution, rej = parse("execution_timeout", req.ExecutionTimeout); rej != nil {
+		return 0, 0, rej
+	}
+	if run > 0 && execution > 0 && run > execution {
+		return 0, 0, reject(http.StatusBadRequest, api.CodeInvalidTimeout, "run_timeout",
+			fmt.Sprintf("run_timeout %s is longer than execution_timeout %s: a run cannot outlast its chain", run, execution))
+	}
+	return run, execution, nil
 }
 
 // parseSchedule reads delay or start_at into the time the first workflow

@@ -51,8 +51,9 @@ type batch struct {
 	stickyState func(ctx context.Context, e *store.Execution, taskID int) stickyState
 	// retention sets a closing execution's prune_after.
 	retention store.Retention
-	// cancelGrace is applyEnv's.
+	// cancelGrace and timeouts are applyEnv's.
 	cancelGrace map[string]time.Duration
+	timeouts    map[string]WorkflowTimeouts
 	// pinned are the workflows whose starts are pinned to a build unless
 	// they say otherwise (applyEnv.pinned).
 	pinned map[string]bool
@@ -148,6 +149,9 @@ type applyEnv struct {
 	// cancelGrace bounds, by workflow, how long an execution asked to
 	// cancel may run before it is terminated (Config.CancelGraceByWorkflow).
 	cancelGrace map[string]time.Duration
+	// timeouts are the workflows' configured run and execution timeouts
+	// (Config.TimeoutsByWorkflow).
+	timeouts map[string]WorkflowTimeouts
 	// pinned are the workflows configured with versioning: pinned
 	// (Config.PinnedWorkflows): a start of one that says no versioning is
 	// pinned.

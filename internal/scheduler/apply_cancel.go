@@ -99,7 +99,14 @@ func (b *batch) cancelGraceEnded(e *store.Execution) {
 	if req == nil || req.Deadline == nil || b.now.Before(*req.Deadline) {
 		return
 	}
-	b.terminate(e, fmt.Sprintf("cancel_grace of %s ended before the workflow closed the execution", req.Deadline.Sub(req.At).Round(time.Millisecond)))
+	msg := fmt.Sprintf("cancel_grace of %s ended before the workflow closed the execution", req.Deadline.Sub(req.At).Round(time.Millisecond))
+	if wire.TimeoutCause(req.Cause) {
+		// Asked to cancel because it timed out: it closes as it would
+		// have without a grace.
+		b.closeNow(e, timingOut, req.Reason+"; "+msg)
+		return
+	}
+	b.terminate(e, msg)
 }
 
 // cancelActivity applies a request_cancel_activity decision of e: the

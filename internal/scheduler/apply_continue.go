@@ -65,6 +65,9 @@ func (b *batch) continueAsNew(e *store.Execution, d *wire.Decision, baseSeq int)
 
 	s := &wire.StartCommand{WorkflowName: name, WorkflowID: e.WorkflowID, Input: can.Input, TaskQueue: queue,
 		Versioning: e.Versioning, AcceptedAt: b.now}
+	if e.Timeouts != nil {
+		s.RunTimeoutMS = e.Timeouts.RunMS // the chain's deadline goes with from
+	}
 	if e.CompletionCallback != nil {
 		s.CompletionCallback = *e.CompletionCallback
 	}

@@ -130,6 +130,11 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 		}
 	}
 	b.appendEvent(e, wire.EventWorkflowStarted, started)
+	begin := b.now
+	if s.StartAt != nil && s.StartAt.After(b.now) {
+		begin = *s.StartAt // its timeouts count from when it begins
+	}
+	b.setTimeouts(e, s, from, begin)
 	if s.StartAt != nil && s.StartAt.After(b.now) {
 		// A delayed start: its first workflow task waits on a durable timer.
 		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: id, Kind: store.TimerStart, FireAt: *s.StartAt, Attrs: json.RawMessage(`{}`)})

@@ -66,6 +66,10 @@ func (b *batch) fire(ctx context.Context, histories historyLoader, taskQueued fu
 			b.workflowTaskTimer(ctx, e, tm, taskQueued, again)
 		case store.TimerCancelGrace:
 			b.cancelGraceEnded(e)
+		case store.TimerRunTimeout:
+			b.timedOut(e, wire.CancelCauseRunTimeout)
+		case store.TimerExecutionTimeout:
+			b.timedOut(e, wire.CancelCauseExecutionTimeout)
 		case store.TimerWorkflowTaskRetry:
 			// A task that completed since (another event brought one on)
 			// cleared the mark: nothing to retry.

@@ -97,20 +97,25 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		case rec.Closes && rec.Status == wire.StatusContinuedAsNew:
 			b.continueAsNew(e, d, r.BaseSeq)
 			continue
-		case rec.Closes && rec.Status == wire.StatusCancelled && e.CancelRequest == nil:
-			// Only a run asked to cancel closes so: a worker's fault.
-			b.logFor(e.ExecutionID).Warn("ignoring a cancel_workflow decision of an execution not asked to cancel")
+		case rec.Closes && rec.Status == wire.StatusCancelled && e.CancelRequest == nil,
+			rec.Closes && rec.Status == wire.StatusTimedOut && (e.CancelRequest == nil || !wire.TimeoutCause(e.CancelRequest.Cause)):
+			// Only a run asked to cancel (because it timed out) closes
+			// so: a worker's fault.
+			b.logFor(e.ExecutionID).Warn("ignoring a decision that closes an execution not asked to", "decision", d.Type)
 			continue
 		case rec.Closes:
 			switch {
 			case rec.Status == wire.StatusCompleted:
 				e.Result = d.Result
-			case rec.Status == wire.StatusCancelled:
+			case rec.Status == wire.StatusCancelled || rec.Status == wire.StatusTimedOut:
 				// The code's return after it was told: its result, or
 				// its error, is kept; the execution's error says it was
-				// cancelled.
+				// cancelled (or timed out).
 				e.Result = d.Result
 				f := wire.Failure{Type: "Cancelled", Message: e.CancelRequest.Reason}
+				if rec.Status == wire.StatusTimedOut {
+					f.Type = "TimedOut"
+				}
 				if d.Failure != nil {
 					f.Message = d.Failure.Message
 				}

@@ -37,10 +37,26 @@ func (c *cancelShard) apply(cmd *wire.Command) Dispatched {
 	c.t.Helper()
 	d, err := c.m.Apply(c.t.Context(), c.now, cmd)
 	require.NoError(c.t, err)
-	for _, task := range d.WorkflowTasks {
-		c.task = task.TaskID // the outstanding one
-	}
+	c.track(d)
 	return d
+}
+
+// fire fires the timers due at at, as the shard's timer loop does.
+func (c *cancelShard) fire(at time.Time) {
+	c.t.Helper()
+	d, err := c.m.FireDue(c.t.Context(), at)
+	require.NoError(c.t, err)
+	c.track(d)
+}
+
+// track takes, from what an apply dispatched, the execution's workflow
+// task: the outstanding one.
+func (c *cancelShard) track(d Dispatched) {
+	for _, task := range d.WorkflowTasks {
+		if task.ExecutionID == c.exec {
+			c.task = task.TaskID
+		}
+	}
 }
 
 func (c *cancelShard) cancel(reason string, grace time.Duration) wire.Outcome {
@@ -206,4 +222,80 @@ func TestACancelRequestFollowsAContinueAsNew(t *testing.T) {
 	require.NoError(t, err)
 	next, _, _ = c.m.Execution(next.ExecutionID)
 	require.Equal(t, wire.StatusTerminated, next.Status)
+}
+
+// TestARunTimeoutClosesTimedOut: past its run timeout a run closes
+// TimedOut at once when its workflow has no cancel_grace; with one, it is
+// asked to cancel (cause run_timeout), and its code's return closes it
+// TimedOut, keeping its result; the grace's end closes it TimedOut if
+// the code has not.
+func TestARunTimeoutClosesTimedOut(t *testing.T) {
+	start := func(c *cancelShard, run, execution time.Duration) {
+		cmd := startCmd("timed", "", "timed-1")
+		cmd.Start.RunTimeoutMS, cmd.Start.ExecutionTimeoutMS = run.Milliseconds(), execution.Milliseconds()
+		d := c.apply(&cmd)
+		c.exec = d.Outcomes[0].ExecutionID
+		c.track(d)
+		c.complete(decisionSamples[wire.DecisionStartTimer])
+	}
+	t.Run("no grace", func(t *testing.T) {
+		c := newCancelShard(t, MemoryConfig{})
+		start(c, time.Hour, 0)
+		e, _, _ := c.m.Execution(c.exec)
+		require.Equal(t, c.now.Add(time.Hour), *e.Timeouts.RunDeadline)
+		_, err := c.m.FireDue(t.Context(), c.now.Add(time.Hour))
+		require.NoError(t, err)
+		e, hist, _ := c.m.Execution(c.exec)
+		require.Equal(t, wire.StatusTimedOut, e.Status)
+		require.Equal(t, wire.EventWorkflowTimedOut, hist[len(hist)-1].Type)
+		require.JSONEq(t, `{"type":"TimedOut","message":"run_timeout of 1h0m0s passed"}`, string(e.Error))
+	})
+	t.Run("grace, the code closes it", func(t *testing.T) {
+		c := newCancelShard(t, MemoryConfig{CancelGraceByWorkflow: map[string]time.Duration{"timed": time.Minute}})
+		start(c, time.Hour, 0)
+		c.now = c.now.Add(time.Hour)
+		c.fire(c.now)
+		e, hist, _ := c.m.Execution(c.exec)
+		require.Equal(t, wire.StatusRunning, e.Status, "its code cleans up")
+		require.JSONEq(t, `{"reason":"run_timeout of 1h0m0s passed","cause":"run_timeout","grace_ms":60000}`, string(hist[len(hist)-1].Attrs))
+		c.complete(wire.Decision{Type: wire.DecisionTimeOutWorkflow, Result: json.RawMessage(`"released"`)})
+		e, _, _ = c.m.Execution(c.exec)
+		require.Equal(t, wire.StatusTimedOut, e.Status)
+		require.JSONEq(t, `"released"`, string(e.Result))
+	})
+	t.Run("grace ends", func(t *testing.T) {
+		c := newCancelShard(t, MemoryConfig{CancelGraceByWorkflow: map[string]time.Duration{"timed": time.Minute}})
+		start(c, time.Hour, 0)
+		_, err := c.m.FireDue(t.Context(), c.now.Add(time.Hour))
+		require.NoError(t, err)
+		_, err = c.m.FireDue(t.Context(), c.now.Add(time.Hour+time.Minute))
+		require.NoError(t, err)
+		e, hist, _ := c.m.Execution(c.exec)
+		require.Equal(t, wire.StatusTimedOut, e.Status, "not Terminated: it timed out")
+		require.Contains(t, string(hist[len(hist)-1].Attrs), "cancel_grace of 1m0s ended")
+	})
+}
+
+// TestAnExecutionTimeoutBoundsTheChain: each run that continues as new
+// gets a fresh run timeout, while the execution timeout counts from the
+// chain's first run.
+func TestAnExecutionTimeoutBoundsTheChain(t *testing.T) {
+	c := newCancelShard(t, MemoryConfig{TimeoutsByWorkflow: map[string]WorkflowTimeouts{"timed": {Run: 40 * time.Minute, Execution: time.Hour}}})
+	cmd := startCmd("timed", "", "timed-1")
+	d := c.apply(&cmd)
+	c.exec = d.Outcomes[0].ExecutionID
+	c.track(d)
+	first, _, _ := c.m.Execution(c.exec)
+	require.Equal(t, c.now.Add(time.Hour), *first.Timeouts.ExecutionDeadline, "the configured timeouts apply")
+	c.now = c.now.Add(30 * time.Minute)
+	c.complete(decisionSamples[wire.DecisionContinueAsNew])
+	first, _, _ = c.m.Execution(c.exec)
+	next, _, _ := c.m.Execution(first.ContinuedAs)
+	require.Equal(t, c.now.Add(40*time.Minute), *next.Timeouts.RunDeadline, "a fresh run timeout")
+	require.Equal(t, *first.Timeouts.ExecutionDeadline, *next.Timeouts.ExecutionDeadline, "the chain's deadline")
+	_, err := c.m.FireDue(t.Context(), first.CreatedAt.Add(time.Hour))
+	require.NoError(t, err)
+	next, hist, _ := c.m.Execution(next.ExecutionID)
+	require.Equal(t, wire.StatusTimedOut, next.Status)
+	require.Contains(t, string(hist[len(hist)-1].Attrs), "execution_timeout of 1h0m0s passed")
 }

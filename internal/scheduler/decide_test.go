@@ -10,6 +10,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/decide"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -31,7 +32,13 @@ var decisionSamples = map[string]wire.Decision{
 	wire.DecisionCompleteUpdate:        {Type: wire.DecisionCompleteUpdate, Update: &wire.UpdateAttrs{UpdateID: sampleUpdateID, Result: json.RawMessage(`2`)}},
 	wire.DecisionCancelWorkflow:        {Type: wire.DecisionCancelWorkflow, Failure: &wire.Failure{Type: "Cancelled", Message: "workflow canceled"}},
 	wire.DecisionRequestCancelActivity: {Type: wire.DecisionRequestCancelActivity, ActivityID: 1},
+	wire.DecisionTimeOutWorkflow:       {Type: wire.DecisionTimeOutWorkflow, Result: json.RawMessage(`{"undone":["refund"]}`)},
 }
+
+// timeoutRequest is the request a run timeout's end records when the
+// workflow has a cancel_grace: time_out_workflow's sample needs it.
+var timeoutRequest = &store.CancelRequest{At: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC), Reason: "run_timeout of 1h0m0s passed",
+	Cause: wire.CancelCauseRunTimeout}
 
 // sampleUpdateID is the update of the update decisions' samples.
 const sampleUpdateID = "0190f0c4-0000-7000-8000-000000000001"
@@ -78,6 +85,12 @@ func TestEveryDecisionIsAppliedAsDecideRecordsIt(t *testing.T) {
 			if first != nil {
 				f.apply(t, *first)
 			}
+			if d.Type == wire.DecisionTimeOutWorkflow {
+				// The state a run timeout's end leaves when the workflow
+				// has a cancel_grace (apply_timeout.go): asked to cancel.
+				_, err := f.db.Exec(t.Context(), `UPDATE executions SET cancel_request = $2 WHERE execution_id = $1`, f.exec, timeoutRequest)
+				require.NoError(t, err)
+			}
 			f.apply(t, wire.Command{CommandID: dedup.WorkflowTaskCommandID(f.exec, f.task.TaskID), Kind: wire.KindWorkflowTaskCompleted,
 				WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: f.exec, TaskID: f.task.TaskID, BaseSeq: 1, Decisions: decisions}})
 			var last wire.Event
@@ -101,6 +114,9 @@ func TestEveryDecisionIsAppliedAsDecideRecordsIt(t *testing.T) {
 			if first != nil {
 				_, err = m.Apply(ctx, now, first)
 				require.NoError(t, err)
+			}
+			if d.Type == wire.DecisionTimeOutWorkflow {
+				m.execs[task.ExecutionID].CancelRequest = timeoutRequest
 			}
 			_, err = m.Apply(ctx, now, &wire.Command{CommandID: dedup.WorkflowTaskCommandID(task.ExecutionID, task.TaskID), Kind: wire.KindWorkflowTaskCompleted,
 				WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: task.ExecutionID, TaskID: task.TaskID, BaseSeq: 1, Decisions: decisions}})

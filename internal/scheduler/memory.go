@@ -33,6 +33,7 @@ type MemoryConfig struct {
 	PinnedWorkflows       map[string]bool
 	HistoryLimits         HistoryLimits
 	CancelGraceByWorkflow map[string]time.Duration
+	TimeoutsByWorkflow    map[string]WorkflowTimeouts
 	// TaskQueued says whether the workflow task taskID of an execution is
 	// still held for a worker (see applyEnv.taskQueued); nil means never.
 	TaskQueued func(executionID string, taskID int) bool
@@ -86,7 +87,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		shards: 1, window: window, maxTask: cmp.Or(cfg.MaxTask, defaultMemoryMaxTask), wftTimeout: cmp.Or(cfg.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout),
 		retention: store.Retention{Default: retention, ByWorkflow: cfg.RetentionByWorkflow}, pinned: cfg.PinnedWorkflows,
 		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), historyLimits: cfg.HistoryLimits,
-		cancelGrace: cfg.CancelGraceByWorkflow,
+		cancelGrace: cfg.CancelGraceByWorkflow, timeouts: cfg.TimeoutsByWorkflow,
 	}
 	if queued := cfg.TaskQueued; queued != nil {
 		env.taskQueued = func(_ context.Context, e *store.Execution, taskID int) bool { return queued(e.ExecutionID, taskID) }

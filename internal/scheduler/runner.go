@@ -73,7 +73,8 @@ func (r *runner) env() applyEnv {
 		outcomeTTL: r.s.cfg.Topology.OutcomeTTL(), wftTimeout: r.s.cfg.WorkflowTaskTimeout, taskQueued: r.taskQueued, stickyState: r.stickyState,
 		maxTask: maxTask(r.s.cfg.Topology.JS.Conn()), log: r.log,
 		retention: store.Retention{Default: r.s.cfg.Retention, ByWorkflow: r.s.cfg.RetentionByWorkflow}, pinned: r.s.cfg.PinnedWorkflows,
-		historyLimits: r.s.cfg.HistoryLimits, cancelGrace: r.s.cfg.CancelGraceByWorkflow}
+		historyLimits: r.s.cfg.HistoryLimits, cancelGrace: r.s.cfg.CancelGraceByWorkflow,
+		timeouts: r.s.cfg.TimeoutsByWorkflow}
 }
 
 func (r *runner) run() {

@@ -79,6 +79,10 @@ type Config struct {
 	// (workflows.<name>.cancel_grace); a cancel's own grace overrides
 	// it. A workflow without one has no bound: its code closes it.
 	CancelGraceByWorkflow map[string]time.Duration
+	// TimeoutsByWorkflow are the workflows' run and execution timeouts
+	// (workflows.<name>.run_timeout, .execution_timeout); a start's own
+	// override them.
+	TimeoutsByWorkflow map[string]WorkflowTimeouts
 	// HistoryLimits are what each execution's history is held to: past
 	// a warning threshold it carries a warning, past a hard limit it
 	// fails with HistoryLimitExceeded, past a suggestion threshold its

@@ -43,6 +43,7 @@ func SchedulerConfig(cfg config.Config) scheduler.Config {
 		RetentionByWorkflow:    cfg.RetentionByWorkflow(),
 		PinnedWorkflows:        cfg.PinnedWorkflows(),
 		CancelGraceByWorkflow:  cfg.CancelGraceByWorkflow(),
+		TimeoutsByWorkflow:     cfg.TimeoutsByWorkflow(),
 		HistoryLimits:          cfg.HistoryLimits(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	}

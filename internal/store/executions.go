@@ -83,6 +83,19 @@ type Execution struct {
 	// CancelRequest is how the run was asked to cancel
 	// (WorkflowCancelRequested), nil if it was not.
 	CancelRequest *CancelRequest
+	// Timeouts bound the run and its chain, nil for none.
+	Timeouts *Timeouts
+}
+
+// Timeouts are an execution's run and execution timeouts
+// (docs/cancellation.md#timeouts): how long each is, and when it ends.
+// A run that continues as new passes ExecutionDeadline, and its run
+// timeout, on to the next.
+type Timeouts struct {
+	RunMS             int64      `json:"run_ms,omitempty"`
+	RunDeadline       *time.Time `json:"run_deadline,omitempty"`
+	ExecutionMS       int64      `json:"execution_ms,omitempty"`
+	ExecutionDeadline *time.Time `json:"execution_deadline,omitempty"`
 }
 
 // CancelRequest is how an execution was asked to cancel: when, why, by
@@ -123,7 +136,7 @@ func nullIfEmpty(s string) *string {
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent, prune_after, task_failing, versioning, pinned_build, history_base,
-	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request`
+	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
@@ -131,7 +144,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
 		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy,
 		&traceParent, &e.PruneAfter, &e.TaskFailing, &e.Versioning, &pinned, &e.HistoryBase, &e.ChainID, &e.ContinuedFrom, &e.ContinuedAs,
-		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest)
+		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts)
 	if err != nil {
 		return nil, err
 	}
@@ -368,9 +381,10 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		updates                             = make([]*RunUpdates, n)
 		sticky                              = make([]*string, n)
 		cancelReqs                          = make([]*CancelRequest, n)
+		timeouts                            = make([]*Timeouts, n)
 	)
 	for i, e := range es {
-		sticky[i], cancelReqs[i] = nullIfEmpty(e.StickyWorker), e.CancelRequest
+		sticky[i], cancelReqs[i], timeouts[i] = nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Timeouts
 		pruneAfter[i], failing[i], bases[i] = e.PruneAfter, e.TaskFailing, e.HistoryBase
 		historyBytes[i], warnings[i], updates[i] = e.HistoryBytes, e.HistoryWarning, e.Updates
 		chains[i], froms[i], ases[i] = nullIfEmpty(e.ChainID), nullIfEmpty(e.ContinuedFrom), nullIfEmpty(e.ContinuedAs)
@@ -387,17 +401,17 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by,
 			trace_parent, prune_after, task_failing, versioning, pinned_build, history_base, chain_id, continued_from, continued_as,
-			history_bytes, history_warning, updates, sticky_worker, cancel_request)
+			history_bytes, history_warning, updates, sticky_worker, cancel_request, timeouts)
 		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
 			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
 			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
 			unnest($18::timestamptz[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::jsonb[]),
 			unnest($23::text[]), unnest($24::text[]), unnest($25::int[]),
 			unnest($26::uuid[]), unnest($27::uuid[]), unnest($28::uuid[]), unnest($29::bigint[]), unnest($30::jsonb[]), unnest($31::jsonb[]), unnest($32::text[]),
-			unnest($33::jsonb[])`,
+			unnest($33::jsonb[]), unnest($34::jsonb[])`,
 		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
 		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy, traceParents, pruneAfter, failing,
-		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings, updates, sticky, cancelReqs)
+		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings, updates, sticky, cancelReqs, timeouts)
 }
 
 func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {

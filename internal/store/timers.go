@@ -33,6 +33,13 @@ const (
 // TimerWorkflow fires a timer the workflow started (Sleep, NewTimer).
 const TimerWorkflow = "workflow"
 
+// TimerRunTimeout and TimerExecutionTimeout end an execution's run
+// timeout and its chain's execution timeout.
+const (
+	TimerRunTimeout       = "run_timeout"
+	TimerExecutionTimeout = "execution_timeout"
+)
+
 // TimerCancelGrace ends the grace of an execution asked to cancel: if it
 // is still running then, it is terminated.
 const TimerCancelGrace = "cancel_grace"

@@ -97,6 +97,10 @@ const (
 	// cancelled), whose running attempt's context is cancelled on its
 	// worker and whose later results are dropped.
 	EventActivityCancelRequested = "ActivityCancelRequested"
+	// EventWorkflowTimedOut closes an execution whose run or chain timed
+	// out: at once (its reason says which), or by a time_out_workflow
+	// decision once its code cleaned up.
+	EventWorkflowTimedOut = "WorkflowTimedOut"
 )
 
 // ValidStatus reports whether s names an execution status.
@@ -233,7 +237,18 @@ type CancelCommand struct {
 const (
 	// CancelCauseRequest: POST .../cancel, or a client's Cancel.
 	CancelCauseRequest = "request"
+	// CancelCauseRunTimeout and CancelCauseExecutionTimeout: the run's or
+	// the chain's timeout passed, and the workflow has a cancel_grace for
+	// its cleanup; the code's return then closes it TimedOut
+	// (time_out_workflow).
+	CancelCauseRunTimeout       = "run_timeout"
+	CancelCauseExecutionTimeout = "execution_timeout"
 )
+
+// TimeoutCause says whether a cancellation's cause is a timeout.
+func TimeoutCause(cause string) bool {
+	return cause == CancelCauseRunTimeout || cause == CancelCauseExecutionTimeout
+}
 
 // WorkflowCancelRequestedAttrs are the attributes of a
 // WorkflowCancelRequested event.
@@ -367,6 +382,11 @@ type StartCommand struct {
 	// a live worker of it registers the workflow); "" pins the execution
 	// to the build that completes its first workflow task.
 	PinnedBuild string `json:"pinned_build,omitempty"`
+	// RunTimeoutMS bounds the run, ExecutionTimeoutMS the whole chain of
+	// continued runs (0: the workflow's configured timeout, if any):
+	// past it the execution closes TimedOut (docs/cancellation.md#timeouts).
+	RunTimeoutMS       int64 `json:"run_timeout_ms,omitempty"`
+	ExecutionTimeoutMS int64 `json:"execution_timeout_ms,omitempty"`
 }
 
 // Versioning behaviours of an execution (StartCommand.Versioning). They
@@ -483,6 +503,10 @@ const (
 	DecisionCancelWorkflow = "cancel_workflow"
 	// DecisionRequestCancelActivity gives up the activity ActivityID.
 	DecisionRequestCancelActivity = "request_cancel_activity"
+	// DecisionTimeOutWorkflow closes an execution asked to cancel because
+	// its timeout passed (CancelCauseRunTimeout, ...) as TimedOut, when
+	// its code returns after its cleanup: with its result or error.
+	DecisionTimeOutWorkflow = "time_out_workflow"
 )
 
 // ScheduledOptions are a schedule_activity decision's options as the

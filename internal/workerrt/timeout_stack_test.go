@@ -1,0 +1,52 @@
+package workerrt_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
+)
+
+// TestTimeoutsInALiveStack: a start's run_timeout closes a checkout
+// waiting for its "ship" signal TimedOut on PostgreSQL's timers, at once
+// without a cancel_grace, and after its compensations with one; bad
+// timeouts are refused 400 invalid_timeout and start nothing.
+func TestTimeoutsInALiveStack(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{Scheduler: scheduler.Config{
+		CancelGraceByWorkflow: map[string]time.Duration{examples.WorkflowCheckout: time.Minute},
+	}})
+	bare := stacktest.StartWorkflow(t, s, examples.WorkflowCollect, "", `{"input": {"count": 2}, "run_timeout": "1s"}`)
+	require.Equal(t, 201, bare.Status, bare.Body)
+	id := bare.Body["execution_id"].(string)
+	e := stacktest.WaitStatus(t, s, id, "TimedOut")
+	require.Equal(t, "TimedOut", e["error"].(map[string]any)["type"])
+	require.NotEmpty(t, e["run_deadline"])
+	types := stacktest.HistoryTypes(t, s, id)
+	require.Equal(t, "WorkflowTimedOut", types[len(types)-1])
+	require.NotContains(t, types, "WorkflowCancelRequested", "collect has no cancel_grace: closed at once")
+
+	graced := stacktest.StartWorkflow(t, s, examples.WorkflowCheckout, "", `{"input": {"order_id": "o-1"}, "run_timeout": "2s", "execution_timeout": "1h"}`)
+	require.Equal(t, 201, graced.Status, graced.Body)
+	id = graced.Body["execution_id"].(string)
+	e = stacktest.WaitStatus(t, s, id, "TimedOut")
+	require.Equal(t, map[string]any{"done": []any{"checkout_reserve", "checkout_charge"}, "undone": []any{"checkout_refund", "checkout_release"}}, e["result"],
+		"its grace let it undo what it did")
+	types = stacktest.HistoryTypes(t, s, id)
+	require.Contains(t, types, "WorkflowCancelRequested")
+	require.Equal(t, "WorkflowTimedOut", types[len(types)-1])
+
+	for _, body := range []string{
+		`{"run_timeout": "0s"}`, `{"run_timeout": "-1s"}`, `{"execution_timeout": "87601h"}`, `{"run_timeout": "soon"}`,
+		`{"run_timeout": "2h", "execution_timeout": "1h"}`,
+	} {
+		r := stacktest.StartWorkflow(t, s, examples.WorkflowCheckout, "", body)
+		require.Equal(t, 400, r.Status, body)
+		require.Equal(t, "invalid_timeout", r.Body["error"], body)
+	}
+}

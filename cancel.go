@@ -150,10 +150,8 @@ func (x *execution) canceled(what string) *CanceledError {
 }
 
 // seeCancelRequest makes the execution's cancellation request visible:
-// the code's connected context is cancelled from now on, and the
-// activities and timers it waits on with it are given up, in a
-// deterministic order (activities by id, then timers by id), their
-// decisions taken in the task that first saw the request.
+// the code's connected context is cancelled from now on. What it waits on
+// with it is given up once every event the task saw is visible (giveUp).
 func (x *execution) seeCancelRequest(ev wire.Event) error {
 	var a wire.WorkflowCancelRequestedAttrs
 	if err := json.Unmarshal(ev.Attrs, &a); err != nil {
@@ -163,8 +161,22 @@ func (x *execution) seeCancelRequest(ev wire.Event) error {
 		return nil // asked again: once is enough
 	}
 	x.cancel = &cancelState{reason: a.Reason, cause: a.Cause, tick: x.tick}
+	x.givingUp = true
+	return nil
+}
+
+// giveUp gives up, for the execution's cancellation, what the code waits
+// on with its connected context, once the task that first saw the
+// request has made visible every event it saw: an activity, timer or
+// child whose result, firing or close the task saw, even recorded after
+// the request, is not given up, so that a step that completed is known
+// to the code (and compensated). The rest is given up in a deterministic
+// order (activities by id, then timers, then children), the decisions
+// taken in that task.
+func (x *execution) giveUp() {
+	x.givingUp = false
 	if x.returned {
-		return nil
+		return
 	}
 	for _, id := range slices.Sorted(maps.Keys(x.activities)) {
 		st := x.activities[id]
@@ -182,5 +194,5 @@ func (x *execution) seeCancelRequest(ev wire.Event) error {
 		st.cancelled, st.byContext, st.tick = true, true, x.tick
 		x.decide(wire.Decision{Type: wire.DecisionCancelTimer, TimerID: id})
 	}
-	return nil
+	x.cancelChildren()
 }

@@ -254,7 +254,7 @@ func TestBlockingCallsReturnCanceledErrors(t *testing.T) {
 		}
 		wait("receive", func(ctx *WorkflowContext) error { return GetSignalChannel(ctx, "never").Receive(nil) })
 		wait("receive_with_timeout", func(ctx *WorkflowContext) error {
-			_, ok, err := item.ReceiveWithTimeout(ctx, time.Hour)
+			_, ok, err := NewSignal[string]("other").ReceiveWithTimeout(ctx, time.Hour)
 			require.False(t, ok)
 			return err
 		})

@@ -54,7 +54,8 @@ package harvest
 //     their delivery and replay), querystate.go (SetQueryState: values
 //     read over the API), cancel.go (cooperative cancellation: Done,
 //     Err, ErrCanceled, NewDisconnectedContext, and what the execution's
-//     cancellation request gives up).
+//     cancellation request gives up), children.go (ExecuteChildWorkflow,
+//     ChildOptions, parent-close policies, SignalExternalWorkflow).
 //   - What activity code calls: activity.go (ActivityContext, heartbeats,
 //     the errors that stop retries), activity_typed.go (typed
 //     Activities), activitykey.go (ActivityKey), ledger.go (Once and the

@@ -170,6 +170,16 @@ type execution struct {
 	suggested bool
 
 	nextActivity, nextTimer, nextMarker int
+	// givingUp says the cancellation request became visible in the events
+	// being made visible: what the code waits on is given up once they
+	// all are (cancel.go).
+	givingUp bool
+	// children are the child workflows the code started, sent the
+	// signals it sent to other executions, numbered as the code took
+	// them (children.go).
+	children              map[int]*childState
+	sent                  map[int]*signalState
+	nextChild, nextSignal int
 	// decisions are those taken since the last boundary.
 	decisions []wire.Decision
 	// cancel is the execution's cancellation request, once visible to
@@ -190,6 +200,7 @@ func newExecution(fn workflowFunc, task *wire.WorkflowTask, opts map[string]Acti
 		fn: fn, opts: opts, d: newDispatcher(),
 		info:       WorkflowInfo{ExecutionID: task.ExecutionID, WorkflowName: task.WorkflowName, WorkflowID: task.WorkflowID, TaskQueue: task.TaskQueue, Attempt: 1},
 		activities: map[int]*activityState{}, timers: map[int]*timerState{}, signals: map[string]*signalQueue{},
+		children: map[int]*childState{}, sent: map[int]*signalState{},
 		markers: map[int]json.RawMessage{}, versions: map[string]int{}, versionsGiven: map[string]int{},
 	}
 	if log == nil {
@@ -397,6 +408,9 @@ func (x *execution) boundary(base int, at time.Time, replaying bool) error {
 		}
 	}
 	x.unseen = keep
+	if x.givingUp {
+		x.giveUp()
+	}
 	if !at.IsZero() && at.After(x.now) {
 		x.now = at.UTC()
 	}
@@ -523,6 +537,11 @@ func (x *execution) see(ev wire.Event) error {
 		if !st.cancelled {
 			st.fired, st.tick = true, x.tick
 		}
+	case wire.EventChildWorkflowStarted, wire.EventChildWorkflowStartFailed, wire.EventChildWorkflowCompleted, wire.EventChildWorkflowFailed,
+		wire.EventChildWorkflowCancelled, wire.EventChildWorkflowTerminated, wire.EventChildWorkflowTimedOut:
+		return x.seeChild(ev)
+	case wire.EventExternalSignalDelivered, wire.EventExternalSignalFailed:
+		return x.seeSignalOutcome(ev)
 	case wire.EventWorkflowCancelRequested:
 		return x.seeCancelRequest(ev)
 	}

@@ -132,12 +132,19 @@ func ExecuteActivity(ctx *WorkflowContext, name string, input any, opts ...Activ
 	return f
 }
 
-// Future is the eventual result of an activity.
+// Future is the eventual result of an activity, of a child workflow
+// (ExecuteChildWorkflow), or of a signal sent to another execution
+// (SignalExternalWorkflow).
 type Future struct {
 	x         *execution
 	id        int
 	name      string
 	encodeErr error
+	// child and signal say the Future is a child workflow's
+	// (ExecuteChildWorkflow) or a signal's (SignalExternalWorkflow),
+	// numbered by id among those; else it is an activity's.
+	child, signal   bool
+	childWorkflowID string
 }
 
 // result is the activity's result, if the history has shown it.
@@ -150,8 +157,13 @@ func (f *Future) result() *wire.ActivityClosedAttrs {
 
 // readyTick orders the future among a Selector's cases.
 func (f *Future) readyTick() (int, bool) {
-	if f.encodeErr != nil {
+	switch {
+	case f.encodeErr != nil:
 		return 0, true
+	case f.child:
+		return f.childReadyTick()
+	case f.signal:
+		return f.signalReadyTick()
 	}
 	if st := f.x.activities[f.id]; st != nil && (st.result != nil || st.canceled) {
 		return st.tick, true
@@ -176,6 +188,12 @@ func (f *Future) Get(out any) error {
 		return f.encodeErr
 	}
 	f.x.d.block(f.IsReady)
+	switch {
+	case f.child:
+		return f.childGet(out)
+	case f.signal:
+		return f.signalGet()
+	}
 	if st := f.x.activities[f.id]; st.canceled {
 		return f.x.canceled(fmt.Sprintf("activity %q", f.name))
 	}

@@ -292,6 +292,33 @@ type ListStatesResponse struct {
 	States      []State `json:"states"`
 }
 
+// ListChildrenResponse answers GET
+// /api/harvest/executions/{execution_id}/children: the child workflows
+// the execution started (docs/children.md), as it knows them.
+type ListChildrenResponse struct {
+	ExecutionID string  `json:"execution_id"`
+	Status      string  `json:"status"`
+	Children    []Child `json:"children"`
+}
+
+// Child is a child workflow as its parent knows it: what its code
+// started, the execution the start became, and its status as last told
+// (Initiated until its start is applied, StartFailed when it was
+// refused, Running, then how its chain closed).
+type Child struct {
+	// ChildID numbers the children of the run StartedBy, in the order
+	// its code started them: a run that continued as new passes the
+	// children still open on to the next.
+	ChildID           int    `json:"child_id"`
+	StartedBy         string `json:"started_by"`
+	WorkflowName      string `json:"workflow_name"`
+	WorkflowID        string `json:"workflow_id"`
+	ExecutionID       string `json:"execution_id,omitempty"`
+	Status            string `json:"status"`
+	ParentClosePolicy string `json:"parent_close_policy"`
+	CancelRequested   bool   `json:"cancel_requested,omitempty"`
+}
+
 // MaxStateWait is the longest a read of a query state waits for a newer
 // value (its wait parameter).
 const MaxStateWait = 60 * time.Second

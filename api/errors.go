@@ -66,6 +66,10 @@ const (
 	// execution_timeout that is not a positive duration of at most ten
 	// years, or a run timeout longer than the execution timeout (400).
 	CodeInvalidTimeout = "invalid_timeout"
+	// CodeInvalidParentClosePolicy refuses a child workflow's
+	// parent_close_policy that is not terminate, request_cancel or
+	// abandon (its start fails, for the parent's code to see).
+	CodeInvalidParentClosePolicy = "invalid_parent_close_policy"
 	// CodePayloadUnstorable refuses a JSON value Harvest cannot store
 	// (such as a string holding U+0000); ErrorResponse.Pointer locates it.
 	CodePayloadUnstorable = "payload_unstorable"

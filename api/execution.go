@@ -41,6 +41,10 @@ type Execution struct {
 	// workflow_id, linked both ways (docs/long-workflows.md).
 	ContinuedFrom string `json:"continued_from,omitempty"`
 	ContinuedAs   string `json:"continued_as,omitempty"`
+	// ParentExecutionID is the execution that started this one as its
+	// child workflow (docs/children.md), if any; GET
+	// /api/harvest/executions/{id}/children lists an execution's children.
+	ParentExecutionID string `json:"parent_execution_id,omitempty"`
 	// CancelRequestedAt is when the execution was asked to cancel
 	// (docs/cancellation.md): its workflow code is told, and closes it
 	// Cancelled once it has cleaned up.

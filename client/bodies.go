@@ -163,3 +163,9 @@ const (
 	ReadyStatusDegraded = api.ReadyStatusDegraded
 	ReadyStatusNotReady = api.ReadyStatusNotReady
 )
+
+// ListChildrenResponse is api.ListChildrenResponse.
+type ListChildrenResponse = api.ListChildrenResponse
+
+// Child is api.Child.
+type Child = api.Child

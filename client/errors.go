@@ -37,6 +37,7 @@ const (
 	CodeInvalidWait               = api.CodeInvalidWait
 	CodeInvalidCancelGrace        = api.CodeInvalidCancelGrace
 	CodeInvalidTimeout            = api.CodeInvalidTimeout
+	CodeInvalidParentClosePolicy  = api.CodeInvalidParentClosePolicy
 	CodeInvalidReason             = api.CodeInvalidReason
 	CodeInvalidStatus             = api.CodeInvalidStatus
 	CodeInvalidLimit              = api.CodeInvalidLimit

@@ -151,6 +151,23 @@ func (c *Client) States(ctx context.Context, executionID string) (*ListStatesRes
 	return &a, nil
 }
 
+// Children lists the child workflows an execution started
+// (docs/children.md), each with the execution its start became and its
+// status as last reported to the parent.
+func (c *Client) Children(ctx context.Context, executionID string) (*ListChildrenResponse, error) {
+	if executionID == "" {
+		return nil, errors.New("client: Children: execution id is required")
+	}
+	var a ListChildrenResponse
+	if err := c.get(ctx, apiPrefix+"/executions/"+url.PathEscape(executionID)+"/children", &a); err != nil {
+		return nil, err
+	}
+	if a.Children == nil {
+		a.Children = []Child{}
+	}
+	return &a, nil
+}
+
 // ListOptions filters List and ListPage. Zero values mean no filter and
 // the server's default limit (50).
 type ListOptions struct {

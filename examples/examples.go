@@ -117,7 +117,7 @@ type ChargeResult struct {
 // Workflows are the example workflows Register registers, for a
 // deployment's configuration to declare (workflows.<name>).
 func Workflows() []string {
-	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest, WorkflowFanout, WorkflowTally, WorkflowCheckout}
+	return []string{WorkflowOnboarding, WorkflowCharge, WorkflowCollect, WorkflowSleep, WorkflowDigest, WorkflowFanout, WorkflowTally, WorkflowCheckout, WorkflowCheckoutBatch}
 }
 
 // Register registers the example workflows and activities on w.
@@ -159,6 +159,7 @@ func RegisterOnly(w *harvest.Worker, svc *Services, keep func(name string) bool)
 	registerBench(r, svc.Bench)
 	registerFanout(r)
 	registerCheckout(r)
+	workflow(r, WorkflowCheckoutBatch, CheckoutBatch)
 
 	quick := harvest.ActivityOptions{StartToClose: 10 * time.Second}
 	activity(r, ActivityCreateDBUser, func(ctx *harvest.ActivityContext, in OnboardingInput) (string, error) {

@@ -202,10 +202,13 @@ type Env struct {
 // delivery is a task on its way to a worker: due at at, and redelivered
 // when a worker that held it died.
 type delivery struct {
-	seq         int
-	at          time.Time
-	wft         *wire.WorkflowTask
-	act         *wire.ActivityTask
+	seq int
+	at  time.Time
+	wft *wire.WorkflowTask
+	act *wire.ActivityTask
+	// cmd is a command a shard sent to a shard (a child's start, a
+	// report, a workflow's signal), applied in its turn.
+	cmd         *wire.Command
 	redelivered bool
 }
 
@@ -234,6 +237,7 @@ func New(register func(*harvest.Worker), cfg Config) (*Env, error) {
 		StartIdempotencyWindow: cfg.StartIdempotencyWindow, WorkflowTaskTimeout: cfg.WorkflowTaskTimeout,
 		Retention: cfg.Retention, RetentionByWorkflow: cfg.RetentionByWorkflow, CancelGraceByWorkflow: cfg.CancelGraceByWorkflow,
 		TimeoutsByWorkflow: cfg.schedulerTimeouts(), TaskQueued: e.taskQueued, Logger: e.log,
+		KnownWorkflow: func(name, _ string) bool { return slices.Contains(e.worker.Workflows(), name) },
 		HistoryLimits: cfg.HistoryLimits.scheduler(),
 	})
 	if err != nil {
@@ -490,6 +494,9 @@ func (e *Env) enqueue(out scheduler.Dispatched) {
 	for _, t := range out.ActivityTasks {
 		e.push(&delivery{at: e.now, act: t})
 	}
+	for _, c := range out.Commands {
+		e.push(&delivery{at: e.now, cmd: c})
+	}
 	if len(out.Cancelled) == 0 && len(out.CancelledActivities) == 0 {
 		return
 	}
@@ -565,6 +572,10 @@ func (e *Env) drain(ctx context.Context) error {
 		}
 		var err error
 		switch {
+		case d.cmd != nil:
+			e.mu.Lock()
+			_, err = e.apply(ctx, d.cmd)
+			e.mu.Unlock()
 		case d.wft != nil:
 			err = e.runWorkflowTask(ctx, worker, d)
 		case e.cfg.ConcurrentActivities:

@@ -96,7 +96,7 @@ terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowResult(), newWorkflowList(),
-		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate())
+		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate(), newWorkflowChildren())
 	return cmd
 }
 
@@ -310,6 +310,9 @@ func newWorkflowDescribe() *cobra.Command {
 			}
 			if e.ContinuedFrom != "" {
 				fmt.Fprintf(tw, "continued_from:\t%s\n", e.ContinuedFrom)
+			}
+			if e.ParentExecutionID != "" {
+				fmt.Fprintf(tw, "parent:\t%s\n", e.ParentExecutionID)
 			}
 			if e.RunDeadline != nil {
 				fmt.Fprintf(tw, "run_deadline:\t%s\n", formatTime(*e.RunDeadline))
@@ -594,5 +597,28 @@ func withClient(run func(ctx context.Context, c *client.Client, cmd *cobra.Comma
 		}
 		defer cancel()
 		return unreachable(apiAddr(cmd), apiHint, run(ctx, c, cmd, args))
+	}
+}
+
+func newWorkflowChildren() *cobra.Command {
+	return &cobra.Command{
+		Use:   "children <execution-id>",
+		Short: "List the child workflows an execution started, with the execution and status of each",
+		Args:  cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			r, err := c.Children(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				return printValue(cmd.OutOrStdout(), r)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "CHILD\tWORKFLOW\tWORKFLOW_ID\tEXECUTION_ID\tSTATUS\tPARENT_CLOSE_POLICY")
+			for _, ch := range r.Children {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", ch.ChildID, ch.WorkflowName, ch.WorkflowID, cmp.Or(ch.ExecutionID, "-"), ch.Status, ch.ParentClosePolicy)
+			}
+			return tw.Flush()
+		}),
 	}
 }

@@ -68,6 +68,16 @@ func (c Config) RetentionByWorkflow() map[string]time.Duration {
 	return out
 }
 
+// DeclaredWorkflowQueues returns the declared workflows (DeclaredWorkflows),
+// each with the task queue it is declared on ("" for default).
+func (c Config) DeclaredWorkflowQueues() map[string]string {
+	out := map[string]string{}
+	for _, name := range c.DeclaredWorkflows() {
+		out[name] = c.Workflows[name].TaskQueue
+	}
+	return out
+}
+
 // CancelGraceByWorkflow returns the per-workflow cancel graces.
 func (c Config) CancelGraceByWorkflow() map[string]time.Duration {
 	out := map[string]time.Duration{}

@@ -174,6 +174,9 @@ type executionData struct {
 	// StatesProblem says why they could not be read.
 	States        []api.State
 	StatesProblem string
+	// Children are the child workflows it started (each linked to its
+	// execution); the execution links to its parent (E.ParentExecutionID).
+	Children []api.Child
 	// Done is the outcome of an action just taken, to show once.
 	Done string
 }
@@ -205,6 +208,10 @@ func (c *Console) handleExecution(w http.ResponseWriter, r *http.Request) {
 	default:
 		// The rest of the page stands without them.
 		data.StatesProblem = err.Error()
+	}
+	var children api.ListChildrenResponse
+	if err := a.call(ctx, http.MethodGet, path+"/children", nil, nil, &children); err == nil {
+		data.Children = children.Children // an API without children: none shown
 	}
 	switch r.URL.Query().Get("done") {
 	case "cancel":

@@ -22,6 +22,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/dedup"
@@ -232,6 +233,53 @@ var kinds = map[string]kind{
 			return json.Unmarshal(raw, &a) == nil && a.ActivityID == d.ActivityID
 		},
 	},
+	wire.DecisionStartChild: {
+		event: wire.EventChildWorkflowInitiated,
+		record: func(r *Recorded, executionID string, d *wire.Decision, _ time.Time) error {
+			if d.Child == nil || d.Child.ChildID <= 0 || d.Child.WorkflowName == "" {
+				return fmt.Errorf("a %s decision without its child", d.Type)
+			}
+			c := ChildStart(executionID, d.Child)
+			r.Attrs = c
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.ChildAttrs
+			return d.Child != nil && json.Unmarshal(raw, &a) == nil && a.ChildID == d.Child.ChildID && a.WorkflowName == d.Child.WorkflowName &&
+				(d.Child.WorkflowID == "" || a.WorkflowID == d.Child.WorkflowID) && wire.SameJSON(a.Input, d.Child.Input)
+		},
+	},
+	wire.DecisionRequestCancelChild: {
+		event: wire.EventChildWorkflowCancelRequested,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			if d.Child == nil || d.Child.ChildID <= 0 {
+				return fmt.Errorf("a %s decision without its child", d.Type)
+			}
+			r.Attrs = wire.ChildAttrs{ChildID: d.Child.ChildID}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.ChildAttrs
+			return d.Child != nil && json.Unmarshal(raw, &a) == nil && a.ChildID == d.Child.ChildID
+		},
+	},
+	wire.DecisionSignalExternal: {
+		event: wire.EventExternalSignalInitiated,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			s := d.Signal
+			if s == nil || s.SignalID <= 0 || s.SignalName == "" || (s.ExecutionID == "") == (s.WorkflowID == "") {
+				return fmt.Errorf("a %s decision without its signal and one target", d.Type)
+			}
+			r.Attrs = wire.ExternalSignalAttrs{SignalID: s.SignalID, ExecutionID: s.ExecutionID, WorkflowName: s.WorkflowName,
+				WorkflowID: s.WorkflowID, SignalName: s.SignalName, Payload: s.Payload}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.ExternalSignalAttrs
+			return d.Signal != nil && json.Unmarshal(raw, &a) == nil && a.SignalID == d.Signal.SignalID && a.SignalName == d.Signal.SignalName &&
+				a.ExecutionID == d.Signal.ExecutionID && a.WorkflowID == d.Signal.WorkflowID && wire.SameJSON(a.Payload, d.Signal.Payload)
+		},
+	},
 	wire.DecisionContinueAsNew: {
 		event: wire.EventWorkflowContinuedAsNew,
 		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
@@ -357,4 +405,19 @@ func (a *Attempt) Task(now time.Time) *wire.ActivityTask {
 		Attempt: a.Number, ScheduledAt: a.ScheduledAt, Deadline: deadline,
 		HeartbeatTimeoutMS: opts.HeartbeatTimeoutMS, HeartbeatDetails: a.HeartbeatDetails, PreviousOutcomeUnknown: a.PreviousOutcomeUnknown,
 	}
+}
+
+// ChildStart is the child a start_child decision of the execution
+// parentID starts: c, its workflow_id, if the code gave none, derived
+// from the parent and the child's id (so that a replay names the same).
+func ChildStart(parentID string, c *wire.ChildAttrs) wire.ChildAttrs {
+	out := *c
+	if out.WorkflowID == "" {
+		out.WorkflowID = parentID + "/child-" + strconv.Itoa(c.ChildID)
+	}
+	if out.ParentClosePolicy == "" {
+		out.ParentClosePolicy = wire.ParentCloseTerminate
+	}
+	out.ExecutionID, out.Status, out.Result, out.Failure, out.Error, out.Message = "", "", nil, nil, "", ""
+	return out
 }

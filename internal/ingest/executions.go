@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -20,6 +21,35 @@ import (
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
+
+// handleListChildren is GET
+// /api/harvest/executions/{execution_id}/children: the child workflows
+// the execution started, as its row keeps them.
+func (s *Server) handleListChildren(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathExecutionID(w, r, "execution_id")
+	if !ok || !s.readable(w) {
+		return
+	}
+	rctx, cancel := s.readContext(r.Context())
+	defer cancel()
+	e, err := store.GetExecution(rctx, s.poolOf(id), id)
+	if err == nil && !sees(r.Context(), e.WorkflowName) {
+		err = store.ErrExecutionNotFound
+	}
+	if err != nil {
+		s.readError(w, id, err)
+		return
+	}
+	out := api.ListChildrenResponse{ExecutionID: id, Status: e.Status, Children: []api.Child{}}
+	if e.Children != nil {
+		for _, ch := range e.Children.Children {
+			out.Children = append(out.Children, api.Child{ChildID: ch.ChildID, StartedBy: ch.StartedBy, WorkflowName: ch.WorkflowName,
+				WorkflowID: ch.WorkflowID, ExecutionID: ch.ExecutionID, Status: ch.Status, ParentClosePolicy: cmp.Or(ch.ClosePolicy, wire.ParentCloseTerminate),
+				CancelRequested: ch.CancelRequested})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
 
 // handleGetExecution is GET /api/harvest/executions/{execution_id}.
 func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {

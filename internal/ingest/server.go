@@ -138,6 +138,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/updates/{name}", s.guard(auth.ScopeSignal, params(s.handleUpdate, "wait")))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/updates/{update_id}", s.guard(auth.ScopeRead, params(s.handleGetUpdate, "wait")))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/state", s.guard(auth.ScopeRead, params(s.handleListStates)))
+	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/children", s.guard(auth.ScopeRead, params(s.handleListChildren)))
 	s.mux.HandleFunc(stateRoute, s.guard(auth.ScopeRead, params(s.handleGetState, "after_seq", "wait")))
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, params(s.handleGetCommand)))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, params(s.handleListDead, "shard", "before", "limit")))

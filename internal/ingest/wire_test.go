@@ -44,7 +44,7 @@ var wireTypes = []any{
 	api.CommandResponse{}, api.Execution{}, api.TaskFailing{}, api.HistoryWarning{}, api.ExportedHistory{}, api.ListExecutionsResponse{},
 	api.KeyClaim{}, api.DuplicateCounts{}, api.SignalKey{}, api.CallbackDelivery{}, api.WaitingFor{},
 	api.Event{}, api.HistoryResponse{}, api.DeadCommand{}, api.ListDeadCommandsResponse{},
-	api.State{}, api.ListStatesResponse{},
+	api.State{}, api.ListStatesResponse{}, api.ListChildrenResponse{}, api.Child{},
 	api.RetentionResponse{}, api.WorkflowRetention{},
 	api.Worker{}, api.WorkerSlots{}, api.SlotUsage{}, api.ReplayRefusal{}, api.ListWorkersResponse{},
 	api.TaskQueueResponse{}, api.NameBacklog{}, api.UnroutedBacklog{},

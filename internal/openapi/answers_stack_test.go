@@ -186,6 +186,12 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, status)
 	status, _ = call("GET", state, "/api/harvest/executions/"+tally+"/state/progress?wait=forever", "")
 	require.Equal(t, http.StatusBadRequest, status)
+	children := "/api/harvest/executions/{execution_id}/children"
+	status, data = call("GET", children, "/api/harvest/executions/"+tally+"/children", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(data), `"children":[]`)
+	status, _ = call("GET", children, "/api/harvest/executions/00000000-0000-0000-0000-000000000000/children", "")
+	require.Equal(t, http.StatusNotFound, status)
 	states := "/api/harvest/executions/{execution_id}/state"
 	status, data = call("GET", states, "/api/harvest/executions/"+tally+"/state", "")
 	require.Equal(t, http.StatusOK, status)

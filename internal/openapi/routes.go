@@ -232,6 +232,14 @@ var Routes = []Route{
 		Responses: errs(map[int]Answer{200: {"The states, by name; none is an empty list.", api.ListStatesResponse{}}}, with(guarded, 400, 404)...),
 	},
 	{
+		Method: "GET", Path: "/api/harvest/executions/{execution_id}/children", ID: "listExecutionChildren", Tag: "executions", Scope: "read",
+		Summary: "List the child workflows an execution started",
+		Description: "The children its workflow code started (harvest.ExecuteChildWorkflow), each with the execution its start became and its " +
+			"status as last reported to the parent: Initiated, StartFailed, Running, then how its chain closed. A run that continued as new " +
+			"lists the children of its chain still open. Each child's execution names its parent (parent_execution_id).",
+		Responses: errs(map[int]Answer{200: {"The children; none is an empty list.", api.ListChildrenResponse{}}}, with(guarded, 400, 404)...),
+	},
+	{
 		Method: "GET", Path: "/api/harvest/executions/{execution_id}/state/{name}", ID: "getExecutionState", Tag: "executions", Scope: "read",
 		Summary: "Read a query state of an execution, or wait for a newer value",
 		Description: "The state's latest value, as the last workflow task that changed it left it (harvest.SetQueryState), and seq, the history event " +

@@ -51,9 +51,13 @@ type batch struct {
 	stickyState func(ctx context.Context, e *store.Execution, taskID int) stickyState
 	// retention sets a closing execution's prune_after.
 	retention store.Retention
-	// cancelGrace and timeouts are applyEnv's.
-	cancelGrace map[string]time.Duration
-	timeouts    map[string]WorkflowTimeouts
+	// cancelGrace, timeouts and knownWorkflow are applyEnv's.
+	cancelGrace   map[string]time.Duration
+	timeouts      map[string]WorkflowTimeouts
+	knownWorkflow func(name, taskQueue string) bool
+	// lastOut is the outcome of the command applied last, for the
+	// reports a child's start or a workflow's signal sends back.
+	lastOut wire.Outcome
 	// pinned are the workflows whose starts are pinned to a build unless
 	// they say otherwise (applyEnv.pinned).
 	pinned map[string]bool
@@ -152,6 +156,10 @@ type applyEnv struct {
 	// timeouts are the workflows' configured run and execution timeouts
 	// (Config.TimeoutsByWorkflow).
 	timeouts map[string]WorkflowTimeouts
+	// knownWorkflow says whether a child workflow's start can run: a
+	// live worker serves its workflow on its queue, or the configuration
+	// declares it there; nil takes every start as known.
+	knownWorkflow func(name, taskQueue string) bool
 	// pinned are the workflows configured with versioning: pinned
 	// (Config.PinnedWorkflows): a start of one that says no versioning is
 	// pinned.
@@ -333,7 +341,12 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			}
 		case c.cmd.Kind == wire.KindSignal:
 			e := b.execs[c.cmd.Signal.ExecutionID]
-			if key := c.cmd.Signal.IdempotencyKey; e != nil && key != "" && e.Chain() != e.ExecutionID {
+			if c.cmd.Signal.ExecutionID == "" {
+				// A workflow code's signal to a workflow_id: its latest
+				// execution's chain.
+				e = latest[store.WorkflowRef{WorkflowName: c.cmd.Signal.WorkflowName, WorkflowID: c.cmd.Signal.WorkflowID}]
+			}
+			if key := c.cmd.Signal.IdempotencyKey; e != nil && key != "" && (e.Chain() != e.ExecutionID || c.cmd.Signal.ExecutionID == "") {
 				swsRefs = append(swsRefs, store.SignalRef{ExecutionID: e.Chain(), IdempotencyKey: key})
 			}
 		}
@@ -492,6 +505,7 @@ func (b *batch) addOutcome(out wire.Outcome) {
 		}
 		logattr.With(b.log, executionID, workflow, out.CommandID).Debug("command applied", args...)
 	}
+	b.lastOut = out
 	data, _ := json.Marshal(out)
 	b.writes.Outcomes = append(b.writes.Outcomes, store.OutcomeRow{
 		CommandID: out.CommandID, StreamSeq: out.StreamSeq, Payload: data, ExpiresAt: b.now.Add(b.outcomeTTL),

@@ -24,6 +24,12 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 	b.writes.ExecutionsClosed = append(b.writes.ExecutionsClosed, e.ExecutionID)
 	b.closeUpdates(e, status)
 	b.appendEvent(e, event, attrs)
+	if status != wire.StatusContinuedAsNew {
+		// The chain closed: its parent is told, and its children are
+		// dealt with as their policy says.
+		b.reportChildClosed(e)
+		b.closeChildren(e)
+	}
 	if e.CompletionCallback != nil && status != wire.StatusContinuedAsNew {
 		// A chain's callback is delivered when its last run closes.
 		payload, _ := json.Marshal(CallbackPayload{

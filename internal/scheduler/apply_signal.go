@@ -15,6 +15,14 @@ func (b *batch) signal(c seqCommand) {
 	sg := c.cmd.Signal
 	out := wire.Outcome{CommandID: c.cmd.CommandID, StreamSeq: c.seq, Kind: wire.KindSignal, ExecutionID: sg.ExecutionID, AppliedAt: b.now}
 	e := b.execs[sg.ExecutionID]
+	if sg.ExecutionID == "" && sg.WorkflowID != "" {
+		// A workflow code's signal to a workflow_id: its latest execution.
+		e = b.byWorkflow[store.WorkflowRef{WorkflowName: sg.WorkflowName, WorkflowID: sg.WorkflowID}]
+		if e == nil {
+			b.refuse(out, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution of workflow %s with workflow_id %q", sg.WorkflowName, sg.WorkflowID))
+			return
+		}
+	}
 	if e == nil {
 		b.refuse(out, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution %s", sg.ExecutionID))
 		return
@@ -92,6 +100,7 @@ func (b *batch) signalWithStart(c seqCommand) {
 	b.appendEvent(e, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{
 		WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID, Input: st.Input, TaskQueue: st.TaskQueue,
 	})
+	b.setTimeouts(e, st, nil, b.now)
 	sg.ExecutionID = id
 	b.deliverSignal(e, sg)
 	out.SignalDelivered = true

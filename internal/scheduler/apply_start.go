@@ -92,7 +92,7 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID,
 		TaskQueue: s.TaskQueue, Status: wire.StatusRunning, Input: s.Input, CreatedAt: b.now, UpdatedAt: b.now,
-		TraceParent: b.curTrace, Versioning: s.Versioning, PinnedBuild: s.PinnedBuild,
+		TraceParent: b.curTrace, Versioning: s.Versioning, PinnedBuild: s.PinnedBuild, Parent: s.Parent,
 	}
 	if e.Versioning == "" {
 		e.Versioning = wire.VersioningAutoUpgrade
@@ -122,6 +122,9 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 	}
 	if from != nil {
 		e.ChainID, e.ContinuedFrom, started.ContinuedFrom = from.Chain(), from.ExecutionID, from.ExecutionID
+		// The chain is its parent's child, and keeps the children of its
+		// runs still open: their policy applies when the chain closes.
+		e.Parent, e.Children = from.Parent, from.Children.OpenOnly()
 		if !e.CreatedAt.After(from.CreatedAt) {
 			// The newest run of a workflow_id is the last created
 			// (store.LatestByWorkflowID): a scheduler whose clock is behind

@@ -128,6 +128,14 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		case rec.Activity != nil:
 			b.scheduleActivity(e, d, rec, eager[d.ActivityID] != nil)
 			continue
+		case d.Type == wire.DecisionStartChild:
+			b.startChild(e, rec)
+			continue
+		case d.Type == wire.DecisionSignalExternal:
+			b.appendEvent(e, rec.Event, rec.Attrs)
+			s := rec.Attrs.(wire.ExternalSignalAttrs)
+			b.signalExternal(e, &s)
+			continue
 		case d.Type == wire.DecisionStartTimer:
 			attrs, _ := json.Marshal(wire.TimerAttrs{TimerID: d.TimerID})
 			b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerWorkflow, FireAt: rec.FireAt, Attrs: attrs})
@@ -142,6 +150,8 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			b.completeUpdate(e, d)
 		case d.Type == wire.DecisionRequestCancelActivity:
 			b.cancelActivity(e, d.ActivityID)
+		case d.Type == wire.DecisionRequestCancelChild:
+			b.requestCancelChild(e, d.Child.ChildID)
 		}
 		b.appendEvent(e, rec.Event, rec.Attrs)
 	}

@@ -33,9 +33,12 @@ var commandKinds = map[string]commandKind{
 		apply: func(b *batch, c seqCommand) {
 			if c.cmd.Start.Policy != nil {
 				b.policyStart(c)
-			} else {
-				b.start(c)
+				return
 			}
+			b.lastOut = wire.Outcome{}
+			b.start(c)
+			// A child's start tells its parent how it went.
+			b.reportChildStart(c.cmd.Start, b.lastOut)
 		},
 	},
 	wire.KindWorkflowTaskCompleted: {
@@ -78,6 +81,13 @@ var commandKinds = map[string]commandKind{
 		valid: func(c *wire.Command) bool { return c.Signal != nil && c.Signal.SignalName != "" },
 		gather: func(g *gathering, c seqCommand) {
 			sg := c.cmd.Signal
+			if sg.ExecutionID == "" && sg.WorkflowID != "" {
+				// A workflow code's signal to a workflow_id: its latest
+				// execution, whose chain's key claim is read after it.
+				g.readFree = false
+				g.workflow(store.WorkflowRef{WorkflowName: sg.WorkflowName, WorkflowID: sg.WorkflowID})
+				return
+			}
 			if !validUUID(sg.ExecutionID) {
 				return
 			}
@@ -86,7 +96,19 @@ var commandKinds = map[string]commandKind{
 				g.sigRefs = append(g.sigRefs, store.SignalRef{ExecutionID: sg.ExecutionID, IdempotencyKey: sg.IdempotencyKey})
 			}
 		},
-		apply: (*batch).signal,
+		apply: func(b *batch, c seqCommand) {
+			b.lastOut = wire.Outcome{}
+			b.signal(c)
+			// A workflow code's signal tells its sender how it went.
+			b.reportSignal(c.cmd.Signal, b.lastOut)
+		},
+	},
+	wire.KindReport: {
+		valid: func(c *wire.Command) bool {
+			return c.Report != nil && validUUID(c.Report.ExecutionID) && (c.Report.Child != nil) != (c.Report.Signal != nil)
+		},
+		gather: func(g *gathering, c seqCommand) { g.execution(c.cmd.Report.ExecutionID) },
+		apply:  (*batch).report,
 	},
 	wire.KindCancel: {
 		valid: func(c *wire.Command) bool { return c.Cancel != nil },

@@ -33,6 +33,11 @@ var decisionSamples = map[string]wire.Decision{
 	wire.DecisionCancelWorkflow:        {Type: wire.DecisionCancelWorkflow, Failure: &wire.Failure{Type: "Cancelled", Message: "workflow canceled"}},
 	wire.DecisionRequestCancelActivity: {Type: wire.DecisionRequestCancelActivity, ActivityID: 1},
 	wire.DecisionTimeOutWorkflow:       {Type: wire.DecisionTimeOutWorkflow, Result: json.RawMessage(`{"undone":["refund"]}`)},
+	wire.DecisionStartChild: {Type: wire.DecisionStartChild, Child: &wire.ChildAttrs{ChildID: 1, WorkflowName: "charge",
+		Input: json.RawMessage(`{"cents":5}`), ParentClosePolicy: wire.ParentCloseAbandon}},
+	wire.DecisionRequestCancelChild: {Type: wire.DecisionRequestCancelChild, Child: &wire.ChildAttrs{ChildID: 1}},
+	wire.DecisionSignalExternal: {Type: wire.DecisionSignalExternal, Signal: &wire.ExternalSignalAttrs{SignalID: 1,
+		ExecutionID: "0190f0c4-0000-7000-8000-000000000009", SignalName: "nudge", Payload: json.RawMessage(`"hi"`)}},
 }
 
 // timeoutRequest is the request a run timeout's end records when the
@@ -54,6 +59,8 @@ func sampleDecisions(d wire.Decision, executionID string) ([]wire.Decision, *wir
 			Cancel: &wire.CancelCommand{ExecutionID: executionID, Reason: "customer left"}}
 	case wire.DecisionRequestCancelActivity:
 		return []wire.Decision{decisionSamples[wire.DecisionScheduleActivity], d}, nil
+	case wire.DecisionRequestCancelChild:
+		return []wire.Decision{decisionSamples[wire.DecisionStartChild], d}, nil
 	}
 	if d.Update == nil {
 		return []wire.Decision{d}, nil

@@ -41,7 +41,9 @@ package scheduler
 //     dispatch), apply_duplicate.go, apply_close.go (closing an
 //     execution; terminate), apply_cancel.go (cooperative
 //     cancellation: the request, its grace, activities given up),
-//     apply_timeout.go (run and execution timeouts), apply_continue.go (a run that
+//     apply_timeout.go (run and execution timeouts), apply_children.go
+//     (child workflows, the reports between shards, parent-close
+//     policies, signals between workflows), apply_continue.go (a run that
 //     continues as new, its next run, and the signals it passes on),
 //     apply_update.go (updates: admitted, accepted, answered, refused,
 //     failed as their run closes, moved to the run it continued as).

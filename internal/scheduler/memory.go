@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/broker"
@@ -34,6 +35,9 @@ type MemoryConfig struct {
 	HistoryLimits         HistoryLimits
 	CancelGraceByWorkflow map[string]time.Duration
 	TimeoutsByWorkflow    map[string]WorkflowTimeouts
+	// KnownWorkflow says whether a child workflow's start of name on
+	// taskQueue can run (a worker serves it); nil: every one.
+	KnownWorkflow func(name, taskQueue string) bool
 	// TaskQueued says whether the workflow task taskID of an execution is
 	// still held for a worker (see applyEnv.taskQueued); nil means never.
 	TaskQueued func(executionID string, taskID int) bool
@@ -87,7 +91,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		shards: 1, window: window, maxTask: cmp.Or(cfg.MaxTask, defaultMemoryMaxTask), wftTimeout: cmp.Or(cfg.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout),
 		retention: store.Retention{Default: retention, ByWorkflow: cfg.RetentionByWorkflow}, pinned: cfg.PinnedWorkflows,
 		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), historyLimits: cfg.HistoryLimits,
-		cancelGrace: cfg.CancelGraceByWorkflow, timeouts: cfg.TimeoutsByWorkflow,
+		cancelGrace: cfg.CancelGraceByWorkflow, timeouts: cfg.TimeoutsByWorkflow, knownWorkflow: cfg.KnownWorkflow,
 	}
 	if queued := cfg.TaskQueued; queued != nil {
 		env.taskQueued = func(_ context.Context, e *store.Execution, taskID int) bool { return queued(e.ExecutionID, taskID) }
@@ -115,6 +119,11 @@ type Dispatched struct {
 	// CancelledActivities are activities the workflow gave up
 	// (request_cancel_activity), whose running attempts are to stop.
 	CancelledActivities []store.ActivityRef
+	// Commands are the commands the apply sent to shards (a child's
+	// start, a report to its parent, a workflow's signal, a parent-close
+	// policy's cancel or terminate): the caller applies them next, as
+	// the command stream would deliver them. A Memory is every shard.
+	Commands []*wire.Command
 }
 
 // Apply applies one command at now.
@@ -349,6 +358,14 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 		d.Outcomes = append(d.Outcomes, out)
 	}
 	for _, msg := range w.Outbox {
+		if strings.HasPrefix(msg.Subject, "harvest.cmd.") {
+			var c wire.Command
+			if err := json.Unmarshal(msg.Payload, &c); err != nil {
+				return d, fmt.Errorf("decode command %s: %w", msg.MsgID, err)
+			}
+			d.Commands = append(d.Commands, &c)
+			continue
+		}
 		kind, _ := broker.TaskKind(msg.Subject)
 		switch kind {
 		case wire.TaskWorkflow:

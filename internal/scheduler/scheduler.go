@@ -18,6 +18,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/historypage"
+	"github.com/harvest-engine/harvest/internal/registry"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -83,6 +84,10 @@ type Config struct {
 	// (workflows.<name>.run_timeout, .execution_timeout); a start's own
 	// override them.
 	TimeoutsByWorkflow map[string]WorkflowTimeouts
+	// DeclaredWorkflows are the workflows the configuration declares, each
+	// with its task queue ("" for default): a child workflow's start of one
+	// on that queue goes on while no worker serves it.
+	DeclaredWorkflows map[string]string
 	// HistoryLimits are what each execution's history is held to: past
 	// a warning threshold it carries a warning, past a hard limit it
 	// fails with HistoryLimitExceeded, past a suggestion threshold its
@@ -195,6 +200,9 @@ type Scheduler struct {
 	// pages answers workers' requests for the history pages of the
 	// store's executions (internal/historypage).
 	pages *historypage.Server
+	// workers mirrors the live workers' registrations, for the starts of
+	// child workflows (knownWorkflow); nil until Start.
+	workers *registry.Index
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -252,6 +260,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return err
 	}
 	s.pages = pages
+	if s.cfg.Topology != nil && s.cfg.Topology.Workers != nil && s.workers == nil {
+		workers := registry.NewIndex(s.cfg.Topology.Workers, s.log)
+		if err := workers.Start(ctx); err != nil {
+			s.log.Warn("follow the workers' registrations; every child workflow's start counts as served", "err", err)
+		} else {
+			s.workers = workers
+		}
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	done := make(chan struct{})
@@ -274,9 +290,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // twice.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	cancel, done, sub, pages := s.cancel, s.done, s.pruneSub, s.pages
-	s.pruneSub, s.pages = nil, nil
+	cancel, done, sub, pages, workers := s.cancel, s.done, s.pruneSub, s.pages, s.workers
+	s.pruneSub, s.pages, s.workers = nil, nil, nil
 	s.mu.Unlock()
+	if workers != nil {
+		workers.Close()
+	}
 	if sub != nil {
 		_ = sub.Unsubscribe()
 	}

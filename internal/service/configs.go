@@ -44,6 +44,7 @@ func SchedulerConfig(cfg config.Config) scheduler.Config {
 		PinnedWorkflows:        cfg.PinnedWorkflows(),
 		CancelGraceByWorkflow:  cfg.CancelGraceByWorkflow(),
 		TimeoutsByWorkflow:     cfg.TimeoutsByWorkflow(),
+		DeclaredWorkflows:      cfg.DeclaredWorkflowQueues(),
 		HistoryLimits:          cfg.HistoryLimits(),
 		CallbackPolicy:         callback.Policy{AllowHosts: cfg.CallbackAllowHosts},
 	}

@@ -25,6 +25,7 @@ package store
 //     executions.go, history.go (events), activities.go, claims.go (start
 //     idempotency claims, and a drain's report), signal_claims.go (keyed
 //     signals), updates.go (updates and a run's updates in flight),
+//     children.go (an execution's child workflows as it knows them),
 //     duplicates.go (duplicates counted on claims, by the layer
 //     that caught them), timers.go, callbacks.go (completion callbacks),
 //     policies.go (start policy keys and deferred starts), outbox.go,

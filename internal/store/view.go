@@ -21,6 +21,9 @@ func (e *Execution) View() api.Execution {
 		at := r.At
 		v.CancelRequestedAt = &at
 	}
+	if e.Parent != nil {
+		v.ParentExecutionID = e.Parent.ExecutionID
+	}
 	if t := e.Timeouts; t != nil {
 		v.RunDeadline, v.ExecutionDeadline = t.RunDeadline, t.ExecutionDeadline
 	}

@@ -26,6 +26,11 @@ const (
 	// KindUpdate asks a running execution's workflow code to answer an
 	// update (harvest.SetUpdateHandler).
 	KindUpdate = "update"
+	// KindReport tells an execution, on its shard, how a child workflow
+	// it started (started, refused, closed) or a signal it sent
+	// (delivered, refused) went: the shard that applied the child's
+	// start or the signal sends it.
+	KindReport = "report"
 )
 
 // Task kinds: the last token of a task subject.
@@ -150,6 +155,9 @@ type Command struct {
 	Duplicate    *DuplicateCommand    `json:"duplicate,omitempty"`
 	TaskFailure  *WorkflowTaskFailure `json:"task_failure,omitempty"`
 	Update       *UpdateCommand       `json:"update,omitempty"`
+	// Report tells an execution how a child it started, or a signal it
+	// sent, went (KindReport).
+	Report *Report `json:"report,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
@@ -290,6 +298,15 @@ type SignalCommand struct {
 	SignalName     string          `json:"signal_name"`
 	Payload        json.RawMessage `json:"payload,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	// Sender is the execution whose workflow code sent the signal
+	// (harvest.SignalExternalWorkflow), told how it went (KindReport);
+	// nil for a signal from outside.
+	Sender *SenderRef `json:"sender,omitempty"`
+	// WorkflowName and WorkflowID name the target instead of
+	// ExecutionID, for a workflow code's signal to a workflow_id: it
+	// goes to the workflow_id's latest execution.
+	WorkflowName string `json:"workflow_name,omitempty"`
+	WorkflowID   string `json:"workflow_id,omitempty"`
 }
 
 // SignalReceivedAttrs are the attributes of a SignalReceived event.
@@ -382,6 +399,9 @@ type StartCommand struct {
 	// a live worker of it registers the workflow); "" pins the execution
 	// to the build that completes its first workflow task.
 	PinnedBuild string `json:"pinned_build,omitempty"`
+	// Parent is the execution that started this one as its child
+	// (harvest.ExecuteChildWorkflow), nil for any other start.
+	Parent *ParentRef `json:"parent,omitempty"`
 	// RunTimeoutMS bounds the run, ExecutionTimeoutMS the whole chain of
 	// continued runs (0: the workflow's configured timeout, if any):
 	// past it the execution closes TimedOut (docs/cancellation.md#timeouts).
@@ -556,6 +576,10 @@ type Decision struct {
 	ContinueAsNew *ContinueAsNewAttrs `json:"continue_as_new,omitempty"`
 	// accept_update, complete_update
 	Update *UpdateAttrs `json:"update,omitempty"`
+	// start_child, request_cancel_child (its ChildID)
+	Child *ChildAttrs `json:"child,omitempty"`
+	// signal_external
+	Signal *ExternalSignalAttrs `json:"signal,omitempty"`
 }
 
 // ContinueAsNewAttrs say how a run continues as a new one: the new run's
@@ -829,6 +853,8 @@ func (c *Command) TargetExecution() string {
 		return c.Signal.ExecutionID
 	case c.Update != nil:
 		return c.Update.ExecutionID
+	case c.Report != nil:
+		return c.Report.ExecutionID
 	}
 	return ""
 }

@@ -43,8 +43,8 @@ type runningAttempt struct {
 // cancelRequestedSuffix ends the key (<execution_id>.cancel_requested)
 // that says an execution was asked to cancel: its eager attempts, which
 // hold the workflow task in which its code would learn of it, are
-// cancelled, so that the code learns of it promptly. Its other attempts
-// go on until the code gives them up.
+// cancelled, and none starts after it, so that the code learns of it
+// promptly. Its other attempts go on until the code gives them up.
 const cancelRequestedSuffix = "cancel_requested"
 
 func newCancellations() *cancellations {
@@ -99,10 +99,7 @@ func (c *cancellations) cancel(key string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	executionID, rest, sub := strings.Cut(key, ".")
-	if rest != cancelRequestedSuffix {
-		// The request itself stops no later attempt: it is not kept.
-		c.cancelled[key] = at
-	}
+	c.cancelled[key] = at
 	for f, a := range c.running[executionID] {
 		switch {
 		case !sub, rest == strconv.Itoa(a.activityID), rest == cancelRequestedSuffix && a.eager:
@@ -138,6 +135,13 @@ func (c *cancellations) track(executionID string, activityID int, eager bool, ca
 		return func() {}, false
 	}
 	if _, ok := c.cancelled[activityKey(executionID, activityID)]; ok {
+		return func() {}, false
+	}
+	if _, ok := c.cancelled[executionID+"."+cancelRequestedSuffix]; ok && eager {
+		// Asked to cancel: an eager attempt would hold the task that
+		// tells the code. The attempt is left out of the task's result,
+		// and the scheduler dispatches it as any other (the code gives
+		// it up, or runs it, in a disconnected context).
 		return func() {}, false
 	}
 	set := c.running[executionID]

@@ -71,7 +71,7 @@ func TestAGivenUpActivityStopsOnlyItsOwnAttempt(t *testing.T) {
 // TestACancelRequestStopsOnlyEagerAttempts: the key that says an
 // execution was asked to cancel cancels its eager attempts (which hold
 // the workflow task its code would learn of it in) and no other, and
-// stops no later attempt.
+// stops later eager attempts only.
 func TestACancelRequestStopsOnlyEagerAttempts(t *testing.T) {
 	c := newCancellations()
 	eager, cancelEager := context.WithCancel(context.Background())
@@ -85,7 +85,9 @@ func TestACancelRequestStopsOnlyEagerAttempts(t *testing.T) {
 	c.cancel("exec."+cancelRequestedSuffix, time.Now())
 	require.Error(t, eager.Err())
 	require.NoError(t, other.Err())
-	release, live := c.track("exec", 3, true, func() {})
-	require.True(t, live, "the request stops no later attempt")
+	_, live := c.track("exec", 3, true, func() {})
+	require.False(t, live, "no eager attempt starts after the request")
+	release, live := c.track("exec", 3, false, func() {})
+	require.True(t, live, "a dispatched attempt (a compensation) runs")
 	release()
 }

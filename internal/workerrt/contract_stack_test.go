@@ -11,7 +11,7 @@ import (
 // runs them again on stacks of two stores.
 var contractTests = []string{
 	"TestActivityRetries", "TestHeartbeatsAndReconcile", "TestScheduleToCloseBoundsAllAttempts", "TestCancellingAWorkflowCancelsItsActivities",
-	"TestOnceRunsAnEffectOncePerKey", "TestEveryInvocationGetsItsOwnKey",
+	"TestOnceRunsAnEffectOncePerKey", "TestEveryInvocationGetsItsOwnKey", "TestChildWorkflowsInALiveStack",
 }
 
 // TestTheContractHoldsOnTwoStores runs the contract tests again, in a

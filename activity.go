@@ -151,9 +151,11 @@ func failureOf(err error) *wire.Failure {
 	// The first typed error in the chain names the type: an
 	// *ApplicationError its own, an *ActivityError (a workflow returning
 	// a failed activity's error) harvest.ActivityError, not the type of
-	// the activity's error it wraps, a canceled error Cancelled.
+	// the activity's error it wraps, a canceled error Cancelled (and so
+	// an activity that returns its context's context.Canceled once the
+	// workflow gave it up).
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		if _, ok := e.(*CanceledError); ok || e == ErrCanceled {
+		if _, ok := e.(*CanceledError); ok || e == ErrCanceled || e == context.Canceled {
 			f.Type = cancelFailureType
 			break
 		}

@@ -4,11 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sourcegraph/conc"
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/examples"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 )
 
@@ -49,4 +51,36 @@ func TestTimeoutsInALiveStack(t *testing.T) {
 		require.Equal(t, 400, r.Status, body)
 		require.Equal(t, "invalid_timeout", r.Body["error"], body)
 	}
+}
+
+// TestTenParallelCancelsAskOnce: ten cancels of a waiting checkout sent
+// at once each answer 200 with the execution asked to cancel (or closed
+// by then), and its history holds one WorkflowCancelRequested; the saga
+// undoes its two steps once.
+func TestTenParallelCancelsAskOnce(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	r := stacktest.StartWorkflow(t, s, examples.WorkflowCheckout, "", `{"input": {"order_id": "o-9"}}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	id := r.Body["execution_id"].(string)
+	probe.Until(t, 30*time.Second, "checkout waiting to ship", func() bool {
+		return count(stacktest.HistoryTypes(t, s, id), "ActivityCompleted") == 2
+	})
+	var wg conc.WaitGroup
+	answers := make([]stacktest.Answer, 10)
+	for i := range answers {
+		wg.Go(func() {
+			answers[i] = stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/cancel", nil, `{"reason": "ten at once"}`)
+		})
+	}
+	wg.Wait()
+	for _, a := range answers {
+		require.Equal(t, 200, a.Status, a.Body)
+		require.Contains(t, []any{"Running", "Cancelled"}, a.Body["status"], a.Body)
+	}
+	e := stacktest.WaitStatus(t, s, id, "Cancelled")
+	require.Equal(t, map[string]any{"done": []any{"checkout_reserve", "checkout_charge"}, "undone": []any{"checkout_refund", "checkout_release"}}, e["result"])
+	types := stacktest.HistoryTypes(t, s, id)
+	require.Equal(t, 1, count(types, "WorkflowCancelRequested"))
+	require.Equal(t, 4, count(types, "ActivityCompleted"), "two steps, two compensations, once each")
 }

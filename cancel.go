@@ -172,7 +172,11 @@ func (x *execution) seeCancelRequest(ev wire.Event) error {
 // the request, is not given up, so that a step that completed is known
 // to the code (and compensated). The rest is given up in a deterministic
 // order (activities by id, then timers, then children), the decisions
-// taken in that task.
+// taken in that task. A timer's wait ends at once; an activity's Future
+// and a child's wait for its end: an activity whose attempt in flight
+// completes after all shows its result (the step was taken), else its
+// ActivityCancelled fails the Future with a canceled error; a child
+// closes as its cancellation leads it to.
 func (x *execution) giveUp() {
 	x.givingUp = false
 	if x.returned {
@@ -180,10 +184,10 @@ func (x *execution) giveUp() {
 	}
 	for _, id := range slices.Sorted(maps.Keys(x.activities)) {
 		st := x.activities[id]
-		if !st.scheduled || st.disconnected || st.result != nil || st.canceled {
+		if !st.scheduled || st.disconnected || st.result != nil || st.canceled || st.cancelRequested {
 			continue
 		}
-		st.canceled, st.tick = true, x.tick
+		st.cancelRequested = true
 		x.decide(wire.Decision{Type: wire.DecisionRequestCancelActivity, ActivityID: id})
 	}
 	for _, id := range slices.Sorted(maps.Keys(x.timers)) {

@@ -79,14 +79,15 @@ func TestACancelledSagaCompensatesTheStepsItCompleted(t *testing.T) {
 			}
 			s.cancel("customer asked")
 			pending := tc.completed + 1
-			// The given-up step's result, recorded before the scheduler
-			// applied the cancellation, changes nothing.
-			d := s.task(func() { s.complete(pending, nil) })
-			want := []string{fmt.Sprintf("%s %d", wire.DecisionRequestCancelActivity, pending)}
+			// The step in flight is given up; its Future waits for its
+			// attempt's end, which comes without a result.
+			d := s.task()
+			require.Equal(t, []string{fmt.Sprintf("%s %d", wire.DecisionRequestCancelActivity, pending)}, steps(d))
+			s.activityCancelled(pending)
+			d = s.task()
+			want := []string{wire.DecisionCancelWorkflow}
 			if len(tc.compensations) > 0 {
-				want = append(want, tc.compensations[0])
-			} else {
-				want = append(want, wire.DecisionCancelWorkflow)
+				want = tc.compensations[:1]
 			}
 			require.Equal(t, want, steps(d))
 			require.True(t, s.cached, "the task ran on the cached execution too")
@@ -105,6 +106,27 @@ func TestACancelledSagaCompensatesTheStepsItCompleted(t *testing.T) {
 			require.NoError(t, err, "a replay of the whole history matches it")
 		})
 	}
+}
+
+// TestAStepGivenUpThatCompletedAfterAllIsUndone: the attempt of the step
+// in flight completes after the request gave it up: the Future shows its
+// result, and the saga undoes it with the others.
+func TestAStepGivenUpThatCompletedAfterAllIsUndone(t *testing.T) {
+	t.Parallel()
+	s := newSim(t, registered(saga), nil)
+	s.task()
+	s.complete(1, nil)
+	s.task()
+	s.cancel("customer asked")
+	require.Equal(t, []string{"request_cancel_activity 2"}, steps(s.task()))
+	s.complete(2, nil) // charged after all
+	require.Equal(t, []string{"schedule_activity refund 4"}, steps(s.task()), "charge completed: it is refunded")
+	s.complete(4, nil)
+	require.Equal(t, []string{"schedule_activity release 5"}, steps(s.task()))
+	s.complete(5, nil)
+	require.Equal(t, []string{wire.DecisionCancelWorkflow}, steps(s.task()))
+	_, err := s.replay(registered(saga))
+	require.NoError(t, err)
 }
 
 // TestACancelSeenWithAResultSpendsTheNextActivitysID: the request seen in
@@ -157,7 +179,10 @@ func TestTheCancelDecisionsAreTakenAtTheBoundaryAndReplay(t *testing.T) {
 	// The request arrives while a task runs: the next one sees it.
 	require.Empty(t, s.task(func() { s.cancel("stop") }))
 	d := s.task()
-	require.Equal(t, []string{"request_cancel_activity 1", "cancel_timer 3", "schedule_activity cleanup 2"}, steps(d))
+	require.Equal(t, []string{"request_cancel_activity 1", "cancel_timer 3"}, steps(d), "slow's Future waits for its attempt's end")
+	s.activityCancelled(1)
+	d = s.task()
+	require.Equal(t, []string{"schedule_activity cleanup 2"}, steps(d))
 	require.True(t, s.cached)
 	require.Len(t, errs, 2)
 	for _, err := range errs {
@@ -170,11 +195,11 @@ func TestTheCancelDecisionsAreTakenAtTheBoundaryAndReplay(t *testing.T) {
 
 	// The history as the scheduler recorded it.
 	n := len(s.hist)
-	require.Equal(t, []string{wire.EventWorkflowTaskCompleted, wire.EventActivityCancelRequested, wire.EventTimerCancelled, wire.EventActivityScheduled},
-		[]string{s.hist[n-4].Type, s.hist[n-3].Type, s.hist[n-2].Type, s.hist[n-1].Type})
-	// slow's result, and long's firing, recorded before the scheduler
-	// applied the cancellation, change nothing.
-	s.complete(1, "late")
+	require.Equal(t, []string{wire.EventWorkflowTaskCompleted, wire.EventActivityCancelRequested, wire.EventTimerCancelled, wire.EventActivityCancelled,
+		wire.EventWorkflowTaskCompleted, wire.EventActivityScheduled},
+		[]string{s.hist[n-6].Type, s.hist[n-5].Type, s.hist[n-4].Type, s.hist[n-3].Type, s.hist[n-2].Type, s.hist[n-1].Type})
+	// long's firing, recorded before the scheduler applied the
+	// cancellation, changes nothing.
 	s.fire(3)
 	s.complete(2, nil)
 	require.Empty(t, s.task(), "the disconnected timer still runs")
@@ -336,8 +361,9 @@ func TestAWorkflowThatIgnoresTheCancelClosesCancelledWithItsResult(t *testing.T)
 			s := newSim(t, fn, how)
 			s.task()
 			s.cancel("why")
-			d := s.task()
-			require.Equal(t, []wire.Decision{{Type: wire.DecisionRequestCancelActivity, ActivityID: 1}, want}, d)
+			require.Equal(t, []wire.Decision{{Type: wire.DecisionRequestCancelActivity, ActivityID: 1}}, s.task())
+			s.activityCancelled(1)
+			require.Equal(t, []wire.Decision{want}, s.task())
 			_, err := s.replay(fn)
 			require.NoError(t, err)
 		})
@@ -395,10 +421,12 @@ func TestATimerCancelledByTheContextIsReadyInASelector(t *testing.T) {
 	s := newSim(t, fn, nil)
 	require.Equal(t, []string{"start_timer 1", "cancel_timer 1", "start_timer 2", "schedule_activity a 1"}, steps(s.task()))
 	s.cancel("")
+	require.Equal(t, []string{"request_cancel_activity 1", "cancel_timer 2"}, steps(s.task()))
+	s.activityCancelled(1)
 	d := s.task()
-	require.Equal(t, []string{"request_cancel_activity 1", "cancel_timer 2", wire.DecisionCancelWorkflow}, steps(d))
-	// Both became ready together: the first added is chosen.
-	require.JSONEq(t, `["true", "timer true", "future true"]`, string(d[2].Result))
+	require.Equal(t, []string{wire.DecisionCancelWorkflow}, steps(d))
+	// The timer, given up at once, was ready first.
+	require.JSONEq(t, `["true", "timer true", "future true"]`, string(d[0].Result))
 }
 
 // TestAnUpdateHandlerSeesTheCancel: an update's handler runs on the

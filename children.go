@@ -70,9 +70,11 @@ type childState struct {
 	closedType string
 	tick       int
 	scheduled  bool
-	// disconnected and canceled are as an activity's.
-	disconnected bool
-	canceled     bool
+	// disconnected, cancelRequested and canceled are as an activity's: a
+	// child asked to cancel is waited for until it closes.
+	disconnected    bool
+	cancelRequested bool
+	canceled        bool
 }
 
 // signalState is a signal the code sent to another execution.
@@ -250,15 +252,16 @@ func (x *execution) seeChild(ev wire.Event) error {
 
 // cancelChildren gives up, for the execution's cancellation, the
 // children started with a connected context that have not closed: each
-// is asked to cancel (request_cancel_child), in the order they started,
-// and its Future fails with a canceled error.
+// is asked to cancel (request_cancel_child), in the order they started;
+// its Future shows how it then closes (Cancelled, or as it did if it
+// closed otherwise first).
 func (x *execution) cancelChildren() {
 	for _, id := range slices.Sorted(maps.Keys(x.children)) {
 		st := x.children[id]
-		if !st.scheduled || st.disconnected || st.closed != nil || st.canceled {
+		if !st.scheduled || st.disconnected || st.closed != nil || st.canceled || st.cancelRequested {
 			continue
 		}
-		st.canceled, st.tick = true, x.tick
+		st.cancelRequested = true
 		x.decide(wire.Decision{Type: wire.DecisionRequestCancelChild, Child: &wire.ChildAttrs{ChildID: id}})
 	}
 }

@@ -73,9 +73,13 @@ type activityState struct {
 	// does not reach.
 	scheduled    bool
 	disconnected bool
-	// canceled says it was given up for the execution's cancellation:
-	// its future fails so, whatever result comes after.
-	canceled bool
+	// cancelRequested says the code gave it up for the execution's
+	// cancellation (request_cancel_activity): its Future waits for the
+	// attempt in flight to end. canceled says it ended without completing
+	// (ActivityCancelled), or that it was never scheduled (asked for with
+	// a cancelled context): the Future fails with a canceled error.
+	cancelRequested bool
+	canceled        bool
 }
 
 // timerState is a timer the workflow started.
@@ -536,6 +540,19 @@ func (x *execution) see(ev wire.Event) error {
 		}
 		if !st.cancelled {
 			st.fired, st.tick = true, x.tick
+		}
+	case wire.EventActivityCancelled:
+		var a wire.ActivityClosedAttrs
+		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
+			return fmt.Errorf("history event %d: %w", ev.Seq, err)
+		}
+		st := x.activities[a.ActivityID]
+		if st == nil {
+			st = &activityState{}
+			x.activities[a.ActivityID] = st
+		}
+		if st.result == nil && !st.canceled {
+			st.canceled, st.tick = true, x.tick
 		}
 	case wire.EventChildWorkflowStarted, wire.EventChildWorkflowStartFailed, wire.EventChildWorkflowCompleted, wire.EventChildWorkflowFailed,
 		wire.EventChildWorkflowCancelled, wire.EventChildWorkflowTerminated, wire.EventChildWorkflowTimedOut:

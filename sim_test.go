@@ -83,6 +83,14 @@ func (s *sim) cancel(reason string) {
 	s.add(wire.EventWorkflowCancelRequested, wire.WorkflowCancelRequestedAttrs{Reason: reason, Cause: wire.CancelCauseRequest})
 }
 
+// cancelled records that the activity id, given up, ended without
+// completing (ActivityCancelled), as the scheduler records it once its
+// attempt in flight ends.
+func (s *sim) activityCancelled(id int) {
+	s.add(wire.EventActivityCancelled, wire.ActivityClosedAttrs{ActivityID: id, ActivityName: s.activityName(id), Attempt: 1,
+		Failure: &wire.Failure{Type: "Cancelled", Message: "given up"}})
+}
+
 func (s *sim) activityName(id int) string {
 	for _, ev := range s.hist {
 		var a wire.ActivityScheduledAttrs

@@ -77,6 +77,21 @@ type trialResult struct {
 	SagaGivenUp          int      `json:"saga_activities_given_up"`
 	SagaCancelRequests   int      `json:"saga_cancel_requests"`
 	SagaUncompensated    []string `json:"saga_uncompensated,omitempty"`
+	// FamiliesExact counts the trial's chaos_family starts that came out
+	// exact (see familyInvariants), FamiliesContinued those of them that
+	// continued as new, FamiliesHit those a fault fell on while they
+	// ran; FamilyLongest is the longest one of them took from its first
+	// start request until its last run closed; FamilyChildren counts
+	// their children, FamilyWaiters their waiters that ended as their
+	// parent-close policy says, and FamilyAbandonedTerminated the
+	// abandoned ones the check terminated.
+	FamiliesExact             int           `json:"families_exact"`
+	FamiliesContinued         int           `json:"families_continued"`
+	FamiliesHit               int           `json:"families_hit"`
+	FamilyLongest             time.Duration `json:"family_longest_ns"`
+	FamilyChildren            int           `json:"family_children"`
+	FamilyWaiters             int           `json:"family_waiters"`
+	FamilyAbandonedTerminated int           `json:"family_abandoned_terminated"`
 	// Convergence is the longest any execution took to complete after the
 	// later of the last restart and its key's first send: how long after
 	// the fault the stack needed to finish each piece of work. Settled is
@@ -136,6 +151,10 @@ func (r *trialResult) line() string {
 	if len(r.SagaUncompensated) > 0 {
 		s += "; saga steps given up whose effect happened: " + strings.Join(r.SagaUncompensated, ", ")
 	}
+	if r.FamiliesExact > 0 {
+		s += fmt.Sprintf("; %d child-workflow families exact (%d continued as new, %d hit by a fault while they ran, the longest took %s; %d children once each, %d waiters closed by their parent's policy, %d abandoned ones terminated by the check)",
+			r.FamiliesExact, r.FamiliesContinued, r.FamiliesHit, r.FamilyLongest.Round(time.Millisecond), r.FamilyChildren, r.FamilyWaiters, r.FamilyAbandonedTerminated)
+	}
 	if r.DeferredAcked > 0 {
 		s += fmt.Sprintf("; %d deferred starts acknowledged", r.DeferredAcked)
 	}
@@ -175,9 +194,10 @@ type trialCheck struct {
 	stuck   []execRow
 	suspect []string // keys whose answers or effects are wrong
 	// chainDumps describe the chaos_chain starts that went wrong,
-	// sagaDumps the chaos_saga ones.
-	chainDumps []string
-	sagaDumps  []string
+	// sagaDumps the chaos_saga ones, familyDumps the chaos_family ones.
+	chainDumps  []string
+	sagaDumps   []string
+	familyDumps []string
 }
 
 func (c *trialCheck) executions(ctx context.Context) ([]execRow, error) {
@@ -634,6 +654,9 @@ func (c *trialCheck) diagnose(ctx context.Context, marks map[string]logMark) str
 		w("%s", d)
 	}
 	for _, d := range c.sagaDumps {
+		w("%s", d)
+	}
+	for _, d := range c.familyDumps {
 		w("%s", d)
 	}
 

@@ -326,6 +326,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	flaky := planFlaky(rng, prefix, *chaosFlaky, r.cfg.load)
 	chains := planChains(seed, kind.String(), prefix, *chaosChains, r.cfg.load)
 	sagas := planSagas(seed, kind.String(), prefix, *chaosSagas, r.cfg.load)
+	families := planFamilies(seed, kind.String(), prefix, *chaosFamilies, *chaosFamilyChildren, r.cfg.load)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -362,6 +363,8 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	// A saga's cancels are retried as a chain's signals are.
 	sagasDone := make(chan []*sagaOutcome, 1)
 	go func() { sagasDone <- st.runSagas(ctx, sagas, giveUp, giveUp.Add(r.cfg.bound)) }()
+	familiesDone := make(chan []*familyOutcome, 1)
+	go func() { familiesDone <- st.runFamilies(ctx, families, giveUp, giveUp.Add(r.cfg.bound)) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -414,6 +417,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.flakyInvariants(ctx, flaky, <-flakyDone)
 	check.chainInvariants(ctx, <-chainsDone)
 	check.sagaInvariants(ctx, <-sagasDone)
+	check.familyInvariants(ctx, <-familiesDone)
 	if !res.failed() {
 		check.readiness(ctx)
 	}

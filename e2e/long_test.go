@@ -37,6 +37,7 @@ var (
 	longActivities = flag.Int("long.activities", 300, "long: activities that one long_activities execution runs (the issue's check: 5000)")
 	longParallel   = flag.Int("long.parallel", 50, "long: activities long_activities runs at a time")
 	longChunk      = flag.Int("long.chunk", 1000, "long: the figures are logged per this many signals or activities")
+	longChildren   = flag.Int("long.children", 0, "long: children one chaos_family parent fans out (0: skip the check; the issue's check: 500)")
 )
 
 // longStack is a scheduler, ingest and a worker of the long workflows
@@ -52,11 +53,18 @@ type longStack struct {
 // process is ready. The test's requests give up within of now.
 func startLongStack(t *testing.T, within time.Duration) *longStack {
 	t.Helper()
+	return startLongStackOf(t, within, "longworker")
+}
+
+// startLongStackOf is startLongStack with the worker built from
+// testdata/<worker>, given workerEnv besides the services' environment.
+func startLongStackOf(t *testing.T, within time.Duration, worker string, workerEnv ...string) *longStack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), within)
 	t.Cleanup(cancel)
 	bins, logs := t.TempDir(), t.TempDir()
 	out, err := exec.Command("go", "build", "-o", bins+string(filepath.Separator), "github.com/harvest-engine/harvest/cmd/scheduler",
-		"github.com/harvest-engine/harvest/cmd/ingest", "./testdata/longworker").CombinedOutput()
+		"github.com/harvest-engine/harvest/cmd/ingest", "./testdata/"+worker).CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	ns := natstest.RunServer(t, natstest.Options{})
 	env := []string{"HARVEST_NATS_URL=" + ns.ClientURL(), "HARVEST_DATABASE_URL=" + pgtest.NewDatabase(t)}
@@ -65,7 +73,7 @@ func startLongStack(t *testing.T, within time.Duration) *longStack {
 		// The scheduler first: it declares the streams.
 		{"scheduler", "scheduler", "", "HARVEST_ADMIN_ADDR="},
 		{"ingest", "ingest", "http://" + addr + "/readyz", "HARVEST_HTTP_ADDR=" + addr},
-		{"worker", "longworker", "", "HARVEST_ADMIN_ADDR="},
+		{"worker", worker, "", "HARVEST_ADMIN_ADDR="},
 	} {
 		extra := p.extra
 		ready := p.readyURL
@@ -74,8 +82,11 @@ func startLongStack(t *testing.T, within time.Duration) *longStack {
 			extra += admin
 			ready = "http://" + admin + "/readyz"
 		}
-		(&proc{t: t, name: p.name, bin: filepath.Join(bins, p.bin), log: filepath.Join(logs, p.name),
-			env: append(slices.Clone(env), extra)}).start()
+		penv := append(slices.Clone(env), extra)
+		if p.name == "worker" {
+			penv = append(penv, workerEnv...)
+		}
+		(&proc{t: t, name: p.name, bin: filepath.Join(bins, p.bin), log: filepath.Join(logs, p.name), env: penv}).start()
 		probe.Until(t, 60*time.Second, p.name+" ready", func() bool {
 			res, err := http.Get(ready)
 			if err != nil {
@@ -364,4 +375,107 @@ func TestAWorkflowRunsManyActivities(t *testing.T) {
 		fmt.Fprintf(&b, "| %d–%d | %s | %.0f |\n", from+1, to, wall.Round(time.Millisecond), float64(to-from)/wall.Seconds())
 	}
 	t.Logf("per %d activities (their ActivityCompleted events):\n%s", chunk, b.String())
+}
+
+// TestAParentFansOutManyChildren is the issue's check of child workflows
+// at scale, at -long.children (skipped without it; the issue's check is
+// 500): one chaos_family parent (testdata/fleetworker) starts that many
+// chaos_family_child children at once, each of which runs one activity,
+// and returns their results in order. It must complete with every
+// result, each child started and completed once in its history, its
+// children listing must list them all Completed, and the executions of
+// its workflow_id prefix must be exactly them, each naming it as its
+// parent. The times from the parent's start until every child started,
+// every child completed and the parent closed are logged.
+//
+//	go test -count=1 -run TestAParentFansOutManyChildren ./e2e -long.children 500 -timeout 30m -v
+func TestAParentFansOutManyChildren(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scheduler, ingest and a worker as processes")
+	}
+	n := *longChildren
+	if n <= 0 {
+		t.Skip("pass -long.children N to run it (the issue's check: 500)")
+	}
+	within := 2*time.Minute + time.Duration(n)*200*time.Millisecond
+	s := startLongStackOf(t, within, "fleetworker", "FLEET_NAMES=chaos_family")
+	begin := time.Now()
+	id := s.start("chaos_family", map[string]any{"family": "long", "children": n})
+	type child struct {
+		Index  int    `json:"index"`
+		Square int    `json:"square"`
+		Charge string `json:"charge"`
+	}
+	var res []child
+	e, hist := s.finish(id, within, &res)
+	took := e.ClosedAt.Sub(begin)
+	require.Len(t, res, n, "one result per child")
+	charges := map[string]bool{}
+	for i, r := range res {
+		require.Equal(t, child{Index: i, Square: i * i, Charge: r.Charge}, r, "result %d", i)
+		require.NotEmpty(t, r.Charge, "result %d", i)
+		charges[r.Charge] = true
+	}
+	require.Len(t, charges, n, "a charge of its own per child")
+
+	// The history: each child initiated, started and completed once.
+	count := map[float64]map[string]int{}
+	var lastStarted, lastCompleted time.Time
+	tasks := 0
+	for _, ev := range hist {
+		if ev.Type == "WorkflowTaskCompleted" {
+			tasks++
+		}
+		if !strings.HasPrefix(ev.Type, "ChildWorkflow") {
+			continue
+		}
+		cid, _ := ev.Attrs["child_id"].(float64)
+		if count[cid] == nil {
+			count[cid] = map[string]int{}
+		}
+		count[cid][ev.Type]++
+		switch ev.Type {
+		case "ChildWorkflowStarted":
+			lastStarted = ev.At
+		case "ChildWorkflowCompleted":
+			lastCompleted = ev.At
+		}
+	}
+	require.Len(t, count, n, "children in the history")
+	for cid, c := range count {
+		require.Equal(t, map[string]int{"ChildWorkflowInitiated": 1, "ChildWorkflowStarted": 1, "ChildWorkflowCompleted": 1}, c, "child %v", cid)
+	}
+
+	// The children listing, and the executions of the workflow_id
+	// prefix: n distinct executions, Completed, naming the parent.
+	listed, err := s.c.Children(s.ctx, id)
+	require.NoError(t, err)
+	require.Len(t, listed.Children, n, "children listed")
+	fromListing := map[string]bool{}
+	for _, ch := range listed.Children {
+		require.Equal(t, "Completed", ch.Status, "child %d", ch.ChildID)
+		require.Equal(t, id+"/child-"+strconv.Itoa(ch.ChildID), ch.WorkflowID, "child %d", ch.ChildID)
+		fromListing[ch.ExecutionID] = true
+	}
+	require.Len(t, fromListing, n, "distinct child executions listed")
+	byPrefix := map[string]bool{}
+	for cursor := ""; ; {
+		page, err := s.c.ListPage(s.ctx, client.ListOptions{WorkflowIDPrefix: id + "/", Limit: 500, Cursor: cursor})
+		require.NoError(t, err)
+		for _, x := range page.Executions {
+			require.Equal(t, id, x.ParentExecutionID, "execution %s", x.ExecutionID)
+			require.Equal(t, "Completed", x.Status, "execution %s", x.ExecutionID)
+			require.False(t, byPrefix[x.ExecutionID], "execution %s listed twice", x.ExecutionID)
+			byPrefix[x.ExecutionID] = true
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	require.Equal(t, fromListing, byPrefix, "the executions of its workflow_id prefix are its children")
+
+	t.Logf("a parent fanning out %d children (one activity each): every child started %s after the parent's start, every child completed %s after, "+
+		"the parent closed %s after (%.0f children/s); its history %d events (%d WorkflowTaskCompleted), %d bytes; warning %v",
+		n, lastStarted.Sub(begin).Round(time.Millisecond), lastCompleted.Sub(begin).Round(time.Millisecond), took.Round(time.Millisecond),
+		float64(n)/took.Seconds(), e.HistoryLength, tasks, e.HistoryBytes, e.HistoryWarning != nil)
 }

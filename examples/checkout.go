@@ -28,6 +28,10 @@ type CheckoutInput struct {
 	// StepMS makes each step's activity take this long (0: at once), so
 	// that a cancellation can land while one runs.
 	StepMS int `json:"step_ms,omitempty"`
+	// Slow, when given, names the activities that take StepMS; the others
+	// run at once. So one step can run until its context is cancelled
+	// while the steps before it have completed.
+	Slow []string `json:"slow,omitempty"`
 }
 
 // CheckoutResult says how checkout ended: the steps it took, and those
@@ -93,13 +97,14 @@ func compensate(ctx *harvest.WorkflowContext, in CheckoutInput, out CheckoutResu
 }
 
 // registerCheckout registers checkout and its activities: each takes
-// the input's StepMS, or until its context is cancelled.
+// the input's StepMS (if it is one of the input's Slow, when given), or
+// until its context is cancelled.
 func registerCheckout(r registrar) {
 	workflow(r, WorkflowCheckout, Checkout)
 	opts := harvest.ActivityOptions{StartToClose: time.Minute}
 	for _, name := range []string{ActivityCheckoutReserve, ActivityCheckoutCharge, ActivityCheckoutShip, ActivityCheckoutRelease, ActivityCheckoutRefund} {
 		activity(r, name, func(ctx *harvest.ActivityContext, in CheckoutInput) (string, error) {
-			if in.StepMS > 0 {
+			if in.StepMS > 0 && (len(in.Slow) == 0 || slices.Contains(in.Slow, name)) {
 				t := time.NewTimer(time.Duration(in.StepMS) * time.Millisecond)
 				defer t.Stop()
 				select {

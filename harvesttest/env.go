@@ -782,9 +782,15 @@ func (e *Env) runActivityTask(ctx context.Context, worker inproc.Worker, d *deli
 	ref := store.ActivityRef{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID}
 	e.mu.Lock()
 	if e.stopped(task) {
-		// A worker drops the attempt of an activity given up.
-		e.mu.Unlock()
-		return nil
+		defer e.mu.Unlock()
+		if e.stoppedExecs[task.ExecutionID] {
+			return nil // the execution closed: nothing to tell
+		}
+		// A worker does not run the attempt of an activity given up, and
+		// says so, so that the shard closes it at once.
+		_, err := e.apply(ctx, resultCmd(&wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt,
+			Failure: &wire.Failure{Type: "Cancelled", Message: "the workflow gave the activity up before this attempt ran"}}))
+		return err
 	}
 	if e.attemptCancels == nil {
 		e.attemptCancels = map[store.ActivityRef]context.CancelFunc{}

@@ -238,7 +238,7 @@ func (d *executionData) fromHistory(events []api.Event) {
 			act := &activity{ID: at.ActivityID, Name: at.ActivityName, Key: at.IdempotencyKey, Status: "Scheduled", Scheduled: e.At, Input: at.Input}
 			acts[at.ActivityID] = act
 			d.Activities = append(d.Activities, act)
-		case wire.EventActivityCompleted, wire.EventActivityFailed:
+		case wire.EventActivityCompleted, wire.EventActivityFailed, wire.EventActivityCancelled:
 			var at wire.ActivityClosedAttrs
 			if json.Unmarshal(e.Raw, &at) != nil {
 				continue
@@ -259,8 +259,7 @@ func (d *executionData) fromHistory(events []api.Event) {
 				continue
 			}
 			if act := acts[at.ActivityID]; act != nil && act.Closed == nil {
-				closed := e.At
-				act.Closed, act.Status = &closed, "Cancelled"
+				act.Status = "CancelRequested" // until its attempt in flight ends
 			}
 		case wire.EventSignalReceived:
 			var at wire.SignalReceivedAttrs

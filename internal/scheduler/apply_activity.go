@@ -17,7 +17,7 @@ import (
 func (b *batch) activityResult(r *wire.ActivityResult) {
 	ref := store.ActivityRef{ExecutionID: r.ExecutionID, ActivityID: r.ActivityID}
 	a, e := b.activities[ref], b.execs[r.ExecutionID]
-	if a == nil || e == nil || a.Status != store.ActivityScheduled || a.Attempt != r.Attempt || e.Status != wire.StatusRunning {
+	if a == nil || e == nil || !a.Open() || a.Attempt != r.Attempt || e.Status != wire.StatusRunning {
 		if b.debug {
 			name := ""
 			if a != nil {
@@ -42,7 +42,7 @@ func (b *batch) activityResult(r *wire.ActivityResult) {
 func (b *batch) heartbeat(h *wire.ActivityHeartbeat) {
 	ref := store.ActivityRef{ExecutionID: h.ExecutionID, ActivityID: h.ActivityID}
 	a := b.activities[ref]
-	if a == nil || a.Status != store.ActivityScheduled || a.Attempt != h.Attempt {
+	if a == nil || !a.Open() || a.Attempt != h.Attempt {
 		return
 	}
 	now := b.now
@@ -72,6 +72,12 @@ func activityOptions(a *store.Activity) wire.ActivityOptions {
 // failure, which the workflow sees.
 func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Failure) {
 	ref := store.ActivityRef{ExecutionID: a.ExecutionID, ActivityID: a.ActivityID}
+	if a.Status == store.ActivityCancelRequested {
+		// The workflow gave it up: the attempt in flight ended without
+		// completing, and none follows.
+		b.activityCancelled(e, a, f)
+		return
+	}
 	opts := activityOptions(a)
 	delay := opts.Retry.Delay(a.Attempt)
 	retry := opts.Retry.Retries(a.Attempt, f.Type, f.NonRetryable)
@@ -164,4 +170,16 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 		a.LastHeartbeatAt = &now
 		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: e.ExecutionID, Kind: store.TimerActivityHeartbeat, FireAt: b.now.Add(hb), Attrs: attrs})
 	}
+}
+
+// activityCancelled closes a, which the workflow gave up, as Cancelled:
+// its attempt in flight ended without completing (f), or none was in
+// flight. The workflow's Future fails with a canceled error.
+func (b *batch) activityCancelled(e *store.Execution, a *store.Activity, f *wire.Failure) {
+	ref := store.ActivityRef{ExecutionID: a.ExecutionID, ActivityID: a.ActivityID}
+	a.Status = store.ActivityCancelled
+	b.activityChanged(ref, a)
+	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
+	b.appendEvent(e, wire.EventActivityCancelled, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: a.Attempt, Failure: f})
+	b.needWorkflowTask(e)
 }

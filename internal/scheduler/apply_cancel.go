@@ -110,18 +110,20 @@ func (b *batch) cancelGraceEnded(e *store.Execution) {
 }
 
 // cancelActivity applies a request_cancel_activity decision of e: the
-// activity, if it has not finished, is closed as Cancelled (its later
-// results and timers change nothing) and the worker running its attempt,
-// if any, is told to cancel the attempt's context.
+// activity, if it has not finished, is marked given up, and the worker
+// running its attempt, if any, is told to cancel the attempt's context.
+// The attempt's end closes it (Completed if it completed after all, else
+// Cancelled: ActivityCancelled), and none follows; so the workflow, which
+// waits for that, knows whether the step was taken. The end of a retry's
+// wait, or of the attempt's time, closes it Cancelled too.
 func (b *batch) cancelActivity(e *store.Execution, activityID int) {
 	ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: activityID}
 	a := b.activities[ref]
 	if a == nil || a.Status != store.ActivityScheduled {
 		return
 	}
-	a.Status = store.ActivityCancelled
+	a.Status = store.ActivityCancelRequested
 	b.activityChanged(ref, a)
-	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
 	data, _ := json.Marshal(map[string]any{"execution_id": e.ExecutionID, "activity_id": activityID})
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 		Shard: b.shard, Subject: broker.CancelledActivitySubject(e.ExecutionID, activityID),

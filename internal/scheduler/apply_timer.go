@@ -102,7 +102,7 @@ func (b *batch) activityTimer(e *store.Execution, tm store.Timer) {
 	}
 	ref := store.ActivityRef{ExecutionID: tm.ExecutionID, ActivityID: at.ActivityID}
 	a := b.activities[ref]
-	if a == nil || a.Status != store.ActivityScheduled {
+	if a == nil || !a.Open() {
 		return
 	}
 	switch tm.Kind {
@@ -132,6 +132,11 @@ func (b *batch) activityTimer(e *store.Execution, tm store.Timer) {
 		b.attemptFailed(e, a, &wire.Failure{Type: "HeartbeatTimeout", Message: fmt.Sprintf("attempt %d sent no heartbeat for %s", a.Attempt, hb)})
 	case store.TimerActivityRetry:
 		if a.Attempt != at.Attempt {
+			return
+		}
+		if a.Status == store.ActivityCancelRequested {
+			// Given up while it waited to be tried again: none follows.
+			b.activityCancelled(e, a, &wire.Failure{Type: "Cancelled", Message: "the workflow gave the activity up"})
 			return
 		}
 		b.activityChanged(ref, a)

@@ -183,24 +183,60 @@ func TestACancelGraceTerminates(t *testing.T) {
 	})
 }
 
-// TestAnActivityGivenUpDropsItsResults: request_cancel_activity closes
-// the activity as Cancelled, tells its worker, and a result that comes
-// later, or a retry's timer, changes nothing.
-func TestAnActivityGivenUpDropsItsResults(t *testing.T) {
-	c := newCancelShard(t, MemoryConfig{})
-	d := c.complete(decisionSamples[wire.DecisionScheduleActivity])
-	require.Len(t, d.ActivityTasks, 1)
-	c.cancel("stop", 0)
-	d = c.complete(wire.Decision{Type: wire.DecisionRequestCancelActivity, ActivityID: 1})
-	require.Equal(t, []store.ActivityRef{{ExecutionID: c.exec, ActivityID: 1}}, d.CancelledActivities, "its worker is told")
-	d = c.apply(&wire.Command{CommandID: "late", Kind: wire.KindActivityResult, Activity: &wire.ActivityResult{ExecutionID: c.exec, ActivityID: 1,
-		Attempt: 1, Result: json.RawMessage(`"charged"`)}})
-	require.Empty(t, d.WorkflowTasks)
-	require.Equal(t, []string{wire.EventWorkflowStarted, wire.EventWorkflowTaskCompleted, wire.EventActivityScheduled, wire.EventWorkflowCancelRequested,
-		wire.EventWorkflowTaskCompleted, wire.EventActivityCancelRequested}, c.history(), "the late result is not recorded")
-	_, err := c.m.FireDue(t.Context(), c.now.Add(24*time.Hour))
-	require.NoError(t, err)
-	require.Equal(t, wire.EventActivityCancelRequested, c.history()[len(c.history())-1], "no timeout or retry of it follows")
+// TestAnActivityGivenUpWaitsForItsAttempt: request_cancel_activity tells
+// the activity's worker and marks it given up; its attempt in flight then
+// closes it: Completed if it completed after all (the workflow sees the
+// step taken), else Cancelled, with no attempt after it; a given-up
+// activity waiting for its retry closes Cancelled when the wait ends.
+func TestAnActivityGivenUpWaitsForItsAttempt(t *testing.T) {
+	start := func(t *testing.T) *cancelShard {
+		c := newCancelShard(t, MemoryConfig{})
+		d := c.complete(decisionSamples[wire.DecisionScheduleActivity])
+		require.Len(t, d.ActivityTasks, 1)
+		c.cancel("stop", 0)
+		d = c.complete(wire.Decision{Type: wire.DecisionRequestCancelActivity, ActivityID: 1})
+		require.Equal(t, []store.ActivityRef{{ExecutionID: c.exec, ActivityID: 1}}, d.CancelledActivities, "its worker is told")
+		return c
+	}
+	result := func(c *cancelShard, attempt int, r json.RawMessage, f *wire.Failure) Dispatched {
+		return c.apply(&wire.Command{CommandID: dedup.NewID(), Kind: wire.KindActivityResult, Activity: &wire.ActivityResult{ExecutionID: c.exec,
+			ActivityID: 1, Attempt: attempt, Result: r, Failure: f}})
+	}
+	base := []string{wire.EventWorkflowStarted, wire.EventWorkflowTaskCompleted, wire.EventActivityScheduled, wire.EventWorkflowCancelRequested,
+		wire.EventWorkflowTaskCompleted, wire.EventActivityCancelRequested}
+	t.Run("completed after all", func(t *testing.T) {
+		c := start(t)
+		d := result(c, 1, json.RawMessage(`"charged"`), nil)
+		require.Len(t, d.WorkflowTasks, 1, "the code sees the step taken")
+		require.Equal(t, append(base, wire.EventActivityCompleted), c.history())
+	})
+	t.Run("ended without completing", func(t *testing.T) {
+		c := start(t)
+		d := result(c, 1, nil, &wire.Failure{Type: "Cancelled", Message: "context canceled"})
+		require.Len(t, d.WorkflowTasks, 1)
+		require.Empty(t, d.ActivityTasks, "no attempt follows")
+		require.Equal(t, append(base, wire.EventActivityCancelled), c.history())
+		c.fire(c.now.Add(24 * time.Hour))
+		require.Equal(t, wire.EventActivityCancelled, c.history()[len(c.history())-1], "no timeout or retry of it follows")
+	})
+	t.Run("attempt ran out of time", func(t *testing.T) {
+		c := start(t)
+		c.fire(c.now.Add(24 * time.Hour))
+		h := c.history()
+		require.Equal(t, wire.EventActivityCancelled, h[len(h)-1])
+	})
+	t.Run("waiting for a retry", func(t *testing.T) {
+		c := newCancelShard(t, MemoryConfig{})
+		c.complete(decisionSamples[wire.DecisionScheduleActivity])
+		result(c, 1, nil, &wire.Failure{Type: "Busy", Message: "try later"})
+		c.cancel("stop", 0)
+		c.complete(wire.Decision{Type: wire.DecisionRequestCancelActivity, ActivityID: 1})
+		d, err := c.m.FireDue(t.Context(), c.now.Add(time.Hour))
+		require.NoError(t, err)
+		require.Empty(t, d.ActivityTasks, "no attempt after it was given up")
+		h := c.history()
+		require.Equal(t, wire.EventActivityCancelled, h[len(h)-1])
+	})
 }
 
 // TestACancelRequestFollowsAContinueAsNew: a request that reaches a run

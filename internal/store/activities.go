@@ -10,6 +10,12 @@ import (
 )
 
 // Activity is one row of activities.
+// Open says whether a may still run or report: scheduled, or given up
+// while its attempt in flight has not ended.
+func (a *Activity) Open() bool {
+	return a.Status == ActivityScheduled || a.Status == ActivityCancelRequested
+}
+
 type Activity struct {
 	ExecutionID    string
 	ActivityID     int
@@ -32,7 +38,11 @@ const (
 	ActivityScheduled = "Scheduled"
 	ActivityCompleted = "Completed"
 	ActivityFailed    = "Failed"
-	// ActivityCancelled: the workflow gave it up (request_cancel_activity).
+	// ActivityCancelRequested: the workflow gave it up
+	// (request_cancel_activity) while an attempt may run: that attempt's
+	// end closes it, Completed if it completed, else Cancelled.
+	ActivityCancelRequested = "CancelRequested"
+	// ActivityCancelled: the workflow gave it up, and no attempt runs.
 	ActivityCancelled = "Cancelled"
 )
 

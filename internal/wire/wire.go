@@ -99,9 +99,15 @@ const (
 	EventWorkflowCancelRequested = "WorkflowCancelRequested"
 	// EventActivityCancelRequested records a request_cancel_activity
 	// decision: the workflow gave up an activity (its context was
-	// cancelled), whose running attempt's context is cancelled on its
-	// worker and whose later results are dropped.
+	// cancelled); the context of its attempt in flight is cancelled on
+	// its worker, and no attempt follows.
 	EventActivityCancelRequested = "ActivityCancelRequested"
+	// EventActivityCancelled closes an activity given up once its attempt
+	// in flight ended without completing (or none was in flight): the
+	// workflow's Future fails with a canceled error. One whose attempt
+	// completed after all closes with ActivityCompleted instead, and the
+	// workflow sees the step done.
+	EventActivityCancelled = "ActivityCancelled"
 	// EventWorkflowTimedOut closes an execution whose run or chain timed
 	// out: at once (its reason says which), or by a time_out_workflow
 	// decision once its code cleaned up.

@@ -32,7 +32,15 @@ func (rt *Runtime) runAttempt(ctx context.Context, log *slog.Logger, task *wire.
 	release, live := rt.cancels.track(task.ExecutionID, task.ActivityID, eager, cancel)
 	defer release()
 	if !live {
-		log.Info("dropping activity task of a stopped execution, or of an activity its workflow gave up")
+		if !eager && rt.cancels.givenUp(task.ExecutionID, task.ActivityID) {
+			// The scheduler waits for the attempt's end to close the
+			// activity it gave up: told at once, it does not wait for the
+			// attempt's timeout.
+			log.Info("not running an attempt of an activity its workflow gave up")
+			return &wire.ActivityResult{ExecutionID: task.ExecutionID, ActivityID: task.ActivityID, Attempt: task.Attempt,
+				Failure: &wire.Failure{Type: "Cancelled", Message: "the workflow gave the activity up before this attempt ran"}}
+		}
+		log.Info("dropping activity task of a stopped execution, or an eager attempt of one asked to cancel")
 		return nil
 	}
 	rt.metrics.running.Inc()

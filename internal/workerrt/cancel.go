@@ -124,6 +124,15 @@ func (c *cancellations) sweep(now time.Time) {
 	c.swept = len(c.cancelled)
 }
 
+// givenUp says whether the workflow of executionID gave up its activity
+// activityID (request_cancel_activity).
+func (c *cancellations) givenUp(executionID string, activityID int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.cancelled[activityKey(executionID, activityID)]
+	return ok
+}
+
 // track registers the cancel function of an attempt of activity
 // activityID of executionID, run eagerly or not; it returns false, and registers nothing, if
 // the execution was stopped or the activity given up already. Call the

@@ -259,7 +259,7 @@ func TestCancellingAWorkflowCancelsItsActivities(t *testing.T) {
 	t.Run("dispatched", func(t *testing.T) {
 		t.Parallel()
 		testCancellingCancelsActivities(t, true, []string{"WorkflowStarted", "WorkflowTaskCompleted", "ActivityScheduled",
-			"WorkflowCancelRequested", "WorkflowTaskCompleted", "ActivityCancelRequested", "WorkflowCancelled"})
+			"WorkflowCancelRequested", "WorkflowTaskCompleted", "ActivityCancelRequested", "ActivityCancelled", "WorkflowTaskCompleted", "WorkflowCancelled"})
 	})
 }
 

@@ -3,8 +3,9 @@
 // FLEET_NAMES lists (comma-separated; all when unset) among the examples
 // and workflows of its own: fleet_a, fleet_b, chaos_flaky, whose code
 // panics for its first 1.5 s, chaos_chain, which keeps the signals it
-// receives across runs it continues as new, and chaos_saga (saga.go),
-// which undoes its steps when it is cancelled. fleet_a and fleet_b each
+// receives across runs it continues as new, chaos_saga (saga.go),
+// which undoes its steps when it is cancelled, and chaos_family
+// (family.go), which fans out child workflows. fleet_a and fleet_b each
 // run the activity fleet_c; each says which worker (FLEET_ID) ran it.
 package main
 
@@ -142,6 +143,9 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		if has(workflowSaga) {
 			registerSaga(w, svc.PaymentsAPI)
+		}
+		if has(workflowFamily) {
+			registerFamily(w, svc.PaymentsAPI)
 		}
 		if has("fleet_c") {
 			harvest.RegisterActivity(w, "fleet_c", func(*harvest.ActivityContext, string) (string, error) { return me, nil })

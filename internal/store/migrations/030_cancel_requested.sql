@@ -5,7 +5,8 @@
 -- second cancel of the same run finds the request and changes nothing.
 ALTER TABLE executions ADD COLUMN cancel_request jsonb;
 -- An activity the workflow gave up (request_cancel_activity) is
--- Cancelled: its later results are dropped.
+-- CancelRequested until its attempt in flight ends: it is Completed if the
+-- attempt completed after all, else Cancelled; no attempt follows.
 ALTER TABLE activities DROP CONSTRAINT activities_status_check;
 ALTER TABLE activities ADD CONSTRAINT activities_status_check
-	CHECK (status IN ('Scheduled', 'Completed', 'Failed', 'Cancelled'));
+	CHECK (status IN ('Scheduled', 'Completed', 'Failed', 'CancelRequested', 'Cancelled'));

@@ -29,6 +29,9 @@ type workflowCache struct {
 	byID   map[string]*list.Element // of *cached
 	lru    *list.List
 	closed bool
+	// serves says whether the worker registers a workflow on a task
+	// queue (Worker.servesWorkflow); nil for none.
+	serves func(name, taskQueue string) bool
 }
 
 type cached struct {
@@ -135,6 +138,7 @@ func (c *workflowCache) run(fn workflowFunc, task *wire.WorkflowTask, opts map[s
 	}
 	if x == nil {
 		x = newExecution(fn, task, opts, c.log)
+		x.serves = c.serves
 		run.Decisions, err = x.runTask(task)
 		run.Cached, run.Events = false, x.applied
 		if errors.Is(err, errStale) {

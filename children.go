@@ -169,9 +169,10 @@ func ExecuteChildWorkflow(ctx *WorkflowContext, name string, input any, opts ...
 		x.children[id] = st
 	}
 	st.scheduled, st.disconnected = true, ctx.disconnected
+	served := x.serves != nil && x.serves(name, cmpOr(o.TaskQueue, x.info.TaskQueue))
 	x.decide(wire.Decision{Type: wire.DecisionStartChild, Child: &wire.ChildAttrs{ChildID: id, WorkflowName: name, WorkflowID: o.WorkflowID,
 		TaskQueue: o.TaskQueue, Input: raw, ParentClosePolicy: o.ParentClosePolicy, ReusePolicy: o.ReusePolicy,
-		RunTimeoutMS: o.RunTimeout.Milliseconds(), ExecutionTimeoutMS: o.ExecutionTimeout.Milliseconds()}})
+		RunTimeoutMS: o.RunTimeout.Milliseconds(), ExecutionTimeoutMS: o.ExecutionTimeout.Milliseconds(), Served: served}})
 	return f
 }
 

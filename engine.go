@@ -181,7 +181,10 @@ type execution struct {
 	// children are the child workflows the code started, sent the
 	// signals it sent to other executions, numbered as the code took
 	// them (children.go).
-	children              map[int]*childState
+	children map[int]*childState
+	// serves says whether the worker registers a workflow on a task queue
+	// (a child the code starts there is known to run); nil: unknown.
+	serves                func(name, taskQueue string) bool
 	sent                  map[int]*signalState
 	nextChild, nextSignal int
 	// decisions are those taken since the last boundary.

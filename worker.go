@@ -121,12 +121,24 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 // newWorker returns a Worker of cfg (with its defaults) without a
 // runtime.
 func newWorker(cfg WorkerConfig) *Worker {
-	return &Worker{
+	w := &Worker{
 		cfg: cfg, log: cfg.Logger.With("task_queue", cfg.TaskQueue),
 		workflows: map[string]workflowFunc{}, schemas: map[string]*schema.Schema{}, activities: map[string]activityFunc{},
 		activityOptions: map[string]ActivityOptions{}, reconcilers: map[string]reconcileFunc{},
 		cache: newWorkflowCache(cfg.WorkflowCacheSize, cfg.Logger),
 	}
+	w.cache.serves = w.servesWorkflow
+	return w
+}
+
+// servesWorkflow says whether this worker registers the workflow name and
+// pulls taskQueue: a child workflow its code starts there can run here,
+// whatever the registrations the scheduler sees say at that moment (a
+// worker restarting, its registrations gone for a moment).
+func (w *Worker) servesWorkflow(name, taskQueue string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.workflows[name] != nil && taskQueue == w.cfg.TaskQueue
 }
 
 // handlers are what the worker's runtime runs its tasks with.

@@ -418,6 +418,6 @@ func ChildStart(parentID string, c *wire.ChildAttrs) wire.ChildAttrs {
 	if out.ParentClosePolicy == "" {
 		out.ParentClosePolicy = wire.ParentCloseTerminate
 	}
-	out.ExecutionID, out.Status, out.Result, out.Failure, out.Error, out.Message = "", "", nil, nil, "", ""
+	out.ExecutionID, out.Status, out.Result, out.Failure, out.Error, out.Message, out.Served = "", "", nil, nil, "", "", false
 	return out
 }

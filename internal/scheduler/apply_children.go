@@ -75,8 +75,9 @@ func (b *batch) sendCommand(shard int, cmd *wire.Command, msgID string) {
 // child is kept in e's children and its start goes to its shard; one
 // that cannot start (a name that is none, a workflow no worker serves
 // and the configuration does not declare) is refused at once, for the
-// code to see.
-func (b *batch) startChild(e *store.Execution, rec decide.Recorded) {
+// code to see. served says the worker that took the decision registers
+// the child's workflow on its queue.
+func (b *batch) startChild(e *store.Execution, rec decide.Recorded, served bool) {
 	c := rec.Attrs.(wire.ChildAttrs)
 	b.appendEvent(e, rec.Event, c)
 	queue := cmp.Or(c.TaskQueue, e.TaskQueue)
@@ -107,7 +108,7 @@ func (b *batch) startChild(e *store.Execution, rec decide.Recorded) {
 	case (WorkflowTimeouts{Run: time.Duration(c.RunTimeoutMS) * time.Millisecond, Execution: time.Duration(c.ExecutionTimeoutMS) * time.Millisecond}).Validate() != nil:
 		refuse(api.CodeInvalidTimeout, "the child's run timeout must be positive and no longer than its execution timeout")
 		return
-	case b.knownWorkflow != nil && !b.knownWorkflow(c.WorkflowName, queue):
+	case !served && b.knownWorkflow != nil && !b.knownWorkflow(c.WorkflowName, queue):
 		refuse(api.CodeUnknownWorkflow, fmt.Sprintf("no worker serves workflow %q on task queue %q and the configuration does not declare it", c.WorkflowName, queue))
 		return
 	}

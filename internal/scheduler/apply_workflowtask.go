@@ -129,7 +129,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			b.scheduleActivity(e, d, rec, eager[d.ActivityID] != nil)
 			continue
 		case d.Type == wire.DecisionStartChild:
-			b.startChild(e, rec)
+			b.startChild(e, rec, d.Child.Served)
 			continue
 		case d.Type == wire.DecisionSignalExternal:
 			b.appendEvent(e, rec.Event, rec.Attrs)

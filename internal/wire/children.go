@@ -104,6 +104,11 @@ type ChildAttrs struct {
 	ReusePolicy        string `json:"reuse_policy,omitempty"`
 	RunTimeoutMS       int64  `json:"run_timeout_ms,omitempty"`
 	ExecutionTimeoutMS int64  `json:"execution_timeout_ms,omitempty"`
+	// Served, in a start_child decision, says that the worker that took
+	// it registers the child's workflow on its task queue: the child can
+	// run, whatever the registrations the scheduler sees say at that
+	// moment. It is not recorded.
+	Served bool `json:"served,omitempty"`
 
 	ExecutionID string          `json:"execution_id,omitempty"`
 	Status      string          `json:"status,omitempty"`

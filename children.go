@@ -172,7 +172,7 @@ func ExecuteChildWorkflow(ctx *WorkflowContext, name string, input any, opts ...
 	served := x.serves != nil && x.serves(name, cmpOr(o.TaskQueue, x.info.TaskQueue))
 	x.decide(wire.Decision{Type: wire.DecisionStartChild, Child: &wire.ChildAttrs{ChildID: id, WorkflowName: name, WorkflowID: o.WorkflowID,
 		TaskQueue: o.TaskQueue, Input: raw, ParentClosePolicy: o.ParentClosePolicy, ReusePolicy: o.ReusePolicy,
-		RunTimeoutMS: o.RunTimeout.Milliseconds(), ExecutionTimeoutMS: o.ExecutionTimeout.Milliseconds(), Served: served}})
+		RunTimeoutMS: ceilMS(o.RunTimeout), ExecutionTimeoutMS: ceilMS(o.ExecutionTimeout), Served: served}})
 	return f
 }
 
@@ -336,4 +336,13 @@ func (f *Future) signalGet() error {
 		return &ApplicationError{Type: st.outcome.Error, Message: fmt.Sprintf("signal %q: %s", f.name, st.outcome.Message)}
 	}
 	return nil
+}
+
+// ceilMS is d in whole milliseconds, a positive d under one rounded up to
+// one: a timeout always bounds.
+func ceilMS(d time.Duration) int64 {
+	if d > 0 && d < time.Millisecond {
+		return 1
+	}
+	return d.Milliseconds()
 }

@@ -31,6 +31,8 @@ var docPages = []string{
 	"docs/idempotency.md",
 	"docs/start-policies.md",
 	"docs/signals.md",
+	"docs/cancellation.md",
+	"docs/children.md",
 	"docs/own-worker.md",
 	"docs/determinism.md",
 	"docs/versioning.md",
@@ -510,7 +512,7 @@ func (r segResult) statuses() []int {
 	return s
 }
 
-var toolReads = regexp.MustCompile(`^(harvest (workflow (describe|history|list)|commands|version|admission list|worker list|task-queue show)|nats (stream (get|info|ls|view)|kv get))\b`)
+var toolReads = regexp.MustCompile(`^(harvest (workflow (describe|history|list|children|state)|commands|version|admission list|worker list|task-queue show)|nats (stream (get|info|ls|view)|kv get))\b`)
 
 // repeatable says whether running the segment again is safe: every call
 // it made is, and the harvest and nats commands it ran only read.

@@ -80,6 +80,11 @@ func registerFamily(w *harvest.Worker) {
 		case "taken":
 			opts = harvest.ChildOptions{WorkflowID: "taken-id", ReusePolicy: client.ReuseRejectDuplicate}
 			name = "waiter"
+		case "taken-default":
+			// allow_duplicate: a client's start would find the running
+			// execution; a child never takes one it did not start.
+			opts = harvest.ChildOptions{WorkflowID: "taken-id"}
+			name = "waiter"
 		}
 		in := -1
 		err := harvest.ExecuteChildWorkflow(ctx, name, in, opts).Get(nil)
@@ -145,9 +150,10 @@ func TestAChildThatCannotStartFailsItsFutureNotItsParent(t *testing.T) {
 	_, err = env.Start(ctx, "waiter", struct{}{}, harvesttest.StartOptions{WorkflowID: "taken-id"})
 	require.NoError(t, err)
 	for which, want := range map[string]string{
-		"unknown": "StartFailed/unknown_workflow",
-		"taken":   "StartFailed/workflow_id_conflict",
-		"failing": "Failed/Negative",
+		"unknown":       "StartFailed/unknown_workflow",
+		"taken":         "StartFailed/workflow_id_conflict",
+		"taken-default": "StartFailed/workflow_id_conflict",
+		"failing":       "Failed/Negative",
 	} {
 		x, err := env.Start(ctx, "broken_parent", which)
 		require.NoError(t, err)

@@ -87,8 +87,8 @@ func (c Config) Validate() error {
 		if err := dedup.ValidateName(name); err != nil {
 			return fmt.Errorf("config: workflows: %w", err)
 		}
-		if w.CancelGrace < 0 || time.Duration(w.CancelGrace) > 10*365*24*time.Hour {
-			return fmt.Errorf("config: workflows.%s.cancel_grace %s: want a positive duration of at most ten years", name, time.Duration(w.CancelGrace))
+		if g := time.Duration(w.CancelGrace); g < 0 || (g > 0 && g < time.Millisecond) || g > 10*365*24*time.Hour {
+			return fmt.Errorf("config: workflows.%s.cancel_grace %s: want a duration from 1ms to ten years", name, time.Duration(w.CancelGrace))
 		}
 		if err := (scheduler.WorkflowTimeouts{Run: time.Duration(w.RunTimeout), Execution: time.Duration(w.ExecutionTimeout)}).Validate(); err != nil {
 			return fmt.Errorf("config: workflows.%s: %w", name, err)

@@ -213,8 +213,8 @@ func parseTimeouts(req api.StartRequest) (run, execution time.Duration, rej *rej
 		switch {
 		case err != nil:
 			return 0, reject(http.StatusBadRequest, api.CodeInvalidTimeout, field, fmt.Sprintf("%s %q: want a duration such as \"30m\" or \"24h\"", field, *v))
-		case d <= 0:
-			return 0, reject(http.StatusBadRequest, api.CodeInvalidTimeout, field, fmt.Sprintf("%s %s: want a positive duration", field, d))
+		case d < time.Millisecond:
+			return 0, reject(http.StatusBadRequest, api.CodeInvalidTimeout, field, fmt.Sprintf("%s %s: want a positive duration of at least 1ms", field, d))
 		case d > scheduler.MaxTimeout:
 			return 0, reject(http.StatusBadRequest, api.CodeInvalidTimeout, field, fmt.Sprintf("%s %s is beyond the maximum of ten years", field, d))
 		}

@@ -98,9 +98,11 @@ func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Fai
 		// The failed attempt is over: the next one's number is taken now,
 		// so a late result or heartbeat of the old one is stale.
 		a.Attempt++
+		retryAt := b.now.Add(delay)
+		a.RetryAt = &retryAt
 		b.activityChanged(ref, a)
 		attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})
-		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: a.ExecutionID, Kind: store.TimerActivityRetry, FireAt: b.now.Add(delay), Attrs: attrs})
+		b.writes.NewTimers = append(b.writes.NewTimers, store.Timer{ExecutionID: a.ExecutionID, Kind: store.TimerActivityRetry, FireAt: retryAt, Attrs: attrs})
 		if b.debug {
 			b.logFor(a.ExecutionID, logattr.ActivityAttempt(a.ActivityName, a.ActivityID, a.Attempt-1)...).Debug("activity attempt failed; retrying",
 				"failure", f.Type, "retry_in", delay, "err", f.Message)
@@ -134,6 +136,7 @@ type activityTimerAttrs struct {
 // timer that ends it if no result comes in time: the scheduler owns
 // attempts, so a vanished worker's attempt is retried, never run twice.
 func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
+	a.RetryAt = nil // an attempt is in flight
 	opts := activityOptions(a)
 	queue := cmp.Or(opts.TaskQueue, e.TaskQueue)
 	if err := cmp.Or(dedup.ValidateName(a.ActivityName), dedup.ValidateName(queue)); err != nil {

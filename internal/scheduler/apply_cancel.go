@@ -114,8 +114,9 @@ func (b *batch) cancelGraceEnded(e *store.Execution) {
 // running its attempt, if any, is told to cancel the attempt's context.
 // The attempt's end closes it (Completed if it completed after all, else
 // Cancelled: ActivityCancelled), and none follows; so the workflow, which
-// waits for that, knows whether the step was taken. The end of a retry's
-// wait, or of the attempt's time, closes it Cancelled too.
+// waits for that, knows whether the step was taken. The end of the
+// attempt's time closes it Cancelled too, and one waiting for a retry (no
+// attempt in flight) closes Cancelled at once.
 func (b *batch) cancelActivity(e *store.Execution, activityID int) {
 	ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: activityID}
 	a := b.activities[ref]
@@ -123,7 +124,12 @@ func (b *batch) cancelActivity(e *store.Execution, activityID int) {
 		return
 	}
 	a.Status = store.ActivityCancelRequested
-	b.activityChanged(ref, a)
+	if a.RetryAt != nil {
+		// It waits for a retry: no attempt in flight, none follows.
+		b.activityCancelled(e, a, &wire.Failure{Type: "Cancelled", Message: "the workflow gave the activity up while it waited for a retry"})
+	} else {
+		b.activityChanged(ref, a)
+	}
 	data, _ := json.Marshal(map[string]any{"execution_id": e.ExecutionID, "activity_id": activityID})
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
 		Shard: b.shard, Subject: broker.CancelledActivitySubject(e.ExecutionID, activityID),

@@ -42,7 +42,30 @@ func (b *batch) start(c seqCommand) {
 		}
 	}
 	wref := store.WorkflowRef{WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID}
-	if prior := b.byWorkflow[wref]; prior != nil {
+	if prior := b.byWorkflow[wref]; prior != nil && s.Parent != nil && !sameChild(prior, s.Parent) {
+		// A child's start never takes an execution it did not start as
+		// its own (its close would not be told to the parent, and the
+		// parent's close policy would reach it): a running one is a
+		// conflict, unless the policy terminates it; after a closed one,
+		// a fresh run, as the policy allows.
+		refuse := prior.Status == wire.StatusRunning && s.ReusePolicy != wire.ReuseTerminateIfRunning
+		switch s.ReusePolicy {
+		case wire.ReuseRejectDuplicate:
+			refuse = true
+		case wire.ReuseAllowDuplicateFailedOnly:
+			refuse = refuse || (prior.Status != wire.StatusFailed && prior.Status != wire.StatusCancelled)
+		case wire.ReuseTerminateIfRunning:
+			if prior.Status == wire.StatusRunning {
+				b.terminate(prior, "terminated by a child workflow's start with reuse_policy terminate_if_running")
+			}
+		}
+		if refuse {
+			b.rollBackClaim(ref, out.Keyed)
+			b.refuse(out, http.StatusConflict, api.CodeWorkflowIDConflict,
+				fmt.Sprintf("workflow %s with workflow_id %q already exists (execution %s, %s), not started by this parent", s.WorkflowName, s.WorkflowID, prior.ExecutionID, prior.Status))
+			return
+		}
+	} else if prior != nil {
 		switch s.ReusePolicy {
 		case wire.ReuseRejectDuplicate:
 			b.rollBackClaim(ref, out.Keyed)
@@ -185,4 +208,10 @@ func (b *batch) settleClaims() {
 			b.writes.RepointClaims[ref] = e.ExecutionID
 		}
 	}
+}
+
+// sameChild says whether the execution e is the child p names: a start
+// of it sent again finds it.
+func sameChild(e *store.Execution, p *wire.ParentRef) bool {
+	return e.Parent != nil && e.Parent.ExecutionID == p.ExecutionID && e.Parent.ChildID == p.ChildID
 }

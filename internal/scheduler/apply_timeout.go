@@ -28,15 +28,15 @@ type WorkflowTimeouts struct {
 // MaxTimeout bounds every timeout and grace: ten years.
 const MaxTimeout = 10 * 365 * 24 * time.Hour
 
-// Validate checks the timeouts: each none or positive and at most
-// MaxTimeout, and a run no longer than its execution.
+// Validate checks the timeouts: each none, or from 1 ms to MaxTimeout,
+// and a run no longer than its execution.
 func (t WorkflowTimeouts) Validate() error {
 	for _, d := range []struct {
 		name string
 		d    time.Duration
 	}{{"run_timeout", t.Run}, {"execution_timeout", t.Execution}} {
-		if d.d < 0 || d.d > MaxTimeout {
-			return fmt.Errorf("%s %s: want a positive duration of at most ten years", d.name, d.d)
+		if d.d < 0 || (d.d > 0 && d.d < time.Millisecond) || d.d > MaxTimeout {
+			return fmt.Errorf("%s %s: want a duration from 1ms to ten years", d.name, d.d)
 		}
 	}
 	if t.Run > 0 && t.Execution > 0 && t.Run > t.Execution {

@@ -149,7 +149,10 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		case d.Type == wire.DecisionCompleteUpdate:
 			b.completeUpdate(e, d)
 		case d.Type == wire.DecisionRequestCancelActivity:
+			// Its request first: a close it causes at once follows it.
+			b.appendEvent(e, rec.Event, rec.Attrs)
 			b.cancelActivity(e, d.ActivityID)
+			continue
 		case d.Type == wire.DecisionRequestCancelChild:
 			b.requestCancelChild(e, d.Child.ChildID)
 		}

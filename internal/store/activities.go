@@ -31,6 +31,9 @@ type Activity struct {
 	HeartbeatDetails json.RawMessage
 	LastHeartbeatAt  *time.Time
 	OutcomeUnknown   bool
+	// RetryAt is when its next attempt is dispatched while it waits for a
+	// retry, nil while an attempt is in flight.
+	RetryAt *time.Time
 }
 
 // Activity statuses.
@@ -69,7 +72,7 @@ func (r *Reads) LoadActivities(refs []ActivityRef, out map[ActivityRef]*Activity
 	}
 	r.b.Queue(`
 		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
-			heartbeat_details, last_heartbeat_at, outcome_unknown
+			heartbeat_details, last_heartbeat_at, outcome_unknown, retry_at
 		FROM activities
 		WHERE (execution_id, activity_id) IN (SELECT * FROM unnest($1::uuid[], $2::int[]))
 		FOR UPDATE`, ids, aids).Query(func(rows pgx.Rows) error {
@@ -103,7 +106,7 @@ func queueInsertActivities(b *pgx.Batch, as []*Activity) {
 	// An activity can be inserted closed: its first attempt ran eagerly.
 	b.Queue(`INSERT INTO activities (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
 			outcome_unknown, closed_at)
-		SELECT v.*, CASE WHEN v.status = 'Scheduled' THEN NULL ELSE now() END
+		SELECT v.*, CASE WHEN v.status IN ('Scheduled', 'CancelRequested') THEN NULL ELSE now() END
 		FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::jsonb[], $8::jsonb[], $9::timestamptz[], $10::bool[])
 			AS v (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at, outcome_unknown)`,
 		ids, actIDs, names, statuses, attempts, keys, inputs, options, scheduled, unknown)
@@ -113,10 +116,10 @@ func queueUpdateActivities(b *pgx.Batch, as []*Activity) {
 	as = lastOf(as, func(a *Activity) ActivityRef { return ActivityRef{a.ExecutionID, a.ActivityID} })
 	if len(as) < setBasedUpdateRows {
 		for _, a := range as {
-			b.Queue(`UPDATE activities SET status = $3, attempt = $4, closed_at = CASE WHEN $3 = 'Scheduled' THEN NULL ELSE now() END,
-				heartbeat_details = $5, last_heartbeat_at = $6, outcome_unknown = $7
+			b.Queue(`UPDATE activities SET status = $3, attempt = $4, closed_at = CASE WHEN $3 IN ('Scheduled', 'CancelRequested') THEN NULL ELSE now() END,
+				heartbeat_details = $5, last_heartbeat_at = $6, outcome_unknown = $7, retry_at = $8
 				WHERE execution_id = $1 AND activity_id = $2`, a.ExecutionID, a.ActivityID, a.Status, a.Attempt,
-				a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown)
+				a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown, a.RetryAt)
 		}
 		return
 	}
@@ -127,19 +130,21 @@ func queueUpdateActivities(b *pgx.Batch, as []*Activity) {
 		details          = make([]json.RawMessage, n)
 		heartbeats       = make([]*time.Time, n)
 		unknown          = make([]bool, n)
+		retries          = make([]*time.Time, n)
 	)
 	for i, a := range as {
 		ids[i], actIDs[i], statuses[i], attempts[i] = a.ExecutionID, a.ActivityID, a.Status, a.Attempt
-		details[i], heartbeats[i], unknown[i] = a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown
+		details[i], heartbeats[i], unknown[i], retries[i] = a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown, a.RetryAt
 	}
 	b.Queue(`UPDATE activities AS a SET status = v.status, attempt = v.attempt,
-			closed_at = CASE WHEN v.status = 'Scheduled' THEN NULL ELSE now() END,
-			heartbeat_details = v.heartbeat_details, last_heartbeat_at = v.last_heartbeat_at, outcome_unknown = v.outcome_unknown
+			closed_at = CASE WHEN v.status IN ('Scheduled', 'CancelRequested') THEN NULL ELSE now() END,
+			heartbeat_details = v.heartbeat_details, last_heartbeat_at = v.last_heartbeat_at, outcome_unknown = v.outcome_unknown,
+			retry_at = v.retry_at
 		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::int[]) AS activity_id, unnest($3::text[]) AS status,
 			unnest($4::int[]) AS attempt, unnest($5::jsonb[]) AS heartbeat_details, unnest($6::timestamptz[]) AS last_heartbeat_at,
-			unnest($7::bool[]) AS outcome_unknown) AS v
+			unnest($7::bool[]) AS outcome_unknown, unnest($8::timestamptz[]) AS retry_at) AS v
 		WHERE a.execution_id = v.execution_id AND a.activity_id = v.activity_id AND a.execution_id = ANY($1::uuid[])`,
-		ids, actIDs, statuses, attempts, details, heartbeats, unknown)
+		ids, actIDs, statuses, attempts, details, heartbeats, unknown, retries)
 }
 
 // PendingActivity is an activity an execution has scheduled and not

@@ -10,3 +10,7 @@ ALTER TABLE executions ADD COLUMN cancel_request jsonb;
 ALTER TABLE activities DROP CONSTRAINT activities_status_check;
 ALTER TABLE activities ADD CONSTRAINT activities_status_check
 	CHECK (status IN ('Scheduled', 'Completed', 'Failed', 'CancelRequested', 'Cancelled'));
+-- retry_at is when an activity waiting for a retry is dispatched again,
+-- NULL while an attempt is in flight: one given up then has no attempt to
+-- wait for, and closes at once.
+ALTER TABLE activities ADD COLUMN retry_at timestamptz;

@@ -512,13 +512,9 @@ func (x *execution) see(ev wire.Event) error {
 		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
 			return fmt.Errorf("history event %d: %w", ev.Seq, err)
 		}
-		st := x.activities[a.ActivityID]
-		if st == nil {
-			// A result of an activity the code has not scheduled (yet):
-			// kept for when it does.
-			st = &activityState{}
-			x.activities[a.ActivityID] = st
-		}
+		// A result of an activity the code has not scheduled (yet) is
+		// kept for when it does.
+		st := x.activityState(a.ActivityID)
 		st.result = &a
 		if !st.canceled {
 			// A given-up activity's future stays failed so.
@@ -549,12 +545,7 @@ func (x *execution) see(ev wire.Event) error {
 		if err := json.Unmarshal(ev.Attrs, &a); err != nil {
 			return fmt.Errorf("history event %d: %w", ev.Seq, err)
 		}
-		st := x.activities[a.ActivityID]
-		if st == nil {
-			st = &activityState{}
-			x.activities[a.ActivityID] = st
-		}
-		if st.result == nil && !st.canceled {
+		if st := x.activityState(a.ActivityID); st.result == nil && !st.canceled {
 			st.canceled, st.tick = true, x.tick
 		}
 	case wire.EventChildWorkflowStarted, wire.EventChildWorkflowStartFailed, wire.EventChildWorkflowCompleted, wire.EventChildWorkflowFailed,
@@ -566,6 +557,17 @@ func (x *execution) see(ev wire.Event) error {
 		return x.seeCancelRequest(ev)
 	}
 	return nil
+}
+
+// activityState is the state of the activity id, made if the history
+// showed nothing of it yet.
+func (x *execution) activityState(id int) *activityState {
+	st := x.activities[id]
+	if st == nil {
+		st = &activityState{}
+		x.activities[id] = st
+	}
+	return st
 }
 
 func (x *execution) signalQueue(name string) *signalQueue {

@@ -118,11 +118,7 @@ func ExecuteActivity(ctx *WorkflowContext, name string, input any, opts ...Activ
 		f.encodeErr = fmt.Errorf("encode input of activity %q: %w", name, err)
 		return f
 	}
-	st := x.activities[id]
-	if st == nil {
-		st = &activityState{}
-		x.activities[id] = st
-	}
+	st := x.activityState(id)
 	st.scheduled, st.disconnected = true, ctx.disconnected
 	o := x.opts[name]
 	for _, over := range opts {

@@ -193,32 +193,8 @@ var kinds = map[string]kind{
 				(a.Failure == nil) == (d.Update.Failure == nil) && wire.SameJSON(a.Result, d.Update.Result)
 		},
 	},
-	wire.DecisionCancelWorkflow: {
-		event: wire.EventWorkflowCancelled,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
-			r.Closes, r.Status = true, wire.StatusCancelled
-			r.Attrs = wire.WorkflowClosedAttrs{Result: d.Result, Failure: d.Failure}
-			return nil
-		},
-		matches: func(d *wire.Decision, raw json.RawMessage) bool {
-			var a wire.WorkflowClosedAttrs
-			return json.Unmarshal(raw, &a) == nil && a.Reason == "" && wire.SameJSON(a.Result, d.Result) && (a.Failure == nil) == (d.Failure == nil) &&
-				(a.Failure == nil || a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type)
-		},
-	},
-	wire.DecisionTimeOutWorkflow: {
-		event: wire.EventWorkflowTimedOut,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
-			r.Closes, r.Status = true, wire.StatusTimedOut
-			r.Attrs = wire.WorkflowClosedAttrs{Result: d.Result, Failure: d.Failure}
-			return nil
-		},
-		matches: func(d *wire.Decision, raw json.RawMessage) bool {
-			var a wire.WorkflowClosedAttrs
-			return json.Unmarshal(raw, &a) == nil && a.Reason == "" && wire.SameJSON(a.Result, d.Result) && (a.Failure == nil) == (d.Failure == nil) &&
-				(a.Failure == nil || a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type)
-		},
-	},
+	wire.DecisionCancelWorkflow:  closedByCode(wire.EventWorkflowCancelled, wire.StatusCancelled),
+	wire.DecisionTimeOutWorkflow: closedByCode(wire.EventWorkflowTimedOut, wire.StatusTimedOut),
 	wire.DecisionRequestCancelActivity: {
 		event: wire.EventActivityCancelRequested,
 		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
@@ -299,6 +275,27 @@ var kinds = map[string]kind{
 				wire.SameJSON(a.ContinueAsNew.Input, d.ContinueAsNew.Input)
 		},
 	},
+}
+
+// closedByCode is the kind of a decision by which the code of an
+// execution asked to cancel (by a request, or because it timed out)
+// closes it when it returns: event, status, with its result or its
+// error. The scheduler's own close of the same event carries a reason,
+// and is not this decision's (Imposed).
+func closedByCode(event, status string) kind {
+	return kind{
+		event: event,
+		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+			r.Closes, r.Status = true, status
+			r.Attrs = wire.WorkflowClosedAttrs{Result: d.Result, Failure: d.Failure}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.WorkflowClosedAttrs
+			return json.Unmarshal(raw, &a) == nil && a.Reason == "" && wire.SameJSON(a.Result, d.Result) && (a.Failure == nil) == (d.Failure == nil) &&
+				(a.Failure == nil || a.Failure.Message == d.Failure.Message && a.Failure.Type == d.Failure.Type)
+		},
+	}
 }
 
 // Record is what decision d, taken by execution executionID in a task

@@ -33,6 +33,22 @@ func TestTimeoutsInALiveStack(t *testing.T) {
 	require.Equal(t, "WorkflowTimedOut", types[len(types)-1])
 	require.NotContains(t, types, "WorkflowCancelRequested", "collect has no cancel_grace: closed at once")
 
+	// An execution timeout bounds the chain: tally continues as new on
+	// each signal, and its chain closes TimedOut when the timeout ends.
+	chain := stacktest.StartWorkflow(t, s, examples.WorkflowTally, "", `{"input": {"every": 1}, "execution_timeout": "3s"}`)
+	require.Equal(t, 201, chain.Status, chain.Body)
+	first := chain.Body["execution_id"].(string)
+	require.Equal(t, 202, stacktest.Signal(t, s, first, "add", "", "", `1`).Status)
+	var newest string
+	probe.Until(t, 30*time.Second, "tally's second run", func() bool {
+		newest, _ = stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+first, nil, "").Body["continued_as"].(string)
+		return newest != ""
+	})
+	n := stacktest.WaitStatus(t, s, newest, "TimedOut")
+	require.Contains(t, n["error"].(map[string]any)["message"], "execution_timeout of 3s passed")
+	require.Equal(t, stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+first, nil, "").Body["execution_deadline"], n["execution_deadline"],
+		"the chain's deadline, carried to its next run")
+
 	graced := stacktest.StartWorkflow(t, s, examples.WorkflowCheckout, "", `{"input": {"order_id": "o-1"}, "run_timeout": "2s", "execution_timeout": "1h"}`)
 	require.Equal(t, 201, graced.Status, graced.Body)
 	id = graced.Body["execution_id"].(string)

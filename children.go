@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -159,8 +160,13 @@ func ExecuteChildWorkflow(ctx *WorkflowContext, name string, input any, opts ...
 		return f
 	}
 	raw, err := json.Marshal(input)
+	if err == nil {
+		// Refused here, where the code can be fixed, rather than as a
+		// workflow task result the scheduler cannot record.
+		err = storable.CheckJSON(raw)
+	}
 	if err != nil {
-		f.encodeErr = fmt.Errorf("encode input of child workflow %q: %w", name, err)
+		f.encodeErr = fmt.Errorf("input of child workflow %q: %w", name, err)
 		return f
 	}
 	st := x.children[id]
@@ -210,6 +216,10 @@ func (f *Future) childGet(out any) error {
 	c := st.closed
 	if st.closedType == wire.EventChildWorkflowStartFailed {
 		return &ChildWorkflowError{Workflow: f.name, WorkflowID: f.childWorkflowID, Status: StatusStartFailed, Code: c.Error, Message: c.Message}
+	}
+	if st.closedType == wire.EventChildWorkflowCompleted && c.Error != "" {
+		// It completed, and its result could not be carried here.
+		return &ChildWorkflowError{Workflow: f.name, WorkflowID: f.childWorkflowID, ExecutionID: c.ExecutionID, Status: c.Status, Code: c.Error, Message: c.Message}
 	}
 	if st.closedType != wire.EventChildWorkflowCompleted {
 		err := &ChildWorkflowError{Workflow: f.name, WorkflowID: f.childWorkflowID, ExecutionID: c.ExecutionID, Status: c.Status}
@@ -292,8 +302,11 @@ func signalExternal(ctx *WorkflowContext, s *wire.ExternalSignalAttrs, payload a
 	s.SignalID = x.nextSignal
 	f := &Future{x: x, id: s.SignalID, name: s.SignalName, signal: true}
 	raw, err := json.Marshal(payload)
+	if err == nil {
+		err = storable.CheckJSON(raw)
+	}
 	if err != nil {
-		f.encodeErr = fmt.Errorf("encode payload of signal %q: %w", s.SignalName, err)
+		f.encodeErr = fmt.Errorf("payload of signal %q: %w", s.SignalName, err)
 		return f
 	}
 	if x.sent[s.SignalID] == nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -321,4 +322,38 @@ func TestCheckoutBatch(t *testing.T) {
 		require.Equal(t, []string{examples.ActivityCheckoutRefund, examples.ActivityCheckoutRelease}, r.Undone)
 	}
 	require.Equal(t, 2, kids)
+}
+
+// TestHostileChildInputIsRefusedInTheSDK: a child's input or a signal's
+// payload Harvest cannot store (a NUL, nesting deeper than PostgreSQL
+// takes) fails its Future in the code, which can handle it; the parent's
+// task is never one the scheduler cannot record.
+func TestHostileChildInputIsRefusedInTheSDK(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	deep := json.RawMessage(strings.Repeat("[", 600) + strings.Repeat("]", 600))
+	env, err := harvesttest.New(func(w *harvest.Worker) {
+		registerFamily(w)
+		harvest.RegisterWorkflow(w, "hostile_parent", func(ctx *harvest.WorkflowContext, _ struct{}) ([]string, error) {
+			var out []string
+			for _, f := range []*harvest.Future{
+				harvest.ExecuteChildWorkflow(ctx, "double", "a\x00b"),
+				harvest.ExecuteChildWorkflow(ctx, "double", deep),
+				harvest.SignalExternalWorkflow(ctx, ctx.Info().ExecutionID, "s", "a\x00b"),
+			} {
+				out = append(out, fmt.Sprint(f.Get(nil) != nil))
+			}
+			var v int
+			err := harvest.ExecuteChildWorkflow(ctx, "double", 4).Get(&v)
+			return append(out, fmt.Sprint(v)), err
+		})
+	}, harvesttest.Config{})
+	require.NoError(t, err)
+	defer env.Close()
+	x, err := env.Start(ctx, "hostile_parent", struct{}{})
+	require.NoError(t, err)
+	var out []string
+	require.NoError(t, x.Result(&out))
+	require.Equal(t, []string{"true", "true", "true", "8"}, out, "each refused in the code; the next child runs")
+	require.Equal(t, 1, events(x, "ChildWorkflowInitiated"))
 }

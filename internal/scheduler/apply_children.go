@@ -65,10 +65,24 @@ func (b *batch) startShard(name, workflowID, key string) (int, error) {
 	return b.layout.StartShard(name, workflowID, key)
 }
 
-// sendCommand puts cmd on shard through the outbox, under msgID.
-func (b *batch) sendCommand(shard int, cmd *wire.Command, msgID string) {
+// sendCommand puts cmd on shard through the outbox, under msgID. A
+// command larger than NATS carries is not sent (the outbox could never
+// publish it): false, and the caller says what becomes of it.
+func (b *batch) sendCommand(shard int, cmd *wire.Command, msgID string) bool {
 	data, _ := json.Marshal(cmd)
+	if b.maxTask > 0 && len(data) > b.maxTask {
+		b.logFor(cmd.TargetExecution()).Warn("a command to another shard is more than NATS carries; not sent", "kind", cmd.Kind,
+			"bytes", len(data), "limit", b.maxTask)
+		return false
+	}
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{Shard: b.shard, Subject: broker.CommandSubject(shard, cmd.Kind), MsgID: msgID, Payload: data})
+	return true
+}
+
+// tooLarge is the message of a command to another shard that NATS cannot
+// carry.
+func tooLarge(what string) string {
+	return what + " is more than NATS carries to another shard (its max payload)"
 }
 
 // startChild applies a start_child decision of e, recorded as rec: the
@@ -127,7 +141,9 @@ func (b *batch) startChild(e *store.Execution, rec decide.Recorded, served bool)
 		s.StartedBy = *e.StartedBy
 	}
 	id := dedup.StartCommandID(c.WorkflowName, key)
-	b.sendCommand(shard, &wire.Command{CommandID: id, Kind: wire.KindStart, Start: s}, id)
+	if !b.sendCommand(shard, &wire.Command{CommandID: id, Kind: wire.KindStart, Start: s}, id) {
+		refuse(api.CodePayloadTooLarge, tooLarge("the child's start (its input)"))
+	}
 }
 
 // requestCancelChild applies a request_cancel_child decision of e: the
@@ -184,7 +200,9 @@ func (b *batch) signalExternal(e *store.Execution, s *wire.ExternalSignalAttrs) 
 		}
 	}
 	id := dedup.NewID()
-	b.sendCommand(shard, &wire.Command{CommandID: id, Kind: wire.KindSignal, Signal: sg}, "ext-signal:"+key)
+	if !b.sendCommand(shard, &wire.Command{CommandID: id, Kind: wire.KindSignal, Signal: sg}, "ext-signal:"+key) {
+		fail(api.CodePayloadTooLarge, tooLarge("the signal (its payload)"))
+	}
 }
 
 // reportSignal tells the sender of sg, if it is a workflow's, how sg
@@ -234,7 +252,14 @@ func (b *batch) reportChildClosed(e *store.Execution) {
 		}
 	}
 	id := "report:child-closed:" + p.ExecutionID + ":" + strconv.Itoa(p.ChildID)
-	b.sendCommand(b.executionShard(p.ExecutionID), &wire.Command{CommandID: id, Kind: wire.KindReport, Report: r}, id)
+	shard := b.executionShard(p.ExecutionID)
+	if !b.sendCommand(shard, &wire.Command{CommandID: id, Kind: wire.KindReport, Report: r}, id) {
+		// Its result is too large to carry: the parent is told it closed,
+		// and that its result did not reach it.
+		r.Child.Result, r.Child.Failure = nil, nil
+		r.Child.Error, r.Child.Message = api.CodePayloadTooLarge, tooLarge("the child's result")
+		b.sendCommand(shard, &wire.Command{CommandID: id, Kind: wire.KindReport, Report: r}, id)
+	}
 }
 
 // report applies a report to the execution it names: a child's start,

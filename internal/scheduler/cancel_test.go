@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -334,4 +335,47 @@ func TestAnExecutionTimeoutBoundsTheChain(t *testing.T) {
 	next, hist, _ := c.m.Execution(next.ExecutionID)
 	require.Equal(t, wire.StatusTimedOut, next.Status)
 	require.Contains(t, string(hist[len(hist)-1].Attrs), "execution_timeout of 1h0m0s passed")
+}
+
+// TestCommandsToOtherShardsFitWhatNATSCarries: a child's start or a
+// workflow's signal larger than NATS carries is refused for the code to
+// see (payload_too_large), never put in the outbox, which could not
+// publish it; a child whose result is too large to report tells its
+// parent it completed, without it.
+func TestCommandsToOtherShardsFitWhatNATSCarries(t *testing.T) {
+	c := newCancelShard(t, MemoryConfig{MaxTask: 4096})
+	big := json.RawMessage(`"` + strings.Repeat("x", 5000) + `"`)
+	d := c.complete(
+		wire.Decision{Type: wire.DecisionStartChild, Child: &wire.ChildAttrs{ChildID: 1, WorkflowName: "kid", Input: big}},
+		wire.Decision{Type: wire.DecisionSignalExternal, Signal: &wire.ExternalSignalAttrs{SignalID: 1, ExecutionID: c.exec, SignalName: "s", Payload: big}},
+		wire.Decision{Type: wire.DecisionStartChild, Child: &wire.ChildAttrs{ChildID: 2, WorkflowName: "kid", Input: json.RawMessage(`1`)}},
+	)
+	require.Len(t, d.Commands, 1, "only the small child's start is sent")
+	_, hist, _ := c.m.Execution(c.exec)
+	var refused []string
+	for _, ev := range hist {
+		if ev.Type == wire.EventChildWorkflowStartFailed || ev.Type == wire.EventExternalSignalFailed {
+			require.Contains(t, string(ev.Attrs), `"error":"payload_too_large"`)
+			refused = append(refused, ev.Type)
+		}
+	}
+	require.Equal(t, []string{wire.EventChildWorkflowStartFailed, wire.EventExternalSignalFailed}, refused)
+
+	// The small child starts, and completes with a result too large to
+	// carry back.
+	d = c.apply(d.Commands[0])
+	require.Len(t, d.Commands, 1, "its start is reported")
+	c.apply(d.Commands[0])
+	kid := d.Outcomes[0].ExecutionID
+	d = c.apply(&wire.Command{CommandID: dedup.WorkflowTaskCommandID(kid, 1), Kind: wire.KindWorkflowTaskCompleted,
+		WorkflowTask: &wire.WorkflowTaskResult{ExecutionID: kid, TaskID: 1, BaseSeq: 1,
+			Decisions: []wire.Decision{{Type: wire.DecisionCompleteWorkflow, Result: big}}}})
+	require.Len(t, d.Commands, 1, "its close is reported")
+	require.Less(t, len(d.Commands[0].Report.Child.Message), 200)
+	c.apply(d.Commands[0])
+	_, hist, _ = c.m.Execution(c.exec)
+	last := hist[len(hist)-1]
+	require.Equal(t, wire.EventChildWorkflowCompleted, last.Type)
+	require.Contains(t, string(last.Attrs), `"error":"payload_too_large"`)
+	require.NotContains(t, string(last.Attrs), "xxxx")
 }

@@ -18,9 +18,15 @@
 // Harvest's, so that both the machinery and the public client can depend
 // on it without depending on each other. A test holds that true.
 //
-// Files: bodies.go (the routes' bodies), execution.go (Execution, Event,
-// what describe adds, and an exported history's file), status.go (execution statuses, reuse policies),
-// errors.go (the error codes and ErrorResponse), dead.go, retention.go and
-// workers.go (those routes' answers), updates.go (an update, as its
-// routes answer it).
+// Where things are:
+//
+//   - bodies.go: the routes' bodies (starts, signals, cancellations, …).
+//   - execution.go: Execution, Event, what describe adds, and an
+//     exported history's file.
+//   - status.go: execution statuses, reuse policies.
+//   - errors.go: the error codes and ErrorResponse.
+//   - dead.go, retention.go, workers.go: those routes' answers.
+//   - updates.go: an update, as its routes answer it.
+//   - schedules.go: schedules, their specs, overlap policies and ledger
+//     of fires.
 package api

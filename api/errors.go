@@ -81,6 +81,20 @@ const (
 	// read (such as ?workflow_name= where the route reads ?workflow=);
 	// ErrorResponse.Field names it as sent.
 	CodeUnknownParameter = "unknown_parameter"
+	// CodeInvalidScheduleSpec refuses a schedule's definition
+	// (docs/schedules.md): a cron field that is none, every below 1s,
+	// jitter longer than the interval, an overlap policy or catch-up
+	// window that is none; ErrorResponse.Field names it ("spec.cron[0]").
+	CodeInvalidScheduleSpec = "invalid_schedule_spec"
+	// CodeInvalidTimezone refuses a schedule's timezone that is not an
+	// IANA time zone name (never taken as UTC).
+	CodeInvalidTimezone = "invalid_timezone"
+	// CodeInvalidScheduleID refuses a schedule id that is not 1 to 128
+	// letters, digits, '_', '-' or '.'.
+	CodeInvalidScheduleID = "invalid_schedule_id"
+	// CodeInvalidBackfill refuses a backfill whose start and end are no
+	// range, or span more than api.MaxBackfillFires nominal times.
+	CodeInvalidBackfill = "invalid_backfill"
 
 	// 401 Unauthorized.
 	CodeInvalidSignature = "invalid_signature"
@@ -109,6 +123,9 @@ const (
 	CodeCommandNotFound     = "command_not_found"
 	CodeDeadCommandNotFound = "dead_command_not_found"
 	CodeUnknownSource       = "unknown_source"
+	// CodeScheduleNotFound answers a request naming a schedule that does
+	// not exist.
+	CodeScheduleNotFound = "schedule_not_found"
 	// CodeStateNotFound answers a read of a query state the execution's
 	// workflow code never set (the execution exists: an unknown one is
 	// execution_not_found).

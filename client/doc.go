@@ -56,6 +56,10 @@ package client
 //     state, or waiting for a newer one) and States. dead.go: dead
 //     commands. retention.go: Retention and PruneNow. workers.go: live
 //     workers and task queues, with their answers' types.
+//   - schedules.go: PutSchedule, GetSchedule, ListSchedules,
+//     ScheduleFires, DeleteSchedule, PauseSchedule, UnpauseSchedule,
+//     TriggerSchedule, BackfillSchedule, with the schedules' types and
+//     constants.
 //   - errors.go: APIError, the error codes and the Err sentinels that
 //     match them, PendingError, ExecutionFailedError.
 //   - bodies.go: the other request and answer bodies, re-exported from

@@ -58,6 +58,10 @@ const (
 	CodePayloadUnstorable         = api.CodePayloadUnstorable
 	CodeUnknownField              = api.CodeUnknownField
 	CodeUnknownParameter          = api.CodeUnknownParameter
+	CodeInvalidScheduleSpec       = api.CodeInvalidScheduleSpec
+	CodeInvalidTimezone           = api.CodeInvalidTimezone
+	CodeInvalidScheduleID         = api.CodeInvalidScheduleID
+	CodeInvalidBackfill           = api.CodeInvalidBackfill
 
 	// 401 Unauthorized.
 	CodeInvalidSignature = api.CodeInvalidSignature
@@ -75,6 +79,7 @@ const (
 	CodeCommandNotFound     = api.CodeCommandNotFound
 	CodeDeadCommandNotFound = api.CodeDeadCommandNotFound
 	CodeUnknownSource       = api.CodeUnknownSource
+	CodeScheduleNotFound    = api.CodeScheduleNotFound
 	CodeStateNotFound       = api.CodeStateNotFound
 	CodeUnknownWorkflow     = api.CodeUnknownWorkflow
 	CodeNotFound            = api.CodeNotFound
@@ -129,7 +134,7 @@ const (
 var (
 	// ErrNotFound matches every 404 answer: execution_not_found,
 	// command_not_found, dead_command_not_found, state_not_found,
-	// unknown_source, unknown_workflow, not_found.
+	// schedule_not_found, unknown_source, unknown_workflow, not_found.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict matches every 409 answer: execution_terminal,
 	// workflow_id_conflict.
@@ -158,6 +163,9 @@ var (
 	// ErrDeadCommandNotFound matches 404 dead_command_not_found
 	// (DeadCommand).
 	ErrDeadCommandNotFound error = sentinel(http.StatusNotFound, CodeDeadCommandNotFound, "no such dead command")
+	// ErrScheduleNotFound matches 404 schedule_not_found: no schedule has
+	// the id (GetSchedule, ScheduleFires, a pause, a trigger, …).
+	ErrScheduleNotFound error = sentinel(http.StatusNotFound, CodeScheduleNotFound, "no such schedule")
 	// ErrExecutionTerminal matches 409 execution_terminal: the execution
 	// has closed and takes no signals.
 	ErrExecutionTerminal error = sentinel(http.StatusConflict, CodeExecutionTerminal, "the execution has closed")

@@ -20,6 +20,7 @@ var sentinels = []struct {
 	{ErrCommandNotFound, http.StatusNotFound, "command_not_found"},
 	{ErrDeadCommandNotFound, http.StatusNotFound, "dead_command_not_found"},
 	{ErrStateNotFound, http.StatusNotFound, "state_not_found"},
+	{ErrScheduleNotFound, http.StatusNotFound, "schedule_not_found"},
 	{ErrExecutionTerminal, http.StatusConflict, "execution_terminal"},
 	{ErrWorkflowIDConflict, http.StatusConflict, "workflow_id_conflict"},
 	{ErrIdempotencyKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused"},

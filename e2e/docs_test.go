@@ -40,6 +40,7 @@ var docPages = []string{
 	"docs/coming-from-temporal.md",
 	"docs/activities.md",
 	"docs/testing.md",
+	"docs/schedules.md",
 	"docs/webhooks.md",
 	"docs/arcflow.md",
 	"docs/configuration.md",
@@ -512,7 +513,7 @@ func (r segResult) statuses() []int {
 	return s
 }
 
-var toolReads = regexp.MustCompile(`^(harvest (workflow (describe|history|list|children|state)|commands|version|admission list|worker list|task-queue show)|nats (stream (get|info|ls|view)|kv get))\b`)
+var toolReads = regexp.MustCompile(`^(harvest (workflow (describe|history|list|children|state)|schedule (list|describe|fires)|commands|version|admission list|worker list|task-queue show)|nats (stream (get|info|ls|view)|kv get))\b`)
 
 // repeatable says whether running the segment again is safe: every call
 // it made is, and the harvest and nats commands it ran only read.

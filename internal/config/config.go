@@ -244,6 +244,11 @@ type Config struct {
 	// declares one with no settings. Webhook and binding rules' target
 	// workflows are declared too.
 	Workflows map[string]WorkflowConfig `yaml:"workflows"`
+	// Schedules are schedules the configuration declares, by id
+	// (docs/schedules.md): ingest creates or replaces each at start-up,
+	// and deletes those it declared before and no longer does. A
+	// schedule made through the API with the same id is replaced.
+	Schedules map[string]ScheduleConfig `yaml:"schedules"`
 	// FakepayURL is where the example workflows' payment provider is
 	// served (`harvest fakepay`), for cmd/worker (HARVEST_FAKEPAY_URL);
 	// empty keeps one in the worker's memory.

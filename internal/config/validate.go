@@ -113,6 +113,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("config: workflows.%s.start_policy: %w", name, err)
 		}
 	}
+	if err := c.validateSchedules(); err != nil {
+		return err
+	}
 	for i, st := range c.Stores {
 		if (st.DatabaseURL == "") == (st.DatabaseURLFile == "") {
 			return fmt.Errorf("config: stores[%d] (%s): set one of database_url and database_url_file", i, st.Name)

@@ -1,11 +1,18 @@
 package config
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/binding"
+	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/schedspec"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -145,4 +152,61 @@ func (c Config) byWorkflow(field func(WorkflowConfig) string) map[string]string 
 		}
 	}
 	return out
+}
+
+// ScheduleConfig is a schedule the configuration declares
+// (schedules.<id>): the body of PUT /api/harvest/schedules/{id}, its
+// input as YAML.
+type ScheduleConfig struct {
+	api.ScheduleRequest `yaml:",inline"`
+	Input               any `yaml:"input"`
+}
+
+// ScheduleRequests are the declared schedules as the API takes them, by
+// id.
+func (c *Config) ScheduleRequests() (map[string]api.ScheduleRequest, error) {
+	if len(c.Schedules) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]api.ScheduleRequest, len(c.Schedules))
+	for id, sc := range c.Schedules {
+		req := sc.ScheduleRequest
+		if sc.Input != nil {
+			raw, err := json.Marshal(sc.Input)
+			if err != nil {
+				return nil, fmt.Errorf("config: schedules.%s.input: %w", id, err)
+			}
+			req.Input = raw
+		}
+		out[id] = req
+	}
+	return out, nil
+}
+
+// validateSchedules checks the declared schedules as the API would.
+func (c *Config) validateSchedules() error {
+	reqs, err := c.ScheduleRequests()
+	if err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(reqs)) {
+		req := reqs[id]
+		if !schedspec.ValidID(id) {
+			return fmt.Errorf("config: schedules.%s: want an id of 1 to 128 letters, digits, '_', '-' or '.'", id)
+		}
+		if err := dedup.ValidateName(req.Workflow); err != nil {
+			return fmt.Errorf("config: schedules.%s.workflow: %w", id, err)
+		}
+		if req.TaskQueue != "" && dedup.ValidateName(req.TaskQueue) != nil {
+			return fmt.Errorf("config: schedules.%s.task_queue %q: want a task queue name", id, req.TaskQueue)
+		}
+		if _, err := schedspec.CheckRequest(&req); err != nil {
+			var fe *schedspec.FieldError
+			if errors.As(err, &fe) {
+				return fmt.Errorf("config: schedules.%s.%s: %s", id, fe.Field, strings.TrimPrefix(fe.Message, fe.Field+": "))
+			}
+			return fmt.Errorf("config: schedules.%s: %w", id, err)
+		}
+	}
+	return nil
 }

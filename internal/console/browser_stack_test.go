@@ -11,6 +11,7 @@ import (
 
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/examples"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/testing/browsertest"
 	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
@@ -161,4 +162,58 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	require.Contains(t, browsertest.Get(b, chromedp.Text("#source-stripe")), "payment_intent.succeeded")
 	b.Screenshot("webhooks")
+}
+
+// TestTheSchedulesPagesInABrowser drives the schedules pages in headless
+// Chromium: the navigation leads to the list, which shows a schedule
+// made through the API; its page shows its ledger, whose fire links to
+// the execution it started, which links back; pause, with a note typed
+// into its confirmation, pauses it.
+func TestTheSchedulesPagesInABrowser(t *testing.T) {
+	t.Parallel()
+	b := browsertest.Start(t)
+	s := stacktest.Start(t, devstack.Config{})
+	schedURL := s.URL() + "/api/harvest/schedules/charge-every-second"
+	put := stacktest.Call(t, http.MethodPut, schedURL, nil,
+		`{"workflow": "charge", `+stacktest.ChargeInput+`, "spec": {"every": "1s", "timezone": "Europe/Berlin"}}`)
+	require.Equal(t, http.StatusCreated, put.Status, put.Body)
+	probe.Until(t, 30*time.Second, "a fire whose execution completed", func() bool {
+		got := stacktest.Call(t, http.MethodGet, schedURL+"/fires", nil, "")
+		require.Equal(t, http.StatusOK, got.Status, got.Body)
+		for _, f := range got.Body["fires"].([]any) {
+			if f := f.(map[string]any); f["outcome"] == "started" && f["execution_status"] == "Completed" {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The list, from the navigation.
+	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Navigate(s.URL()+"/ui/")))
+	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Click(`nav a[href="/ui/schedules"]`)))
+	row := browsertest.Get(b, chromedp.Text("#schedule-charge-every-second"))
+	for _, want := range []string{"charge-every-second", "charge", "every 1s", "in Europe/Berlin", "skip", "active"} {
+		require.Contains(t, row, want)
+	}
+	b.Screenshot("schedules")
+
+	// Its page: the definition and the ledger; a completed fire's
+	// execution, and back.
+	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Click(`#schedule-charge-every-second a[href="/ui/schedules/charge-every-second"]`)))
+	require.Contains(t, browsertest.Get(b, chromedp.Text("#spec")), "every 1s")
+	require.Contains(t, browsertest.Get(b, chromedp.Text("#fires")), "Completed")
+	b.Screenshot("schedule")
+	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Click(`#fires a[href^="/ui/executions/"]`)))
+	require.Contains(t, browsertest.Get(b, chromedp.Text("#started-by")), "schedule charge-every-second")
+	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Click(`#started-by a`)))
+
+	// Pause, through its confirmation, with a note.
+	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Click(`a[href$="/pause"]`)))
+	b.Do(chromedp.SendKeys(`input[name="note"]`, "paused in the browser test"))
+	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Click(`button[type="submit"]`)))
+	require.Contains(t, browsertest.Get(b, chromedp.Text(".done")), "The schedule was paused.")
+	require.Contains(t, browsertest.Get(b, chromedp.Text("#paused")), "paused in the browser test")
+	got := stacktest.Call(t, http.MethodGet, schedURL, nil, "")
+	require.Equal(t, true, got.Body["paused"])
+	require.Equal(t, "paused in the browser test", got.Body["note"])
 }

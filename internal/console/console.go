@@ -74,8 +74,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{},
 		sessions: newSessions(cmp.Or(cfg.SessionTTL, DefaultSessionTTL), cfg.Now), proxies: proxies}
-	for _, page := range []string{"executions", "execution", "confirm", "workflows", "webhooks", "workers", "taskqueue", "login", "problem"} {
-		t, err := template.New(page).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+page+".html")
+	for _, page := range []string{"executions", "execution", "confirm", "workflows", "webhooks", "workers", "taskqueue", "schedules", "schedule", "scheduleconfirm", "login", "problem"} {
+		// schedulespec.html holds a part that more than one page shows.
+		t, err := template.New(page).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/schedulespec.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse %s: %w", page, err)
 		}
@@ -101,6 +102,10 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /ui/webhooks", c.signedIn(c.handleWebhooks))
 	c.mux.HandleFunc("GET /ui/workers", c.signedIn(c.handleWorkers))
 	c.mux.HandleFunc("GET /ui/task-queues/{name}", c.signedIn(c.handleTaskQueue))
+	c.mux.HandleFunc("GET /ui/schedules", c.signedIn(c.handleSchedules))
+	c.mux.HandleFunc("GET /ui/schedules/{id}", c.signedIn(c.handleSchedule))
+	c.mux.HandleFunc("GET /ui/schedules/{id}/{action}", c.signedIn(c.handleScheduleConfirm))
+	c.mux.HandleFunc("POST /ui/schedules/{id}/{action}", c.signedIn(c.handleScheduleAction))
 	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, r, http.StatusNotFound, "Not found", "The console has no page at "+r.URL.Path+".")
 	})

@@ -4,7 +4,9 @@
 // with cancel and terminate behind a confirmation), workflows (counts by
 // status, input schemas, admission gates, and which builds and versions
 // their open executions run), webhooks, the live workers and one task
-// queue (each name's backlog and workers).
+// queue (each name's backlog and workers), and schedules (each one's
+// definition, next and running fires and ledger, with pause, unpause,
+// trigger and delete behind a confirmation).
 //
 // The console is a client of the HTTP API like any other: it holds no
 // SQL and no NATS, and calls the API's handler in the process with the
@@ -25,6 +27,7 @@ package console
 //   - The pages, each a handler here and a template in templates/:
 //     executions.go (the list, one execution, its cancel and terminate),
 //     workflows.go (workflows, admission gates, webhooks), workers.go
-//     (live workers, a task queue).
+//     (live workers, a task queue), schedules.go (the schedules, one
+//     schedule and its ledger, its actions).
 //   - funcs.go: the templates' helpers. templates/ and static/ are
 //     embedded.

@@ -11,14 +11,25 @@ import (
 // funcs are the templates' helpers. Everything they return is text that
 // html/template escapes where it lands.
 var funcs = template.FuncMap{
-	"when":     when,
-	"whenp":    whenp,
-	"took":     took,
-	"pretty":   pretty,
-	"compact":  compact,
-	"lower":    strings.ToLower,
-	"count":    func(m map[string]int64, status string) int64 { return m[status] },
-	"terminal": func(status string) bool { return status != "Running" },
+	"when":       when,
+	"whenp":      whenp,
+	"took":       took,
+	"pretty":     pretty,
+	"compact":    compact,
+	"lower":      strings.ToLower,
+	"count":      func(m map[string]int64, status string) int64 { return m[status] },
+	"terminal":   func(status string) bool { return status != "Running" },
+	"scheduleOf": scheduleOf,
+}
+
+// scheduleOf is the id of the schedule that started an execution, as its
+// started_by names it ("schedule:<id>"), or "" when no schedule did.
+func scheduleOf(startedBy string) string {
+	id, ok := strings.CutPrefix(startedBy, "schedule:")
+	if !ok {
+		return ""
+	}
+	return id
 }
 
 // when is a time as the console shows it: UTC, to the millisecond.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/broker"
@@ -117,6 +118,10 @@ type Config struct {
 	// workflow is accepted there while no worker serves it. A workflow
 	// absent here starts on "default".
 	TaskQueues map[string]string
+	// Schedules are the schedules the configuration declares
+	// (schedules.<id>), reconciled once Start ran: each is created or
+	// replaced, and a schedule declared before and not now is deleted.
+	Schedules map[string]api.ScheduleRequest
 	// Webhooks are the sources POST /hooks/{source} accepts.
 	Webhooks []webhook.Endpoint
 	// Bindings, when set, runs the NATS subject bindings of this

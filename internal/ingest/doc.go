@@ -57,7 +57,11 @@ package ingest
 //     for their answers, and reading them), hooks.go (webhook deliveries),
 //     arcflow.go (ArcFlow-compatible runs and their signed external
 //     callbacks), admission.go (closing and opening admission gates),
-//     retention.go (what is past retention, and pruning it).
+//     retention.go (what is past retention, and pruning it),
+//     schedules.go (schedules: creating, replacing, pausing, triggering,
+//     backfilling and deleting them, and reading them and their
+//     ledgers), schedules_config.go (the configuration's schedules,
+//     reconciled at start-up).
 //   - wakers.go: waking the reads that wait for a change the scheduler
 //     announces (an update's answer, a newer query state).
 //   - submit.go, outcomes.go: publishing a command, and waiting for the

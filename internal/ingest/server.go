@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sourcegraph/conc"
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/auth"
@@ -53,6 +54,10 @@ type Server struct {
 	budgets *budgets
 	// replaySubs take the replay check's requests (replaycheck.go).
 	replaySubs []*nats.Subscription
+	// reconcile runs the reconciliation of the configuration's schedules
+	// (schedules_config.go); stopReconciling ends it.
+	reconcile       conc.WaitGroup
+	stopReconciling context.CancelFunc
 	// pages answers workers' requests for history pages
 	// (internal/historypage).
 	pages *historypage.Server
@@ -140,6 +145,15 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/state", s.guard(auth.ScopeRead, params(s.handleListStates)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/children", s.guard(auth.ScopeRead, params(s.handleListChildren)))
 	s.mux.HandleFunc(stateRoute, s.guard(auth.ScopeRead, params(s.handleGetState, "after_seq", "wait")))
+	s.mux.HandleFunc("GET /api/harvest/schedules", s.guard(auth.ScopeRead, params(s.handleListSchedules, "limit", "cursor")))
+	s.mux.HandleFunc("PUT /api/harvest/schedules/{schedule_id}", s.guard(auth.ScopeStart, params(s.handlePutSchedule)))
+	s.mux.HandleFunc("GET /api/harvest/schedules/{schedule_id}", s.guard(auth.ScopeRead, params(s.handleGetSchedule)))
+	s.mux.HandleFunc("DELETE /api/harvest/schedules/{schedule_id}", s.guard(auth.ScopeStart, params(s.handleDeleteSchedule)))
+	s.mux.HandleFunc("GET /api/harvest/schedules/{schedule_id}/fires", s.guard(auth.ScopeRead, params(s.handleScheduleFires, "limit", "cursor")))
+	s.mux.HandleFunc("POST /api/harvest/schedules/{schedule_id}/pause", s.guard(auth.ScopeStart, params(s.handlePauseSchedule)))
+	s.mux.HandleFunc("POST /api/harvest/schedules/{schedule_id}/unpause", s.guard(auth.ScopeStart, params(s.handleUnpauseSchedule)))
+	s.mux.HandleFunc("POST /api/harvest/schedules/{schedule_id}/trigger", s.guard(auth.ScopeStart, params(s.handleTriggerSchedule)))
+	s.mux.HandleFunc("POST /api/harvest/schedules/{schedule_id}/backfill", s.guard(auth.ScopeStart, params(s.handleBackfillSchedule)))
 	s.mux.HandleFunc("GET /api/harvest/commands/{command_id}", s.guard(auth.ScopeRead, params(s.handleGetCommand)))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead", s.guard(auth.ScopeRead, params(s.handleListDead, "shard", "before", "limit")))
 	s.mux.HandleFunc("GET /api/harvest/commands/dead/{id}", s.guard(auth.ScopeRead, params(s.handleGetDead)))
@@ -206,6 +220,7 @@ func (s *Server) Start(ctx context.Context) error {
 		_ = stateSub.Unsubscribe()
 		return err
 	}
+	s.startReconcile()
 	if s.hasDB() {
 		pools := map[int]*pgxpool.Pool{}
 		for i, p := range s.pools() {
@@ -234,6 +249,7 @@ func (s *Server) Stop(_ context.Context) error {
 	if s.stateSub != nil {
 		_ = s.stateSub.Unsubscribe()
 	}
+	s.stopReconcile()
 	s.stopReplayCheck()
 	s.pages.Stop()
 	s.pages = nil

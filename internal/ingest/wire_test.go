@@ -56,12 +56,16 @@ var wireTypes = []any{
 	api.ListWebhooksResponse{}, api.WebhookSource{}, api.RoutingRule{}, api.WebhookCounts{}, api.WebhookRefusals{},
 	api.BindingSummary{}, api.BindingCounts{},
 	api.HealthResponse{}, api.ReadinessResponse{}, api.FailingShard{},
+	// Schedules.
+	api.ScheduleSpec{}, api.ScheduleRequest{}, api.Schedule{}, api.ScheduleNextFire{}, api.ScheduleFire{},
+	api.ScheduleList{}, api.ScheduleFireList{}, api.SchedulePauseRequest{}, api.ScheduleBackfillRequest{}, api.ScheduleActionResponse{},
 }
 
 // notWire are package client's structs that are no HTTP body.
 var notWire = []string{
 	"Config", "Client", "StartOptions", "StartResult", "CommandStatus", "SignalWithStartOptions", "SignalWithStartResult", "CloseResult",
 	"ListOptions", "DeadCommandsOptions", "StateOptions", "APIError", "PendingError", "ExecutionFailedError", "UpdateOptions",
+	"ListSchedulesOptions", "ListFiresOptions",
 }
 
 func TestEveryWireTypeRoundTrips(t *testing.T) {

@@ -74,8 +74,10 @@ func errs(m map[int]Answer, statuses ...int) map[int]Answer {
 var guarded = []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusInternalServerError, http.StatusServiceUnavailable}
 
 // replacing puts answers of its own in m, over the usual ones errs gave.
-func replacing(m, own map[int]Answer) map[int]Answer {
-	maps.Copy(m, own)
+func replacing(m map[int]Answer, own ...map[int]Answer) map[int]Answer {
+	for _, o := range own {
+		maps.Copy(m, o)
+	}
 	return m
 }
 
@@ -88,6 +90,27 @@ var startErrors = map[int]Answer{
 		"invalid_workflow_id, invalid_task_queue, …) and `field` where (a body member, or a query parameter).", errBody},
 	http.StatusNotFound: {"unknown_workflow: no live worker serves the workflow on the start's task queue and the configuration does not declare it there; " +
 		"the message names the workflow and the queue.", errBody},
+}
+
+// scheduleErrors are the answers of a route naming a schedule to a bad
+// or unknown id, over the usual 400 and 404.
+var scheduleErrors = map[int]Answer{
+	http.StatusBadRequest: {"The request is malformed: `error` names what (invalid_schedule_id: the id is not 1 to 128 letters, digits, '_', '-' or '.'; " +
+		"invalid_json, unknown_field, unknown_parameter, …) and `field` where.", errBody},
+	http.StatusNotFound: {"schedule_not_found: no such schedule (or one whose workflow the token may not see).", errBody},
+}
+
+// commandRejected is the answer to a change of a schedule whose command
+// the scheduler set aside.
+var commandRejected = Answer{"command_rejected: the scheduler could not apply the command and set it aside as dead.", errBody}
+
+// scheduleAction are the answers of an action on a schedule (pause,
+// unpause, trigger, backfill): done says what 200 means.
+func scheduleAction(done string) map[int]Answer {
+	return replacing(errs(map[int]Answer{
+		200: {done, api.ScheduleActionResponse{}},
+		202: {"Durable, outcome not known yet: poll GET /api/harvest/commands/{command_id}.", api.AcceptedResponse{}},
+	}, with(guarded, 400, 404, 413, 422)...), scheduleErrors, map[int]Answer{http.StatusUnprocessableEntity: commandRejected})
 }
 
 var idempotencyKey = Param{Name: "Idempotency-Key", Description: "Makes the request idempotent: every retry with the same key converges on the same execution (or delivers the signal once)."}
@@ -322,6 +345,102 @@ var Routes = []Route{
 			202: {"The schedulers were asked; what was past retention when they were.", api.RetentionResponse{}},
 		}, with(guarded, 400)...), map[int]Answer{
 			503: {"Try again after Retry-After: PostgreSQL or NATS unavailable, too many requests at once, or no scheduler running to prune.", errBody},
+		}),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/schedules", ID: "listSchedules", Tag: "schedules", Scope: "read",
+		Summary: "List the schedules, by id",
+		Description: "A page of the schedules (docs/schedules.md), each as GET /api/harvest/schedules/{schedule_id} answers it, without last_fire. " +
+			"A token limited to some workflows sees the schedules of those workflows.",
+		Query: []Param{
+			{Name: "limit", Description: "1 to 500, default 100.", Type: "integer"},
+			{Name: "cursor", Description: "The next_cursor of the previous page."},
+		},
+		Responses: replacing(errs(map[int]Answer{200: {"A page of schedules; next_cursor when there are more.", api.ScheduleList{}}}, with(guarded, 400)...), map[int]Answer{
+			http.StatusBadRequest: {"invalid_limit, invalid_cursor or unknown_parameter, with `field`.", errBody},
+		}),
+	},
+	{
+		Method: "PUT", Path: "/api/harvest/schedules/{schedule_id}", ID: "putSchedule", Tag: "schedules", Scope: "start",
+		Summary: "Create a schedule, or replace its definition",
+		Description: "A schedule starts its workflow at every time its spec gives (cron expressions, a fixed interval, or both, in a time zone), " +
+			"each fire a start keyed by the schedule and its nominal time (idempotency key sched:<id>:<nominal time>), under its overlap policy. " +
+			"A replaced schedule keeps where its firing stands: the new spec's times after it fire, and what it started still counts for its overlap policy. " +
+			"task_queue, overlap, catchup_window and workflow_id_template are filled in with their defaults in the answer. " +
+			"The workflow must be one a live worker serves, or the configuration declares, on the task queue (404 unknown_workflow).",
+		Body: api.ScheduleRequest{}, BodyRequired: true,
+		Responses: replacing(errs(map[int]Answer{
+			200: {"The schedule existed: its definition was replaced (or was the same).", api.Schedule{}},
+			201: {"The schedule was created.", api.Schedule{}},
+			202: {"Durable, outcome not known yet: poll GET /api/harvest/commands/{command_id}, then read the schedule.", api.AcceptedResponse{}},
+		}, with(guarded, 400, 404, 413, 422)...), map[int]Answer{
+			http.StatusBadRequest: {"The definition is refused, with `field`: invalid_schedule_id (the path's id is not 1 to 128 letters, digits, '_', '-' or '.'), " +
+				"invalid_schedule_spec (a cron field that is none, every below 1s, jitter longer than the interval, an overlap policy, catch-up window or " +
+				"workflow_id template that is none; field such as spec.cron[0]), invalid_timezone (not an IANA time zone name), invalid_workflow_name, " +
+				"invalid_task_queue; or the body is malformed (invalid_json, unknown_field, payload_unstorable).", errBody},
+			http.StatusNotFound:            {"unknown_workflow: no live worker serves the workflow on the task queue and the configuration does not declare it there.", errBody},
+			http.StatusUnprocessableEntity: commandRejected,
+		}),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/schedules/{schedule_id}", ID: "getSchedule", Tag: "schedules", Scope: "read",
+		Summary: "Read a schedule: its definition, whether it is paused, its next fires, running and buffered fires, and its latest fire",
+		Description: "next_fires are the next nominal times (up to five, none once past the spec's end_at), each with when it is due, jitter added. " +
+			"running are the fires whose executions have not closed; buffered the nominal times waiting for them.",
+		Responses: replacing(errs(map[int]Answer{200: {"The schedule.", api.Schedule{}}}, with(guarded, 400, 404)...), scheduleErrors),
+	},
+	{
+		Method: "DELETE", Path: "/api/harvest/schedules/{schedule_id}", ID: "deleteSchedule", Tag: "schedules", Scope: "start",
+		Summary:     "Delete a schedule and its ledger",
+		Description: "The executions it started run on.",
+		Responses: replacing(errs(map[int]Answer{
+			200: {"Deleted (action deleted).", api.ScheduleActionResponse{}},
+			202: {"Durable, outcome not known yet: poll GET /api/harvest/commands/{command_id}.", api.AcceptedResponse{}},
+		}, with(guarded, 400, 404, 422)...), scheduleErrors, map[int]Answer{http.StatusUnprocessableEntity: commandRejected}),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/schedules/{schedule_id}/fires", ID: "listScheduleFires", Tag: "schedules", Scope: "read",
+		Summary: "Read a schedule's ledger of fires, newest nominal time first",
+		Description: "Each fire says what made it (spec, trigger, backfill) and what it did: starting, started, deduplicated, skipped_overlap, buffered, " +
+			"missed_catchup, paused or start_failed (with error and message), the execution it started and, once that closed, how.",
+		Query: []Param{
+			{Name: "limit", Description: "1 to 500, default 100.", Type: "integer"},
+			{Name: "cursor", Description: "The next_cursor of the previous page."},
+		},
+		Responses: replacing(errs(map[int]Answer{200: {"A page of fires; next_cursor when there are more.", api.ScheduleFireList{}}}, with(guarded, 400, 404)...), map[int]Answer{
+			http.StatusBadRequest: {"invalid_schedule_id, invalid_limit, invalid_cursor or unknown_parameter, with `field`.", errBody},
+			http.StatusNotFound:   scheduleErrors[http.StatusNotFound],
+		}),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/schedules/{schedule_id}/pause", ID: "pauseSchedule", Tag: "schedules", Scope: "start",
+		Summary:     "Pause a schedule: the times that pass are recorded as paused, and start nothing",
+		Description: "The body is optional: a note, up to 1024 bytes, shown with the schedule (400 invalid_schedule_spec, field note, for a longer one).",
+		Body:        api.SchedulePauseRequest{},
+		Responses:   scheduleAction("Paused (action paused)."),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/schedules/{schedule_id}/unpause", ID: "unpauseSchedule", Tag: "schedules", Scope: "start",
+		Summary:     "Unpause a schedule: its next times fire, and the fires it buffered start",
+		Description: "The body is optional: a note shown with the schedule; none clears the pause's.",
+		Body:        api.SchedulePauseRequest{},
+		Responses:   scheduleAction("Unpaused (action unpaused)."),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/schedules/{schedule_id}/trigger", ID: "triggerSchedule", Tag: "schedules", Scope: "start",
+		Summary:   "Fire a schedule now, under its overlap policy, paused or not",
+		Responses: scheduleAction("Fired (action triggered); fires holds the nominal time, now."),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/schedules/{schedule_id}/backfill", ID: "backfillSchedule", Tag: "schedules", Scope: "start",
+		Summary: "Fire every nominal time of a schedule's spec from start to end, now",
+		Description: "start and end are both included; the range may hold at most 1000 nominal times. overlap is the policy of these fires (absent: the schedule's). " +
+			"A time that fired before starts nothing new: its fire is recorded deduplicated, with the execution it started. " +
+			"400 invalid_backfill for a start or end that is missing, an end before the start, an overlap policy that is none, or a range of more than 1000 times.",
+		Body: api.ScheduleBackfillRequest{}, BodyRequired: true,
+		Responses: replacing(scheduleAction("Fired (action backfilled); fires holds the nominal times."), map[int]Answer{
+			http.StatusBadRequest: {"invalid_backfill, with `field` (start, end or overlap); invalid_schedule_id; or the body is malformed " +
+				"(invalid_json, unknown_field).", errBody},
 		}),
 	},
 	{

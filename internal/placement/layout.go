@@ -138,3 +138,13 @@ func (l Layout) MintWorkflowID(shard int, workflowName string) string {
 		}
 	}
 }
+
+// ScheduleShard is the shard that keeps the schedule id: placed by its
+// id over the stores as it was while its home store was writable, so
+// that a schedule stays where it was created whatever the stores' modes
+// are now.
+func (l Layout) ScheduleShard(id string) int {
+	parts := []string{"schedule", id}
+	st := l.Set.Home(parts...)
+	return l.place(l.Set.Index(st.Name), Shard(l.Shards, parts...))
+}

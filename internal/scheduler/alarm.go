@@ -87,9 +87,41 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 			return fmt.Errorf("begin deferred starts: %w", err)
 		}
 		if released < releaseLimit {
+			break
+		}
+	}
+	for {
+		fired, err := r.fireSchedulesTx(ctx, scheduleLimit)
+		if err != nil {
+			return fmt.Errorf("fire schedules: %w", err)
+		}
+		if fired < scheduleLimit {
 			return nil
 		}
 	}
+}
+
+// scheduleLimit bounds the schedules one transaction fires.
+const scheduleLimit = 64
+
+// fireSchedulesTx fires up to limit due schedules of the shard in one
+// transaction and publishes their starts; it returns how many schedules
+// it advanced.
+func (r *runner) fireSchedulesTx(ctx context.Context, limit int) (int, error) {
+	var n int
+	writes, err := r.timersTx(ctx, func(tx *pipeTx, applied int64) (writes *store.Writes, err error) {
+		writes, n, err = fireSchedules(ctx, tx, r.env(), applied, time.Now(), limit)
+		return writes, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if writes != nil {
+		if err := r.committed(ctx, writes); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // releaseLimit bounds the groups of deferred starts one transaction
@@ -201,6 +233,7 @@ func (r *runner) timersTx(ctx context.Context, build func(tx *pipeTx, applied in
 // its outbox published.
 func (r *runner) committed(ctx context.Context, writes *store.Writes) error {
 	r.s.metrics.historyCrossed(writes)
+	r.s.metrics.scheduleFired(writes)
 	r.published = nil
 	r.known.remember(writes)
 	r.forgetTasks(writes)

@@ -108,7 +108,13 @@ type batch struct {
 	// starts under a policy use; priorOutcomes the outcomes those starts'
 	// command ids had before the batch, policyCmds the command ids the
 	// batch applied (see policyStart).
-	policyKeys    map[store.PolicyRef]*store.PolicyState
+	policyKeys map[store.PolicyRef]*store.PolicyState
+	// schedules are the schedules the batch read (nil: read, and absent
+	// or deleted), schedChanged those it changed; priorFires the ledger
+	// rows read or written that name an execution.
+	schedules     map[string]*store.Schedule
+	schedChanged  map[string]bool
+	priorFires    map[store.FireRef]*store.ScheduleFire
 	priorOutcomes map[string]wire.Outcome
 	policyCmds    map[string]bool
 
@@ -306,6 +312,8 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 	reads.LoadSignalClaims(g.sigRefs, b.signalClaims)
 	reads.LoadPolicyKeys(g.policyRefs, b.policyKeys)
 	reads.LoadOutcomes(g.policyCmdIDs, b.priorOutcomes)
+	reads.LoadSchedules(g.scheduleIDs, b.schedules)
+	reads.LoadFires(g.fireRanges, b.priorFires)
 	if err := reads.Send(ctx, tx); err != nil {
 		return nil, err
 	}
@@ -430,6 +438,7 @@ func (b *batch) applyAll(ctx context.Context, histories historyLoader, pending [
 		return nil, b.err
 	}
 	b.settleClaims()
+	b.finishSchedules()
 	if err := b.scheduleWorkflowTasks(ctx, histories); err != nil {
 		return nil, err
 	}

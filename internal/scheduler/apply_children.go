@@ -224,6 +224,10 @@ func (b *batch) reportSignal(sg *wire.SignalCommand, out wire.Outcome) {
 // outcome (the execution it started or found, or why it was refused).
 func (b *batch) reportChildStart(s *wire.StartCommand, out wire.Outcome) {
 	p := s.Parent
+	if p != nil && p.Schedule != nil {
+		b.reportScheduleStart(s, out)
+		return
+	}
 	if p == nil || !validUUID(p.ExecutionID) {
 		return
 	}
@@ -240,6 +244,10 @@ func (b *batch) reportChildStart(s *wire.StartCommand, out wire.Outcome) {
 // closed as it did.
 func (b *batch) reportChildClosed(e *store.Execution) {
 	p := e.Parent
+	if p != nil && p.Schedule != nil && e.Status != wire.StatusContinuedAsNew {
+		b.reportScheduleClosed(e)
+		return
+	}
 	if p == nil || !validUUID(p.ExecutionID) || e.Status == wire.StatusContinuedAsNew {
 		return
 	}

@@ -329,6 +329,7 @@ func newBatch(ctx context.Context, env applyEnv, now time.Time, applied int64) *
 		claimExec: map[store.ClaimRef]*store.Execution{}, tentative: map[store.ClaimRef]string{},
 		policyKeys: map[store.PolicyRef]*store.PolicyState{}, priorOutcomes: map[string]wire.Outcome{}, policyCmds: map[string]bool{},
 		updateKeys: map[store.UpdateKeyRef]string{}, stickyState: env.stickyState,
+		schedules: map[string]*store.Schedule{}, schedChanged: map[string]bool{}, priorFires: map[store.FireRef]*store.ScheduleFire{},
 	}
 	b.writes.Shard, b.writes.AppliedSeq = env.shard, applied
 	return b

@@ -213,5 +213,10 @@ func (b *batch) settleClaims() {
 // sameChild says whether the execution e is the child p names: a start
 // of it sent again finds it.
 func sameChild(e *store.Execution, p *wire.ParentRef) bool {
+	if p.Schedule != nil {
+		// A schedule's fire: the one of the same nominal time.
+		return e.Parent != nil && e.Parent.Schedule != nil && e.Parent.Schedule.ScheduleID == p.Schedule.ScheduleID &&
+			e.Parent.Schedule.Nominal.Equal(p.Schedule.Nominal)
+	}
 	return e.Parent != nil && e.Parent.ExecutionID == p.ExecutionID && e.Parent.ChildID == p.ChildID
 }

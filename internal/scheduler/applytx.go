@@ -60,6 +60,7 @@ func (r *runner) applyBatch(ctx context.Context, msgs []jetstream.Msg) (*store.W
 	r.s.metrics.handled(cmds)
 	r.s.metrics.dead(writes.DeadCommands)
 	r.s.metrics.historyCrossed(writes)
+	r.s.metrics.scheduleFired(writes)
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
 			r.log.Warn("ack command", "err", err)

@@ -105,10 +105,46 @@ var commandKinds = map[string]commandKind{
 	},
 	wire.KindReport: {
 		valid: func(c *wire.Command) bool {
-			return c.Report != nil && validUUID(c.Report.ExecutionID) && (c.Report.Child != nil) != (c.Report.Signal != nil)
+			r := c.Report
+			if r != nil && r.Schedule != nil {
+				return r.Child == nil && r.Signal == nil && r.Schedule.ScheduleID != ""
+			}
+			return r != nil && validUUID(r.ExecutionID) && (r.Child != nil) != (r.Signal != nil)
 		},
-		gather: func(g *gathering, c seqCommand) { g.execution(c.cmd.Report.ExecutionID) },
-		apply:  (*batch).report,
+		gather: func(g *gathering, c seqCommand) {
+			if r := c.cmd.Report; r.Schedule != nil {
+				g.schedule(r.Schedule.ScheduleID)
+				return
+			}
+			g.execution(c.cmd.Report.ExecutionID)
+		},
+		apply: func(b *batch, c seqCommand) {
+			if r := c.cmd.Report; r.Schedule != nil {
+				b.scheduleReport(r.Schedule)
+				return
+			}
+			b.report(c)
+		},
+	},
+	wire.KindSchedule: {
+		valid: func(c *wire.Command) bool {
+			s := c.Schedule
+			return s != nil && s.ScheduleID != "" && (s.Op != wire.ScheduleOpPut || s.Definition != nil)
+		},
+		gather: func(g *gathering, c seqCommand) {
+			s := c.cmd.Schedule
+			g.schedule(s.ScheduleID)
+			// A trigger or a backfill looks its nominal times up in the
+			// ledger: one that started an execution before is not
+			// started again.
+			switch s.Op {
+			case wire.ScheduleOpTrigger:
+				g.fireRanges = append(g.fireRanges, store.FireRange{ScheduleID: s.ScheduleID, From: s.At, To: s.At})
+			case wire.ScheduleOpBackfill:
+				g.fireRanges = append(g.fireRanges, store.FireRange{ScheduleID: s.ScheduleID, From: s.Start, To: s.End})
+			}
+		},
+		apply: (*batch).scheduleCommand,
 	},
 	wire.KindCancel: {
 		valid: func(c *wire.Command) bool { return c.Cancel != nil },
@@ -188,6 +224,8 @@ type gathering struct {
 	seenPolicy   map[store.PolicyRef]bool
 	seenWf       map[store.WorkflowRef]bool
 	seenExecIDs  map[string]bool
+	scheduleIDs  []string
+	fireRanges   []store.FireRange
 	// readFree says whether the batch can go without reads: no key used
 	// twice, no signal-with-start, no activity or signal rows to read.
 	readFree bool
@@ -197,6 +235,14 @@ func (g *gathering) execution(id string) {
 	if !g.seenExecIDs[id] {
 		g.seenExecIDs[id] = true
 		g.execIDs = append(g.execIDs, id)
+	}
+}
+
+// schedule gathers a schedule's row: a batch that changes one reads.
+func (g *gathering) schedule(id string) {
+	g.readFree = false
+	if !slices.Contains(g.scheduleIDs, id) {
+		g.scheduleIDs = append(g.scheduleIDs, id)
 	}
 }
 

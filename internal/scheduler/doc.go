@@ -46,7 +46,10 @@ package scheduler
 //     policies, signals between workflows), apply_continue.go (a run that
 //     continues as new, its next run, and the signals it passes on),
 //     apply_update.go (updates: admitted, accepted, answered, refused,
-//     failed as their run closes, moved to the run it continued as).
+//     failed as their run closes, moved to the run it continued as),
+//     apply_schedule.go (schedules: their commands, their fires decided
+//     from their rows, overlap, catch-up and the reports of the
+//     executions they started).
 //   - sticky.go: sticky workflow tasks: sent to the worker that keeps
 //     their execution, moved to every worker when it does not take them.
 //   - history_limits.go: what each history is held to, checked once a

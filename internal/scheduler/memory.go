@@ -70,7 +70,10 @@ type Memory struct {
 	updateKeys map[store.UpdateKeyRef]string
 	// states are the executions' query states, by execution and name.
 	states map[string]map[string]store.StateRow
-	seq    int64
+	// schedules and fires are the shard's schedules and their ledgers.
+	schedules map[string]*store.Schedule
+	fires     map[store.FireRef]*store.ScheduleFire
+	seq       int64
 	// at is the time of the batch being written.
 	at time.Time
 }
@@ -101,6 +104,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		activities: map[store.ActivityRef]*store.Activity{}, history: map[string][]wire.Event{}, timers: map[int64]store.Timer{},
 		claims: map[store.ClaimRef]store.Claim{}, signals: map[store.SignalRef]bool{}, states: map[string]map[string]store.StateRow{},
 		updates: map[string]*store.Update{}, updateKeys: map[store.UpdateKeyRef]string{},
+		schedules: map[string]*store.Schedule{}, fires: map[store.FireRef]*store.ScheduleFire{},
 	}, nil
 }
 
@@ -140,6 +144,7 @@ func (m *Memory) Apply(ctx context.Context, now time.Time, cmd *wire.Command) (D
 	// the rows it locked: every execution, activity and key is "read".
 	b.execs, b.activities, b.byWorkflow, b.signalClaims = m.execs, m.activities, m.latest, m.signals
 	b.updateKeys = maps.Clone(m.updateKeys) // the write records the batch's
+	b.schedules, b.priorFires = m.schedules, m.fires
 	b.claims = map[store.ClaimRef]store.Claim{}
 	if s := cmd.Start; s != nil && cmd.Kind == wire.KindStart && s.IdempotencyKey != "" {
 		// ClaimStartKeys: a new key, or an expired claim, is taken for a
@@ -159,7 +164,7 @@ func (m *Memory) Apply(ctx context.Context, now time.Time, cmd *wire.Command) (D
 	return m.write(w)
 }
 
-// NextTimer is when the shard's earliest timer is due.
+// NextTimer is when the shard's earliest timer, or schedule, is due.
 func (m *Memory) NextTimer() (time.Time, bool) {
 	var next time.Time
 	for _, tm := range m.timers {
@@ -167,11 +172,70 @@ func (m *Memory) NextTimer() (time.Time, bool) {
 			next = tm.FireAt
 		}
 	}
+	for _, sc := range m.schedules {
+		if sc.NextDue != nil && (next.IsZero() || sc.NextDue.Before(next)) {
+			next = *sc.NextDue
+		}
+	}
 	return next, !next.IsZero()
 }
 
-// FireDue fires, in one batch at now, every timer due by then.
+// FireDue fires, in one batch at now, every timer due by then, and then,
+// in another, the schedules due by then.
 func (m *Memory) FireDue(ctx context.Context, now time.Time) (Dispatched, error) {
+	d, err := m.fireTimers(ctx, now)
+	if err != nil {
+		return d, err
+	}
+	var due []*store.Schedule
+	for _, sc := range m.schedules {
+		if sc.NextDue != nil && !sc.NextDue.After(now) {
+			due = append(due, sc)
+		}
+	}
+	if len(due) == 0 {
+		return d, nil
+	}
+	slices.SortFunc(due, func(a, b *store.Schedule) int {
+		return cmp.Or(a.NextDue.Compare(*b.NextDue), strings.Compare(a.ScheduleID, b.ScheduleID))
+	})
+	m.at = now.UTC()
+	b := newBatch(ctx, m.env, now.UTC(), m.seq)
+	b.schedules, b.priorFires = m.schedules, m.fires
+	for _, sc := range due {
+		b.advanceDue(sc)
+	}
+	b.finishSchedules()
+	more, err := m.write(&b.writes)
+	if err != nil {
+		return d, err
+	}
+	d.Outcomes = append(d.Outcomes, more.Outcomes...)
+	d.Commands = append(d.Commands, more.Commands...)
+	return d, nil
+}
+
+// Schedule returns the schedule id, and its ledger, newest nominal time
+// first.
+func (m *Memory) Schedule(id string) (store.Schedule, []store.ScheduleFire, bool) {
+	sc := m.schedules[id]
+	if sc == nil {
+		return store.Schedule{}, nil, false
+	}
+	var fires []store.ScheduleFire
+	for _, f := range m.fires {
+		if f.ScheduleID == id {
+			fires = append(fires, *f)
+		}
+	}
+	slices.SortFunc(fires, func(a, b store.ScheduleFire) int {
+		return cmp.Or(b.Nominal.Compare(a.Nominal), strings.Compare(b.Trigger, a.Trigger))
+	})
+	return *sc, fires, true
+}
+
+// fireTimers fires, in one batch at now, every timer due by then.
+func (m *Memory) fireTimers(ctx context.Context, now time.Time) (Dispatched, error) {
 	var due []store.Timer
 	for _, tm := range m.timers {
 		if !tm.FireAt.After(now) {
@@ -215,6 +279,7 @@ func (m *Memory) Prune(now time.Time) []string {
 				delete(m.timers, tid)
 			}
 		}
+		maps.DeleteFunc(m.fires, func(_ store.FireRef, f *store.ScheduleFire) bool { return f.ExecutionID == id })
 		if e.IdempotencyKey != nil {
 			// A claim since taken over by a newer execution stays.
 			ref := store.ClaimRef{WorkflowName: e.WorkflowName, IdempotencyKey: *e.IdempotencyKey}
@@ -341,6 +406,18 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 		if old, ok := byName[st.Name]; !ok || old.Seq < st.Seq {
 			byName[st.Name] = st
 		}
+	}
+	// The batch changed the schedules in place; those it deleted go,
+	// with their ledgers.
+	for _, id := range w.Schedules.Deleted {
+		delete(m.schedules, id)
+		maps.DeleteFunc(m.fires, func(ref store.FireRef, _ *store.ScheduleFire) bool { return ref.ScheduleID == id })
+	}
+	for _, sc := range w.Schedules.Put {
+		m.schedules[sc.ScheduleID] = sc
+	}
+	for _, f := range w.Schedules.Fires {
+		m.fires[f.Ref()] = f
 	}
 	// Inserted, then deleted, in store.Write's order.
 	for _, tm := range w.NewTimers {

@@ -33,6 +33,7 @@ var memoryWrites = map[string]bool{
 	"Outcomes":          true,
 	"States":            true,
 	"Outbox":            true,
+	"Schedules":         true,
 	// The batch changes the shard's own rows in place.
 	"UpdatedExecutions": false,
 	"UpdatedActivities": false,

@@ -44,6 +44,8 @@ type metrics struct {
 	historyLimits *prometheus.CounterVec
 	// stickyMoved counts sticky workflow tasks moved to every worker.
 	stickyMoved prometheus.Counter
+	// scheduleFires counts schedules' fires by outcome.
+	scheduleFires *prometheus.CounterVec
 }
 
 // The values of the kind label of harvest_scheduler_history_limits_total.
@@ -157,6 +159,10 @@ func newMetrics(reg prometheus.Registerer, owner string, owned func() int, shard
 			Name: "harvest_scheduler_sticky_tasks_moved_total",
 			Help: "Sticky workflow tasks (sent to the worker that holds their execution in its cache) that their worker did not take within 2 s, moved to every worker of their workflow.",
 		}),
+		scheduleFires: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "harvest_schedule_fires_total",
+			Help: "Schedules' fires, by outcome: started, deduplicated, skipped_overlap, missed_catchup, paused, start_failed (docs/schedules.md).",
+		}, []string{"outcome"}),
 		commands:    map[string]prometheus.Counter{},
 		timersFired: map[string]prometheus.Counter{},
 	}
@@ -238,6 +244,14 @@ func (m *metrics) releasedGroups(groups []*store.DeferredGroup, released []strin
 		if slices.Contains(released, g.GroupID) {
 			m.released.WithLabelValues(policyLabel(g.Kind)).Inc()
 		}
+	}
+}
+
+// scheduleFired counts the outcomes of schedules' fires a committed
+// batch decided.
+func (m *metrics) scheduleFired(w *store.Writes) {
+	for _, o := range w.Schedules.Counted {
+		m.scheduleFires.WithLabelValues(o).Inc()
 	}
 }
 

@@ -213,6 +213,11 @@ drain:
 	for _, g := range writes.Policies.Groups {
 		timers.arm(g.DueAt)
 	}
+	for _, sc := range writes.Schedules.Put {
+		if sc.NextDue != nil {
+			timers.arm(*sc.NextDue)
+		}
+	}
 	r.s.metrics.deferredStarts(writes)
 	return nil
 }

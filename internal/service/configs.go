@@ -52,7 +52,10 @@ func SchedulerConfig(cfg config.Config) scheduler.Config {
 
 // IngestConfig is the HTTP API the configuration describes.
 func IngestConfig(cfg config.Config) ingest.Config {
+	// Checked as the configuration was loaded.
+	schedules, _ := cfg.ScheduleRequests()
 	return ingest.Config{
+		Schedules:                  schedules,
 		OutcomeWait:                time.Duration(cfg.OutcomeWait),
 		IdempotencyFingerprint:     cfg.IdempotencyFingerprint,
 		FingerprintByWorkflow:      cfg.FingerprintByWorkflow(),

@@ -86,6 +86,9 @@ type Writes struct {
 	// Policies are what the batch changed of start policies' deferred
 	// starts.
 	Policies PolicyWrites
+	// Schedules are what the batch changed of schedules and their
+	// ledgers.
+	Schedules ScheduleWrites
 	// DeadCommands are commands set aside, unapplied (their outcomes are
 	// in Outcomes).
 	DeadCommands []DeadCommand
@@ -142,6 +145,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueDeleteClaims(b, w.DeleteClaims)
 	queueCountDuplicates(b, w.Duplicates)
 	queuePolicyWrites(b, w.Shard, &w.Policies)
+	queueScheduleWrites(b, &w.Schedules)
 	queueUpsertOutcomes(b, w.Outcomes)
 	queueUpsertStates(b, w.States)
 	queueInsertDeadCommands(b, w.Shard, w.DeadCommands)

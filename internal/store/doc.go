@@ -28,7 +28,9 @@ package store
 //     children.go (an execution's child workflows as it knows them),
 //     duplicates.go (duplicates counted on claims, by the layer
 //     that caught them), timers.go, callbacks.go (completion callbacks),
-//     policies.go (start policy keys and deferred starts), outbox.go,
+//     policies.go (start policy keys and deferred starts), schedules.go
+//     (schedules, their ledgers of fires, and as the API answers them),
+//     outbox.go,
 //     outcomes.go, dead.go (dead commands), versions.go (open executions
 //     by build and by recorded version, across executions and history),
 //     states.go (executions' query states, set by workflow code).

@@ -143,6 +143,9 @@ type ParentRef struct {
 	ChildID     int    `json:"child_id"`
 	// ClosePolicy is what the parent's close does to the child.
 	ClosePolicy string `json:"close_policy,omitempty"`
+	// Schedule, instead of a parent execution, is the schedule fire that
+	// started it: told how the start went and how the chain closed.
+	Schedule *ScheduleRef `json:"schedule,omitempty"`
 }
 
 // SenderRef is the execution a workflow code's signal comes from.
@@ -169,4 +172,7 @@ type Report struct {
 	What        string               `json:"what"`
 	Child       *ChildAttrs          `json:"child,omitempty"`
 	Signal      *ExternalSignalAttrs `json:"signal,omitempty"`
+	// Schedule, instead, tells a schedule (on its shard) how a fire went;
+	// ExecutionID is then empty.
+	Schedule *ScheduleReport `json:"schedule,omitempty"`
 }

@@ -164,6 +164,8 @@ type Command struct {
 	// Report tells an execution how a child it started, or a signal it
 	// sent, went (KindReport).
 	Report *Report `json:"report,omitempty"`
+	// Schedule changes a schedule (KindSchedule).
+	Schedule *ScheduleCommand `json:"schedule,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.

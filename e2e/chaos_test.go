@@ -327,6 +327,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	chains := planChains(seed, kind.String(), prefix, *chaosChains, r.cfg.load)
 	sagas := planSagas(seed, kind.String(), prefix, *chaosSagas, r.cfg.load)
 	families := planFamilies(seed, kind.String(), prefix, *chaosFamilies, *chaosFamilyChildren, r.cfg.load)
+	schedules := planSchedules(seed, kind.String(), prefix, *chaosSchedules)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -365,6 +366,8 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	go func() { sagasDone <- st.runSagas(ctx, sagas, giveUp, giveUp.Add(r.cfg.bound)) }()
 	familiesDone := make(chan []*familyOutcome, 1)
 	go func() { familiesDone <- st.runFamilies(ctx, families, giveUp, giveUp.Add(r.cfg.bound)) }()
+	schedulesDone := make(chan []*scheduleOutcome, 1)
+	go func() { schedulesDone <- st.runSchedules(ctx, schedules, r.cfg.load, giveUp) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -418,6 +421,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.chainInvariants(ctx, <-chainsDone)
 	check.sagaInvariants(ctx, <-sagasDone)
 	check.familyInvariants(ctx, <-familiesDone)
+	schedSummary, schedDump := check.scheduleInvariants(ctx, <-schedulesDone)
 	if !res.failed() {
 		check.readiness(ctx)
 	}
@@ -435,10 +439,13 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 		res.Crashes = append(res.Crashes, fmt.Sprintf("%s run %d exited on its own at %s: %s", c.member, c.run, c.at.Format("15:04:05.000"), c.exit))
 	}
 	if res.failed() {
-		res.diagnostics = check.diagnose(ctx, marks)
+		res.diagnostics = check.diagnose(ctx, marks) + schedDump
 		r.closeStack() // the next trial gets a fresh stack
 	}
 	t.Logf("%s", res.line())
+	if schedSummary != "" {
+		t.Logf("%s", schedSummary)
+	}
 	if res.Slowest != "" {
 		t.Logf("slowest %s", res.Slowest)
 	}

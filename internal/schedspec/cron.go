@@ -65,6 +65,22 @@ func parseCron(expr string) (c cronSched, msg string) {
 		dow:    ss.Dow &^ starBit,
 		either: ss.Dom&starBit == 0 && ss.Dow&starBit == 0,
 	}
+	// robfig takes a field of commas alone (",") as allowing no value at
+	// all, which would never fire.
+	masks := [...]uint64{c.second, c.minute, c.hour, c.dom, c.month, c.dow}
+	for i, m := range masks {
+		if m == 0 {
+			fields := strings.Fields(expr)
+			names := sixFields
+			if len(fields) == 5 {
+				names, i = fiveFields, i-1
+			}
+			if i < 0 || i >= len(fields) {
+				return c, "a field allows no value"
+			}
+			return c, fmt.Sprintf("%s field %q allows no value", names[i], fields[i])
+		}
+	}
 	return c, ""
 }
 
@@ -142,6 +158,9 @@ func (c *cronSched) dayMatches(day int, wd time.Weekday) bool {
 // second) to the next value its mask allows, so a search costs a few
 // dozen steps per year at most, never one per second.
 func (c *cronSched) nextCivil(w, limit time.Time) (time.Time, bool) {
+	if c.month == 0 || c.dom|c.dow == 0 || c.hour == 0 || c.minute == 0 || c.second == 0 {
+		return time.Time{}, false // parseCron refuses such masks.
+	}
 	for !w.After(limit) {
 		y, mo, d := w.Date()
 		h, mi, s := w.Clock()
@@ -198,27 +217,23 @@ func wallClock(loc *time.Location, t time.Time) time.Time {
 	return t.UTC().Add(offsetAt(loc, t))
 }
 
+// zoneSpan is further from UTC than any zone's offset has been (the
+// widest is Manila's local mean time before 1845, +15:56): every instant
+// a wall-clock time occurs at lies within zoneSpan of it, read as UTC.
+const zoneSpan = 16 * time.Hour
+
 // firstInstant is the instant wall-clock time w first occurs at in loc;
 // or, when w does not occur (clocks went forward over it), the instant
 // they did. The instants w may occur at are found by trying the offsets
 // in effect around it and keeping those that give w back: that holds for
-// any zone whose offset does not change twice within a few hours.
+// any zone whose offset does not change twice within a day and a half.
 func firstInstant(loc *time.Location, w time.Time) time.Time {
-	guess := w.Add(-offsetAt(loc, w))
-	start, end := guess.In(loc).ZoneBounds()
-	offsets := [3]time.Duration{offsetAt(loc, guess)}
-	n := 1
-	if !start.IsZero() {
-		offsets[n] = offsetAt(loc, start.Add(-time.Nanosecond))
-		n++
-	}
-	if !end.IsZero() {
-		offsets[n] = offsetAt(loc, end)
-		n++
-	}
+	lo, hi := w.Add(-zoneSpan), w.Add(zoneSpan)
+	offLo, offHi := offsetAt(loc, lo), offsetAt(loc, hi)
+	offsets := [3]time.Duration{offLo, offsetAt(loc, w.Add(-offsetAt(loc, w))), offHi}
 	var first time.Time
 	found := false
-	for _, off := range offsets[:n] {
+	for _, off := range offsets {
 		i := w.Add(-off)
 		if offsetAt(loc, i) == off && (!found || i.Before(first)) {
 			first, found = i, true
@@ -227,17 +242,63 @@ func firstInstant(loc *time.Location, w time.Time) time.Time {
 	if found {
 		return first
 	}
-	// w is in a gap: it fires when the clocks jump over it, at the
-	// boundary of guess's period that has w between the wall-clock
-	// times either side of it.
-	for _, t := range [2]time.Time{start, end} {
-		if t.IsZero() {
-			continue
-		}
-		before, after := offsetAt(loc, t.Add(-time.Nanosecond)), offsetAt(loc, t)
-		if after > before && !w.Before(t.Add(before)) && w.Before(t.Add(after)) {
-			return t
+	// w is in a gap: it fires when the clocks jump over it.
+	if offLo != offHi {
+		return transitionIn(loc, lo, hi)
+	}
+	return w.Add(-offLo) // Not reached for a zone as described above.
+}
+
+// transitionIn is the instant in (a, b] that loc's offset changes at,
+// for a and b with different offsets and one change between them: the
+// end of a's period, as ZoneBounds gives it, when that is the change;
+// otherwise found by bisection.
+func transitionIn(loc *time.Location, a, b time.Time) time.Time {
+	offA := offsetAt(loc, a)
+	if _, end := a.In(loc).ZoneBounds(); end.After(a) && !end.After(b) &&
+		offsetAt(loc, end) != offA && offsetAt(loc, end.Add(-time.Nanosecond)) == offA {
+		return end
+	}
+	lo, hi := a, b // The offset at lo is offA; at hi, not.
+	for hi.Sub(lo) > time.Nanosecond {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if offsetAt(loc, mid) == offA {
+			lo = mid
+		} else {
+			hi = mid
 		}
 	}
-	return guess
+	return hi
+}
+
+// nextChange is the first instant after t, and before limit, at which
+// loc's offset changes; false when there is none.
+func nextChange(loc *time.Location, t, limit time.Time) (time.Time, bool) {
+	for t.Before(limit) {
+		_, end := t.In(loc).ZoneBounds()
+		switch {
+		case end.IsZero():
+			return time.Time{}, false // The zone stays as it is from t on.
+		case !end.After(t):
+			// Past the end of a zone's table, where its changes follow a
+			// rule, Go (1.26) can give an end that is not after t (at
+			// the end of a leap year): step over a day, and find a
+			// change within it by bisection.
+			next := t.Add(24 * time.Hour)
+			if offsetAt(loc, next) != offsetAt(loc, t) {
+				return transitionIn(loc, t, next), true
+			}
+			t = next
+		case offsetAt(loc, end) != offsetAt(loc, end.Add(-time.Nanosecond)):
+			if !end.Before(limit) {
+				return time.Time{}, false
+			}
+			return end, true
+		default:
+			// Only the abbreviation changes, or nothing: Go marks a
+			// boundary at each new year past the end of a zone's table.
+			t = end
+		}
+	}
+	return time.Time{}, false
 }

@@ -19,11 +19,6 @@ import (
 // further than this after the time asked about has none.
 const horizonYears = 5
 
-// maxShift bounds how far a wall-clock time can be from UTC (offsets run
-// from -12h to +14h) plus a margin, to turn an instant limit into a
-// wall-clock one.
-const maxShift = 26 * time.Hour
-
 // intervalRef is where the interval between fires is measured from,
 // unless start_at is later: a fixed time, so that whether a spec is
 // valid does not depend on when it is checked.
@@ -41,20 +36,25 @@ const (
 // or api.CodeInvalidTimezone; Field names the member as a client wrote
 // it: "spec.cron[1]", "spec.every", "spec.timezone", "spec.jitter",
 // "spec.start_at", "spec.end_at", "spec.repeated_time", or "spec" when
-// neither cron nor every is given.
+// neither cron nor every is given. Message, for a person, begins with
+// Field, so that it stands alone in an answer or a log line:
+// `spec.cron[0]: hour field "25": …`.
 type FieldError struct {
 	Code    string
 	Field   string
 	Message string
 }
 
-// Error says which member is at fault, and why.
+// Error is the message, which names the member at fault.
 func (e *FieldError) Error() string {
+	if strings.HasPrefix(e.Message, e.Field+": ") {
+		return e.Message
+	}
 	return e.Field + ": " + e.Message
 }
 
 func specError(field, format string, args ...any) *FieldError {
-	return &FieldError{Code: api.CodeInvalidScheduleSpec, Field: field, Message: fmt.Sprintf(format, args...)}
+	return &FieldError{Code: api.CodeInvalidScheduleSpec, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
 }
 
 // Spec is a parsed, valid api.ScheduleSpec. It is immutable, and safe
@@ -84,12 +84,12 @@ func Parse(s api.ScheduleSpec) (*Spec, error) {
 	case "", "UTC":
 	case "Local":
 		return nil, &FieldError{Code: api.CodeInvalidTimezone, Field: "spec.timezone",
-			Message: `"Local" is the server's own time zone: give an IANA time zone name, such as "Europe/Berlin"`}
+			Message: `spec.timezone: "Local" is the server's own time zone: give an IANA time zone name, such as "Europe/Berlin"`}
 	default:
 		loc, err := time.LoadLocation(s.Timezone)
 		if err != nil {
 			return nil, &FieldError{Code: api.CodeInvalidTimezone, Field: "spec.timezone",
-				Message: fmt.Sprintf("%q is not an IANA time zone name, such as \"Europe/Berlin\"", s.Timezone)}
+				Message: fmt.Sprintf("spec.timezone: %q is not an IANA time zone name, such as \"Europe/Berlin\"", s.Timezone)}
 		}
 		spec.loc = loc
 	}
@@ -273,7 +273,7 @@ func (s *Spec) cronNext(after, limit time.Time) (time.Time, bool) {
 	// forward from after's own, and the first that comes after `after`
 	// is the answer. Second occurrences ("both") are searched apart.
 	from := s.wallFrom(after)
-	wallLimit := limit.UTC().Add(maxShift)
+	wallLimit := limit.UTC().Add(zoneSpan)
 	var best time.Time
 	found := false
 	for i := range s.crons {
@@ -314,14 +314,14 @@ func (s *Spec) cronNext(after, limit time.Time) (time.Time, bool) {
 // of those (their first occurrences came before).
 func (s *Spec) wallFrom(after time.Time) time.Time {
 	from := wallClock(s.loc, after).Truncate(time.Second).Add(time.Second)
-	start, _ := after.In(s.loc).ZoneBounds()
-	if start.IsZero() {
-		return from
-	}
-	before, now := offsetAt(s.loc, start.Add(-time.Nanosecond)), offsetAt(s.loc, start)
-	if before > now && after.Before(start.Add(before-now)) {
-		if end := start.UTC().Add(before); from.Before(end) {
-			from = end
+	back := after.Add(-zoneSpan)
+	before, now := offsetAt(s.loc, back), offsetAt(s.loc, after)
+	if before > now {
+		change := transitionIn(s.loc, back, after)
+		if after.Before(change.Add(before - now)) {
+			if end := change.UTC().Add(before); from.Before(end) {
+				from = end
+			}
 		}
 	}
 	return from
@@ -330,44 +330,51 @@ func (s *Spec) wallFrom(after time.Time) time.Time {
 // secondNext is the first second occurrence of a repeated wall-clock
 // time that a cron expression matches, after `after` and not after
 // upper. It looks at each change of offset that sets the clocks back,
-// from the one that began the period holding after, and, within the
-// instants whose wall-clock times repeat, searches those times forward.
+// from zoneSpan before after (a repeat is shorter), and searches the
+// repeated wall-clock times forward.
 func (s *Spec) secondNext(after, upper time.Time) (time.Time, bool) {
+	for t := after.Add(-zoneSpan); ; {
+		change, ok := nextChange(s.loc, t, upper)
+		if !ok {
+			return time.Time{}, false
+		}
+		if it, ok := s.repeatNext(change, after, upper); ok {
+			// Repeats do not overlap, and come in order.
+			return it, true
+		}
+		t = change
+	}
+}
+
+// repeatNext is the first second occurrence, after `after` and not after
+// upper, that a cron expression matches in the repeat that the change of
+// offset at change begins, if it sets the clocks back.
+func (s *Spec) repeatNext(change, after, upper time.Time) (time.Time, bool) {
+	before, now := offsetAt(s.loc, change.Add(-time.Nanosecond)), offsetAt(s.loc, change)
+	if before <= now {
+		return time.Time{}, false
+	}
+	lo := change
+	if !after.Before(lo) {
+		lo = after.Truncate(time.Second).Add(time.Second)
+	}
+	hi := change.Add(before - now) // The repeat ends here (excluded).
+	if !lo.Before(hi) {
+		return time.Time{}, false
+	}
+	wLo := lo.UTC().Add(now)
+	wHi := hi.UTC().Add(now).Add(-time.Second)
 	var best time.Time
 	found := false
-	t := after
-	for {
-		start, end := t.In(s.loc).ZoneBounds()
-		if start.IsZero() && end.IsZero() {
-			return best, found // A zone without changes repeats nothing.
-		}
-		if !start.IsZero() {
-			before, now := offsetAt(s.loc, start.Add(-time.Nanosecond)), offsetAt(s.loc, start)
-			if before > now {
-				lo := start
-				if !after.Before(lo) {
-					lo = after.Truncate(time.Second).Add(time.Second)
-				}
-				hi := start.Add(before - now) // The repeat ends here (excluded).
-				if lo.Before(hi) {
-					wLo := lo.UTC().Add(now)
-					wHi := hi.UTC().Add(now).Add(-time.Second)
-					for i := range s.crons {
-						if w, ok := s.crons[i].nextCivil(wLo, wHi); ok {
-							it := w.Add(-now)
-							if !it.After(upper) && (!found || it.Before(best)) {
-								best, found = it, true
-							}
-						}
-					}
-				}
+	for i := range s.crons {
+		if w, ok := s.crons[i].nextCivil(wLo, wHi); ok {
+			it := w.Add(-now)
+			if !it.After(upper) && (!found || it.Before(best)) {
+				best, found = it, true
 			}
 		}
-		if found || end.IsZero() || end.After(upper) {
-			return best, found
-		}
-		t = end
 	}
+	return best, found
 }
 
 // everyNext is the first anchor + k·every after `after`, k any integer.
@@ -433,20 +440,20 @@ func (s *Spec) measureInterval() time.Duration {
 	// much as the change: look at the fires around each.
 	base := gap
 	for t := ref; ; {
-		_, end := t.In(s.loc).ZoneBounds()
-		if end.IsZero() || end.After(spanEnd) {
+		change, ok := nextChange(s.loc, t, spanEnd)
+		if !ok {
 			break
 		}
-		shift := offsetAt(s.loc, end) - offsetAt(s.loc, end.Add(-time.Nanosecond))
+		t = change
+		shift := offsetAt(s.loc, change) - offsetAt(s.loc, change.Add(-time.Nanosecond))
 		if shift < 0 {
 			shift = -shift
 		}
 		reach := base + shift + time.Second
-		stop := end.Add(reach)
-		seen(end.Add(-reach), func(n int, t time.Time) bool {
+		stop := change.Add(reach)
+		seen(change.Add(-reach), func(n int, t time.Time) bool {
 			return n >= intervalFires || t.After(stop)
 		})
-		t = end
 	}
 	return gap
 }

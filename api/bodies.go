@@ -75,9 +75,32 @@ type StartRequest struct {
 // /api/harvest/commands/{command_id} later gives the execution it became
 // part of.
 type StartPolicy struct {
-	Throttle *Throttle `json:"throttle,omitempty" yaml:"throttle"`
-	Debounce *Debounce `json:"debounce,omitempty" yaml:"debounce"`
-	Batch    *Batch    `json:"batch,omitempty" yaml:"batch"`
+	Throttle    *Throttle    `json:"throttle,omitempty" yaml:"throttle"`
+	Debounce    *Debounce    `json:"debounce,omitempty" yaml:"debounce"`
+	Batch       *Batch       `json:"batch,omitempty" yaml:"batch"`
+	Concurrency *Concurrency `json:"concurrency,omitempty" yaml:"concurrency"`
+}
+
+// Concurrency lets at most Limit executions of the workflow run at once
+// for each value of Key, a JSON Pointer into the input ("/customer_id";
+// empty: the whole workflow). A start over the limit is not deferred: its
+// execution is created at once, Pending, and begins in the order the
+// starts came as running ones close. Such a start may carry an
+// idempotency key.
+type Concurrency struct {
+	Limit int    `json:"limit" yaml:"limit"`
+	Key   string `json:"key,omitempty" yaml:"key"`
+}
+
+// ConcurrencyResponse answers GET
+// /api/harvest/workflows/{name}/concurrency?key=: how many executions of
+// the key run and wait, and its limit (0 when none ran under the policy).
+type ConcurrencyResponse struct {
+	Workflow string `json:"workflow"`
+	Key      string `json:"key"`
+	Running  int    `json:"running"`
+	Pending  int    `json:"pending"`
+	Limit    int    `json:"limit"`
 }
 
 // Throttle lets at most Limit starts per Period ("1m") begin for each
@@ -129,6 +152,9 @@ type StartResponse struct {
 	// deduplicated keyed start.
 	FirstSeenAt *time.Time `json:"first_seen_at,omitempty"`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	// WaitingFor is "concurrency" (WaitingForConcurrency) for an execution
+	// created Pending by a concurrency start policy.
+	WaitingFor string `json:"waiting_for,omitempty"`
 }
 
 // AcceptedResponse is a 202 answer: the command is durable, its outcome

@@ -173,6 +173,10 @@ const (
 	// CodeUpdateRejected: the update handler's validator refused the
 	// update; nothing of it is in the execution's history.
 	CodeUpdateRejected = "update_rejected"
+	// CodeConcurrencyKeyMissing refuses a start under a concurrency
+	// start policy whose input has nothing usable at the policy's key
+	// (a string, number or boolean).
+	CodeConcurrencyKeyMissing = "concurrency_key_missing"
 
 	// 429 Too Many Requests.
 	// CodeUpdateLimit: the execution has as many updates in flight, or

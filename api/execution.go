@@ -69,6 +69,14 @@ type Execution struct {
 	// worker serves its workflow on its task queue: it makes no progress
 	// until one starts.
 	WaitingForWorker bool `json:"waiting_for_worker,omitempty"`
+	// WaitingFor says what a Pending execution waits for:
+	// WaitingForConcurrency, a slot of its concurrency start policy's key
+	// (ConcurrencyKey).
+	WaitingFor string `json:"waiting_for,omitempty"`
+	// ConcurrencyKey is the value of the concurrency start policy's key
+	// the execution runs under ("" for the whole workflow), when it was
+	// started under one.
+	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 	// WaitingForActivityWorkers names the activities the execution has
 	// scheduled and waits for that no live worker registers on its task
 	// queue: they make no progress until one starts (a misspelt name, a
@@ -288,6 +296,9 @@ type WaitingFor struct {
 	// live worker of it registers the workflow on the task queue.
 	BuildID string `json:"build_id,omitempty"`
 }
+
+// WaitingForConcurrency is Execution.WaitingFor of a Pending execution.
+const WaitingForConcurrency = "concurrency"
 
 // Kinds of WaitingFor.
 const (

@@ -1,9 +1,14 @@
 package api
 
 // Execution statuses: Execution.Status, and the status of every answer
-// that names an execution. Every status but Running is terminal.
+// that names an execution. Every status but Running and Pending is
+// terminal.
 const (
-	StatusRunning    = "Running"
+	StatusRunning = "Running"
+	// StatusPending: the execution was started under a concurrency start
+	// policy whose limit its key has reached; it begins (Running) as a
+	// running one closes (Execution.WaitingFor says so).
+	StatusPending    = "Pending"
 	StatusCompleted  = "Completed"
 	StatusFailed     = "Failed"
 	StatusCancelled  = "Cancelled"

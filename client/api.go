@@ -12,9 +12,13 @@ import (
 	"github.com/harvest-engine/harvest/api"
 )
 
-// Execution statuses. Every status but Running is terminal.
+// Execution statuses. Every status but Running and Pending is terminal.
 const (
-	StatusRunning    = api.StatusRunning
+	StatusRunning = api.StatusRunning
+	// StatusPending is api.StatusPending: the execution waits for a
+	// slot of its concurrency start policy's key (Execution.WaitingFor)
+	// and begins, Running, as a running one closes.
+	StatusPending    = api.StatusPending
 	StatusCompleted  = api.StatusCompleted
 	StatusFailed     = api.StatusFailed
 	StatusCancelled  = api.StatusCancelled
@@ -102,6 +106,10 @@ type StartResult struct {
 	WorkflowID   string
 	// Status is the execution's status when the start was answered.
 	Status string
+	// WaitingFor is WaitingForConcurrency when Status is StatusPending:
+	// the execution waits for a slot of its concurrency start policy's
+	// key, and begins as a running one of the key closes.
+	WaitingFor string
 	// StartedFresh says this call created the execution (HTTP 201).
 	StartedFresh bool
 	// Deduplicated says a keyed start was a retry: the execution is the
@@ -182,7 +190,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 		return nil, err
 	}
 	r := &StartResult{
-		ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status,
+		ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status, WaitingFor: a.WaitingFor,
 		StartedFresh: status == http.StatusCreated, Keyed: a.StartedFresh != nil,
 		FirstSeenAt: a.FirstSeenAt, ExpiresAt: a.ExpiresAt, Raw: raw,
 	}

@@ -23,6 +23,12 @@ type Debounce = api.Debounce
 // Batch is api.Batch.
 type Batch = api.Batch
 
+// Concurrency is api.Concurrency.
+type Concurrency = api.Concurrency
+
+// ConcurrencyResponse is api.ConcurrencyResponse.
+type ConcurrencyResponse = api.ConcurrencyResponse
+
 // StartResponse is api.StartResponse.
 type StartResponse = api.StartResponse
 

@@ -55,7 +55,8 @@ package client
 //   - reads.go: Describe, History, List, WaitResult, State (a query
 //     state, or waiting for a newer one) and States. dead.go: dead
 //     commands. retention.go: Retention and PruneNow. workers.go: live
-//     workers and task queues, with their answers' types.
+//     workers and task queues, with their answers' types. concurrency.go:
+//     Concurrency, what runs and waits under a concurrency start policy.
 //   - schedules.go: PutSchedule, GetSchedule, ListSchedules,
 //     ScheduleFires, DeleteSchedule, PauseSchedule, UnpauseSchedule,
 //     TriggerSchedule, BackfillSchedule, with the schedules' types and

@@ -109,6 +109,10 @@ const (
 	CodeIdempotencyKeyReused = api.CodeIdempotencyKeyReused
 	CodeCommandRejected      = api.CodeCommandRejected
 	CodeUpdateRejected       = api.CodeUpdateRejected
+	// CodeConcurrencyKeyMissing: a start under a concurrency start
+	// policy whose input has no string, number or boolean at the
+	// policy's key.
+	CodeConcurrencyKeyMissing = api.CodeConcurrencyKeyMissing
 
 	// 429 Too Many Requests.
 	CodeUpdateLimit = api.CodeUpdateLimit

@@ -328,6 +328,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	sagas := planSagas(seed, kind.String(), prefix, *chaosSagas, r.cfg.load)
 	families := planFamilies(seed, kind.String(), prefix, *chaosFamilies, *chaosFamilyChildren, r.cfg.load)
 	schedules := planSchedules(seed, kind.String(), prefix, *chaosSchedules)
+	concurrency := planConcurrency(seed, kind.String(), prefix, *chaosConcurrency, r.cfg.load)
 	targets := st.members(kind.role)
 	faults := make([]faultPlan, 1+rng.IntN(r.cfg.faults))
 	for j := range faults {
@@ -368,6 +369,8 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	go func() { familiesDone <- st.runFamilies(ctx, families, giveUp, giveUp.Add(r.cfg.bound)) }()
 	schedulesDone := make(chan []*scheduleOutcome, 1)
 	go func() { schedulesDone <- st.runSchedules(ctx, schedules, r.cfg.load, giveUp) }()
+	concurrencyDone := make(chan []*startOutcome, 1)
+	go func() { concurrencyDone <- st.runConcurrency(ctx, concurrency, giveUp) }()
 
 	var lastRestart time.Time
 	for _, f := range faults {
@@ -422,6 +425,7 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 	check.sagaInvariants(ctx, <-sagasDone)
 	check.familyInvariants(ctx, <-familiesDone)
 	schedSummary, schedDump := check.scheduleInvariants(ctx, <-schedulesDone)
+	concSummary, concDump := check.concurrencyInvariants(ctx, concurrency, <-concurrencyDone)
 	if !res.failed() {
 		check.readiness(ctx)
 	}
@@ -439,12 +443,15 @@ func (r *trialRunner) run(t *testing.T, kind faultKind, i int, seed uint64) *tri
 		res.Crashes = append(res.Crashes, fmt.Sprintf("%s run %d exited on its own at %s: %s", c.member, c.run, c.at.Format("15:04:05.000"), c.exit))
 	}
 	if res.failed() {
-		res.diagnostics = check.diagnose(ctx, marks) + schedDump
+		res.diagnostics = check.diagnose(ctx, marks) + schedDump + concDump
 		r.closeStack() // the next trial gets a fresh stack
 	}
 	t.Logf("%s", res.line())
 	if schedSummary != "" {
 		t.Logf("%s", schedSummary)
+	}
+	if concSummary != "" {
+		t.Logf("%s", concSummary)
 	}
 	if res.Slowest != "" {
 		t.Logf("slowest %s", res.Slowest)

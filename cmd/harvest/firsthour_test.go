@@ -57,6 +57,7 @@ func TestAPICommandsSayWhatToDoWhenNothingAnswers(t *testing.T) {
 		{"workflow", "describe", "e1"},
 		{"workflow", "history", "e1"},
 		{"workflow", "list"},
+		{"workflow", "concurrency", "onboarding", "--key", "c1"},
 		{"commands", "get", "c1"},
 		{"commands", "dead"},
 		{"commands", "dead", "1"},

@@ -96,7 +96,8 @@ terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowResult(), newWorkflowList(),
-		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate(), newWorkflowChildren())
+		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate(), newWorkflowChildren(),
+		newWorkflowConcurrency())
 	return cmd
 }
 
@@ -142,14 +143,15 @@ not reached it yet.`,
 }
 
 func newWorkflowStart() *cobra.Command {
-	var input, key, workflowID, reusePolicy, taskQueue, versioning, buildID string
+	var input, key, workflowID, reusePolicy, taskQueue, versioning, buildID, startPolicy string
 	var delay, runTimeout, executionTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start <workflow>",
 		Short: "Start a workflow execution",
 		Example: `  harvest workflow start onboarding --input '{"user_id": 42}' --idempotency-key webhook-evt-abc123
   harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --workflow-id order-1
-  harvest workflow start approve_order --input '{"order_id": "o-1"}' --task-queue mine`,
+  harvest workflow start approve_order --input '{"order_id": "o-1"}' --task-queue mine
+  harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --start-policy '{"concurrency": {"limit": 2, "key": "/customer_id"}}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			in, err := parseInput("input", input)
@@ -160,9 +162,14 @@ func newWorkflowStart() *cobra.Command {
 			if in != nil {
 				inArg = in
 			}
+			policy, err := parseStartPolicy(startPolicy)
+			if err != nil {
+				return err
+			}
 			r, err := c.Start(ctx, args[0], inArg, client.StartOptions{
 				IdempotencyKey: key, WorkflowID: workflowID, ReusePolicy: reusePolicy, Delay: delay, TaskQueue: taskQueue,
 				Versioning: versioning, BuildID: buildID, RunTimeout: runTimeout, ExecutionTimeout: executionTimeout,
+				StartPolicy: policy,
 			})
 			if err != nil {
 				return err
@@ -176,6 +183,9 @@ func newWorkflowStart() *cobra.Command {
 				how = "fresh"
 			case r.Deduplicated:
 				how = "deduplicated"
+			}
+			if r.Status == client.StatusPending {
+				how += ", Pending: it waits for a concurrency slot"
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "started execution %s (workflow %s, workflow_id %s) %s\n", r.ExecutionID, r.WorkflowName, r.WorkflowID, how)
 			return err
@@ -191,7 +201,64 @@ func newWorkflowStart() *cobra.Command {
 	cmd.Flags().StringVar(&buildID, "build-id", "", "pin the execution to this build, which a live worker must run")
 	cmd.Flags().DurationVar(&runTimeout, "run-timeout", 0, "close the run TimedOut if it has not closed this long after it begins (default: the workflow's run_timeout, else none)")
 	cmd.Flags().DurationVar(&executionTimeout, "execution-timeout", 0, "close the execution TimedOut if its chain of continued runs has not closed by then (default: the workflow's execution_timeout, else none)")
+	cmd.Flags().StringVar(&startPolicy, "start-policy", "", `admit the start by this start policy instead of the workflow's configured one, as JSON: {"throttle": …}, {"debounce": …}, {"batch": …} or {"concurrency": {"limit": 2, "key": "/customer_id"}} (docs/start-policies.md)`)
 	return cmd
+}
+
+// parseStartPolicy reads a --start-policy flag: empty is none. A member
+// the policy does not have is refused here, so that a misspelt one is not
+// sent as a start with no policy.
+func parseStartPolicy(s string) (*client.StartPolicy, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	var p client.StartPolicy
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("--start-policy: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("--start-policy: want one JSON object")
+	}
+	return &p, nil
+}
+
+func newWorkflowConcurrency() *cobra.Command {
+	var key string
+	cmd := &cobra.Command{
+		Use:   "concurrency <workflow>",
+		Short: "Show how many executions of a workflow run, and wait Pending, under a key of its concurrency start policy",
+		Long: `Show how many executions of a workflow run, and how many wait Pending for a
+slot, under one value of its concurrency start policy's key, and the
+policy's limit (docs/start-policies.md). Without --key, the policy
+without a key, which counts the whole workflow. A key no start used
+shows 0 of everything.`,
+		Example: `  harvest workflow concurrency charge --key cus_1`,
+		Args:    cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			r, err := c.Concurrency(ctx, args[0], key)
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				return printValue(cmd.OutOrStdout(), r)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "WORKFLOW\tKEY\tRUNNING\tPENDING\tLIMIT")
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", r.Workflow, shownConcurrencyKey(r.Key), r.Running, r.Pending, r.Limit)
+			return tw.Flush()
+		}),
+	}
+	cmd.Flags().StringVar(&key, "key", "", "the value of the policy's key (the input's value at its JSON Pointer); empty: the policy without a key")
+	return cmd
+}
+
+// shownConcurrencyKey is a concurrency key as the tables show it: the
+// empty one, of a policy without a key, is named.
+func shownConcurrencyKey(key string) string {
+	return cmp.Or(key, "(none: the whole workflow)")
 }
 
 func newWorkflowSignal() *cobra.Command {
@@ -307,6 +374,12 @@ func newWorkflowDescribe() *cobra.Command {
 				{"history", fmt.Sprintf("%d events, %d bytes", e.HistoryLength, e.HistoryBytes)},
 			} {
 				fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+			}
+			if e.WaitingFor != "" {
+				fmt.Fprintf(tw, "waiting_for:\t%s\n", e.WaitingFor)
+			}
+			if e.ConcurrencyKey != nil {
+				fmt.Fprintf(tw, "concurrency_key:\t%s\n", shownConcurrencyKey(*e.ConcurrencyKey))
 			}
 			if e.ContinuedFrom != "" {
 				fmt.Fprintf(tw, "continued_from:\t%s\n", e.ContinuedFrom)
@@ -442,8 +515,11 @@ func newWorkflowList() *cobra.Command {
 			fmt.Fprintln(tw, "EXECUTION_ID\tWORKFLOW\tWORKFLOW_ID\tSTATUS\tCREATED_AT")
 			for _, e := range execs {
 				status := e.Status
-				if status == client.StatusRunning && e.CancelRequestedAt != nil {
+				switch {
+				case status == client.StatusRunning && e.CancelRequestedAt != nil:
 					status += " (cancel requested)"
+				case status == client.StatusPending && e.WaitingFor == client.WaitingForConcurrency && e.ConcurrencyKey != nil:
+					status += " (concurrency, key " + shownConcurrencyKey(*e.ConcurrencyKey) + ")"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ExecutionID, e.WorkflowName, e.WorkflowID, status, formatTime(e.CreatedAt))
 			}
@@ -451,7 +527,7 @@ func newWorkflowList() *cobra.Command {
 		}),
 	}
 	cmd.Flags().StringVar(&opts.Workflow, "workflow", "", "only executions of this workflow")
-	cmd.Flags().StringVar(&opts.Status, "status", "", "only executions in this status: Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
+	cmd.Flags().StringVar(&opts.Status, "status", "", "only executions in this status: Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many, 1 to 500 (default 50)")
 	return cmd
 }

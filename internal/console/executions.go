@@ -15,7 +15,7 @@ import (
 
 // statuses are the execution statuses, for the filter.
 var statuses = []string{
-	api.StatusRunning, api.StatusCompleted, api.StatusFailed,
+	api.StatusPending, api.StatusRunning, api.StatusCompleted, api.StatusFailed,
 	api.StatusCancelled, api.StatusTerminated, api.StatusTimedOut, api.StatusContinuedAsNew,
 }
 

@@ -6,6 +6,8 @@ import (
 	"html/template"
 	"strings"
 	"time"
+
+	"github.com/harvest-engine/harvest/api"
 )
 
 // funcs are the templates' helpers. Everything they return is text that
@@ -18,8 +20,22 @@ var funcs = template.FuncMap{
 	"compact":    compact,
 	"lower":      strings.ToLower,
 	"count":      func(m map[string]int64, status string) int64 { return m[status] },
-	"terminal":   func(status string) bool { return status != "Running" },
+	"terminal":   api.IsTerminal,
 	"scheduleOf": scheduleOf,
+	"waitsFor":   waitsFor,
+}
+
+// waitsFor says what a Pending execution waits for, from its waiting_for
+// and concurrency_key: "waits for a concurrency slot (key c1)"; "" when
+// it waits for nothing the console can name.
+func waitsFor(waitingFor string, concurrencyKey *string) string {
+	if waitingFor != api.WaitingForConcurrency {
+		return ""
+	}
+	if concurrencyKey == nil || *concurrencyKey == "" {
+		return "waits for a concurrency slot (of the whole workflow)"
+	}
+	return "waits for a concurrency slot (key " + *concurrencyKey + ")"
 }
 
 // scheduleOf is the id of the schedule that started an execution, as its

@@ -71,7 +71,8 @@ package ingest
 //     for a newer one), commands.go (a command by id), dead.go
 //     (dead commands), workflows.go, versions.go (a workflow's open
 //     executions by build and version), webhooks.go, workers_api.go (live
-//     workers), taskqueues.go. health.go: /healthz and /readyz.
+//     workers), taskqueues.go, concurrency.go (a concurrency start
+//     policy's key: running, pending, limit). health.go: /healthz and /readyz.
 //   - workers.go: whether a live worker serves a workflow, and which task
 //     queue a start goes to. pinned.go: a start's versioning and the
 //     build it is pinned to, and whether that build has a live worker. mirror.go: the in-memory copies of the

@@ -161,7 +161,7 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Status != "" && !wire.ValidStatus(f.Status) {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidStatus, "status", "want Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidStatus, "status", "want Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
 		return
 	}
 	for field, v := range map[string]string{"key_prefix": f.KeyPrefix, "workflow_id_prefix": f.WorkflowIDPrefix} {

@@ -130,6 +130,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux.HandleFunc("POST /v1/runs/{run_id}/external/{binding_id}", external)
 	s.mux.HandleFunc("GET /api/harvest/workflows", s.guard(auth.ScopeRead, params(s.handleListWorkflows)))
+	s.mux.HandleFunc("GET /api/harvest/workflows/{name}/concurrency", s.guard(auth.ScopeRead, params(s.handleConcurrency, "key")))
 	s.mux.HandleFunc("GET /api/harvest/workflows/{name}/versions", s.guard(auth.ScopeRead, params(s.handleWorkflowVersions)))
 	s.mux.HandleFunc("GET /api/harvest/webhooks", s.guard(auth.ScopeRead, params(s.handleListWebhooks)))
 	s.mux.HandleFunc("GET /api/harvest/workers", s.guard(auth.ScopeRead, params(s.handleListWorkers)))

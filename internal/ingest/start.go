@@ -226,6 +226,9 @@ func startAnswer(out wire.Outcome) (int, any) {
 		return http.StatusAccepted, api.AcceptedResponse{CommandID: out.CommandID, Status: api.CommandDeferred}
 	}
 	resp := api.StartResponse{ExecutionID: out.ExecutionID, WorkflowName: out.WorkflowName, WorkflowID: out.WorkflowID, Status: out.Status}
+	if out.Status == api.StatusPending {
+		resp.WaitingFor = api.WaitingForConcurrency
+	}
 	if out.Keyed {
 		resp.StartedFresh, resp.Deduplicated = &out.StartedFresh, &out.Deduplicated
 		if out.Deduplicated {

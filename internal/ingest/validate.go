@@ -270,11 +270,13 @@ func (s *Server) parseSchedule(req api.StartRequest) (*time.Time, *rejection) {
 
 // checkPolicy finds the start policy that admits p (the request's own, or
 // its workflow's) and binds it to p's input. A start under a policy takes
-// no idempotency key (the policy defers it: there is no execution for a
-// retry to converge on; a keyed replay of a start committed before the
-// policy came is still answered, as every refused keyed start is), no
-// workflow_id (its execution's is minted when it begins), no reuse
-// policy and no delay.
+// no workflow_id (its execution's is minted on the policy's shard), no
+// reuse policy and no delay; under a policy that defers it (throttle,
+// debounce, batch), no idempotency key either (there is no execution for
+// a retry to converge on; a keyed replay of a start committed before the
+// policy came is still answered, as every refused keyed start is). A
+// concurrency policy's start creates its execution at once, so it may
+// carry a key.
 func (s *Server) checkPolicy(p *parsedStart) *rejection {
 	pol := s.cfg.StartPolicies[p.name]
 	if p.req.StartPolicy != nil {
@@ -295,8 +297,9 @@ func (s *Server) checkPolicy(p *parsedStart) *rejection {
 		return nil
 	}
 	under := fmt.Sprintf("%s starts under a %s start policy", p.name, pol.Kind())
+	concurrency := pol.Kind() == wire.PolicyConcurrency
 	switch {
-	case p.key != "":
+	case p.key != "" && !concurrency:
 		return reject(http.StatusBadRequest, api.CodeIdempotencyKeyNotAllowed, "idempotency_key",
 			fmt.Sprintf("%s, which defers starts: a start under it takes no idempotency_key (there is no execution for a retry to converge on); webhooks and bindings dedupe by the event's id", under))
 	case p.req.WorkflowID != nil:
@@ -313,6 +316,9 @@ func (s *Server) checkPolicy(p *parsedStart) *rejection {
 		return reject(http.StatusBadRequest, api.CodeInvalidSchedule, field, fmt.Sprintf("%s: the policy decides when it begins, so it takes no %s", under, field))
 	}
 	sp, err := pol.For(p.req.Input)
+	if err != nil && concurrency {
+		return reject(http.StatusUnprocessableEntity, api.CodeConcurrencyKeyMissing, "input", fmt.Sprintf("%s: %v", under, err))
+	}
 	if err != nil {
 		return reject(http.StatusUnprocessableEntity, api.CodeInputInvalid, "input", fmt.Sprintf("%s: %v", under, err))
 	}

@@ -37,7 +37,7 @@ var wireTypes = []any{
 	api.ErrorResponse{}, api.Violation{},
 	// Starts, signals, cancellations.
 	api.StartRequest{}, api.StartResponse{}, api.AcceptedResponse{},
-	api.StartPolicy{}, api.Throttle{}, api.Debounce{}, api.Batch{},
+	api.StartPolicy{}, api.Throttle{}, api.Debounce{}, api.Batch{}, api.Concurrency{}, api.ConcurrencyResponse{},
 	api.SignalResponse{}, api.SignalWithStartRequest{}, api.SignalWithStartResponse{}, api.Update{},
 	api.CancelRequest{}, api.CancelResponse{}, api.TerminateRequest{}, api.TerminateResponse{},
 	// Reads.

@@ -124,6 +124,10 @@ var Routes = []Route{
 			"A workflow under a start policy (throttle, debounce, batch; configured, or the request's start_policy) may defer the start: " +
 			"202 with status deferred and no execution_id. Such a start takes no Idempotency-Key (400 idempotency_key_not_allowed), " +
 			"unless it replays a keyed start committed before. " +
+			"A concurrency start policy defers nothing: a start over its limit creates its execution at once, status Pending " +
+			"(waiting_for concurrency, with its concurrency_key), which begins in arrival order as running ones of its key close; " +
+			"such a start may carry an Idempotency-Key, and an input with no string, number or boolean at the policy's key is " +
+			"422 concurrency_key_missing. " +
 			"task_queue chooses the task queue the execution's tasks go to (absent: the workflow's configured workflows.<name>.task_queue, else default); " +
 			"a name that is not 1 to 128 bytes of letters, digits, '_' and '-' is 400 invalid_task_queue, and a start on a queue no live worker serves " +
 			"the workflow on, where the configuration does not declare it, is 404 unknown_workflow naming the queue. " +
@@ -135,7 +139,11 @@ var Routes = []Route{
 			201: {"The execution was created.", api.StartResponse{}},
 			202: {"The start is durable but its outcome is not known yet (status accepted), or its start policy deferred it (status deferred): " +
 				"poll GET /api/harvest/commands/{command_id}, which gives the execution it became part of once it begins.", api.AcceptedResponse{}},
-		}, with(guarded, 409, 413, 422)...), startErrors),
+		}, with(guarded, 409, 413, 422)...), startErrors, map[int]Answer{
+			http.StatusUnprocessableEntity: {"The request is well formed but refused: input_invalid (with `violations`), callback_rejected, " +
+				"idempotency_key_reused, payload_invalid, or concurrency_key_missing (with `field` input: the input has nothing usable " +
+				"at the concurrency start policy's key).", errBody},
+		}),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/workflows/{name}/signal-with-start", ID: "signalWithStart", Tag: "workflows", Scope: "start",
@@ -172,6 +180,18 @@ var Routes = []Route{
 		Responses: errs(map[int]Answer{200: {"The open executions, by build and by version.", api.WorkflowVersionsResponse{}}}, with(guarded, 400)...),
 	},
 	{
+		Method: "GET", Path: "/api/harvest/workflows/{name}/concurrency", ID: "workflowConcurrency", Tag: "workflows", Scope: "read",
+		Summary: "Tell how many executions of a workflow run, and wait Pending, under one value of its concurrency start policy's key, and the policy's limit",
+		Description: "Pending executions begin in the order their starts came, as running ones of the key close. " +
+			"limit is the policy's limit as last recorded for the key; a key no start used answers 0 of everything.",
+		Query: []Param{{Name: "key", Description: "The value of the policy's key (the input's value at its JSON Pointer, as text); " +
+			"absent or empty: the policy without a key, which counts the whole workflow."}},
+		Responses: errs(map[int]Answer{
+			200: {"The key's running and pending executions, and its limit.", api.ConcurrencyResponse{}},
+			400: {"invalid_workflow_name; invalid_start_policy with `field` key (not UTF-8 text, or too long); or unknown_parameter.", errBody},
+		}, guarded...),
+	},
+	{
 		Method: "GET", Path: "/api/harvest/webhooks", ID: "listWebhooks", Tag: "webhooks", Scope: "read",
 		Summary: "List the webhook sources and NATS subject bindings, with what this ingest process counted of their deliveries",
 		Description: "The counts are the answering process's, since counted_since (when it started): for a fleet of ingest processes, " +
@@ -202,7 +222,7 @@ var Routes = []Route{
 		Summary: "List executions, newest first",
 		Query: []Param{
 			{Name: "workflow", Description: "Only this workflow's executions."},
-			{Name: "status", Description: "Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew."},
+			{Name: "status", Description: "Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew."},
 			{Name: "key_prefix", Description: "Executions whose start's idempotency key begins with this."},
 			{Name: "workflow_id_prefix", Description: "Executions whose workflow_id begins with this."},
 			{Name: "created_after", Description: "Started at or after this time (RFC 3339).", Type: "date-time"},

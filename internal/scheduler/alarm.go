@@ -56,11 +56,14 @@ func (r *runner) rearm(ctx context.Context, a *timerAlarm) error {
 }
 
 // fireDueTimers applies the shard's due timers, a bounded batch per
-// transaction, then publishes what they produced, and then begins the
-// executions of its due groups of deferred starts (releaseStartsTx). A batch that fails for
-// a reason retrying will not fix is fired again timer by timer, and a
-// timer that fails alone is dropped, logged and counted, so that it does
-// not stop the shard (isolateTimers).
+// transaction, then publishes what they produced; then it begins the
+// executions of its due groups of deferred starts (releaseStartsTx),
+// fires its due schedules (fireSchedules) and begins the executions
+// waiting for a concurrency slot that freed (releaseConcurrency). A batch
+// of timers or deferred starts that fails for a reason retrying will not
+// fix is applied again one by one, and one that fails alone is dropped or
+// set aside, logged and counted, so that it does not stop the shard
+// (isolateTimers, isolateReleases).
 func (r *runner) fireDueTimers(ctx context.Context) error {
 	const limit = 256
 	for {
@@ -90,27 +93,42 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 			break
 		}
 	}
-	for {
-		fired, err := r.fireSchedulesTx(ctx, scheduleLimit)
-		if err != nil {
-			return fmt.Errorf("fire schedules: %w", err)
-		}
-		if fired < scheduleLimit {
-			return nil
+	// Then the schedules due, and the executions waiting for a
+	// concurrency slot that has freed: rounds of a transaction each,
+	// until one does less than a round may.
+	for _, phase := range []struct {
+		what  string
+		limit int
+		round func(context.Context, store.Tx, applyEnv, int64, time.Time, int) (*store.Writes, int, error)
+	}{
+		{"fire schedules", scheduleLimit, fireSchedules},
+		{"begin executions waiting for concurrency slots", concurrencyKeysPerTx, releaseConcurrency},
+	} {
+		for {
+			n, err := r.roundTx(ctx, phase.limit, phase.round)
+			if err != nil {
+				return fmt.Errorf("%s: %w", phase.what, err)
+			}
+			if n < phase.limit {
+				break
+			}
 		}
 	}
+	return nil
 }
 
 // scheduleLimit bounds the schedules one transaction fires.
 const scheduleLimit = 64
 
-// fireSchedulesTx fires up to limit due schedules of the shard in one
-// transaction and publishes their starts; it returns how many schedules
-// it advanced.
-func (r *runner) fireSchedulesTx(ctx context.Context, limit int) (int, error) {
+// roundTx runs one round of the shard's timer loop in a transaction:
+// round decides, at now, up to limit of what is due, and returns what to
+// write (nil: nothing was) and how many it looked at; the writes'
+// outbox is published after the commit.
+func (r *runner) roundTx(ctx context.Context, limit int,
+	round func(context.Context, store.Tx, applyEnv, int64, time.Time, int) (*store.Writes, int, error)) (int, error) {
 	var n int
 	writes, err := r.timersTx(ctx, func(tx *pipeTx, applied int64) (writes *store.Writes, err error) {
-		writes, n, err = fireSchedules(ctx, tx, r.env(), applied, time.Now(), limit)
+		writes, n, err = round(ctx, tx, r.env(), applied, time.Now(), limit)
 		return writes, err
 	})
 	if err != nil {

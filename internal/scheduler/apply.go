@@ -112,11 +112,16 @@ type batch struct {
 	// schedules are the schedules the batch read (nil: read, and absent
 	// or deleted), schedChanged those it changed; priorFires the ledger
 	// rows read or written that name an execution.
-	schedules     map[string]*store.Schedule
-	schedChanged  map[string]bool
-	priorFires    map[store.FireRef]*store.ScheduleFire
-	priorOutcomes map[string]wire.Outcome
-	policyCmds    map[string]bool
+	// concurrency, while a start under a concurrency policy is applied,
+	// is the policy its execution runs under; concurrencyPending says the
+	// key has no free slot, so the execution is created Pending.
+	concurrency        *store.ConcurrencyRef
+	concurrencyPending bool
+	schedules          map[string]*store.Schedule
+	schedChanged       map[string]bool
+	priorFires         map[store.FireRef]*store.ScheduleFire
+	priorOutcomes      map[string]wire.Outcome
+	policyCmds         map[string]bool
 
 	// curTrace is the trace of the command being applied; traces holds,
 	// by execution, the trace of the last command that changed it, which

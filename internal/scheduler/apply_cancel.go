@@ -38,6 +38,10 @@ func (b *batch) cancelCommand(c seqCommand) {
 		return
 	}
 	e = b.newest(e)
+	if e.Status == wire.StatusPending {
+		// Its code never ran: nothing to clean up.
+		b.closeNow(e, cancelling, cmp.Or(cc.Reason, "cancelled"))
+	}
 	if e.Status == wire.StatusRunning {
 		grace := time.Duration(cc.GraceMS) * time.Millisecond
 		if grace <= 0 {

@@ -14,6 +14,10 @@ import (
 )
 
 func (b *batch) close(e *store.Execution, status, event string, attrs wire.WorkflowClosedAttrs) {
+	if e.Concurrency != nil && status != wire.StatusContinuedAsNew {
+		// The chain gives back its slot, or its place in the queue.
+		b.concurrencyClosed(e, e.Status == wire.StatusPending)
+	}
 	e.Status = status
 	now := b.now
 	e.ClosedAt = &now
@@ -97,7 +101,7 @@ func (b *batch) closeCommand(c seqCommand, kind, executionID, reason string, how
 	// newest run it closes.
 	e = b.newest(e)
 	out.ExecutionID = e.ExecutionID
-	if e.Status == wire.StatusRunning {
+	if e.Status == wire.StatusRunning || e.Status == wire.StatusPending {
 		b.closeNow(e, how, cmp.Or(reason, how.reason))
 	}
 	b.outcome(out, e, false, false)

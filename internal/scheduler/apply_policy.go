@@ -28,7 +28,10 @@ import (
 // from the event's) is not applied again; its outcome stands.
 func (b *batch) policyStart(c seqCommand) {
 	s, p := c.cmd.Start, c.cmd.Start.Policy
-	if _, ok := b.priorOutcomes[c.cmd.CommandID]; ok || b.policyCmds[c.cmd.CommandID] {
+	// A keyed start under a concurrency policy is answered by its key's
+	// claim, as any keyed start: a fresh outcome for each delivery.
+	keyed := p.Kind == wire.PolicyConcurrency && s.IdempotencyKey != ""
+	if _, ok := b.priorOutcomes[c.cmd.CommandID]; !keyed && (ok || b.policyCmds[c.cmd.CommandID]) {
 		if b.debug {
 			logattr.With(b.log, "", s.WorkflowName, c.cmd.CommandID).Debug("start under a policy applied before: dropped", "kind", p.Kind)
 		}
@@ -88,6 +91,9 @@ func (b *batch) policyStart(c seqCommand) {
 			g.Input, g.CompletionCallback, g.StartedBy, g.TraceParent = s.Input, optional(s.CompletionCallback), optional(s.StartedBy), optional(c.trace)
 		}
 		g.Policy = *p
+	case wire.PolicyConcurrency:
+		b.concurrencyStart(c, ref, st)
+		return
 	case wire.PolicyBatch:
 		st.StaleAt = b.now
 		size := int64(len(s.Input))

@@ -39,7 +39,7 @@ func (b *batch) signal(c seqCommand) {
 		b.addOutcome(out)
 		return
 	}
-	if e.Status != wire.StatusRunning {
+	if e.Status != wire.StatusRunning && e.Status != wire.StatusPending {
 		b.refuse(out, http.StatusConflict, api.CodeExecutionTerminal, fmt.Sprintf("execution %s is %s and takes no signals", e.ExecutionID, e.Status))
 		return
 	}

@@ -117,6 +117,23 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 		TaskQueue: s.TaskQueue, Status: wire.StatusRunning, Input: s.Input, CreatedAt: b.now, UpdatedAt: b.now,
 		TraceParent: b.curTrace, Versioning: s.Versioning, PinnedBuild: s.PinnedBuild, Parent: s.Parent,
 	}
+	pending := false
+	switch {
+	case from != nil && from.Concurrency != nil:
+		// The chain keeps its slot.
+		ref := *from.Concurrency
+		e.Concurrency = &ref
+	case from == nil && b.concurrency != nil:
+		ref := *b.concurrency
+		e.Concurrency, pending = &ref, b.concurrencyPending
+		if pending {
+			e.Status = wire.StatusPending
+			ref.RunTimeoutMS, ref.ExecutionTimeoutMS = s.RunTimeoutMS, s.ExecutionTimeoutMS
+		} else {
+			began := b.now
+			ref.BeganAt = &began
+		}
+	}
 	if e.Versioning == "" {
 		e.Versioning = wire.VersioningAutoUpgrade
 		if b.pinned[e.WorkflowName] {
@@ -156,6 +173,11 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 		}
 	}
 	b.appendEvent(e, wire.EventWorkflowStarted, started)
+	if pending {
+		// It begins when a slot frees (beginPending): its timeouts and
+		// its first workflow task then.
+		return e
+	}
 	begin := b.now
 	if s.StartAt != nil && s.StartAt.After(b.now) {
 		begin = *s.StartAt // its timeouts count from when it begins

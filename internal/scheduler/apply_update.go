@@ -44,6 +44,10 @@ func (b *batch) update(c seqCommand) {
 			return
 		}
 	}
+	if e.Status == wire.StatusPending {
+		b.refuse(out, http.StatusConflict, api.CodeExecutionClosed, fmt.Sprintf("execution %s is Pending (it waits for a slot of its concurrency start policy) and takes no updates until it begins", e.ExecutionID))
+		return
+	}
 	if e.Status != wire.StatusRunning {
 		b.refuse(out, http.StatusConflict, api.CodeExecutionClosed, fmt.Sprintf("execution %s is %s and takes no updates", e.ExecutionID, e.Status))
 		return

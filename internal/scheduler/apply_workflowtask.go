@@ -328,6 +328,11 @@ func (b *batch) eagerAttempts(r *wire.WorkflowTaskResult) map[int]*wire.Activity
 // needWorkflowTask asks for a workflow task for e: at the end of the batch
 // if none is outstanding, else as soon as the outstanding one completes.
 func (b *batch) needWorkflowTask(e *store.Execution) {
+	if e.Status == wire.StatusPending {
+		// It waits for a concurrency slot: its first task goes when it
+		// begins, with what its history holds by then.
+		return
+	}
 	if e.WFTOutstanding {
 		e.WFTDirty = true
 		b.changed[e.ExecutionID] = true

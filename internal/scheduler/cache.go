@@ -38,7 +38,7 @@ func (c execCache) get(id string) (*store.Execution, bool) {
 func (c execCache) remember(w *store.Writes) {
 	for _, es := range [][]*store.Execution{w.NewExecutions, w.UpdatedExecutions} {
 		for _, e := range es {
-			if e.Status != wire.StatusRunning {
+			if e.Status != wire.StatusRunning && e.Status != wire.StatusPending {
 				delete(c, e.ExecutionID)
 				continue
 			}

@@ -271,6 +271,12 @@ func (g *gathering) start(c seqCommand) {
 			g.policyRefs = append(g.policyRefs, ref)
 		}
 		g.policyCmdIDs = append(g.policyCmdIDs, c.cmd.CommandID)
+		if p.Kind == wire.PolicyConcurrency {
+			// Its execution is created now, as any start's: its key's
+			// claim and its workflow_id are read too.
+			g.startReads(c)
+			return
+		}
 		if p.Kind == wire.PolicyThrottle {
 			// It may begin at once, as any start, which looks up its
 			// workflow_id.
@@ -278,6 +284,13 @@ func (g *gathering) start(c seqCommand) {
 		}
 		return
 	}
+	g.startReads(c)
+}
+
+// startReads gathers a start's claim of its key, taken for an execution
+// id minted now, and its workflow_id's latest execution.
+func (g *gathering) startReads(c seqCommand) {
+	s := c.cmd.Start
 	if s.IdempotencyKey != "" {
 		ref := store.ClaimRef{WorkflowName: s.WorkflowName, IdempotencyKey: s.IdempotencyKey}
 		if _, ok := g.b.tentative[ref]; !ok {

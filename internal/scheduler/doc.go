@@ -47,6 +47,8 @@ package scheduler
 //     continues as new, its next run, and the signals it passes on),
 //     apply_update.go (updates: admitted, accepted, answered, refused,
 //     failed as their run closes, moved to the run it continued as),
+//     apply_concurrency.go (concurrency start policies: Pending
+//     executions, slots given back, the oldest waiting begun),
 //     apply_schedule.go (schedules: their commands, their fires decided
 //     from their rows, overlap, catch-up and the reports of the
 //     executions they started).

@@ -46,9 +46,12 @@ var memoryWrites = map[string]bool{
 	// The kit delivers no callbacks, counts no duplicates (it has no
 	// broker to catch them), refuses starts under a policy, and builds
 	// its commands itself, so none is set aside as dead.
-	"Callbacks":    false,
-	"Duplicates":   false,
-	"Policies":     false,
+	"Callbacks":  false,
+	"Duplicates": false,
+	"Policies":   false,
+	// Its executions run under no concurrency policy (a start under a
+	// policy is refused), so none gives a slot back.
+	"Concurrency":  false,
 	"DeadCommands": false,
 	// Counted by a deployment's scheduler metrics; the executions' rows,
 	// which hold the history's size and warning, are the shard's own.

@@ -218,6 +218,11 @@ drain:
 			timers.arm(*sc.NextDue)
 		}
 	}
+	if writes.Concurrency.Release {
+		// A concurrency slot was given back: the oldest execution
+		// waiting for one begins now.
+		timers.arm(time.Now())
+	}
 	r.s.metrics.deferredStarts(writes)
 	return nil
 }

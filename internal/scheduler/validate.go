@@ -74,7 +74,8 @@ func validPolicy(s *wire.StartCommand) bool {
 	if p == nil {
 		return true
 	}
-	if s.IdempotencyKey != "" || !s.WorkflowIDMinted || s.ReusePolicy != "" || s.StartAt != nil || len(p.Key) > startpolicy.MaxKeyBytes {
+	keyed := s.IdempotencyKey != "" && p.Kind != wire.PolicyConcurrency
+	if keyed || !s.WorkflowIDMinted || s.ReusePolicy != "" || s.StartAt != nil || len(p.Key) > startpolicy.MaxKeyBytes {
 		return false
 	}
 	inRange := func(d time.Duration) bool { return d > 0 && d <= startpolicy.MaxPeriod }
@@ -85,6 +86,8 @@ func validPolicy(s *wire.StartCommand) bool {
 		return inRange(p.Period)
 	case wire.PolicyBatch:
 		return p.MaxSize > 0 && p.MaxSize <= startpolicy.MaxBatchSize && inRange(p.MaxWait)
+	case wire.PolicyConcurrency:
+		return p.Limit > 0 && p.Limit <= startpolicy.MaxLimit
 	}
 	return false
 }

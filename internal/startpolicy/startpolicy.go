@@ -66,7 +66,7 @@ func Parse(p *api.StartPolicy) (*Policy, error) {
 		return nil, nil
 	}
 	n := 0
-	for _, set := range []bool{p.Throttle != nil, p.Debounce != nil, p.Batch != nil} {
+	for _, set := range []bool{p.Throttle != nil, p.Debounce != nil, p.Batch != nil, p.Concurrency != nil} {
 		if set {
 			n++
 		}
@@ -75,9 +75,18 @@ func Parse(p *api.StartPolicy) (*Policy, error) {
 	case n == 0:
 		return nil, nil
 	case n > 1:
-		return nil, &Error{Field: "", Message: "give one of throttle, debounce and batch"}
+		return nil, &Error{Field: "", Message: "give one of throttle, debounce, batch and concurrency"}
 	}
 	switch {
+	case p.Concurrency != nil:
+		c := p.Concurrency
+		if c.Limit < 1 || c.Limit > MaxLimit {
+			return nil, &Error{Field: "concurrency.limit", Message: fmt.Sprintf("%d: want 1 to %d", c.Limit, MaxLimit)}
+		}
+		if err := checkPointer("concurrency.key", c.Key); err != nil {
+			return nil, err
+		}
+		return &Policy{kind: wire.PolicyConcurrency, key: c.Key, limit: c.Limit}, nil
 	case p.Throttle != nil:
 		t := p.Throttle
 		if t.Limit < 1 || t.Limit > MaxLimit {
@@ -150,8 +159,8 @@ func checkPointer(field, ptr string) error {
 	return nil
 }
 
-// Kind is the policy's kind: wire.PolicyThrottle, PolicyDebounce or
-// PolicyBatch.
+// Kind is the policy's kind: wire.PolicyThrottle, PolicyDebounce,
+// PolicyBatch or PolicyConcurrency.
 func (p *Policy) Kind() string { return p.kind }
 
 // KeyPointer is the JSON Pointer the policy keys its starts by, "" for
@@ -219,10 +228,11 @@ func Shard(layout placement.Layout, workflow string, sp *wire.StartPolicy) (int,
 }
 
 // Place makes start command cmd one under the policy, bound to its input,
-// and returns the shard it goes to. A start under a policy has no
-// idempotency key (the command id, deterministic for a webhook's or a
-// binding's event, dedupes it), and its workflow_id is minted on that
-// shard. It returns an error wrapping ErrNoKey as For does.
+// and returns the shard it goes to. A start under a policy that defers it
+// has no idempotency key (the command id, deterministic for a webhook's
+// or a binding's event, dedupes it); one under a concurrency policy keeps
+// its key, which is claimed on that shard, as its execution is created
+// there at once. Its workflow_id is minted on that shard. It returns an error wrapping ErrNoKey as For does.
 func (p *Policy) Place(cmd *wire.Command, layout placement.Layout) (int, error) {
 	sp, err := p.For(cmd.Start.Input)
 	if err != nil {
@@ -234,7 +244,9 @@ func (p *Policy) Place(cmd *wire.Command, layout placement.Layout) (int, error) 
 	}
 	s := cmd.Start
 	s.Policy = sp
-	s.IdempotencyKey, s.Fingerprint, s.RejectFingerprintMismatch = "", "", false
+	if p.kind != wire.PolicyConcurrency {
+		s.IdempotencyKey, s.Fingerprint, s.RejectFingerprintMismatch = "", "", false
+	}
 	s.WorkflowID, s.WorkflowIDMinted = layout.MintWorkflowID(shard, s.WorkflowName), true
 	return shard, nil
 }

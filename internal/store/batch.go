@@ -89,6 +89,9 @@ type Writes struct {
 	// Schedules are what the batch changed of schedules and their
 	// ledgers.
 	Schedules ScheduleWrites
+	// Concurrency are what the batch changed of concurrency keys beyond
+	// their states (which Policies.Keys writes, first).
+	Concurrency ConcurrencyWrites
 	// DeadCommands are commands set aside, unapplied (their outcomes are
 	// in Outcomes).
 	DeadCommands []DeadCommand
@@ -146,6 +149,7 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueCountDuplicates(b, w.Duplicates)
 	queuePolicyWrites(b, w.Shard, &w.Policies)
 	queueScheduleWrites(b, &w.Schedules)
+	queueConcurrencyWrites(b, w.Shard, &w.Concurrency)
 	queueUpsertOutcomes(b, w.Outcomes)
 	queueUpsertStates(b, w.States)
 	queueInsertDeadCommands(b, w.Shard, w.DeadCommands)

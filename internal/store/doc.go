@@ -28,7 +28,9 @@ package store
 //     children.go (an execution's child workflows as it knows them),
 //     duplicates.go (duplicates counted on claims, by the layer
 //     that caught them), timers.go, callbacks.go (completion callbacks),
-//     policies.go (start policy keys and deferred starts), schedules.go
+//     policies.go (start policy keys and deferred starts), concurrency.go
+//     (concurrency keys' Pending executions and the slots given back),
+//     schedules.go
 //     (schedules, their ledgers of fires, and as the API answers them),
 //     outbox.go,
 //     outcomes.go, dead.go (dead commands), versions.go (open executions

@@ -89,6 +89,22 @@ type Execution struct {
 	// for none; Children are the children this one started.
 	Parent   *wire.ParentRef
 	Children *RunChildren
+	// Concurrency is the concurrency start policy the execution's chain
+	// runs under, nil for none (docs/start-policies.md#concurrency).
+	Concurrency *ConcurrencyRef
+}
+
+// ConcurrencyRef is the concurrency start policy an execution runs
+// under: the value of its key, its limit, and when the execution began
+// (took a slot), nil while it is Pending.
+type ConcurrencyRef struct {
+	Key     string     `json:"key"`
+	Limit   int        `json:"limit"`
+	BeganAt *time.Time `json:"began_at,omitempty"`
+	// RunTimeoutMS and ExecutionTimeoutMS are a Pending execution's
+	// start's own timeouts, armed when it begins.
+	RunTimeoutMS       int64 `json:"run_timeout_ms,omitempty"`
+	ExecutionTimeoutMS int64 `json:"execution_timeout_ms,omitempty"`
 }
 
 // Timeouts are an execution's run and execution timeouts
@@ -140,7 +156,7 @@ func nullIfEmpty(s string) *string {
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent, prune_after, task_failing, versioning, pinned_build, history_base,
-	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts, parent, children`
+	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts, parent, children, concurrency`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
@@ -148,7 +164,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
 		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy,
 		&traceParent, &e.PruneAfter, &e.TaskFailing, &e.Versioning, &pinned, &e.HistoryBase, &e.ChainID, &e.ContinuedFrom, &e.ContinuedAs,
-		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts, &e.Parent, &e.Children)
+		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts, &e.Parent, &e.Children, &e.Concurrency)
 	if err != nil {
 		return nil, err
 	}
@@ -388,10 +404,11 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		timeouts                            = make([]*Timeouts, n)
 		parents                             = make([]*wire.ParentRef, n)
 		children                            = make([]*RunChildren, n)
+		concurrency                         = make([]*ConcurrencyRef, n)
 	)
 	for i, e := range es {
 		sticky[i], cancelReqs[i], timeouts[i] = nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Timeouts
-		parents[i], children[i] = e.Parent, e.Children
+		parents[i], children[i], concurrency[i] = e.Parent, e.Children, e.Concurrency
 		pruneAfter[i], failing[i], bases[i] = e.PruneAfter, e.TaskFailing, e.HistoryBase
 		historyBytes[i], warnings[i], updates[i] = e.HistoryBytes, e.HistoryWarning, e.Updates
 		chains[i], froms[i], ases[i] = nullIfEmpty(e.ChainID), nullIfEmpty(e.ContinuedFrom), nullIfEmpty(e.ContinuedAs)
@@ -408,17 +425,17 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by,
 			trace_parent, prune_after, task_failing, versioning, pinned_build, history_base, chain_id, continued_from, continued_as,
-			history_bytes, history_warning, updates, sticky_worker, cancel_request, timeouts, parent, children)
+			history_bytes, history_warning, updates, sticky_worker, cancel_request, timeouts, parent, children, concurrency)
 		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
 			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
 			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
 			unnest($18::timestamptz[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::jsonb[]),
 			unnest($23::text[]), unnest($24::text[]), unnest($25::int[]),
 			unnest($26::uuid[]), unnest($27::uuid[]), unnest($28::uuid[]), unnest($29::bigint[]), unnest($30::jsonb[]), unnest($31::jsonb[]), unnest($32::text[]),
-			unnest($33::jsonb[]), unnest($34::jsonb[]), unnest($35::jsonb[]), unnest($36::jsonb[])`,
+			unnest($33::jsonb[]), unnest($34::jsonb[]), unnest($35::jsonb[]), unnest($36::jsonb[]), unnest($37::jsonb[])`,
 		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
 		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy, traceParents, pruneAfter, failing,
-		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings, updates, sticky, cancelReqs, timeouts, parents, children)
+		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings, updates, sticky, cancelReqs, timeouts, parents, children, concurrency)
 }
 
 func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
@@ -427,9 +444,11 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 		for _, e := range es {
 			b.Queue(`UPDATE executions SET status = $2, result = $3, error = $4, last_seq = $5, wft_id = $6,
 				wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10, prune_after = $11, task_failing = $12, pinned_build = $13, history_base = $14, continued_as = $15,
-				history_bytes = $16, history_warning = $17, updates = $18, sticky_worker = $19, cancel_request = $20, children = $21 WHERE execution_id = $1`,
+				history_bytes = $16, history_warning = $17, updates = $18, sticky_worker = $19, cancel_request = $20, children = $21,
+				timeouts = $22, concurrency = $23 WHERE execution_id = $1`,
 				e.ExecutionID, e.Status, e.Result, e.Error, e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt, e.PruneAfter, e.TaskFailing,
-				nullIfEmpty(e.PinnedBuild), e.HistoryBase, nullIfEmpty(e.ContinuedAs), e.HistoryBytes, e.HistoryWarning, e.Updates, nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Children)
+				nullIfEmpty(e.PinnedBuild), e.HistoryBase, nullIfEmpty(e.ContinuedAs), e.HistoryBytes, e.HistoryWarning, e.Updates, nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Children,
+				e.Timeouts, e.Concurrency)
 		}
 		return
 	}
@@ -451,8 +470,11 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 		sticky             = make([]*string, n)
 		cancelReqs         = make([]*CancelRequest, n)
 		children           = make([]*RunChildren, n)
+		timeouts           = make([]*Timeouts, n)
+		concurrency        = make([]*ConcurrencyRef, n)
 	)
 	for i, e := range es {
+		timeouts[i], concurrency[i] = e.Timeouts, e.Concurrency
 		failing[i], pinned[i], bases[i], updates[i] = e.TaskFailing, nullIfEmpty(e.PinnedBuild), e.HistoryBase, e.Updates
 		sticky[i], cancelReqs[i], children[i] = nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Children
 		ases[i] = nullIfEmpty(e.ContinuedAs)
@@ -466,7 +488,7 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 			prune_after = v.prune_after, task_failing = v.task_failing, pinned_build = v.pinned_build,
 			history_base = v.history_base, continued_as = v.continued_as,
 			history_bytes = v.history_bytes, history_warning = v.history_warning, updates = v.updates, sticky_worker = v.sticky_worker,
-			cancel_request = v.cancel_request, children = v.children
+			cancel_request = v.cancel_request, children = v.children, timeouts = v.timeouts, concurrency = v.concurrency
 		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::text[]) AS status, unnest($3::jsonb[]) AS result,
 			unnest($4::jsonb[]) AS error, unnest($5::int[]) AS last_seq, unnest($6::int[]) AS wft_id, unnest($7::bool[]) AS wft_outstanding,
 			unnest($8::bool[]) AS wft_dirty, unnest($9::timestamptz[]) AS updated_at, unnest($10::timestamptz[]) AS closed_at,
@@ -474,10 +496,11 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 			unnest($13::text[]) AS pinned_build, unnest($14::int[]) AS history_base,
 			unnest($15::uuid[]) AS continued_as, unnest($16::bigint[]) AS history_bytes, unnest($17::jsonb[]) AS history_warning,
 			unnest($18::jsonb[]) AS updates, unnest($19::text[]) AS sticky_worker,
-			unnest($20::jsonb[]) AS cancel_request, unnest($21::jsonb[]) AS children) AS v
+			unnest($20::jsonb[]) AS cancel_request, unnest($21::jsonb[]) AS children, unnest($22::jsonb[]) AS timeouts,
+			unnest($23::jsonb[]) AS concurrency) AS v
 		WHERE e.execution_id = v.execution_id AND e.execution_id = ANY($1::uuid[])`,
 		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed, pruneAfter, failing, pinned, bases, ases,
-		historyBytes, warnings, updates, sticky, cancelReqs, children)
+		historyBytes, warnings, updates, sticky, cancelReqs, children, timeouts, concurrency)
 }
 
 // CountByWorkflow counts executions by workflow name and status; names,

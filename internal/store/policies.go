@@ -38,6 +38,9 @@ type PolicyState struct {
 	// StaleAt is when the state holds nothing any more (if Open is nil
 	// and nothing is queued).
 	StaleAt time.Time
+	// Running is how many executions of a concurrency key run, Limit its
+	// limit (the latest start's); its Queued executions are Pending.
+	Running, Limit int
 }
 
 // throttleState is how start_policy_keys.throttle stores a throttle's
@@ -131,7 +134,8 @@ func (r *Reads) LoadPolicyKeys(refs []PolicyRef, out map[PolicyRef]*PolicyState)
 	for i, ref := range refs {
 		names[i], kinds[i], keys[i] = ref.WorkflowName, ref.Kind, ref.Key
 	}
-	r.b.Queue(`SELECT k.workflow_name, k.kind, k.policy_key, k.throttle, k.queued, k.stale_at, CASE WHEN g.group_id IS NULL THEN NULL ELSE to_json(g) END
+	r.b.Queue(`SELECT k.workflow_name, k.kind, k.policy_key, k.throttle, k.queued, k.stale_at, k.running, k.climit,
+			CASE WHEN g.group_id IS NULL THEN NULL ELSE to_json(g) END
 		FROM start_policy_keys k LEFT JOIN deferred_starts g ON g.group_id = k.open_group
 		WHERE (k.workflow_name, k.kind, k.policy_key) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
 		FOR UPDATE OF k`, names, kinds, keys).Query(func(rows pgx.Rows) error {
@@ -141,9 +145,11 @@ func (r *Reads) LoadPolicyKeys(refs []PolicyRef, out map[PolicyRef]*PolicyState)
 			group    []byte
 			queued   int
 			staleAt  time.Time
+			running  int
+			limit    int
 		)
-		_, err := pgx.ForEachRow(rows, []any{&ref.WorkflowName, &ref.Kind, &ref.Key, &throttle, &queued, &staleAt, &group}, func() error {
-			st := &PolicyState{Queued: queued, StaleAt: staleAt}
+		_, err := pgx.ForEachRow(rows, []any{&ref.WorkflowName, &ref.Kind, &ref.Key, &throttle, &queued, &staleAt, &running, &limit, &group}, func() error {
+			st := &PolicyState{Queued: queued, StaleAt: staleAt, Running: running, Limit: limit}
 			if throttle != nil {
 				var ts throttleState
 				if err := json.Unmarshal(throttle, &ts); err != nil {
@@ -213,6 +219,7 @@ func queuePolicyWrites(b *pgx.Batch, shard int, w *PolicyWrites) {
 		n := len(w.Keys)
 		names, kinds, keys, throttles := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]*string, 0, n)
 		queued, opens, stale := make([]int32, 0, n), make([]*string, 0, n), make([]time.Time, 0, n)
+		running, limits := make([]int32, 0, n), make([]int32, 0, n)
 		for ref, st := range w.Keys {
 			var throttle *string
 			if ref.Kind == wire.PolicyThrottle {
@@ -230,13 +237,15 @@ func queuePolicyWrites(b *pgx.Batch, shard int, w *PolicyWrites) {
 			}
 			names, kinds, keys, throttles = append(names, ref.WorkflowName), append(kinds, ref.Kind), append(keys, ref.Key), append(throttles, throttle)
 			queued, opens, stale = append(queued, int32(st.Queued)), append(opens, open), append(stale, st.StaleAt)
+			running, limits = append(running, int32(st.Running)), append(limits, int32(st.Limit))
 		}
-		b.Queue(`INSERT INTO start_policy_keys (workflow_name, kind, policy_key, shard, throttle, queued, open_group, stale_at)
+		b.Queue(`INSERT INTO start_policy_keys (workflow_name, kind, policy_key, shard, throttle, queued, open_group, stale_at, running, climit)
 			SELECT unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), $4::int, unnest($5::text[])::json, unnest($6::int[]),
-				unnest($7::uuid[]), unnest($8::timestamptz[])
+				unnest($7::uuid[]), unnest($8::timestamptz[]), unnest($9::int[]), unnest($10::int[])
 			ON CONFLICT (workflow_name, kind, policy_key) DO UPDATE SET shard = excluded.shard, throttle = excluded.throttle,
-				queued = excluded.queued, open_group = excluded.open_group, stale_at = excluded.stale_at`,
-			names, kinds, keys, shard, throttles, queued, opens, stale)
+				queued = excluded.queued, open_group = excluded.open_group, stale_at = excluded.stale_at,
+				running = excluded.running, climit = excluded.climit`,
+			names, kinds, keys, shard, throttles, queued, opens, stale, running, limits)
 	}
 	if len(w.Groups) > 0 {
 		// The rows as JSON, whose members are the columns' names.
@@ -319,12 +328,13 @@ func DueGroups(ctx context.Context, tx Tx, shard int, now time.Time, limit int, 
 }
 
 // SweepStalePolicyKeys deletes up to limit policy keys that hold nothing
-// any more: no open group, no start waiting, and no start recent enough
-// to count against a throttle.
+// any more: no open group, no start waiting, no execution running under
+// a concurrency key, and no start recent enough to count against a
+// throttle.
 func SweepStalePolicyKeys(ctx context.Context, db DBTX, limit int) (int64, error) {
 	tag, err := db.Exec(ctx, `
 		DELETE FROM start_policy_keys WHERE ctid IN (
-			SELECT ctid FROM start_policy_keys WHERE open_group IS NULL AND queued = 0 AND stale_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED)`, limit)
+			SELECT ctid FROM start_policy_keys WHERE open_group IS NULL AND queued = 0 AND running = 0 AND stale_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED)`, limit)
 	if err != nil {
 		return 0, fmt.Errorf("sweep stale start policy keys: %w", err)
 	}

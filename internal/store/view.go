@@ -21,6 +21,13 @@ func (e *Execution) View() api.Execution {
 		at := r.At
 		v.CancelRequestedAt = &at
 	}
+	if c := e.Concurrency; c != nil {
+		key := c.Key
+		v.ConcurrencyKey = &key
+		if e.Status == wire.StatusPending {
+			v.WaitingFor = api.WaitingForConcurrency
+		}
+	}
 	if e.Parent != nil {
 		v.ParentExecutionID = e.Parent.ExecutionID
 	}

@@ -43,6 +43,7 @@ const (
 // in the public api package.
 const (
 	StatusRunning    = api.StatusRunning
+	StatusPending    = api.StatusPending
 	StatusCompleted  = api.StatusCompleted
 	StatusFailed     = api.StatusFailed
 	StatusCancelled  = api.StatusCancelled
@@ -117,7 +118,7 @@ const (
 // ValidStatus reports whether s names an execution status.
 func ValidStatus(s string) bool {
 	switch s {
-	case StatusRunning, StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut, StatusContinuedAsNew:
+	case StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusCancelled, StatusTerminated, StatusTimedOut, StatusContinuedAsNew:
 		return true
 	}
 	return false
@@ -429,6 +430,9 @@ const (
 	PolicyThrottle = "throttle"
 	PolicyDebounce = "debounce"
 	PolicyBatch    = "batch"
+	// PolicyConcurrency: at most Limit executions of the key run; the
+	// others are created Pending and begin in order as those close.
+	PolicyConcurrency = "concurrency"
 )
 
 // StartPolicy is a start policy as it applies to one start: its kind, its

@@ -1,0 +1,128 @@
+package scheduler_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
+)
+
+// startTally starts a tally that completes on its first signal, under a
+// concurrency policy of limit 2 keyed by /customer.
+func startTally(t *testing.T, s *devstack.Stack, customer, key string) stacktest.Answer {
+	t.Helper()
+	return stacktest.StartWorkflow(t, s, "tally", key, fmt.Sprintf(
+		`{"input": {"every": 100, "until": 1, "customer": %q}, "start_policy": {"concurrency": {"limit": 2, "key": "/customer"}}}`, customer))
+}
+
+func concurrencyOf(t *testing.T, s *devstack.Stack, key string) map[string]any {
+	t.Helper()
+	a := stacktest.Call(t, "GET", s.URL()+"/api/harvest/workflows/tally/concurrency?key="+key, nil, "")
+	require.Equal(t, 200, a.Status, a.Body)
+	return a.Body
+}
+
+func TestAConcurrencyPolicyRunsAtMostItsLimitPerKeyAndTheRestInOrder(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	var ids []string
+	for i := range 4 {
+		a := startTally(t, s, "c1", "")
+		require.Equal(t, 201, a.Status, a.Body)
+		want := "Running"
+		if i >= 2 {
+			want = "Pending"
+		}
+		require.Equal(t, want, a.Body["status"], "start %d", i)
+		if want == "Pending" {
+			require.Equal(t, "concurrency", a.Body["waiting_for"])
+		}
+		ids = append(ids, a.Body["execution_id"].(string))
+	}
+	other := startTally(t, s, "c2", "")
+	require.Equal(t, "Running", other.Body["status"], "another key has its own slots")
+	require.Equal(t, map[string]any{"workflow": "tally", "key": "c1", "running": 2.0, "pending": 2.0, "limit": 2.0}, concurrencyOf(t, s, "c1"))
+	pending := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+ids[2], nil, "")
+	require.Equal(t, "Pending", pending.Body["status"])
+	require.Equal(t, "concurrency", pending.Body["waiting_for"])
+	require.Equal(t, "c1", pending.Body["concurrency_key"])
+
+	// A Pending execution takes signals; it sees them when it begins.
+	sig := stacktest.Signal(t, s, ids[3], "add", "", "", "5")
+	require.Equal(t, 202, sig.Status, sig.Body)
+
+	// The first completes: the oldest Pending one begins.
+	require.Equal(t, 202, stacktest.Signal(t, s, ids[0], "add", "", "", "1").Status)
+	stacktest.WaitCompleted(t, s, ids[0])
+	stacktest.WaitStatus(t, s, ids[2], "Running")
+	require.Equal(t, "Pending", stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+ids[3], nil, "").Body["status"])
+
+	// The second completes: the last begins, and completes on the signal
+	// it was sent while it waited.
+	require.Equal(t, 202, stacktest.Signal(t, s, ids[1], "add", "", "", "1").Status)
+	stacktest.WaitCompleted(t, s, ids[3])
+	require.Equal(t, 202, stacktest.Signal(t, s, ids[2], "add", "", "", "1").Status)
+	stacktest.WaitCompleted(t, s, ids[2])
+	probe.Until(t, 30*time.Second, "the key's slots to be free", func() bool {
+		c := concurrencyOf(t, s, "c1")
+		return c["running"] == 0.0 && c["pending"] == 0.0
+	})
+
+	// Their begin times never put three at once.
+	var began, closed []time.Time
+	for _, id := range ids {
+		var b, c time.Time
+		require.NoError(t, stacktest.ExecDB(s, id).QueryRow(t.Context(),
+			`SELECT (concurrency->>'began_at')::timestamptz, closed_at FROM executions WHERE execution_id = $1`, id).Scan(&b, &c))
+		began, closed = append(began, b), append(closed, c)
+	}
+	require.True(t, !began[2].Before(closed[0]), "the third began once the first closed")
+	require.True(t, !began[3].Before(closed[1]), "the fourth began once the second closed")
+}
+
+func TestAPendingExecutionCancelledClosesAtOnceAndFreesItsPlace(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	a, b := startTally(t, s, "c1", "k-a"), startTally(t, s, "c1", "k-b")
+	c := startTally(t, s, "c1", "k-c")
+	require.Equal(t, "Pending", c.Body["status"])
+	// A keyed start under the policy is answered again with its execution.
+	again := startTally(t, s, "c1", "k-c")
+	require.Equal(t, 200, again.Status, again.Body)
+	require.Equal(t, c.Body["execution_id"], again.Body["execution_id"])
+
+	id := c.Body["execution_id"].(string)
+	cancel := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/cancel", nil, "")
+	require.Equal(t, 200, cancel.Status, cancel.Body)
+	require.Equal(t, "Cancelled", cancel.Body["status"])
+	require.Equal(t, map[string]any{"workflow": "tally", "key": "c1", "running": 2.0, "pending": 0.0, "limit": 2.0}, concurrencyOf(t, s, "c1"))
+	term := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+a.Body["execution_id"].(string)+"/terminate", nil, "")
+	require.Equal(t, "Terminated", term.Body["status"])
+	d := startTally(t, s, "c1", "")
+	require.Equal(t, "Running", d.Body["status"], "a slot was given back")
+	_ = b
+}
+
+func TestBadConcurrencyStartsAreRefused(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	for _, tc := range []struct {
+		body, code, field string
+		status            int
+	}{
+		{`{"input": {"every": 1}, "start_policy": {"concurrency": {"limit": 2, "key": "/customer"}}}`, "concurrency_key_missing", "input", 422},
+		{`{"input": {"customer": "c"}, "start_policy": {"concurrency": {"limit": 0, "key": "/customer"}}}`, "invalid_start_policy", "start_policy.concurrency.limit", 400},
+		{`{"input": {"customer": "c"}, "start_policy": {"concurrency": {"limit": 1, "key": "customer"}}}`, "invalid_start_policy", "start_policy.concurrency.key", 400},
+		{`{"input": {"customer": "c"}, "workflow_id": "w", "start_policy": {"concurrency": {"limit": 1}}}`, "invalid_workflow_id", "workflow_id", 400},
+	} {
+		a := stacktest.StartWorkflow(t, s, "tally", "", tc.body)
+		require.Equal(t, tc.status, a.Status, "%s: %v", tc.body, a.Body)
+		require.Equal(t, tc.code, a.Body["error"], tc.body)
+		require.Equal(t, tc.field, a.Body["field"], tc.body)
+	}
+}

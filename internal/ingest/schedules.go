@@ -149,6 +149,20 @@ func (s *Server) handlePutSchedule(w http.ResponseWriter, r *http.Request) {
 	if !s.readable(w) {
 		return
 	}
+	if limited(r.Context()) {
+		// A token limited to some workflows replaces only a schedule of
+		// one of them.
+		rctx, cancel := s.readContext(r.Context())
+		prior, _, err := store.GetSchedule(rctx, s.poolOfShard(s.scheduleShard(id)), id)
+		cancel()
+		switch {
+		case err == nil && !s.mayUse(w, r, prior.Definition.Workflow):
+			return
+		case err != nil && !errors.Is(err, store.ErrScheduleNotFound):
+			s.readError(w, id, err)
+			return
+		}
+	}
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSchedule,
 		Schedule: &wire.ScheduleCommand{ScheduleID: id, Op: wire.ScheduleOpPut, Definition: &req, Source: wire.ScheduleSourceAPI}}
 	out, ok := s.submitSchedule(w, r, id, cmd, "schedule")

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/api"
+	"github.com/harvest-engine/harvest/internal/auth"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
@@ -45,4 +46,36 @@ func TestTheConfigurationsSchedulesAreReconciledAtStartUp(t *testing.T) {
 	one = stacktest.Call(t, "GET", s.URL()+"/api/harvest/schedules/nightly-report", nil, "")
 	require.Equal(t, true, one.Body["paused"])
 	require.Equal(t, "quarter close", one.Body["note"])
+}
+
+func TestATokenLimitedToSomeWorkflowsSeesAndChangesOnlyTheirSchedules(t *testing.T) {
+	t.Parallel()
+	a, err := auth.New([]auth.Token{
+		{Name: "billing", SHA256: auth.Hash("t-billing"), Scopes: []auth.Scope{auth.ScopeStart, auth.ScopeRead}, Workflows: []string{"charge"}},
+		{Name: "ops", SHA256: auth.Hash("t-ops"), Scopes: []auth.Scope{auth.ScopeStart, auth.ScopeRead}},
+	})
+	require.NoError(t, err)
+	s := stacktest.Start(t, devstack.Config{Ingest: ingest.Config{Auth: a}})
+	as := func(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
+	tally := `{"workflow": "tally", "input": {"every": 100}, "spec": {"every": "1h"}}`
+	require.Equal(t, 201, stacktest.Call(t, "PUT", s.URL()+"/api/harvest/schedules/ops-tally", as("t-ops"), tally).Status)
+	require.Equal(t, 201, stacktest.Call(t, "PUT", s.URL()+"/api/harvest/schedules/billing-charge", as("t-billing"),
+		`{"workflow": "charge", "input": {"amount_cents": 1, "customer_id": "c"}, "spec": {"every": "1h"}}`).Status)
+
+	require.Equal(t, 404, stacktest.Call(t, "GET", s.URL()+"/api/harvest/schedules/ops-tally", as("t-billing"), "").Status)
+	require.Equal(t, 404, stacktest.Call(t, "GET", s.URL()+"/api/harvest/schedules/ops-tally/fires", as("t-billing"), "").Status)
+	require.Equal(t, 404, stacktest.Call(t, "POST", s.URL()+"/api/harvest/schedules/ops-tally/pause", as("t-billing"), "").Status)
+	require.Equal(t, 404, stacktest.Call(t, "DELETE", s.URL()+"/api/harvest/schedules/ops-tally", as("t-billing"), "").Status)
+	// Replacing another workflow's schedule under an id it cannot see.
+	taken := stacktest.Call(t, "PUT", s.URL()+"/api/harvest/schedules/ops-tally", as("t-billing"),
+		`{"workflow": "charge", "input": {"amount_cents": 1, "customer_id": "c"}, "spec": {"every": "1h"}}`)
+	require.Equal(t, 403, taken.Status, taken.Body)
+	// Nor a schedule of a workflow it may not start.
+	require.Equal(t, 403, stacktest.Call(t, "PUT", s.URL()+"/api/harvest/schedules/mine", as("t-billing"), tally).Status)
+
+	list := stacktest.Call(t, "GET", s.URL()+"/api/harvest/schedules", as("t-billing"), "")
+	require.Len(t, list.Body["schedules"], 1)
+	require.Equal(t, "billing-charge", list.Body["schedules"].([]any)[0].(map[string]any)["schedule_id"])
+	got := stacktest.Call(t, "GET", s.URL()+"/api/harvest/schedules/ops-tally", as("t-ops"), "")
+	require.Equal(t, "tally", got.Body["workflow"], "untouched")
 }

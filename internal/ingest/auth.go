@@ -113,6 +113,15 @@ func sees(ctx context.Context, workflow string) bool {
 	return p == nil || p.Sees(workflow)
 }
 
+// limitedTo is the workflows the caller's token is limited to, nil when
+// it is not.
+func limitedTo(ctx context.Context) []string {
+	if p := principalOf(ctx); p != nil {
+		return p.Workflows()
+	}
+	return nil
+}
+
 // limited says whether the caller's token is limited to some workflows.
 func limited(ctx context.Context) bool {
 	p := principalOf(ctx)

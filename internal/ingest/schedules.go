@@ -237,10 +237,9 @@ func (s *Server) handleListSchedules(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var all []*store.Schedule
 	for _, pool := range s.pools() {
-		// A limited token's schedules are filtered after the read: more
-		// are read than a page holds, so that a page is full when it can
-		// be.
-		page, err := store.ListSchedules(rctx, pool, after, limit+1)
+		// A limited token's schedules only; one more than a page holds,
+		// to know whether there are more.
+		page, err := store.ListSchedules(rctx, pool, after, limit+1, limitedTo(r.Context()))
 		if err != nil {
 			s.readError(w, "", err)
 			return
@@ -429,6 +428,8 @@ func (s *Server) handleBackfillSchedule(w http.ResponseWriter, r *http.Request) 
 		rej = bad("end", "end: want the last nominal time to fire, RFC 3339")
 	case req.End.Before(req.Start):
 		rej = bad("end", "end is before start")
+	case req.End.After(time.Now()):
+		rej = bad("end", "end is in the future: the spec fires those times as they come")
 	case !schedspec.ValidOverlap(req.Overlap):
 		rej = bad("overlap", fmt.Sprintf("overlap %q: want %s", req.Overlap, schedspec.Overlaps))
 	}

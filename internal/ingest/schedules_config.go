@@ -86,7 +86,7 @@ func (s *Server) reconcileSchedules(ctx context.Context) error {
 	for _, pool := range s.pools() {
 		after := ""
 		for {
-			page, err := store.ListSchedules(ctx, pool, after, 500)
+			page, err := store.ListSchedules(ctx, pool, after, 500, nil)
 			if err != nil {
 				return err
 			}

@@ -50,6 +50,11 @@ func (b *batch) concurrencyStart(c seqCommand, ref store.PolicyRef, st *store.Po
 	st.Queued++
 	b.writes.Concurrency.Waiting = append(b.writes.Concurrency.Waiting, store.ConcurrencyWaiter{
 		ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, Key: p.Key, Seq: int64(c.seq)})
+	if st.Running < st.Limit {
+		// A start that raised the limit: the slots it made are taken by
+		// the oldest waiting, this one after them.
+		b.writes.Concurrency.Release = true
+	}
 }
 
 // concurrencyClosed gives back the slot of e's chain, which closes, or

@@ -90,7 +90,11 @@ func (b *batch) scheduleCommand(c seqCommand) {
 		}
 		// A replaced schedule keeps where its firing stands: the new
 		// spec's times after it fire, and what it started still counts
-		// for its overlap policy.
+		// for its overlap policy. A new spec's times before now were never
+		// due: they are not fired as missed.
+		if !sameSpec(sc.Definition.Spec, stored.Spec) && sc.FiredThrough.Before(b.now) {
+			sc.FiredThrough = b.now
+		}
 		sc.Definition, sc.Source, sc.Paused, sc.Note = stored, cmd.Source, def.Paused, def.Note
 	case wire.ScheduleOpPause:
 		sc.Paused, sc.Note, out.Status = true, cmd.Note, "paused"
@@ -105,7 +109,9 @@ func (b *batch) scheduleCommand(c seqCommand) {
 		t := cmd.Start.Add(-time.Nanosecond)
 		for n := 0; n < api.MaxBackfillFires; n++ {
 			var ok bool
-			if t, ok = spec.Next(t); !ok || t.After(cmd.End) {
+			// Up to the times the spec decided: a later one fires when it
+			// comes (ingest refuses an end in the future).
+			if t, ok = spec.Next(t); !ok || t.After(cmd.End) || t.After(sc.FiredThrough) {
 				break
 			}
 			b.fireSchedule(sc, t, api.FireByBackfill, overlap)
@@ -133,6 +139,13 @@ func cmp0(a, b string) string {
 // one's members in its own order.
 func sameDefinition(a, b api.ScheduleRequest) bool {
 	a.Input, b.Input = canonicalJSON(a.Input), canonicalJSON(b.Input)
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// sameSpec says whether two specs give the same times.
+func sameSpec(a, b api.ScheduleSpec) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
@@ -202,6 +215,7 @@ func (b *batch) advanceSchedule(sc *store.Schedule, spec *schedspec.Spec) {
 // while an execution an earlier fire started runs, the policy decides;
 // otherwise it starts.
 func (b *batch) fireSchedule(sc *store.Schedule, t time.Time, trigger, overlap string) {
+	b.dropUnanswered(sc)
 	if len(sc.Running) == 0 || overlap == api.OverlapAllowAll || b.deduplicated(sc, t, trigger) {
 		b.startFire(sc, t, trigger)
 		return
@@ -253,6 +267,25 @@ func (b *batch) fireSchedule(sc *store.Schedule, t time.Time, trigger, overlap s
 // deduplicated, whatever the overlap policy.
 func (b *batch) deduplicated(sc *store.Schedule, t time.Time, trigger string) bool {
 	return trigger != api.FireBySpec && (runningAt(sc, t) >= 0 || b.priorFire(sc.ScheduleID, t) != nil)
+}
+
+// unansweredAfter is how long a fire's start may go without a word from
+// the workflow's shard before the fire is taken as failed: its start was
+// set aside there, or the shard runs a scheduler that does not report.
+const unansweredAfter = time.Hour
+
+// dropUnanswered records as start_failed the fires of sc whose start
+// was sent longer ago than unansweredAfter and never answered, so that
+// they do not hold a skip schedule's slot for ever.
+func (b *batch) dropUnanswered(sc *store.Schedule) {
+	sc.Running = slices.DeleteFunc(sc.Running, func(r store.RunningFire) bool {
+		if r.ExecutionID != "" || r.SentAt.IsZero() || b.now.Sub(r.SentAt) < unansweredAfter {
+			return false
+		}
+		b.recordFire(sc, &store.ScheduleFire{Nominal: r.Nominal, Trigger: r.Trigger, WorkflowID: r.WorkflowID, Outcome: api.FireStartFailed,
+			Error: api.CodeUnavailable, Message: fmt.Sprintf("the workflow's shard did not answer its start within %s", unansweredAfter)})
+		return true
+	})
 }
 
 // runningAt is the index of sc's running fire of nominal time t, -1
@@ -322,7 +355,7 @@ func (b *batch) startFire(sc *store.Schedule, t time.Time, trigger string) {
 		failed(api.CodePayloadTooLarge, tooLarge("the schedule's start (its input)"))
 		return
 	}
-	sc.Running = append(sc.Running, store.RunningFire{Nominal: t, Trigger: trigger, WorkflowID: wfid})
+	sc.Running = append(sc.Running, store.RunningFire{Nominal: t, Trigger: trigger, WorkflowID: wfid, SentAt: b.now})
 	fire.Outcome = api.FireStarting
 	b.recordFire(sc, fire)
 }
@@ -451,6 +484,15 @@ func (b *batch) reportScheduleStart(s *wire.StartCommand, out wire.Outcome) {
 	ref := s.Parent.Schedule
 	r := &wire.ScheduleReport{ScheduleID: ref.ScheduleID, Nominal: ref.Nominal, What: wire.ReportScheduleStarted, ExecutionID: out.ExecutionID,
 		WorkflowID: out.WorkflowID, Status: out.Status, Deduplicated: out.Deduplicated}
+	if r.Status == wire.StatusContinuedAsNew {
+		// The key found the first run of a chain: the chain stands as its
+		// newest run does, as far as the batch knows it; one not known
+		// runs on, and its close is told when its last run closes.
+		r.Status = wire.StatusRunning
+		if e := b.newest(b.execs[out.ExecutionID]); e != nil && e.Status != wire.StatusContinuedAsNew {
+			r.Status = e.Status
+		}
+	}
 	if out.Error != "" {
 		r.What, r.ExecutionID, r.Status, r.Error, r.Message = wire.ReportScheduleStartFailed, "", "", out.Error, out.Message
 	}

@@ -62,7 +62,7 @@ func (b *batch) signalWithStart(c seqCommand) {
 			b.outcome(out, prior, false, false) // landed before: the same execution, nothing appended
 			return
 		}
-		if prior.Status == wire.StatusRunning {
+		if prior.Status == wire.StatusRunning || prior.Status == wire.StatusPending {
 			b.deliverSignal(prior, sg)
 			out.SignalDelivered = true
 			b.outcome(out, prior, false, false)

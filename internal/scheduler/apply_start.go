@@ -48,14 +48,14 @@ func (b *batch) start(c seqCommand) {
 		// parent's close policy would reach it): a running one is a
 		// conflict, unless the policy terminates it; after a closed one,
 		// a fresh run, as the policy allows.
-		refuse := prior.Status == wire.StatusRunning && s.ReusePolicy != wire.ReuseTerminateIfRunning
+		refuse := isOpen(prior) && s.ReusePolicy != wire.ReuseTerminateIfRunning
 		switch s.ReusePolicy {
 		case wire.ReuseRejectDuplicate:
 			refuse = true
 		case wire.ReuseAllowDuplicateFailedOnly:
 			refuse = refuse || (prior.Status != wire.StatusFailed && prior.Status != wire.StatusCancelled)
 		case wire.ReuseTerminateIfRunning:
-			if prior.Status == wire.StatusRunning {
+			if isOpen(prior) {
 				b.terminate(prior, "terminated by a child workflow's start with reuse_policy terminate_if_running")
 			}
 		}
@@ -73,7 +73,7 @@ func (b *batch) start(c seqCommand) {
 				fmt.Sprintf("workflow %s with workflow_id %q already exists (execution %s, %s)", s.WorkflowName, s.WorkflowID, prior.ExecutionID, prior.Status))
 			return
 		case wire.ReuseTerminateIfRunning:
-			if prior.Status == wire.StatusRunning {
+			if isOpen(prior) {
 				b.terminate(prior, "terminated by a start with reuse_policy terminate_if_running")
 			}
 		case wire.ReuseAllowDuplicateFailedOnly:
@@ -230,6 +230,12 @@ func (b *batch) settleClaims() {
 			b.writes.RepointClaims[ref] = e.ExecutionID
 		}
 	}
+}
+
+// isOpen says whether e has not closed: Running, or Pending (it waits for
+// a concurrency slot).
+func isOpen(e *store.Execution) bool {
+	return e.Status == wire.StatusRunning || e.Status == wire.StatusPending
 }
 
 // sameChild says whether the execution e is the child p names: a start

@@ -126,3 +126,29 @@ func TestBadConcurrencyStartsAreRefused(t *testing.T) {
 		require.Equal(t, tc.field, a.Body["field"], tc.body)
 	}
 }
+
+func TestAPendingExecutionIsOpenToSignalWithStartAndARaisedLimitBeginsTheWaiting(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	start := func(limit int) stacktest.Answer {
+		a := stacktest.StartWorkflow(t, s, "tally", "", fmt.Sprintf(
+			`{"input": {"every": 100, "until": 1, "customer": "c9"}, "start_policy": {"concurrency": {"limit": %d, "key": "/customer"}}}`, limit))
+		require.Equal(t, 201, a.Status, a.Body)
+		return a
+	}
+	start(1)
+	b := start(1)
+	require.Equal(t, "Pending", b.Body["status"])
+	// A signal-with-start naming the Pending execution's workflow_id
+	// signals it: it is open, not closed.
+	sws := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/tally/signal-with-start", nil,
+		fmt.Sprintf(`{"workflow_id": %q, "signal_name": "add", "signal_payload": 1, "input": {"every": 100}}`, b.Body["workflow_id"]))
+	require.Less(t, sws.Status, 300, sws.Body)
+	require.Equal(t, b.Body["execution_id"], sws.Body["execution_id"])
+	// A start that raises the key's limit to 3 makes two slots: the one
+	// waiting begins, and so does it.
+	c := start(3)
+	require.Equal(t, "Pending", c.Body["status"], "it came after one that waits")
+	stacktest.WaitCompleted(t, s, b.Body["execution_id"].(string)) // it had its signal
+	stacktest.WaitStatus(t, s, c.Body["execution_id"].(string), "Running")
+}

@@ -100,6 +100,11 @@ func TestASchedulesFiresStartOneExecutionEachAndAreInItsLedger(t *testing.T) {
 	}
 	require.NotNil(t, backfilled)
 	require.Equal(t, "deduplicated", backfilled["outcome"])
+	future := stacktest.Call(t, "POST", s.URL()+"/api/harvest/schedules/every-second/backfill", nil,
+		`{"start": "`+first["nominal_time"].(string)+`", "end": "2999-01-01T00:00:00Z"}`)
+	require.Equal(t, 400, future.Status, future.Body)
+	require.Equal(t, "invalid_backfill", future.Body["error"])
+	require.Equal(t, "end", future.Body["field"])
 	require.Equal(t, first["execution_id"], backfilled["execution_id"])
 
 	// A trigger fires now, paused or not.

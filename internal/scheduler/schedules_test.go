@@ -96,3 +96,32 @@ func TestADefinitionIsTheSameWhateverTheOrderOfItsInputsMembers(t *testing.T) {
 	b.Input = []byte(`{"a":{"c":[2,1],"d":2.50},"b":1}`)
 	require.False(t, sameDefinition(a, b))
 }
+
+func TestANewSpecFiresNoneOfItsPastTimes(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m, err := NewMemory(MemoryConfig{})
+	require.NoError(t, err)
+	putSchedule(t, m, t0, "s", api.ScheduleRequest{Workflow: "tick", TaskQueue: "default", Spec: api.ScheduleSpec{Every: "1h"}, Overlap: api.OverlapAllowAll})
+	require.Len(t, fireUntilDone(t, m, t0.Add(time.Hour)), 1)
+	// At 01:30 the spec becomes every minute: 01:01 to 01:30 were never
+	// due, and do not fire as missed.
+	putSchedule(t, m, t0.Add(90*time.Minute), "s", api.ScheduleRequest{Workflow: "tick", TaskQueue: "default", Spec: api.ScheduleSpec{Every: "1m"}, Overlap: api.OverlapAllowAll})
+	require.Empty(t, fireUntilDone(t, m, t0.Add(90*time.Minute)))
+	require.Len(t, fireUntilDone(t, m, t0.Add(91*time.Minute)), 1)
+	require.Equal(t, map[string]int{"starting": 2}, countOutcomes(m, "s"))
+}
+
+func TestAFireWhoseStartIsNeverAnsweredStopsHoldingItsSlot(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m, err := NewMemory(MemoryConfig{})
+	require.NoError(t, err)
+	putSchedule(t, m, t0, "s", api.ScheduleRequest{Workflow: "tick", TaskQueue: "default", Spec: api.ScheduleSpec{Every: "30m"}})
+	// The starts are never applied (their commands are dropped here): the
+	// first holds the slot, until an hour without an answer.
+	started := 0
+	for step := 1; step <= 4; step++ {
+		started += len(fireUntilDone(t, m, t0.Add(time.Duration(step)*30*time.Minute)))
+	}
+	require.Equal(t, 2, started, "00:30, then 01:30 once 00:30's start went an hour unanswered")
+	require.Equal(t, map[string]int{"start_failed": 1, "starting": 1, "skipped_overlap": 2}, countOutcomes(m, "s"))
+}

@@ -241,7 +241,7 @@ func ReportDrain(ctx context.Context, db DBTX) (DrainReport, error) {
 	err := db.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM start_claims WHERE expires_at > now()),
 			(SELECT max(expires_at) FROM start_claims WHERE expires_at > now()),
-			(SELECT count(*) FROM executions WHERE status = 'Running'),
+			(SELECT count(*) FROM executions WHERE status IN ('Running', 'Pending')),
 			(SELECT coalesce(sum(size), 0) FROM deferred_starts)`).Scan(&r.LiveKeys, &r.Until, &r.Running, &r.Deferred)
 	if err != nil {
 		return r, fmt.Errorf("report drain: %w", err)

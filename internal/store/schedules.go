@@ -49,6 +49,8 @@ type RunningFire struct {
 	// stop, StopWith which.
 	Stopping bool   `json:"stopping,omitempty"`
 	StopWith string `json:"stop_with,omitempty"`
+	// SentAt is when its start was sent.
+	SentAt time.Time `json:"sent_at,omitzero"`
 }
 
 // BufferedFire is a fire waiting for the running ones to close.
@@ -331,9 +333,11 @@ func LastFires(ctx context.Context, db DBTX, ids []string) (map[string]*Schedule
 	return out, nil
 }
 
-// ListSchedules reads up to limit schedules with ids after after, by id.
-func ListSchedules(ctx context.Context, db DBTX, after string, limit int) ([]*Schedule, error) {
-	rows, err := db.Query(ctx, `SELECT to_json(s) FROM schedules s WHERE schedule_id > $1 ORDER BY schedule_id LIMIT $2`, after, limit)
+// ListSchedules reads up to limit schedules with ids after after, by
+// id: of the workflows, when it is not nil.
+func ListSchedules(ctx context.Context, db DBTX, after string, limit int, workflows []string) ([]*Schedule, error) {
+	rows, err := db.Query(ctx, `SELECT to_json(s) FROM schedules s WHERE schedule_id > $1
+		AND ($3::text[] IS NULL OR definition->>'workflow' = ANY($3)) ORDER BY schedule_id LIMIT $2`, after, limit, workflows)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}

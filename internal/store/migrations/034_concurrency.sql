@@ -24,7 +24,10 @@ CREATE TABLE concurrency_waiting (
 );
 CREATE INDEX concurrency_waiting_key_idx ON concurrency_waiting (workflow_name, policy_key, seq);
 
--- A Pending execution waits for its key's slot.
+-- A Pending execution waits for its key's slot. The constraint is added
+-- unchecked, then checked under a lock that lets the table be written,
+-- rather than checked holding every write back.
 ALTER TABLE executions DROP CONSTRAINT executions_status_check;
 ALTER TABLE executions ADD CONSTRAINT executions_status_check
-	CHECK (status IN ('Pending', 'Running', 'Completed', 'Failed', 'Cancelled', 'Terminated', 'TimedOut', 'ContinuedAsNew'));
+	CHECK (status IN ('Pending', 'Running', 'Completed', 'Failed', 'Cancelled', 'Terminated', 'TimedOut', 'ContinuedAsNew')) NOT VALID;
+ALTER TABLE executions VALIDATE CONSTRAINT executions_status_check;

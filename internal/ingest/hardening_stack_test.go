@@ -73,13 +73,22 @@ func TestTheAPIBoundsWhatItServesAtOnce(t *testing.T) {
 	addr := strings.TrimPrefix(s.URL(), "http://")
 
 	// Two requests whose bodies never finish hold both slots.
-	var held []net.Conn
-	for range 2 {
+	hold := func() net.Conn {
 		conn, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
-		held = append(held, conn)
 		_, err = fmt.Fprintf(conn, "POST /api/harvest/workflows/onboarding/start HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 		require.NoError(t, err)
+		return conn
+	}
+	held := []net.Conn{hold(), hold()}
+	// answered says whether the server answered a held request: one the
+	// server took after a probe below had a slot was refused 503, and is
+	// sent again.
+	answered := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		n, _ := c.Read(make([]byte, 1))
+		_ = c.SetReadDeadline(time.Time{})
+		return n > 0
 	}
 	// answer is what get keeps of a response, whose body it has read and
 	// closed.
@@ -107,6 +116,12 @@ func TestTheAPIBoundsWhatItServesAtOnce(t *testing.T) {
 		}
 	})
 	probe.Until(t, 30*time.Second, "both slots to be held", func() bool {
+		for i, c := range held {
+			if answered(c) {
+				_ = c.Close()
+				held[i] = hold()
+			}
+		}
 		resp = get("/api/harvest/executions", "")
 		statuses[resp.StatusCode]++
 		return resp.StatusCode == http.StatusServiceUnavailable

@@ -49,6 +49,15 @@ func (b *batch) scheduleCommand(c seqCommand) {
 		b.addOutcome(out)
 		return
 	}
+	if sc != nil && sc.Unreadable {
+		if cmd.Op != wire.ScheduleOpPut {
+			b.refuse(out, http.StatusUnprocessableEntity, api.CodeCommandRejected,
+				fmt.Sprintf("schedule %q cannot be read (a row no version of this scheduler wrote): replace it or delete it", cmd.ScheduleID))
+			return
+		}
+		sc = nil // replaced whole, as a new one
+		b.schedules[cmd.ScheduleID] = nil
+	}
 	def := cmd.Definition
 	if def == nil {
 		def = &sc.Definition
@@ -401,8 +410,8 @@ func (b *batch) startBuffered(sc *store.Schedule) {
 // start (or its refusal), or the close of its execution's chain.
 func (b *batch) scheduleReport(r *wire.ScheduleReport) {
 	sc := b.schedules[r.ScheduleID]
-	if sc == nil {
-		return // deleted since
+	if sc == nil || sc.Unreadable {
+		return // deleted since, or set aside
 	}
 	i := runningAt(sc, r.Nominal)
 	if i < 0 {
@@ -531,11 +540,17 @@ func (b *batch) finishSchedules() {
 // the shard's schedules, in tx; it returns what to write (nil: none was
 // due) and how many schedules it advanced.
 func fireSchedules(ctx context.Context, tx store.Tx, env applyEnv, applied int64, now time.Time, limit int) (*store.Writes, int, error) {
-	due, err := store.DueSchedules(ctx, tx, env.shard, now, limit)
-	if err != nil || len(due) == 0 {
+	due, bad, err := store.DueSchedules(ctx, tx, env.shard, now, limit)
+	if err != nil || len(due)+len(bad) == 0 {
 		return nil, 0, err
 	}
 	b := newBatch(ctx, env, now.UTC(), applied)
+	for id, why := range bad {
+		// Not one this version can read: set aside, so that it does not
+		// stop the shard's other schedules.
+		b.log.Error("a schedule's row cannot be read: it fires no more until it is replaced", "schedule_id", id, "err", why)
+		b.writes.Schedules.SetAside = append(b.writes.Schedules.SetAside, id)
+	}
 	for _, sc := range due {
 		b.schedules[sc.ScheduleID] = sc
 		b.advanceDue(sc)
@@ -544,7 +559,7 @@ func fireSchedules(ctx context.Context, tx store.Tx, env applyEnv, applied int64
 			Before: b.now.Add(-b.retention.For(sc.Definition.Workflow))})
 	}
 	b.finishSchedules()
-	return &b.writes, len(due), nil
+	return &b.writes, len(due) + len(bad), nil
 }
 
 // advanceDue advances sc, which is due.

@@ -175,3 +175,30 @@ func TestBadSchedulesAreRefusedNamingTheField(t *testing.T) {
 	require.Equal(t, 404, missing.Status)
 	require.Equal(t, "schedule_not_found", missing.Body["error"])
 }
+
+func TestAScheduleRowThatCannotBeReadIsSetAsideAndStopsNoOther(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	put := stacktest.Call(t, "PUT", s.URL()+"/api/harvest/schedules/steady", nil,
+		`{"workflow": "charge", `+stacktest.ChargeInput+`, "spec": {"every": "1s"}, "overlap": "allow_all"}`)
+	require.Equal(t, 201, put.Status, put.Body)
+	db := s.DB
+	var shard int
+	require.NoError(t, db.QueryRow(t.Context(), `SELECT shard FROM schedules WHERE schedule_id = 'steady'`).Scan(&shard))
+	// A row no version of Harvest writes, due now, on the same shard.
+	_, err := db.Exec(t.Context(), `INSERT INTO schedules (schedule_id, shard, definition, source, paused, note, fired_through, next_due,
+		running, buffered, created_at, updated_at) VALUES ('broken', $1, '{"workflow": 5}', 'api', false, '', now(), now(), '[]', '[]', now(), now())`, shard)
+	require.NoError(t, err)
+	probe.Until(t, 30*time.Second, "the broken row set aside", func() bool {
+		return stacktest.DBCount(t, s, `SELECT count(*) FROM schedules WHERE schedule_id = 'broken' AND next_due IS NULL`) == 1
+	})
+	before := countOutcome(fires(t, s, "steady"), "started")
+	probe.Until(t, 30*time.Second, "the other schedule to go on firing", func() bool {
+		return countOutcome(fires(t, s, "steady"), "started") >= before+2
+	})
+	// It can be replaced whole.
+	again := stacktest.Call(t, "PUT", s.URL()+"/api/harvest/schedules/broken", nil,
+		`{"workflow": "charge", `+stacktest.ChargeInput+`, "spec": {"every": "1h"}}`)
+	require.Equal(t, 201, again.Status, again.Body)
+	require.Equal(t, 200, stacktest.Call(t, "GET", s.URL()+"/api/harvest/schedules/broken", nil, "").Status)
+}

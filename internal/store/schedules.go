@@ -33,6 +33,9 @@ type Schedule struct {
 	Buffered  []BufferedFire `json:"buffered"`
 	CreatedAt time.Time      `json:"created_at"`
 	UpdatedAt time.Time      `json:"updated_at"`
+	// Unreadable says its row could not be decoded (LoadSchedules): it
+	// can be replaced or deleted, nothing else.
+	Unreadable bool `json:"-"`
 }
 
 // RunningFire is a fire whose execution has not closed, or whose start
@@ -109,6 +112,9 @@ type ScheduleWrites struct {
 	// Prune deletes the ledger rows of schedules older than their
 	// times.
 	Prune []FirePrune
+	// SetAside are schedules whose rows cannot be read: they are due no
+	// more (next_due NULL), left for an operator.
+	SetAside []string
 }
 
 // FirePrune is a schedule's ledger rows to delete: those of nominal
@@ -134,14 +140,19 @@ func (r *Reads) LoadSchedules(ids []string, out map[string]*Schedule) {
 	if len(ids) == 0 {
 		return
 	}
-	r.b.Queue(`SELECT to_json(s) FROM schedules s WHERE schedule_id = ANY($1) FOR UPDATE`, ids).Query(func(rows pgx.Rows) error {
-		var raw []byte
-		_, err := pgx.ForEachRow(rows, []any{&raw}, func() error {
+	r.b.Queue(`SELECT schedule_id, to_json(s) FROM schedules s WHERE schedule_id = ANY($1) FOR UPDATE`, ids).Query(func(rows pgx.Rows) error {
+		var (
+			id  string
+			raw []byte
+		)
+		_, err := pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
 			sc, err := decodeSchedule(raw)
-			if err == nil {
-				out[sc.ScheduleID] = sc
+			if err != nil {
+				// Replaced or deleted, it goes; it stops nothing else.
+				sc = &Schedule{ScheduleID: id, Unreadable: true}
 			}
-			return err
+			out[id] = sc
+			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("load schedules: %w", err)
@@ -189,6 +200,9 @@ func scanFire(row pgx.CollectableRow) (*ScheduleFire, error) {
 }
 
 func queueScheduleWrites(b *pgx.Batch, w *ScheduleWrites) {
+	if len(w.SetAside) > 0 {
+		b.Queue(`UPDATE schedules SET next_due = NULL WHERE schedule_id = ANY($1)`, w.SetAside)
+	}
 	if n := len(w.Prune); n > 0 {
 		ids, befores := make([]string, n), make([]time.Time, n)
 		for i, p := range w.Prune {
@@ -267,23 +281,35 @@ func nonEmpty(s string) *string {
 
 // DueSchedules reads, locked, up to limit schedules of shard due at now,
 // earliest first; skipping those another transaction holds.
-func DueSchedules(ctx context.Context, tx Tx, shard int, now time.Time, limit int) ([]*Schedule, error) {
-	rows, err := tx.Query(ctx, `SELECT to_json(s) FROM schedules s WHERE shard = $1 AND next_due <= $2
+// A row that does not decode (written by no version of Harvest that
+// reads it) is returned in bad, with why, for the caller to set aside:
+// it does not stop the others.
+func DueSchedules(ctx context.Context, tx Tx, shard int, now time.Time, limit int) (due []*Schedule, bad map[string]error, err error) {
+	rows, err := tx.Query(ctx, `SELECT schedule_id, to_json(s) FROM schedules s WHERE shard = $1 AND next_due <= $2
 		ORDER BY next_due LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit)
 	if err != nil {
-		return nil, fmt.Errorf("due schedules of shard %d: %w", shard, err)
+		return nil, nil, fmt.Errorf("due schedules of shard %d: %w", shard, err)
 	}
-	var out []*Schedule
-	var raw []byte
-	_, err = pgx.ForEachRow(rows, []any{&raw}, func() error {
+	var (
+		id  string
+		raw []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
 		sc, err := decodeSchedule(raw)
-		out = append(out, sc)
-		return err
+		if err != nil {
+			if bad == nil {
+				bad = map[string]error{}
+			}
+			bad[id] = err
+			return nil
+		}
+		due = append(due, sc)
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("due schedules of shard %d: %w", shard, err)
+		return nil, nil, fmt.Errorf("due schedules of shard %d: %w", shard, err)
 	}
-	return out, nil
+	return due, bad, nil
 }
 
 // ErrScheduleNotFound is GetSchedule's error for a schedule that does

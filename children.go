@@ -59,6 +59,10 @@ type ChildOptions struct {
 	// of continued runs (zero: its workflow's configured ones).
 	RunTimeout       time.Duration
 	ExecutionTimeout time.Duration
+	// Priority is the priority of the child's tasks, from api.MinPriority
+	// (1) to api.MaxPriority (5); zero means the parent's. Another fails
+	// the child's start (invalid_priority).
+	Priority int
 }
 
 // childState is a child workflow the code started, and what the history
@@ -178,7 +182,7 @@ func ExecuteChildWorkflow(ctx *WorkflowContext, name string, input any, opts ...
 	served := x.serves != nil && x.serves(name, cmpOr(o.TaskQueue, x.info.TaskQueue))
 	x.decide(wire.Decision{Type: wire.DecisionStartChild, Child: &wire.ChildAttrs{ChildID: id, WorkflowName: name, WorkflowID: o.WorkflowID,
 		TaskQueue: o.TaskQueue, Input: raw, ParentClosePolicy: o.ParentClosePolicy, ReusePolicy: o.ReusePolicy,
-		RunTimeoutMS: ceilMS(o.RunTimeout), ExecutionTimeoutMS: ceilMS(o.ExecutionTimeout), Served: served}})
+		RunTimeoutMS: ceilMS(o.RunTimeout), ExecutionTimeoutMS: ceilMS(o.ExecutionTimeout), Priority: o.Priority, Served: served}})
 	return f
 }
 

@@ -27,6 +27,11 @@ type ActivityOptions struct {
 	// means the workflow's own. Letters, digits, '_' and '-', at most
 	// 128 bytes: an activity given another fails at once, not retried.
 	TaskQueue string
+	// Priority orders the activity's tasks among the others of its task
+	// queue, from api.MinPriority (1) to api.MaxPriority (5), higher taken
+	// first (docs/start-policies.md#priorities); zero means its
+	// execution's. An activity given another fails at once, not retried.
+	Priority int
 }
 
 // RetryPolicy says how failed attempts are retried: after attempt n fails,
@@ -86,6 +91,9 @@ func (o ActivityOptions) merge(over ActivityOptions) ActivityOptions {
 	if over.TaskQueue != "" {
 		o.TaskQueue = over.TaskQueue
 	}
+	if over.Priority != 0 {
+		o.Priority = over.Priority
+	}
 	return o
 }
 
@@ -97,5 +105,6 @@ func (o ActivityOptions) wire() *wire.ActivityOptions {
 	return &wire.ActivityOptions{
 		StartToCloseMS: o.StartToClose.Milliseconds(), ScheduleToCloseMS: o.ScheduleToClose.Milliseconds(),
 		HeartbeatTimeoutMS: o.HeartbeatTimeout.Milliseconds(), Retry: p.wire(), TaskQueue: o.TaskQueue,
+		Priority: o.Priority,
 	}
 }

@@ -67,7 +67,21 @@ type StartRequest struct {
 	// invalid_timeout.
 	RunTimeout       *string `json:"run_timeout,omitempty"`
 	ExecutionTimeout *string `json:"execution_timeout,omitempty"`
+	// Priority orders the execution's tasks among the others of its task
+	// queue: from MinPriority to MaxPriority, higher taken first, equal
+	// ones in order (docs/start-policies.md#priorities). Its activities
+	// run at it unless their ActivityOptions say otherwise, its children
+	// and continued runs inherit it. Absent: DefaultPriority. Outside
+	// the range: 400 invalid_priority.
+	Priority *int `json:"priority,omitempty"`
 }
+
+// Task priorities (StartRequest.Priority, harvest.ActivityOptions).
+const (
+	MinPriority     = 1
+	MaxPriority     = 5
+	DefaultPriority = 3
+)
 
 // StartPolicy says how a workflow's starts are admitted: throttled,
 // debounced or batched (one of the three). A start a policy holds back is
@@ -195,6 +209,9 @@ type SignalWithStartRequest struct {
 	// builds, if one starts, as StartRequest's.
 	Versioning *string `json:"versioning,omitempty"`
 	BuildID    *string `json:"build_id,omitempty"`
+	// Priority is the priority of the execution's tasks, if one starts,
+	// as StartRequest's.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // SignalWithStartResponse answers a signal-with-start: 201 when it

@@ -66,6 +66,9 @@ const (
 	// execution_timeout that is not a positive duration of at most ten
 	// years, or a run timeout longer than the execution timeout (400).
 	CodeInvalidTimeout = "invalid_timeout"
+	// CodeInvalidPriority refuses a start's priority that is not an
+	// integer from MinPriority to MaxPriority (400).
+	CodeInvalidPriority = "invalid_priority"
 	// CodeInvalidParentClosePolicy refuses a child workflow's
 	// parent_close_policy that is not terminate, request_cancel or
 	// abandon (its start fails, for the parent's code to see).

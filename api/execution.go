@@ -15,6 +15,9 @@ type Execution struct {
 	// TaskQueue is the task queue the execution's tasks go to, chosen
 	// when it started.
 	TaskQueue string `json:"task_queue"`
+	// Priority is its tasks' priority on that queue, from MinPriority to
+	// MaxPriority (docs/start-policies.md#priorities).
+	Priority int `json:"priority"`
 	// Versioning is "pinned" for an execution whose workflow tasks go
 	// only to the workers of one build; absent for one that moves to the
 	// newest build (auto_upgrade; docs/versioning.md#pinned-workflows).

@@ -91,6 +91,11 @@ type StartOptions struct {
 	// ones, else none.
 	RunTimeout       time.Duration
 	ExecutionTimeout time.Duration
+	// Priority orders the execution's tasks among the others of its task
+	// queue, from api.MinPriority (1) to api.MaxPriority (5), higher
+	// taken first (docs/start-policies.md#priorities); zero is the
+	// default, 3. Another is refused: 400 invalid_priority.
+	Priority int
 }
 
 // Versionings of StartOptions.Versioning.
@@ -160,6 +165,7 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 	if opts.ExecutionTimeout != 0 {
 		b.ExecutionTimeout = optional(opts.ExecutionTimeout.String())
 	}
+	b.Priority = optionalInt(opts.Priority)
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}
@@ -378,9 +384,19 @@ type SignalWithStartOptions struct {
 	// TaskQueue is the task queue of the execution, if one starts; empty
 	// is the workflow's configured queue, else "default".
 	TaskQueue string
-	// Versioning and BuildID are as StartOptions', if one starts.
+	// Versioning, BuildID and Priority are as StartOptions', if one
+	// starts.
 	Versioning string
 	BuildID    string
+	Priority   int
+}
+
+// optionalInt is v, nil for 0 (absent).
+func optionalInt(v int) *int {
+	if v == 0 {
+		return nil
+	}
+	return &v
 }
 
 // SignalWithStartResult is a signal-with-start's answer.
@@ -420,7 +436,7 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 	}
 	body, err := json.Marshal(SignalWithStartRequest{WorkflowID: &opts.WorkflowID, Input: in, SignalName: opts.SignalName,
 		SignalPayload: payload, ReusePolicy: opts.ReusePolicy, TaskQueue: optional(opts.TaskQueue),
-		Versioning: optional(opts.Versioning), BuildID: optional(opts.BuildID)})
+		Versioning: optional(opts.Versioning), BuildID: optional(opts.BuildID), Priority: optionalInt(opts.Priority)})
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
 	}

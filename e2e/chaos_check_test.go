@@ -178,6 +178,7 @@ type execRow struct {
 	customer        string
 	updated         time.Time
 	closed          *time.Time
+	priority        int
 }
 
 // trialCheck checks one trial's invariants, scoped to its keys.
@@ -206,11 +207,11 @@ func (c *trialCheck) executions(ctx context.Context) ([]execRow, error) {
 	var out []execRow
 	err := c.st.queryAll(qctx, `
 		SELECT execution_id::text, idempotency_key, status, coalesce(result->>'charge_id', ''),
-		       coalesce((input->>'amount_cents')::bigint, 0), coalesce(input->>'customer_id', ''), updated_at, closed_at
+		       coalesce((input->>'amount_cents')::bigint, 0), coalesce(input->>'customer_id', ''), updated_at, closed_at, priority
 		FROM executions WHERE workflow_name = 'charge' AND starts_with(idempotency_key, $1)
 		ORDER BY idempotency_key, created_at`, []any{c.prefix}, func(rows pgx.Rows) error {
 		var e execRow
-		if err := rows.Scan(&e.id, &e.key, &e.status, &e.chargeID, &e.amount, &e.customer, &e.updated, &e.closed); err != nil {
+		if err := rows.Scan(&e.id, &e.key, &e.status, &e.chargeID, &e.amount, &e.customer, &e.updated, &e.closed, &e.priority); err != nil {
 			return err
 		}
 		out = append(out, e)
@@ -303,9 +304,14 @@ func (c *trialCheck) invariants(ctx context.Context) {
 	res.Executions = len(rows)
 
 	// Acknowledged starts have an execution; each key has at most one.
-	var dupKeys, refused, wrongAnswer, unavailable []string
+	var dupKeys, refused, wrongAnswer, unavailable, wrongPriority []string
 	for _, k := range c.keys {
 		execs := byKey[k.plan.key]
+		for _, e := range execs {
+			if e.priority != k.plan.priority {
+				wrongPriority = append(wrongPriority, fmt.Sprintf("%s at priority %d, started at %d", k.plan.key, e.priority, k.plan.priority))
+			}
+		}
 		if k.acked() {
 			res.Acked++
 			if len(execs) == 0 {
@@ -338,6 +344,10 @@ func (c *trialCheck) invariants(ctx context.Context) {
 	if len(dupKeys) > 0 {
 		res.fail("%d key(s) with more than one execution: %s", len(dupKeys), sample(dupKeys))
 		c.suspect = append(c.suspect, dupKeys...)
+	}
+	if len(wrongPriority) > 0 {
+		res.Other += len(wrongPriority)
+		res.fail("%d execution(s) not at their start's priority: %s", len(wrongPriority), sample(wrongPriority))
 	}
 	if len(refused) > 0 {
 		res.Other += len(refused)

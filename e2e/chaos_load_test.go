@@ -42,9 +42,15 @@ type keyPlan struct {
 	customer string
 	amount   int64
 	sends    []sendPlan
+	// priority is the start's: the keys take every priority in turn, so
+	// that tasks of each level (workflow and activity) and the worker's
+	// ordered lanes carry the trials' faults.
+	priority int
 }
 
-func (p keyPlan) body() string { return chargeBody(p.amount, p.customer) }
+func (p keyPlan) body() string {
+	return fmt.Sprintf(`{"input": {"amount_cents": %d, "customer_id": %q}, "priority": %d}`, p.amount, p.customer, p.priority)
+}
 
 func chargeBody(amount int64, customer string) string {
 	return fmt.Sprintf(`{"input": {"amount_cents": %d, "customer_id": %q}}`, amount, customer)
@@ -61,7 +67,7 @@ func planLoad(rng *rand.Rand, prefix string, n int, window time.Duration) []keyP
 		key := fmt.Sprintf("%sk%03d", prefix, j)
 		at := time.Duration(rng.Int64N(int64(window)))
 		first := rng.IntN(2)
-		p := keyPlan{key: key, customer: customerOf(key), amount: 100 + rng.Int64N(9900), sends: []sendPlan{{at, first}}}
+		p := keyPlan{key: key, customer: customerOf(key), amount: 100 + rng.Int64N(9900), sends: []sendPlan{{at, first}}, priority: 1 + j%5}
 		if rng.Float64() < dupNowRate {
 			p.sends = append(p.sends, sendPlan{at, 1 - first})
 		}

@@ -29,6 +29,9 @@ type StartOptions struct {
 	// else none): past it the execution closes TimedOut.
 	RunTimeout       time.Duration
 	ExecutionTimeout time.Duration
+	// Priority is the priority of the execution's tasks, 1 to 5 (zero:
+	// 3). The Env runs tasks as they come; the execution shows it.
+	Priority int
 }
 
 // mergeStart merges opts in order, each one's non-empty fields winning.
@@ -40,6 +43,7 @@ func mergeStart(opts []StartOptions) StartOptions {
 		o.ReusePolicy = cmp.Or(over.ReusePolicy, o.ReusePolicy)
 		o.RunTimeout = cmp.Or(over.RunTimeout, o.RunTimeout)
 		o.ExecutionTimeout = cmp.Or(over.ExecutionTimeout, o.ExecutionTimeout)
+		o.Priority = cmp.Or(over.Priority, o.Priority)
 	}
 	return o
 }
@@ -51,6 +55,7 @@ func (o StartOptions) apply(s *wire.StartCommand) {
 	s.ReusePolicy = cmp.Or(o.ReusePolicy, s.ReusePolicy)
 	s.RunTimeoutMS = cmp.Or(o.RunTimeout.Milliseconds(), s.RunTimeoutMS)
 	s.ExecutionTimeoutMS = cmp.Or(o.ExecutionTimeout.Milliseconds(), s.ExecutionTimeoutMS)
+	s.Priority = cmp.Or(o.Priority, s.Priority)
 }
 
 // SignalOptions tune a signal, as client.SendSignalIdempotent's key does

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -145,12 +146,14 @@ not reached it yet.`,
 func newWorkflowStart() *cobra.Command {
 	var input, key, workflowID, reusePolicy, taskQueue, versioning, buildID, startPolicy string
 	var delay, runTimeout, executionTimeout time.Duration
+	var priority int
 	cmd := &cobra.Command{
 		Use:   "start <workflow>",
 		Short: "Start a workflow execution",
 		Example: `  harvest workflow start onboarding --input '{"user_id": 42}' --idempotency-key webhook-evt-abc123
   harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --workflow-id order-1
   harvest workflow start approve_order --input '{"order_id": "o-1"}' --task-queue mine
+  harvest workflow start refund --input '{"order_id": "o-1"}' --priority 5
   harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --start-policy '{"concurrency": {"limit": 2, "key": "/customer_id"}}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
@@ -169,7 +172,7 @@ func newWorkflowStart() *cobra.Command {
 			r, err := c.Start(ctx, args[0], inArg, client.StartOptions{
 				IdempotencyKey: key, WorkflowID: workflowID, ReusePolicy: reusePolicy, Delay: delay, TaskQueue: taskQueue,
 				Versioning: versioning, BuildID: buildID, RunTimeout: runTimeout, ExecutionTimeout: executionTimeout,
-				StartPolicy: policy,
+				StartPolicy: policy, Priority: priority,
 			})
 			if err != nil {
 				return err
@@ -201,6 +204,7 @@ func newWorkflowStart() *cobra.Command {
 	cmd.Flags().StringVar(&buildID, "build-id", "", "pin the execution to this build, which a live worker must run")
 	cmd.Flags().DurationVar(&runTimeout, "run-timeout", 0, "close the run TimedOut if it has not closed this long after it begins (default: the workflow's run_timeout, else none)")
 	cmd.Flags().DurationVar(&executionTimeout, "execution-timeout", 0, "close the execution TimedOut if its chain of continued runs has not closed by then (default: the workflow's execution_timeout, else none)")
+	cmd.Flags().IntVar(&priority, "priority", 0, "the priority of the execution's tasks on their task queue, 1 (lowest) to 5 (highest); higher ones are taken first (default 3)")
 	cmd.Flags().StringVar(&startPolicy, "start-policy", "", `admit the start by this start policy instead of the workflow's configured one, as JSON: {"throttle": …}, {"debounce": …}, {"batch": …} or {"concurrency": {"limit": 2, "key": "/customer_id"}} (docs/start-policies.md)`)
 	return cmd
 }
@@ -365,6 +369,7 @@ func newWorkflowDescribe() *cobra.Command {
 				{"workflow_id", e.WorkflowID},
 				{"status", describeStatus(e.Status, e.CancelRequestedAt)},
 				{"task_queue", e.TaskQueue},
+				{"priority", strconv.Itoa(e.Priority)},
 				{"input", compactJSON(e.Input)},
 				{"result", compactJSON(e.Result)},
 				{"error", compactJSON(e.Error)},

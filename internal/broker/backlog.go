@@ -15,7 +15,8 @@ import (
 // count is of tasks waiting for a worker or being run.
 type Backlog struct {
 	// Named counts the tasks routed by name (NameTaskSubject, and
-	// PinnedTaskSubject for its workflow), by kind (wire.TaskWorkflow,
+	// PriorityTaskSubject, PinnedTaskSubject and StickyTaskSubject for its
+	// name), by kind (wire.TaskWorkflow,
 	// wire.TaskActivity), then name. Only names with tasks are in it.
 	Named map[string]map[string]uint64
 	// Unrouted counts, by kind, the tasks an older scheduler wrote to the
@@ -52,11 +53,12 @@ func (t *Topology) TaskBacklog(ctx context.Context, queue string) (Backlog, erro
 		case !named:
 			b.Unrouted[kind] += n
 		case name != "":
-			// A pinned workflow task (PinnedTaskSubject) counts for its
-			// workflow: its build is one more token.
-			if kind == wire.TaskWorkflow {
-				name, _, _ = strings.Cut(name, ".")
-			} else if strings.Contains(name, ".") {
+			// A pinned or sticky workflow task counts for its workflow, a
+			// task of another priority than the default for its name:
+			// each is one more token (PinnedTaskSubject,
+			// PriorityTaskSubject).
+			name, extra, longer := strings.Cut(name, ".")
+			if longer && kind == wire.TaskActivity && TaskPriority(subject) == wire.DefaultPriority || strings.Contains(extra, ".") {
 				continue
 			}
 			if b.Named[kind] == nil {

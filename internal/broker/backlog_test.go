@@ -34,6 +34,8 @@ func TestTaskBacklogCountsATaskQueuesTasksByName(t *testing.T) {
 		broker.NameTaskSubject("billing", wire.TaskWorkflow, "refund"),
 		broker.PinnedTaskSubject("billing", "refund", "v1.2.0+abc~12345678"),
 		broker.NameTaskSubject("billing", wire.TaskActivity, "charge_card"),
+		broker.PriorityTaskSubject("billing", wire.TaskActivity, "charge_card", 5),
+		broker.PriorityTaskSubject("billing", wire.TaskWorkflow, "refund", 1),
 		broker.TaskSubject("billing", wire.TaskWorkflow),
 		broker.TaskSubject("billing", wire.TaskWorkflow),
 		broker.TaskSubject("billing", wire.TaskActivity),
@@ -47,9 +49,9 @@ func TestTaskBacklogCountsATaskQueuesTasksByName(t *testing.T) {
 	b, err = top.TaskBacklog(ctx, "billing")
 	require.NoError(t, err)
 	require.Equal(t, map[string]map[string]uint64{
-		wire.TaskWorkflow: {"charge": 2, "refund": 2},
-		wire.TaskActivity: {"charge_card": 1},
-	}, b.Named, "a pinned task counts for its workflow")
+		wire.TaskWorkflow: {"charge": 2, "refund": 3},
+		wire.TaskActivity: {"charge_card": 2},
+	}, b.Named, "a pinned task counts for its workflow, a task of another priority for its name")
 	require.Equal(t, map[string]uint64{wire.TaskWorkflow: 2, wire.TaskActivity: 1}, b.Unrouted)
 
 	// A worker takes the activity task and settles it.
@@ -63,12 +65,12 @@ func TestTaskBacklogCountsATaskQueuesTasksByName(t *testing.T) {
 	for m := range msgs.Messages() {
 		b, err = top.TaskBacklog(ctx, "billing")
 		require.NoError(t, err)
-		require.Equal(t, uint64(1), b.Named[wire.TaskActivity]["charge_card"], "a task being run is counted")
+		require.Equal(t, uint64(2), b.Named[wire.TaskActivity]["charge_card"], "a task being run is counted")
 		require.NoError(t, m.DoubleAck(ctx))
 	}
 	require.NoError(t, msgs.Error())
 	b, err = top.TaskBacklog(ctx, "billing")
 	require.NoError(t, err)
-	require.NotContains(t, b.Named, wire.TaskActivity, "a settled task leaves")
-	require.Equal(t, map[string]uint64{"charge": 2, "refund": 2}, b.Named[wire.TaskWorkflow])
+	require.Equal(t, uint64(1), b.Named[wire.TaskActivity]["charge_card"], "a settled task leaves")
+	require.Equal(t, map[string]uint64{"charge": 2, "refund": 3}, b.Named[wire.TaskWorkflow])
 }

@@ -20,12 +20,14 @@ package broker
 //     declare_retry.go: declaring again while a cluster cannot answer.
 //     replicas.go: the errors of a cluster that cannot place the replicas
 //     or has no room, and its size.
-//   - subjects.go: every subject: commands by shard, tasks by task queue
-//     and name, outcome and query state announcements, prunes.
+//   - subjects.go: every subject: commands by shard, tasks by task queue,
+//     name and priority, outcome and query state announcements, prunes.
 //   - publish.go: publishing a command with its message id, retried after
 //     a lost acknowledgement; a full stream, a message too large.
 //     accepted.go: the commands answered 202 before their outcome.
-//   - pull.go: the pull loops (Pull, PullWindow) and the places a worker's
-//     Window borrows from a Pool. follow.go: watching a bucket.
+//   - pull.go: the pull loops (Pull, PullWindow, PullOrdered), their
+//     inboxes, and the places a worker's Window borrows from a Pool.
+//     order.go: pulling consumers in the order of their priorities.
+//     follow.go: watching a bucket.
 //   - backlog.go: a task queue's backlog. client.go: the options of every
 //     connection to NATS.

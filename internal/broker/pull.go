@@ -53,7 +53,7 @@ const pullGrace = time.Second
 //     returning, nothing arrives any more and it waits for two missed
 //     heartbeats: a 2 s stall in about one W1 bench run in ten.
 func Pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int, handle func(jetstream.Msg), onErr func(error)) {
-	pull(ctx, nc, cons, batch, nil, handle, nil, onErr)
+	pull(ctx, nc, cons, batch, nil, nil, handle, nil, onErr)
 }
 
 // Window bounds the messages a PullWindow puller holds at once: each
@@ -173,7 +173,14 @@ func (w *Window) acquire(ctx context.Context, limit int) int {
 // came before), so that they can be handed back for immediate redelivery
 // rather than wait out the consumer's AckWait.
 func PullWindow(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, win *Window, handle, handBack func(jetstream.Msg), onErr func(error)) {
-	pull(ctx, nc, cons, win.size, win, handle, handBack, onErr)
+	pull(ctx, nc, cons, win.size, win, nil, handle, handBack, onErr)
+}
+
+// PullOrdered is PullWindow for a consumer that is one lane of an Order:
+// it asks for messages only while no lane of a higher level may have a
+// backlog (OrderLane).
+func PullOrdered(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, win *Window, lane *OrderLane, handle, handBack func(jetstream.Msg), onErr func(error)) {
+	pull(ctx, nc, cons, win.size, win, lane, handle, handBack, onErr)
 }
 
 // drainTimeout bounds how long PullWindow reads what was on its way when
@@ -181,18 +188,27 @@ func PullWindow(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, win
 const drainTimeout = 5 * time.Second
 
 // pull is Pull, asking for at most batch messages per request; with win,
-// at most as many as win has free places; with handBack, draining the
-// inbox into it when ctx ends.
-func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int, win *Window, handle, handBack func(jetstream.Msg), onErr func(error)) {
+// at most as many as win has free places; with ord, only while ord lets
+// it; with handBack, draining the inbox into it when ctx ends.
+func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int, win *Window, ord *OrderLane, handle, handBack func(jetstream.Msg), onErr func(error)) {
 	info := cons.CachedInfo()
 	subject := fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", info.Stream, info.Name)
-	request := func(n int) ([]byte, error) {
+	request := func(n int, noWait bool) ([]byte, error) {
+		if noWait {
+			// Answered at once: what the consumer has, up to n, then the
+			// end of the stream (404), or 404 or 408 alone when it has
+			// nothing for this request.
+			return json.Marshal(struct {
+				Batch  int  `json:"batch"`
+				NoWait bool `json:"no_wait"`
+			}{n, true})
+		}
 		return json.Marshal(struct {
 			Batch   int           `json:"batch"`
 			Expires time.Duration `json:"expires"`
 		}{n, PullExpiry})
 	}
-	req, err := request(batch)
+	req, err := request(batch, false)
 	if err != nil {
 		onErr(fmt.Errorf("pull %s: %w", subject, err))
 		return
@@ -208,27 +224,23 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 		pause = min(pause*2, time.Second)
 	}
 	inbox := nc.NewInbox()
-	var sub *nats.Subscription
+	var sub *replies
 	for sub == nil {
-		if sub, err = nc.SubscribeSync(inbox); err != nil {
+		if sub, err = subscribeReplies(nc, inbox); err != nil {
 			onErr(fmt.Errorf("pull %s: subscribe: %w", subject, err))
 			if wait(); ctx.Err() != nil {
 				return
 			}
 		}
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	// The requests bound what is queued: at most batch messages each.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		onErr(fmt.Errorf("pull %s: %w", subject, err))
-		return
-	}
+	defer sub.unsubscribe()
 
 	left := 0 // messages the open request may still deliver; 0: none open
 	// With a window, want is the size of the next request, and got counts
 	// what the open one delivered.
 	want, got := 1, 0
 	// end ends the open request: its places not filled are free again.
+	// One that ended short says the consumer has no backlog for it.
 	end := func() {
 		if win != nil {
 			win.give(left)
@@ -236,18 +248,34 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 				want = max(1, got)
 			}
 		}
+		if left > 0 {
+			ord.set(false)
+		}
 		left = 0
 	}
+	// Its backlog unknown, the lane holds back the lower ones until its
+	// first request answers; leaving, it holds back none.
+	ord.set(true)
+	defer ord.set(false)
 	var until time.Time
 	for ctx.Err() == nil {
 		if left == 0 {
+			if !ord.wait(ctx) {
+				break // ctx ended
+			}
 			n := batch
 			if win != nil {
 				if n = win.acquire(ctx, want); n == 0 {
 					break // ctx ended
 				}
+				if ord.heldBack() {
+					// A higher lane found a backlog while this one waited
+					// for places: they are its.
+					win.give(n)
+					continue
+				}
 				got = 0
-				if req, err = request(n); err != nil {
+				if req, err = request(n, ord.probes()); err != nil {
 					win.give(n)
 					onErr(fmt.Errorf("pull %s: %w", subject, err))
 					return
@@ -264,7 +292,7 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 			left, until = n, time.Now().Add(PullExpiry+pullGrace)
 		}
 		wctx, cancel := context.WithDeadline(ctx, until)
-		m, err := sub.NextMsgWithContext(wctx)
+		m, err := sub.next(wctx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -274,7 +302,7 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 				}
 			}
 			end()
-			drain(sub, handBack)
+			sub.drain(handBack)
 			return
 		case errors.Is(err, context.DeadlineExceeded):
 			end() // its end never came: ask again
@@ -301,8 +329,11 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 		case left > 0:
 			left--
 			got++
-			if left == 0 && win != nil {
-				want = min(2*want, batch) // filled: ask for more
+			if left == 0 {
+				ord.set(true) // filled: there may be more
+				if win != nil {
+					want = min(2*want, batch) // ask for more
+				}
 			}
 		case win != nil:
 			win.take() // late: its request was given up
@@ -310,25 +341,95 @@ func pull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, batch int
 		handle(pulledMsg{m})
 	}
 	end()
-	drain(sub, handBack)
+	sub.drain(handBack)
 }
 
-// drain unsubscribes sub and hands handBack what reached it before the
-// server saw the unsubscription; without handBack it does nothing (the
-// deferred Unsubscribe drops what is queued).
-func drain(sub *nats.Subscription, handBack func(jetstream.Msg)) {
-	if handBack == nil || sub.Drain() != nil {
+// replies is the inbox a puller's requests are answered on: an
+// asynchronous subscription that queues what comes, without bound (the
+// requests bound it: at most their batches, and the late messages of a
+// request given up). nats.go's SubscribeSync would do, but it allocates
+// a channel of 65,536 messages (512 KiB) for each subscription, and a
+// worker has one per consumer, five a name.
+type replies struct {
+	sub *nats.Subscription
+	mu  sync.Mutex
+	q   []*nats.Msg
+	// more has a token while q may have gained a message since next
+	// last looked.
+	more chan struct{}
+}
+
+func subscribeReplies(nc *nats.Conn, subject string) (*replies, error) {
+	r := &replies{more: make(chan struct{}, 1)}
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		r.mu.Lock()
+		r.q = append(r.q, m)
+		r.mu.Unlock()
+		select {
+		case r.more <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The requests bound what is queued.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	r.sub = sub
+	return r, nil
+}
+
+// next returns the next reply, waiting for one until ctx ends.
+func (r *replies) next(ctx context.Context) (*nats.Msg, error) {
+	for {
+		if m := r.take(); m != nil {
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.more:
+		}
+	}
+}
+
+// take returns the reply at the head of the queue, nil when it is empty.
+func (r *replies) take() *nats.Msg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.q) == 0 {
+		return nil
+	}
+	m := r.q[0]
+	r.q[0] = nil
+	r.q = r.q[1:]
+	return m
+}
+
+func (r *replies) unsubscribe() { _ = r.sub.Unsubscribe() }
+
+// drain unsubscribes and hands handBack what reached the inbox before
+// the server saw the unsubscription; without handBack it does nothing
+// (the deferred unsubscribe drops what is queued).
+func (r *replies) drain(handBack func(jetstream.Msg)) {
+	if handBack == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-	defer cancel()
-	for {
-		// Once the server has seen the unsubscription and the queue is
-		// empty, the subscription closes and NextMsg fails.
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return
+	closed := r.sub.StatusChanged(nats.SubscriptionClosed)
+	if r.sub.Drain() == nil {
+		// Once the server has seen the unsubscription and every message
+		// before it is queued, the subscription closes.
+		t := time.NewTimer(drainTimeout)
+		select {
+		case <-closed:
+		case <-t.C:
 		}
+		t.Stop()
+	}
+	for m := r.take(); m != nil; m = r.take() {
 		if _, ok := pullStatus(m); !ok {
 			handBack(pulledMsg{m})
 		}

@@ -37,6 +37,38 @@ func NameTaskSubject(queue, kind, name string) string {
 	return "harvest.task." + queue + "." + kind + "." + name
 }
 
+// PriorityTaskSubject is NameTaskSubject for a task of priority
+// (wire.MinPriority to wire.MaxPriority; 0 is wire.DefaultPriority): the
+// default priority's subject is NameTaskSubject itself, any other one
+// more token, harvest.task.<queue>.<kind>.<name>.p<priority>. Each level
+// has a consumer of its own, and a worker pulls a higher level's first
+// (docs/start-policies.md#priorities): JetStream delivers a consumer's
+// messages in stream order, so only subjects can order them.
+func PriorityTaskSubject(queue, kind, name string, priority int) string {
+	subject := NameTaskSubject(queue, kind, name)
+	if priority == 0 || priority == wire.DefaultPriority {
+		return subject
+	}
+	return subject + priorityToken(priority)
+}
+
+func priorityToken(priority int) string { return ".p" + strconv.Itoa(priority) }
+
+// TaskPriority is the priority of a task that came on subject: the
+// level of a PriorityTaskSubject, wire.DefaultPriority for any other
+// task subject (sticky, pinned and unrouted ones included).
+func TaskPriority(subject string) int {
+	i := strings.LastIndexByte(subject, '.')
+	if i < 0 || len(subject) != i+3 || subject[i+1] != 'p' {
+		return wire.DefaultPriority
+	}
+	n := int(subject[i+2] - '0')
+	if n < wire.MinPriority || n > wire.MaxPriority {
+		return wire.DefaultPriority
+	}
+	return n
+}
+
 // PinnedTaskSubject is the subject of a workflow task of an execution
 // pinned to build (docs/versioning.md#pinned-workflows):
 // harvest.task.<queue>.workflow.<name>.<BuildToken(build)>. Only the
@@ -85,8 +117,10 @@ func TaskKind(subject string) (string, bool) {
 		return "", false
 	}
 	tokens := strings.Split(rest, ".")
-	pinned := len(tokens) == 4 && tokens[1] == wire.TaskWorkflow
-	if len(tokens) != 2 && len(tokens) != 3 && !pinned {
+	// A pinned or sticky workflow task, or a task of a priority other than
+	// the default, has one token more than its name.
+	longer := len(tokens) == 4 && (tokens[1] == wire.TaskWorkflow || TaskPriority(subject) != wire.DefaultPriority)
+	if len(tokens) != 2 && len(tokens) != 3 && !longer {
 		return "", false
 	}
 	return tokens[1], true

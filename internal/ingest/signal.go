@@ -173,6 +173,9 @@ func (s *Server) parseSignalWithStart(w http.ResponseWriter, r *http.Request) (r
 		return req, "", reject(http.StatusBadRequest, api.CodeInvalidReusePolicy, "reuse_policy",
 			fmt.Sprintf("reuse_policy %q: want allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running", req.ReusePolicy))
 	}
+	if rej := checkPriority(req.Priority); rej != nil {
+		return req, "", rej
+	}
 	if len(req.Input) == 0 {
 		req.Input = nil
 	}
@@ -212,7 +215,8 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	workflowID := *req.WorkflowID
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignalWithStart, SignalWithStart: true,
 		Start: &wire.StartCommand{WorkflowName: name, WorkflowID: workflowID, Input: req.Input, TaskQueue: queue,
-			ReusePolicy: req.ReusePolicy, StartedBy: callerName(r.Context()), Versioning: versioning, PinnedBuild: pinnedBuild},
+			ReusePolicy: req.ReusePolicy, StartedBy: callerName(r.Context()), Versioning: versioning, PinnedBuild: pinnedBuild,
+			Priority: priorityOf(req.Priority)},
 		Signal: &wire.SignalCommand{SignalName: req.SignalName, Payload: req.SignalPayload, IdempotencyKey: key},
 	}
 	if key != "" {

@@ -33,7 +33,7 @@ func TestUnknownBodyMembersAreRefused(t *testing.T) {
 		{name: "start, a typo", target: start, body: `{"workflow_di": "order-1"}`, field: "workflow_di", hint: `(did you mean "workflow_id"?)`},
 		{name: "start, the first of two", target: start, body: `{"inputs": {}, "delay_ms": 5}`, field: "inputs", hint: `(did you mean "input"?)`},
 		{name: "start, unstorable too", target: start, body: `{"input": 1, "note": "\ud800"}`, field: "note",
-			hint: "a start's body has input, workflow_id, idempotency_key, reuse_policy, delay, start_at, completion_callback, start_policy, store, task_queue, versioning, build_id, run_timeout and execution_timeout"},
+			hint: "a start's body has input, workflow_id, idempotency_key, reuse_policy, delay, start_at, completion_callback, start_policy, store, task_queue, versioning, build_id, run_timeout, execution_timeout and priority"},
 		{name: "start, a long name", target: start, body: `{"` + long + `": 1}`, field: shownName(long)},
 		{name: "signal-with-start", target: sws, body: `{"workflow_id": "o", "signal_name": "item", "payload": {"sku": "a"}}`,
 			field: "payload", hint: `(did you mean "signal_payload"?)`},

@@ -138,6 +138,9 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 	if p.runTimeout, p.executionTimeout, rej = parseTimeouts(p.req); rej != nil {
 		return rej
 	}
+	if rej := checkPriority(p.req.Priority); rej != nil {
+		return rej
+	}
 	if len(p.req.Input) == 0 {
 		p.req.Input = nil
 	}
@@ -200,6 +203,25 @@ func (s *Server) checkCallback(ctx context.Context, target string) *rejection {
 		rej.retryAfter = "5"
 		return rej
 	}
+}
+
+// checkPriority refuses a start's priority outside MinPriority to
+// MaxPriority; nil (absent) is the default.
+func checkPriority(v *int) *rejection {
+	if v != nil && (*v < api.MinPriority || *v > api.MaxPriority) {
+		return reject(http.StatusBadRequest, api.CodeInvalidPriority, "priority",
+			fmt.Sprintf("priority %d: want %d (lowest) to %d (highest); %d is the default", *v, api.MinPriority, api.MaxPriority, api.DefaultPriority))
+	}
+	return nil
+}
+
+// priorityOf is a checked priority as a command carries it: 0 (the
+// default) when absent.
+func priorityOf(v *int) int {
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 // parseTimeouts reads a start's run_timeout and execution_timeout; 0 for

@@ -132,7 +132,8 @@ var Routes = []Route{
 			"a name that is not 1 to 128 bytes of letters, digits, '_' and '-' is 400 invalid_task_queue, and a start on a queue no live worker serves " +
 			"the workflow on, where the configuration does not declare it, is 404 unknown_workflow naming the queue. " +
 			"run_timeout and execution_timeout bound the run and its chain of continued runs (absent: the workflow's configured ones): " +
-			"past one the execution closes TimedOut; zero, negative, over ten years, or a run timeout longer than the execution timeout is 400 invalid_timeout.",
+			"past one the execution closes TimedOut; zero, negative, over ten years, or a run timeout longer than the execution timeout is 400 invalid_timeout. " +
+			"priority (1 to 5, default 3) orders the execution's tasks among the others of its task queue, higher taken first; another is 400 invalid_priority.",
 		Headers: []Param{idempotencyKey}, Body: api.StartRequest{},
 		Responses: replacing(errs(map[int]Answer{
 			200: {"An execution with this key (or workflow_id, by reuse policy) already exists: its id.", api.StartResponse{}},

@@ -146,6 +146,11 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 			Message: fmt.Sprintf("activity %q on task queue %q cannot be dispatched: %v", a.ActivityName, queue, err)})
 		return
 	}
+	if p := opts.Priority; p != 0 && validPriority(p) != p {
+		b.attemptFailed(e, a, &wire.Failure{Type: "InvalidActivity", NonRetryable: true,
+			Message: fmt.Sprintf("activity %q has priority %d: want %d (lowest) to %d (highest)", a.ActivityName, p, wire.MinPriority, wire.MaxPriority)})
+		return
+	}
 	at := decide.Attempt{
 		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, TaskQueue: queue,
 		Activity: decide.Activity{ID: a.ActivityID, Name: a.ActivityName, Key: a.IdempotencyKey, Input: a.Input, Options: opts},
@@ -163,7 +168,7 @@ func (b *batch) dispatchAttempt(e *store.Execution, a *store.Activity) {
 		return
 	}
 	b.writes.Outbox = append(b.writes.Outbox, &store.OutboxMsg{
-		Shard: b.shard, Subject: broker.NameTaskSubject(queue, wire.TaskActivity, a.ActivityName),
+		Shard: b.shard, Subject: broker.PriorityTaskSubject(queue, wire.TaskActivity, a.ActivityName, cmp.Or(opts.Priority, validPriority(e.Priority))),
 		MsgID: fmt.Sprintf("act:%s:%d:%d", e.ExecutionID, a.ActivityID, a.Attempt), Payload: data, Trace: b.traceOf(e),
 	})
 	attrs, _ := json.Marshal(activityTimerAttrs{ActivityID: a.ActivityID, Attempt: a.Attempt})

@@ -122,6 +122,9 @@ func (b *batch) startChild(e *store.Execution, rec decide.Recorded, served bool)
 	case (WorkflowTimeouts{Run: time.Duration(c.RunTimeoutMS) * time.Millisecond, Execution: time.Duration(c.ExecutionTimeoutMS) * time.Millisecond}).Validate() != nil:
 		refuse(api.CodeInvalidTimeout, "the child's run timeout must be positive and no longer than its execution timeout")
 		return
+	case c.Priority != 0 && validPriority(c.Priority) != c.Priority:
+		refuse(api.CodeInvalidPriority, fmt.Sprintf("child priority %d: want %d (lowest) to %d (highest)", c.Priority, wire.MinPriority, wire.MaxPriority))
+		return
 	case !served && b.knownWorkflow != nil && !b.knownWorkflow(c.WorkflowName, queue):
 		refuse(api.CodeUnknownWorkflow, fmt.Sprintf("no worker serves workflow %q on task queue %q and the configuration does not declare it", c.WorkflowName, queue))
 		return
@@ -136,7 +139,7 @@ func (b *batch) startChild(e *store.Execution, rec decide.Recorded, served bool)
 	s := &wire.StartCommand{WorkflowName: c.WorkflowName, WorkflowID: c.WorkflowID, Input: c.Input, IdempotencyKey: key, TaskQueue: queue,
 		ReusePolicy: c.ReusePolicy, AcceptedAt: b.now, Fingerprint: dedup.Fingerprint(c.Input),
 		Parent:       &wire.ParentRef{ExecutionID: e.ExecutionID, ChildID: c.ChildID, ClosePolicy: c.ParentClosePolicy},
-		RunTimeoutMS: c.RunTimeoutMS, ExecutionTimeoutMS: c.ExecutionTimeoutMS}
+		RunTimeoutMS: c.RunTimeoutMS, ExecutionTimeoutMS: c.ExecutionTimeoutMS, Priority: cmp.Or(c.Priority, e.Priority)}
 	if e.StartedBy != nil {
 		s.StartedBy = *e.StartedBy
 	}

@@ -64,7 +64,7 @@ func (b *batch) continueAsNew(e *store.Execution, d *wire.Decision, baseSeq int)
 	e.WFTOutstanding, e.WFTDirty = false, false
 
 	s := &wire.StartCommand{WorkflowName: name, WorkflowID: e.WorkflowID, Input: can.Input, TaskQueue: queue,
-		Versioning: e.Versioning, AcceptedAt: b.now}
+		Versioning: e.Versioning, AcceptedAt: b.now, Priority: e.Priority}
 	if e.Timeouts != nil {
 		s.RunTimeoutMS = e.Timeouts.RunMS // the chain's deadline goes with from
 	}

@@ -197,9 +197,18 @@ func (b *batch) openGroup(c seqCommand, ref store.PolicyRef, due time.Time) *sto
 	return &store.DeferredGroup{
 		GroupID: dedup.NewID(), Shard: b.shard, WorkflowName: ref.WorkflowName, Kind: ref.Kind, Key: ref.Key,
 		DueAt: due, FirstSeq: c.seq, Policy: *s.Policy, TaskQueue: s.TaskQueue,
-		Versioning: optional(s.Versioning), PinnedBuild: optional(s.PinnedBuild),
+		Versioning: optional(s.Versioning), PinnedBuild: optional(s.PinnedBuild), Priority: optionalPriority(s.Priority),
 		CompletionCallback: optional(s.CompletionCallback), StartedBy: optional(s.StartedBy), TraceParent: optional(c.trace), CreatedAt: b.now,
 	}
+}
+
+// optionalPriority is a deferred start's priority as its group keeps it:
+// nil for the default, or one out of range (validPriority).
+func optionalPriority(p int) *int {
+	if p = validPriority(p); p == wire.DefaultPriority {
+		return nil
+	}
+	return &p
 }
 
 func optional(s string) *string {
@@ -265,6 +274,9 @@ func releaseGroups(ctx context.Context, tx store.Tx, env applyEnv, applied int64
 		}
 		if g.Versioning != nil {
 			s.Versioning = *g.Versioning
+		}
+		if g.Priority != nil {
+			s.Priority = *g.Priority
 		}
 		if g.PinnedBuild != nil {
 			s.PinnedBuild = *g.PinnedBuild

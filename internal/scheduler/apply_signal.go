@@ -85,7 +85,7 @@ func (b *batch) signalWithStart(c seqCommand) {
 	e := &store.Execution{
 		ExecutionID: id, Shard: b.shard, WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID,
 		TaskQueue: st.TaskQueue, Status: wire.StatusRunning, Input: st.Input, CreatedAt: b.now, UpdatedAt: b.now,
-		TraceParent: b.curTrace, Versioning: st.Versioning, PinnedBuild: st.PinnedBuild,
+		TraceParent: b.curTrace, Versioning: st.Versioning, PinnedBuild: st.PinnedBuild, Priority: validPriority(st.Priority),
 	}
 	if e.Versioning == "" {
 		e.Versioning = wire.VersioningAutoUpgrade

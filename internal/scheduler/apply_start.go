@@ -116,6 +116,7 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 		ExecutionID: id, Shard: b.shard, WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID,
 		TaskQueue: s.TaskQueue, Status: wire.StatusRunning, Input: s.Input, CreatedAt: b.now, UpdatedAt: b.now,
 		TraceParent: b.curTrace, Versioning: s.Versioning, PinnedBuild: s.PinnedBuild, Parent: s.Parent,
+		Priority: validPriority(s.Priority),
 	}
 	pending := false
 	switch {
@@ -247,4 +248,15 @@ func sameChild(e *store.Execution, p *wire.ParentRef) bool {
 			e.Parent.Schedule.Nominal.Equal(p.Schedule.Nominal)
 	}
 	return e.Parent != nil && e.Parent.ExecutionID == p.ExecutionID && e.Parent.ChildID == p.ChildID
+}
+
+// validPriority is a start's priority as an execution keeps it: ingest
+// refuses one out of range, and a command that carries one anyway (from
+// a publisher that skipped ingest's checks) runs at the default rather
+// than fail its batch on the table's check.
+func validPriority(p int) int {
+	if p < wire.MinPriority || p > wire.MaxPriority {
+		return wire.DefaultPriority
+	}
+	return p
 }

@@ -482,7 +482,9 @@ func (b *batch) workflowTaskDeadline(executionID string, at wftTimerAttrs, after
 
 // workflowTaskSubject is the subject of e's workflow tasks: its build's
 // when it is pinned to one, else the one every build that registers its
-// workflow on its task queue shares (docs/versioning.md#pinned-workflows).
+// workflow on its task queue shares (docs/versioning.md#pinned-workflows)
+// at e's priority. Sticky and pinned tasks go to lanes of their own,
+// which have no priority levels (docs/start-policies.md#priorities).
 func workflowTaskSubject(e *store.Execution) string {
 	if e.StickyWorker != "" {
 		return broker.StickyTaskSubject(e.TaskQueue, e.WorkflowName, e.StickyWorker)
@@ -490,5 +492,5 @@ func workflowTaskSubject(e *store.Execution) string {
 	if e.PinnedBuild != "" {
 		return broker.PinnedTaskSubject(e.TaskQueue, e.WorkflowName, e.PinnedBuild)
 	}
-	return broker.NameTaskSubject(e.TaskQueue, wire.TaskWorkflow, e.WorkflowName)
+	return broker.PriorityTaskSubject(e.TaskQueue, wire.TaskWorkflow, e.WorkflowName, validPriority(e.Priority))
 }

@@ -92,6 +92,10 @@ type Execution struct {
 	// Concurrency is the concurrency start policy the execution's chain
 	// runs under, nil for none (docs/start-policies.md#concurrency).
 	Concurrency *ConcurrencyRef
+	// Priority is the priority of its tasks (wire.MinPriority to
+	// wire.MaxPriority; 0 is wire.DefaultPriority, as stored), chosen by
+	// its start and kept by its continued runs.
+	Priority int
 }
 
 // ConcurrencyRef is the concurrency start policy an execution runs
@@ -156,7 +160,7 @@ func nullIfEmpty(s string) *string {
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent, prune_after, task_failing, versioning, pinned_build, history_base,
-	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts, parent, children, concurrency`
+	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts, parent, children, concurrency, priority`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
@@ -164,7 +168,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
 		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy,
 		&traceParent, &e.PruneAfter, &e.TaskFailing, &e.Versioning, &pinned, &e.HistoryBase, &e.ChainID, &e.ContinuedFrom, &e.ContinuedAs,
-		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts, &e.Parent, &e.Children, &e.Concurrency)
+		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts, &e.Parent, &e.Children, &e.Concurrency, &e.Priority)
 	if err != nil {
 		return nil, err
 	}
@@ -405,8 +409,10 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		parents                             = make([]*wire.ParentRef, n)
 		children                            = make([]*RunChildren, n)
 		concurrency                         = make([]*ConcurrencyRef, n)
+		priorities                          = make([]int, n)
 	)
 	for i, e := range es {
+		priorities[i] = PriorityOrDefault(e.Priority)
 		sticky[i], cancelReqs[i], timeouts[i] = nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Timeouts
 		parents[i], children[i], concurrency[i] = e.Parent, e.Children, e.Concurrency
 		pruneAfter[i], failing[i], bases[i] = e.PruneAfter, e.TaskFailing, e.HistoryBase
@@ -425,17 +431,25 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by,
 			trace_parent, prune_after, task_failing, versioning, pinned_build, history_base, chain_id, continued_from, continued_as,
-			history_bytes, history_warning, updates, sticky_worker, cancel_request, timeouts, parent, children, concurrency)
+			history_bytes, history_warning, updates, sticky_worker, cancel_request, timeouts, parent, children, concurrency, priority)
 		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
 			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
 			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
 			unnest($18::timestamptz[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::jsonb[]),
 			unnest($23::text[]), unnest($24::text[]), unnest($25::int[]),
 			unnest($26::uuid[]), unnest($27::uuid[]), unnest($28::uuid[]), unnest($29::bigint[]), unnest($30::jsonb[]), unnest($31::jsonb[]), unnest($32::text[]),
-			unnest($33::jsonb[]), unnest($34::jsonb[]), unnest($35::jsonb[]), unnest($36::jsonb[]), unnest($37::jsonb[])`,
+			unnest($33::jsonb[]), unnest($34::jsonb[]), unnest($35::jsonb[]), unnest($36::jsonb[]), unnest($37::jsonb[]), unnest($38::smallint[])`,
 		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
 		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy, traceParents, pruneAfter, failing,
-		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings, updates, sticky, cancelReqs, timeouts, parents, children, concurrency)
+		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings, updates, sticky, cancelReqs, timeouts, parents, children, concurrency, priorities)
+}
+
+// PriorityOrDefault is priority, or wire.DefaultPriority for 0.
+func PriorityOrDefault(priority int) int {
+	if priority == 0 {
+		return wire.DefaultPriority
+	}
+	return priority
 }
 
 func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {

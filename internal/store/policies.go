@@ -86,8 +86,11 @@ type DeferredGroup struct {
 	TaskQueue string           `json:"task_queue"`
 	// Versioning and PinnedBuild are the start's
 	// (wire.StartCommand.Versioning, PinnedBuild).
-	Versioning         *string         `json:"versioning"`
-	PinnedBuild        *string         `json:"pinned_build"`
+	Versioning  *string `json:"versioning"`
+	PinnedBuild *string `json:"pinned_build"`
+	// Priority is the start's (wire.StartCommand.Priority), nil for the
+	// default.
+	Priority           *int            `json:"priority"`
 	Input              json.RawMessage `json:"input"`
 	CompletionCallback *string         `json:"completion_callback"`
 	StartedBy          *string         `json:"started_by"`
@@ -253,7 +256,7 @@ func queuePolicyWrites(b *pgx.Batch, shard int, w *PolicyWrites) {
 		b.Queue(`INSERT INTO deferred_starts SELECT * FROM json_populate_recordset(NULL::deferred_starts, $1::json)
 			ON CONFLICT (group_id) DO UPDATE SET due_at = excluded.due_at, policy = excluded.policy, input = excluded.input,
 				completion_callback = excluded.completion_callback, started_by = excluded.started_by, trace_parent = excluded.trace_parent,
-				size = excluded.size, bytes = excluded.bytes`, string(rows))
+				priority = excluded.priority, size = excluded.size, bytes = excluded.bytes`, string(rows))
 	}
 	if len(w.Members) > 0 {
 		n := len(w.Members)

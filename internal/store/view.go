@@ -15,7 +15,7 @@ func (e *Execution) View() api.Execution {
 		Input: wire.OrNull(e.Input), Result: wire.OrNull(e.Result), Error: wire.OrNull(e.Error),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, ClosedAt: e.ClosedAt, StartedBy: deref(e.StartedBy),
 		IdempotencyKey: deref(e.IdempotencyKey), TaskFailing: e.TaskFailing, PinnedBuild: e.PinnedBuild,
-		ContinuedFrom: e.ContinuedFrom, ContinuedAs: e.ContinuedAs,
+		ContinuedFrom: e.ContinuedFrom, ContinuedAs: e.ContinuedAs, Priority: PriorityOrDefault(e.Priority),
 	}
 	if r := e.CancelRequest; r != nil {
 		at := r.At

@@ -67,11 +67,11 @@ func TestWriteInsertsRowsWithTheirNulls(t *testing.T) {
 	full.Status, full.Result, full.Error = wire.StatusCompleted, json.RawMessage(`{"ok": true}`), json.RawMessage(`{"type": "x"}`)
 	full.LastSeq, full.WFTID, full.WFTOutstanding, full.WFTDirty = 3, 2, true, true
 	full.IdempotencyKey, full.CompletionCallback, full.ClosedAt = ptr("key-1"), ptr("https://example.com/cb"), ptr(at(time.Second))
-	full.Versioning, full.PinnedBuild = wire.VersioningPinned, "v1.2.0+abc~12345678"
+	full.Versioning, full.PinnedBuild, full.Priority = wire.VersioningPinned, "v1.2.0+abc~12345678", 5
 	bare := newExecution(t)
-	bare.Input = nil
+	bare.Input, bare.Priority = nil, wire.DefaultPriority // 0 is stored as the default
 	jsonNull := newExecution(t)
-	jsonNull.Result = json.RawMessage(`null`) // JSON null, not SQL NULL
+	jsonNull.Result, jsonNull.Priority = json.RawMessage(`null`), 1 // JSON null, not SQL NULL
 	execs := []*store.Execution{full, bare, jsonNull}
 
 	w := &store.Writes{Shard: 0, AppliedSeq: 42, NewExecutions: execs}

@@ -104,6 +104,9 @@ type ChildAttrs struct {
 	ReusePolicy        string `json:"reuse_policy,omitempty"`
 	RunTimeoutMS       int64  `json:"run_timeout_ms,omitempty"`
 	ExecutionTimeoutMS int64  `json:"execution_timeout_ms,omitempty"`
+	// Priority is the child's (MinPriority to MaxPriority); 0 means its
+	// parent's.
+	Priority int `json:"priority,omitempty"`
 	// Served, in a start_child decision, says that the worker that took
 	// it registers the child's workflow on its task queue: the child can
 	// run, whatever the registrations the scheduler sees say at that

@@ -30,6 +30,9 @@ type ActivityOptions struct {
 	// TaskQueue is the task queue the activity's attempts go to; empty
 	// means its execution's.
 	TaskQueue string `json:"task_queue,omitempty"`
+	// Priority is the priority of the activity's tasks (MinPriority to
+	// MaxPriority); 0 means its execution's.
+	Priority int `json:"priority,omitempty"`
 }
 
 // StartToClose is the per-attempt timeout.

@@ -39,6 +39,17 @@ const (
 	TaskActivity = "activity"
 )
 
+// Task priorities (docs/start-policies.md#priorities): a start's, which
+// its workflow tasks and, unless they say otherwise, its activities'
+// tasks carry, and an activity's (ActivityOptions.Priority). Higher is
+// taken first; 0 in a command or an option means DefaultPriority (or,
+// for an activity, its execution's priority).
+const (
+	MinPriority     = api.MinPriority
+	MaxPriority     = api.MaxPriority
+	DefaultPriority = api.DefaultPriority
+)
+
 // Execution statuses: the names the HTTP API answers with, declared once
 // in the public api package.
 const (
@@ -416,6 +427,9 @@ type StartCommand struct {
 	// past it the execution closes TimedOut (docs/cancellation.md#timeouts).
 	RunTimeoutMS       int64 `json:"run_timeout_ms,omitempty"`
 	ExecutionTimeoutMS int64 `json:"execution_timeout_ms,omitempty"`
+	// Priority is the priority of the execution's tasks (MinPriority to
+	// MaxPriority; 0: DefaultPriority), validated by ingest.
+	Priority int `json:"priority,omitempty"`
 }
 
 // Versioning behaviours of an execution (StartCommand.Versioning). They

@@ -52,6 +52,7 @@ package workerrt
 //   - eager.go: eager dispatch. held.go: the tasks a worker holds, the
 //     keeper, hand-backs. cancel.go: the cancelled executions a worker
 //     follows, and cancelling their running activities.
+//   - slots.go: the slots tasks run in, taken highest priority first.
 //   - metrics.go: the worker's metrics. ready.go: Ready.
 //   - history.go: fetching the history a workflow task does not carry
 //     (it carries the events since the execution's last task) for an

@@ -160,7 +160,7 @@ func eagerShape(decisions []wire.Decision) bool {
 // eagerly: it has them all, on its own task queue (an activity sent to
 // another queue runs only there), and eager dispatch is on.
 func (rt *Runtime) eagerEligible(decisions []wire.Decision) bool {
-	if rt.cfg.DisableEagerActivities || len(decisions) > cap(rt.slots) {
+	if rt.cfg.DisableEagerActivities || len(decisions) > rt.cfg.ActivityConcurrency {
 		return false
 	}
 	for _, d := range decisions {
@@ -171,22 +171,13 @@ func (rt *Runtime) eagerEligible(decisions []wire.Decision) bool {
 	return true
 }
 
-// takeSlots takes n activity slots if they are all free now.
-func (rt *Runtime) takeSlots(n int) bool {
-	for i := range n {
-		select {
-		case rt.slots <- struct{}{}:
-		default:
-			rt.releaseSlots(i)
-			return false
-		}
-	}
-	return true
-}
+// takeSlots takes n activity slots if they are all free now and no
+// task waits for one.
+func (rt *Runtime) takeSlots(n int) bool { return rt.slots.tryTake(n) }
 
 func (rt *Runtime) releaseSlots(n int) {
 	for range n {
-		<-rt.slots
+		rt.slots.give()
 	}
 }
 

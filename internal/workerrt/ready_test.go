@@ -36,9 +36,13 @@ func TestReadyFollowsTheConsumersAndNATS(t *testing.T) {
 	for l := range rt.lanes() {
 		names[rt.lanes()[l].consumer.name] = true
 	}
-	require.Equal(t, map[string]bool{"harvest_workflow_7_default_hello": true, "harvest_activity_7_default_greet": true,
-		PinnedConsumerName("default", "hello", rt.buildID): true, broker.StickyConsumerName("default", "hello", rt.workerID): true}, names,
-		"one consumer a name, one of its executions pinned to this build and one of those this worker keeps; no consumer of unrouted tasks where none was left")
+	want := map[string]bool{"harvest_workflow_7_default_hello": true, "harvest_activity_7_default_greet": true,
+		PinnedConsumerName("default", "hello", rt.buildID): true, broker.StickyConsumerName("default", "hello", rt.workerID): true}
+	for _, p := range []string{"1", "2", "4", "5"} {
+		want["harvest_workflow_7_default_hello_p"+p], want["harvest_activity_7_default_greet_p"+p] = true, true
+	}
+	require.Equal(t, want, names,
+		"one consumer a name and priority, one of its executions pinned to this build and one of those this worker keeps; no consumer of unrouted tasks where none was left")
 
 	ns.Shutdown()
 	ns.WaitForShutdown()

@@ -138,7 +138,7 @@ type Runtime struct {
 	// slots holds one token per activity attempt running, eager or not,
 	// up to ActivityConcurrency; wfSlots one per workflow task running, up
 	// to WorkflowTaskConcurrency.
-	slots, wfSlots chan struct{}
+	slots, wfSlots *slotSet
 	// consumers are the lanes Start pulls, for Ready; set once Start has
 	// bound them.
 	consumers atomic.Pointer[[]*lane]
@@ -202,7 +202,7 @@ func New(cfg harvesttype.WorkerConfig, h Handlers) (*Runtime, error) {
 	}
 	return &Runtime{
 		cfg: cfg, h: h, log: cfg.Logger.With("task_queue", cfg.TaskQueue), tracing: tr, cancels: newCancellations(),
-		slots: make(chan struct{}, cfg.ActivityConcurrency), wfSlots: make(chan struct{}, cfg.WorkflowTaskConcurrency), stopping: make(chan struct{}), metrics: m,
+		slots: newSlotSet(cfg.ActivityConcurrency), wfSlots: newSlotSet(cfg.WorkflowTaskConcurrency), stopping: make(chan struct{}), metrics: m,
 	}, nil
 }
 
@@ -423,6 +423,10 @@ type taskConsumer struct {
 	// pull answered that it was deleted) and not created again: the
 	// worker is not ready.
 	missing atomic.Bool
+	// order is the consumer's lane in the order of its kind's priorities
+	// (broker.Order); nil for a sticky, pinned or legacy consumer, which
+	// is pulled whatever the others hold.
+	order *broker.OrderLane
 	// workflow names the workflow of a shared workflow consumer, whose
 	// gate says whether this build pulls it (builds.go); "" and nil for
 	// any other consumer.
@@ -439,6 +443,9 @@ func (tc *taskConsumer) gated(ctx context.Context) (lctx context.Context, stop f
 	}
 	for {
 		open, changed := tc.gate.state()
+		if !open {
+			tc.order.Park() // holds back no lower priority meanwhile
+		}
 		if open {
 			lctx, cancel := context.WithCancel(ctx)
 			go func() {
@@ -474,7 +481,7 @@ func gatesOf(lanes []*lane) map[string]*buildGate {
 // handed back for immediate redelivery: because the worker stops (pullCtx
 // ended), or because a newer build takes the workflow's shared tasks.
 func (rt *Runtime) pullLane(ctx, pullCtx context.Context, tc *taskConsumer, win *broker.Window, kind string, handle func(jetstream.Msg), onErr func(error)) {
-	broker.PullWindow(ctx, rt.js.Conn(), tc.cons, win, handle, func(m jetstream.Msg) {
+	broker.PullOrdered(ctx, rt.js.Conn(), tc.cons, win, tc.order, handle, func(m jetstream.Msg) {
 		reason := handBackStopping
 		if pullCtx.Err() == nil {
 			reason = handBackNewerBuild
@@ -548,9 +555,22 @@ func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
 		want = append(want, tc)
 		return tc
 	}
+	// The tasks of each name come on one subject, and so one consumer, a
+	// priority (broker.PriorityTaskSubject); a kind's lanes pull them in
+	// the order of their priorities (broker.Order).
+	orders := map[string]*broker.Order{wire.TaskWorkflow: broker.NewOrder(), wire.TaskActivity: broker.NewOrder()}
+	levels := func(kind, name string, gate *buildGate) {
+		for p := wire.MaxPriority; p >= wire.MinPriority; p-- {
+			tc := consumer(kind, PriorityConsumerName(queue, kind, name, p), broker.PriorityTaskSubject(queue, kind, name, p))
+			tc.order = orders[kind].Lane(p)
+			if gate != nil {
+				tc.workflow, tc.gate = name, gate
+			}
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(rt.workflows)) {
-		tc := consumer(wire.TaskWorkflow, NameConsumerName(queue, wire.TaskWorkflow, name), broker.NameTaskSubject(queue, wire.TaskWorkflow, name))
-		tc.workflow, tc.gate = name, newBuildGate()
+		gate := newBuildGate()
+		levels(wire.TaskWorkflow, name, gate)
 		if rt.keepsExecutions() {
 			// The tasks of the executions of name this worker keeps in its
 			// cache come here first (broker.StickyTaskSubject), pulled
@@ -561,12 +581,12 @@ func (rt *Runtime) bindConsumers(ctx context.Context) ([]*lane, error) {
 			// a sticky task its worker did not take to every worker.
 			sc := consumer(wire.TaskWorkflow, broker.StickyConsumerName(queue, name, rt.workerID), broker.StickyTaskSubject(queue, name, rt.workerID))
 			sc.config.InactiveThreshold = stickyInactivity
-			sc.workflow, sc.gate = name, tc.gate
+			sc.workflow, sc.gate = name, gate
 		}
 		consumer(wire.TaskWorkflow, PinnedConsumerName(queue, name, rt.buildID), broker.PinnedTaskSubject(queue, name, rt.buildID))
 	}
 	for _, name := range slices.Sorted(maps.Keys(rt.activities)) {
-		consumer(wire.TaskActivity, NameConsumerName(queue, wire.TaskActivity, name), broker.NameTaskSubject(queue, wire.TaskActivity, name))
+		levels(wire.TaskActivity, name, nil)
 	}
 	p := pool.New().WithErrors().WithContext(ctx).WithMaxGoroutines(consumerBinds)
 	for _, tc := range want {
@@ -626,6 +646,22 @@ func NameConsumerName(taskQueue, kind, name string) string {
 	return fmt.Sprintf("harvest_%s_%x", kind, sum[:16])
 }
 
+// PriorityConsumerName is the durable consumer of the tasks of name at
+// priority (broker.PriorityTaskSubject): NameConsumerName's at the
+// default priority, and _p<priority> after it at any other, hashed as
+// NameConsumerName hashes when that is too long.
+func PriorityConsumerName(taskQueue, kind, name string, priority int) string {
+	if priority == wire.DefaultPriority {
+		return NameConsumerName(taskQueue, kind, name)
+	}
+	n := fmt.Sprintf("harvest_%s_%d_%s_%s_p%d", kind, len(taskQueue), taskQueue, name, priority)
+	if len(n) <= maxConsumerName {
+		return n
+	}
+	sum := sha256.Sum256([]byte(taskQueue + "\x00" + kind + "\x00" + name))
+	return fmt.Sprintf("harvest_%s_%x_p%d", kind, sum[:16], priority)
+}
+
 // maxConsumerName is the longest consumer name JetStream accepts.
 const maxConsumerName = 255
 
@@ -649,9 +685,11 @@ func (rt *Runtime) activityLabel(name string) string {
 
 // load is what the worker's slots hold now, for its registration.
 func (rt *Runtime) load() registry.Load {
+	wfUsed, wfSize := rt.wfSlots.load()
+	used, size := rt.slots.load()
 	return registry.Load{
-		WorkflowSlots: cap(rt.wfSlots), WorkflowSlotsUsed: len(rt.wfSlots),
-		ActivitySlots: cap(rt.slots), ActivitySlotsUsed: len(rt.slots),
+		WorkflowSlots: wfSize, WorkflowSlotsUsed: wfUsed,
+		ActivitySlots: size, ActivitySlotsUsed: used,
 	}
 }
 

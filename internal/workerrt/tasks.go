@@ -36,16 +36,14 @@ func (rt *Runtime) logUnknown(log *slog.Logger, kind, name string) {
 }
 
 // takeSlot waits for a free slot of slots (the workflow or the activity
-// slots) for t, a task of kind; when Stop begins first, it hands t back
-// and reports false.
-func (rt *Runtime) takeSlot(t *heldTask, slots chan struct{}, kind string) bool {
-	select {
-	case slots <- struct{}{}:
+// slots) for t, a task of kind, behind the waiting tasks of its priority
+// and higher; when Stop begins first, it hands t back and reports false.
+func (rt *Runtime) takeSlot(t *heldTask, slots *slotSet, kind string) bool {
+	if slots.take(broker.TaskPriority(t.m.Subject()), rt.stopping) {
 		return true
-	case <-rt.stopping:
-		rt.handBack(t, 0, handBackStopping, kind)
-		return false
 	}
+	rt.handBack(t, 0, handBackStopping, kind)
+	return false
 }
 
 // handleWorkflowTask replays a workflow task and reports its decisions,
@@ -83,7 +81,7 @@ func (rt *Runtime) handleWorkflowTask(ctx context.Context, t *heldTask) (o outco
 	if !rt.takeSlot(t, rt.wfSlots, wire.TaskWorkflow) {
 		return outcomeHandedBack
 	}
-	defer func() { <-rt.wfSlots }()
+	defer rt.wfSlots.give()
 	if task.Time.IsZero() {
 		// A task from a scheduler that does not say its time: the time of
 		// the last event it carries, else this worker's clock.
@@ -195,7 +193,7 @@ func (rt *Runtime) handleActivityTask(ctx context.Context, t *heldTask) (o outco
 		return outcomeHandedBack
 	}
 	result := rt.runAttempt(ctx, log, &task, false)
-	<-rt.slots
+	rt.slots.give()
 	return rt.settleActivity(ctx, t, &task, result)
 }
 

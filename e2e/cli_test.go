@@ -156,7 +156,7 @@ func TestWorkflowCLI(t *testing.T) {
 	// describe for people: aligned "key: value" lines.
 	desc := ok("describe", id)
 	lines := strings.Split(strings.TrimSuffix(desc, "\n"), "\n")
-	require.Len(t, lines, 12, desc)
+	require.Len(t, lines, 13, desc)
 	col := -1
 	values := map[string]string{}
 	for _, line := range lines {
@@ -174,6 +174,7 @@ func TestWorkflowCLI(t *testing.T) {
 	require.Equal(t, "collect", values["workflow_name"])
 	require.Equal(t, "Completed", values["status"])
 	require.Equal(t, "default", values["task_queue"])
+	require.Equal(t, "3", values["priority"])
 	require.Equal(t, `{"count":1}`, values["input"])
 	require.Equal(t, `{"items":[{"n":1}]}`, values["result"])
 	require.Equal(t, "-", values["error"])

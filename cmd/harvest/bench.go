@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +50,14 @@ type benchOptions struct {
 	// extraWorkers is how many workers to add to the in-process stack,
 	// each registering names of its own that the workload never runs.
 	extraWorkers int
+	// rate is "" (closed loop), a rate of starts a second (open loop), or
+	// "auto" (the search for the highest rate that holds ratePercentile).
+	rate        string
+	rateP99     time.Duration
+	rateStep    time.Duration
+	rateFrom    float64
+	rateMax     float64
+	maxInFlight int
 }
 
 func newBench() *cobra.Command {
@@ -62,6 +72,13 @@ func newBench() *cobra.Command {
       original; checks N executions and N activity runs.
   W3  N collect executions (default 1000), each sent 10 keyed signals of
       which 3 are sent twice; checks each completes with its 10 items.
+
+With --rate R the starts of W1 and W2 are open-loop, the way webhooks
+arrive: R a second on a fixed schedule, whatever the answers do, every
+latency measured from when its start was due. --rate auto searches for
+the highest rate whose e2e p99 stays within --rate-p99 (100ms): it
+doubles from --rate-from while each step of --rate-step (10s) holds,
+then narrows the gap to the first that did not.
 
 Without --addr the bench starts the whole stack in this process (as
 ` + "`harvest dev`" + ` does, with its configuration, in a fresh temporary state dir
@@ -100,6 +117,12 @@ It exits non-zero when a check fails.`,
 	f.DurationVar(&o.sampleAfter, "sample-after", 0, "in-process: go on sampling this long after the last completion (default twice --retention)")
 	f.IntVar(&o.stores, "stores", 0, "in-process: spread the executions over this many PostgreSQL stores, each a database of the stack's PostgreSQL, with a scheduler each (docs/deploy.md)")
 	f.IntVar(&o.extraWorkers, "extra-workers", 0, "in-process: add this many workers on the default task queue, each registering a workflow and an activity the workload never runs (a fleet of different workers)")
+	f.StringVar(&o.rate, "rate", "", "W1, W2: send starts open-loop at this many a second (--n of them), or \"auto\" to search for the highest rate that holds --rate-p99")
+	f.DurationVar(&o.rateP99, "rate-p99", 100*time.Millisecond, "--rate auto: the e2e p99 a rate must hold")
+	f.DurationVar(&o.rateStep, "rate-step", 10*time.Second, "--rate auto: how long each rate is sent for")
+	f.Float64Var(&o.rateFrom, "rate-from", 250, "--rate auto: the first rate tried, a second")
+	f.Float64Var(&o.rateMax, "rate-max", 20000, "--rate auto: the highest rate tried, a second")
+	f.IntVar(&o.maxInFlight, "max-in-flight", bench.DefaultMaxInFlight, "with --rate: requests waiting for their answers at most; a start due beyond it leaves late, and its lateness counts")
 	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the workload ends, before the stack stops")
 	service.AddConfigFlag(f, devConfigFile)
 	f.Lookup("config").Usage = "YAML configuration of the in-process stack " + strings.TrimPrefix(f.Lookup("config").Usage, "YAML configuration file ")
@@ -122,6 +145,18 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 	if bcfg.Workload != bench.W1 && bcfg.Workload != bench.W2 && bcfg.Workload != bench.W3 {
 		return fmt.Errorf("--workload %q: want W1, W2 or W3", o.workload)
 	}
+	auto := o.rate == "auto"
+	if o.rate != "" && !auto {
+		r, err := strconv.ParseFloat(o.rate, 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) {
+			return fmt.Errorf("--rate %q: want a positive number of starts a second, or auto", o.rate)
+		}
+		bcfg.Rate = r
+	}
+	if o.rate != "" && bcfg.Workload == bench.W3 {
+		return errors.New("--rate sends W1's or W2's starts open-loop: W3's signals follow their starts")
+	}
+	bcfg.MaxInFlight = o.maxInFlight
 	if o.backlogKept && o.backlog == 0 {
 		return errors.New("--backlog-kept says how to insert --backlog's executions: give --backlog too")
 	}
@@ -178,6 +213,9 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if auto {
+		return runRateSearch(ctx, o, bcfg, stdout, stderr)
+	}
 	bar := newBenchBar(o, stderr)
 	if bar != nil {
 		bcfg.Progress = bar.update
@@ -207,6 +245,43 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 	}
 	if !res.OK {
 		return fmt.Errorf("bench %s: a check failed", res.Workload)
+	}
+	return nil
+}
+
+// runRateSearch runs --rate auto and prints what it found; it fails
+// when a step could not run or failed a check other than its latency.
+func runRateSearch(ctx context.Context, o benchOptions, bcfg bench.Config, stdout, stderr io.Writer) error {
+	search := bench.RateSearch{P99: o.rateP99, Step: o.rateStep, From: o.rateFrom, Max: o.rateMax}
+	found, err := bench.FindRate(ctx, bcfg, search, func(st bench.RateStep) {
+		if !o.json {
+			verdict := "held"
+			if !st.Held {
+				verdict = "missed: " + st.Why
+			}
+			fmt.Fprintf(stderr, "harvest bench: %.0f starts/s: e2e p99 %.1f ms, %s\n", st.Rate, st.Result.E2EP99Ms, verdict)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		raw, err := json.Marshal(found)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(stdout, "%s\n", raw); err != nil {
+			return err
+		}
+	} else if err := bench.WriteRateTable(stdout, found); err != nil {
+		return err
+	}
+	for _, st := range found.Steps {
+		for _, c := range st.Result.Checks {
+			if !c.OK {
+				return fmt.Errorf("bench %s at %.0f starts/s: check %s failed", found.Workload, st.Rate, c.Name)
+			}
+		}
 	}
 	return nil
 }

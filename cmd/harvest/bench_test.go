@@ -122,6 +122,12 @@ func TestBenchFlags(t *testing.T) {
 	require.ErrorContains(t, err, "W9")
 	_, _, err = runCLI(t, "bench", "--workload", "W1", "--addr", "http://127.0.0.1:1", "--extra-workers", "2")
 	require.ErrorContains(t, err, "--extra-workers measure a stack in this process")
+	for _, bad := range []string{"fast", "0", "-5", "Inf"} {
+		_, _, err = runCLI(t, "bench", "--workload", "W1", "--addr", "http://127.0.0.1:1", "--rate", bad)
+		require.ErrorContains(t, err, "want a positive number of starts a second, or auto", bad)
+	}
+	_, _, err = runCLI(t, "bench", "--workload", "W3", "--addr", "http://127.0.0.1:1", "--rate", "auto")
+	require.ErrorContains(t, err, "--rate sends W1's or W2's starts open-loop")
 }
 
 // TestBenchLeavesNothingBehind: the in-process stack of harvest bench,

@@ -30,6 +30,8 @@ const (
 	// for by default (Config.Signals); MaxSignalsPerCollect the most.
 	SignalsPerCollect    = 10
 	MaxSignalsPerCollect = 10000
+	// DefaultMaxInFlight bounds an open-loop run's requests in flight.
+	DefaultMaxInFlight = 2048
 	// DefaultStallTimeout ends a run that makes no progress for so long.
 	DefaultStallTimeout = 2 * time.Minute
 )
@@ -42,7 +44,20 @@ type Config struct {
 	// for W3.
 	N int
 	// Concurrency is the number of concurrent submitters, default 16.
+	// With Rate, it is unused: MaxInFlight bounds the requests instead.
 	Concurrency int
+	// Rate, when above 0, makes W1 and W2 open-loop, the way webhooks
+	// arrive: the starts are sent Rate a second on a fixed schedule,
+	// whatever the answers do, each on its own connection's turn, and
+	// every latency is measured from the moment its start was due, so a
+	// stack that falls behind shows it in its percentiles (no
+	// coordinated omission). N is then how many starts the run sends.
+	Rate float64
+	// MaxInFlight bounds the requests of an open-loop run waiting for
+	// their answers, default DefaultMaxInFlight: a start due while they
+	// are all out is sent late, and its lateness counts in its latency
+	// (Result.SendLagP99Ms says how late).
+	MaxInFlight int
 	// Signals is how many item signals each W3 execution waits for,
 	// default 10 (SignalsPerCollect): its history grows with them, which
 	// is what a signal's cost is measured against.
@@ -98,6 +113,16 @@ type Result struct {
 	Workload    Workload `json:"workload"`
 	N           int      `json:"n"`
 	Concurrency int      `json:"concurrency"`
+	// Rate is an open-loop run's target rate of starts a second
+	// (Config.Rate); absent for a closed-loop run, whose Concurrency
+	// submitters each wait for their answer.
+	Rate *float64 `json:"rate,omitempty"`
+	// SendLagP99Ms is, for an open-loop run, the 99th percentile of how
+	// late the starts left after they were due (the client's own lag,
+	// or MaxInFlight reached); MaxInFlightSeen the most requests out at
+	// once.
+	SendLagP99Ms    *float64 `json:"send_lag_p99_ms,omitempty"`
+	MaxInFlightSeen int      `json:"max_in_flight,omitempty"`
 	// Target is "in-process" or the remote API's URL.
 	Target string `json:"target"`
 	// Submissions counts start and signal requests.
@@ -174,6 +199,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.N < 1 {
 		return c, fmt.Errorf("bench: N %d: want at least 1", c.N)
+	}
+	if c.Rate < 0 || (c.Rate > 0 && c.Workload == W3) {
+		return c, fmt.Errorf("bench: Rate %v: want a positive rate of W1 or W2 starts a second, or 0 for a closed loop", c.Rate)
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxInFlight < 1 {
+		return c, fmt.Errorf("bench: MaxInFlight %d: want at least 1", c.MaxInFlight)
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency

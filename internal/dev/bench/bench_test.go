@@ -123,6 +123,47 @@ func TestWorkloads(t *testing.T) {
 		require.NotNil(t, res.SignalP50Ms)
 	})
 
+	t.Run("W1 open loop", func(t *testing.T) {
+		// 40 starts at 40 a second: about a second of sending, on the
+		// schedule whatever the answers do.
+		res, err := bench.Run(ctx, bench.Config{Workload: bench.W1, N: 40, Rate: 40, Local: l})
+		require.NoError(t, err)
+		requireVerified(t, res)
+		require.Equal(t, 40, res.DistinctExecutions)
+		require.NotNil(t, res.Rate)
+		require.InDelta(t, 40.0, *res.Rate, 0)
+		require.NotNil(t, res.SendLagP99Ms)
+		require.GreaterOrEqual(t, res.MaxInFlightSeen, 1)
+		// The sends follow the schedule: 39 intervals of 25 ms at least.
+		require.GreaterOrEqual(t, res.DurationS, 0.975)
+		require.GreaterOrEqual(t, res.StartP99Ms, *res.SendLagP99Ms, "a start's latency runs from when it was due")
+	})
+
+	t.Run("W1 rate search", func(t *testing.T) {
+		// A bound every rate holds: the search doubles up to its maximum.
+		held, err := bench.FindRate(ctx, bench.Config{Workload: bench.W1, Local: l},
+			bench.RateSearch{P99: time.Hour, Step: time.Second, From: 10, Max: 20}, nil)
+		require.NoError(t, err)
+		require.Len(t, held.Steps, 2)
+		require.InDelta(t, 20.0, held.SustainedRate, 0)
+		for _, st := range held.Steps {
+			require.True(t, st.Held, st.Why)
+			requireVerified(t, st.Result)
+		}
+		// A bound no rate holds: it halves from the first rate, then
+		// refines nothing, and finds none.
+		var seen []float64
+		none, err := bench.FindRate(ctx, bench.Config{Workload: bench.W1, Local: l},
+			bench.RateSearch{P99: time.Nanosecond, Step: time.Second, From: 8, Max: 8}, func(st bench.RateStep) { seen = append(seen, st.Rate) })
+		require.NoError(t, err)
+		require.Equal(t, []float64{8, 4, 2, 1}, seen)
+		require.Zero(t, none.SustainedRate)
+		var table strings.Builder
+		require.NoError(t, bench.WriteRateTable(&table, none))
+		require.Contains(t, table.String(), "sustained_rate")
+		require.Contains(t, table.String(), "missed: e2e p99")
+	})
+
 	t.Run("W2 against --addr", func(t *testing.T) {
 		// Without Local the bench sees only the HTTP API: completions from
 		// the list endpoint, activity runs from the histories, no costs.
@@ -145,6 +186,9 @@ func TestConfigErrors(t *testing.T) {
 		{Workload: bench.W1},
 		{Workload: bench.W1, N: -1, BaseURL: "http://127.0.0.1:1"},
 		{Workload: bench.W1, Concurrency: -1, BaseURL: "http://127.0.0.1:1"},
+		{Workload: bench.W1, Rate: -1, BaseURL: "http://127.0.0.1:1"},
+		{Workload: bench.W3, Rate: 10, BaseURL: "http://127.0.0.1:1"},
+		{Workload: bench.W1, Rate: 10, MaxInFlight: -1, BaseURL: "http://127.0.0.1:1"},
 	} {
 		_, err := bench.Run(ctx, cfg)
 		require.Error(t, err, "%+v", cfg)

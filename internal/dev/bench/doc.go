@@ -11,6 +11,11 @@
 //     are sent twice; it checks that each completes with exactly its 10
 //     distinct items.
 //
+// With Config.Rate, W1 and W2 are open-loop, the way webhooks arrive:
+// the starts leave Rate a second on a fixed schedule whatever the answers
+// do, and each latency runs from when its start was due. FindRate
+// searches for the highest such rate whose e2e p99 holds a bound.
+//
 // Latencies are exact percentiles over every sample. An execution's
 // end-to-end time runs from the first submission of its key to its
 // closed_at as the database records it, so how often the bench polls for
@@ -30,6 +35,8 @@ package bench
 //   - bench.go: the workloads, Config, Result, Run. workloads.go: how each
 //     workload's starts and signals are planned and sent (add a workload
 //     there). runner.go: one run, and its requests to the API.
+//     openloop.go: sending starts on a schedule (Config.Rate). rate.go:
+//     FindRate, the search for the highest rate that holds.
 //   - track.go: following the run's executions until each has closed,
 //     through the stack's databases or the API. verify.go: the figures
 //     (percentiles) and each workload's checks.

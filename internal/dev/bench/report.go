@@ -22,11 +22,19 @@ func WriteTable(w io.Writer, res *Result) error {
 		}
 		return num(*v)
 	}
-	fmt.Fprintf(tw, "harvest bench %s: %s, n=%d, concurrency=%d\n", res.Workload, res.Target, res.N, res.Concurrency)
+	if res.Rate != nil {
+		fmt.Fprintf(tw, "harvest bench %s: %s, n=%d, open loop at %s starts/s\n", res.Workload, res.Target, res.N, num(*res.Rate))
+	} else {
+		fmt.Fprintf(tw, "harvest bench %s: %s, n=%d, concurrency=%d\n", res.Workload, res.Target, res.N, res.Concurrency)
+	}
 	row("submissions", res.Submissions)
+	if res.Rate != nil {
+		row("send_lag_p99_ms", opt(res.SendLagP99Ms), "(how late the starts left after they were due)")
+		row("max_in_flight", res.MaxInFlightSeen, "(requests waiting for their answers at once)")
+	}
 	row("submits_per_s", num(res.SubmitsPerS))
 	row("completions_per_s", num(res.CompletionsPerS), "(first submit to last completion)")
-	row("start_p50_ms", num(res.StartP50Ms))
+	row("start_p50_ms", num(res.StartP50Ms), cond(res.Rate != nil, "(open loop: from when each start was due)", ""))
 	row("start_p99_ms", num(res.StartP99Ms))
 	if res.SignalP50Ms != nil {
 		row("signal_p50_ms", opt(res.SignalP50Ms))

@@ -33,6 +33,8 @@ type runner struct {
 
 	submissions int // planned
 	submitted   atomic.Int64
+	// inFlightTop is the most requests an open-loop run had out at once.
+	inFlightTop int
 	lastAnswer  atomic.Int64 // unix nanos
 
 	errMu      sync.Mutex

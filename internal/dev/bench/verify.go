@@ -23,11 +23,12 @@ func (r *runner) result(starts []startRec, collects []collectRec) *Result {
 	keyFirst := map[int]time.Time{}
 	keyExec := map[int]string{}
 	distinct := map[string]bool{}
-	var startLat []time.Duration
+	var startLat, lags []time.Duration
 	for _, s := range starts {
 		if s.at.IsZero() {
 			continue
 		}
+		lags = append(lags, s.lag)
 		if first.IsZero() || s.at.Before(first) {
 			first = s.at
 		}
@@ -58,6 +59,10 @@ func (r *runner) result(starts []startRec, collects []collectRec) *Result {
 	}
 	res.DistinctExecutions = len(distinct)
 	res.StartP50Ms, res.StartP99Ms = ms(percentile(startLat, 50)), ms(percentile(startLat, 99))
+	if r.cfg.Rate > 0 {
+		rate, lag := r.cfg.Rate, ms(percentile(lags, 99))
+		res.Rate, res.SendLagP99Ms, res.MaxInFlightSeen = &rate, &lag, r.inFlightTop
+	}
 	if r.cfg.Workload == W3 {
 		p50, p99 := ms(percentile(signalLat, 50)), ms(percentile(signalLat, 99))
 		res.SignalP50Ms, res.SignalP99Ms = &p50, &p99

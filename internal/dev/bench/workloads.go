@@ -17,9 +17,13 @@ import (
 
 // startRec is one start request.
 type startRec struct {
-	key     int
-	at      time.Time // zero if it was never sent
+	key int
+	// at is when it was sent, zero if never; in an open-loop run, when
+	// it was due, and latency runs from then, lag saying how late it
+	// left.
+	at      time.Time
 	latency time.Duration
+	lag     time.Duration
 	execID  string
 	dedup   bool
 	ok      bool
@@ -129,7 +133,11 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	var collects []collectRec
 	switch r.cfg.Workload {
 	case W1, W2:
-		starts = r.submitStarts(runCtx, workflow, plan)
+		if r.cfg.Rate > 0 {
+			starts = r.submitOpenLoop(runCtx, workflow, plan)
+		} else {
+			starts = r.submitStarts(runCtx, workflow, plan)
+		}
 	case W3:
 		collects = r.submitCollects(runCtx)
 		for _, c := range collects {

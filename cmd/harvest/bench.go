@@ -232,21 +232,27 @@ func runBench(ctx context.Context, o benchOptions, cfg config.Config, stdout, st
 			return fmt.Errorf("--memprofile: %w", err)
 		}
 	}
-	if o.json {
-		raw, err := json.Marshal(res)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(stdout, "%s\n", raw); err != nil {
-			return err
-		}
-	} else if err := bench.WriteTable(stdout, res); err != nil {
+	if err := printBench(stdout, o.json, res, func() error { return bench.WriteTable(stdout, res) }); err != nil {
 		return err
 	}
 	if !res.OK {
 		return fmt.Errorf("bench %s: a check failed", res.Workload)
 	}
 	return nil
+}
+
+// printBench prints what a bench found: v as one line of JSON, or the
+// table table writes.
+func printBench(stdout io.Writer, asJSON bool, v any, table func() error) error {
+	if !asJSON {
+		return table()
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", raw)
+	return err
 }
 
 // runRateSearch runs --rate auto and prints what it found; it fails
@@ -265,15 +271,7 @@ func runRateSearch(ctx context.Context, o benchOptions, bcfg bench.Config, stdou
 	if err != nil {
 		return err
 	}
-	if o.json {
-		raw, err := json.Marshal(found)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(stdout, "%s\n", raw); err != nil {
-			return err
-		}
-	} else if err := bench.WriteRateTable(stdout, found); err != nil {
+	if err := printBench(stdout, o.json, found, func() error { return bench.WriteRateTable(stdout, found) }); err != nil {
 		return err
 	}
 	for _, st := range found.Steps {

@@ -357,3 +357,33 @@ func TestHostileChildInputIsRefusedInTheSDK(t *testing.T) {
 	require.Equal(t, []string{"true", "true", "true", "8"}, out, "each refused in the code; the next child runs")
 	require.Equal(t, 1, events(x, "ChildWorkflowInitiated"))
 }
+
+// TestAPriorityIsInheritedByChildrenAndContinuedRuns: a parent started
+// at priority 4 keeps it in the run it continues as, and its child,
+// given none, runs at it too.
+func TestAPriorityIsInheritedByChildrenAndContinuedRuns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env, err := harvesttest.New(registerFamily, harvesttest.Config{})
+	require.NoError(t, err)
+	defer env.Close()
+	x, err := env.Start(ctx, "spawner", map[string]any{"policy": harvest.ParentCloseAbandon, "continue": true}, harvesttest.StartOptions{Priority: 4})
+	require.NoError(t, err)
+	d, err := x.Describe()
+	require.NoError(t, err)
+	require.Equal(t, client.StatusContinuedAsNew, d.Status)
+	require.Equal(t, 4, d.Priority)
+	next, err := env.Execution(d.ContinuedAs).Describe()
+	require.NoError(t, err)
+	require.Equal(t, 4, next.Priority, "the continued run keeps the priority")
+	kidID := ""
+	for _, ev := range mustHistory(t, x) {
+		if ev.Type == "ChildWorkflowStarted" {
+			kidID = ev.Attrs["execution_id"].(string)
+		}
+	}
+	require.NotEmpty(t, kidID)
+	kd, err := env.Execution(kidID).Describe()
+	require.NoError(t, err)
+	require.Equal(t, 4, kd.Priority, "a child given no priority runs at its parent's")
+}

@@ -25,6 +25,8 @@
 # It builds the binaries and nats-server (from the module go.mod names),
 # starts a private PostgreSQL (as the postgres user when run as root),
 # durable as in production (fsync on), and removes everything afterwards.
+# It needs go, curl, python3 (free ports, the OTLP sink) and PostgreSQL's
+# server binaries (HARVEST_PG_BIN, else /usr/lib/postgresql/<newest>/bin).
 set -euo pipefail
 
 nats=1 sync="" pairs=1 shards=1 stores=1 tokens=0 scrape=0 trace="" retention="" keep=0
@@ -41,7 +43,7 @@ while [ $# -gt 0 ]; do
     --retention) retention=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-stack: unknown option $1 (--help lists them)" >&2; exit 2 ;;
   esac
 done

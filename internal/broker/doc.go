@@ -19,7 +19,8 @@ package broker
 //     Declare and Bind. config.go: Config, its defaults and Validate.
 //     declare_retry.go: declaring again while a cluster cannot answer.
 //     replicas.go: the errors of a cluster that cannot place the replicas
-//     or has no room, and its size.
+//     or has no room, and its size. keep.go: the keepers that hold the
+//     work-queue streams' last blocks on file storage.
 //   - subjects.go: every subject: commands by shard, tasks by task queue,
 //     name and priority, outcome and query state announcements, prunes.
 //   - publish.go: publishing a command with its message id, retried after

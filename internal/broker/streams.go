@@ -114,6 +114,7 @@ type Topology struct {
 	layout     placement.Layout
 	outcomeTTL time.Duration
 	commands   jetstream.Stream
+	tasks      jetstream.Stream
 }
 
 // Declare creates or updates the command stream, the task stream and the
@@ -167,7 +168,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 	if err != nil {
 		return nil, declareError(ctx, js, "stream "+CommandStream, CommandStream, cfg.Replicas, err)
 	}
-	_, err = ensureStream(ctx, js, jetstream.StreamConfig{
+	tasks, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        TaskStream,
 		Description: "Harvest tasks for workers, by task queue",
 		Subjects:    []string{taskSubjects},
@@ -205,7 +206,7 @@ func Declare(ctx context.Context, js jetstream.JetStream, cfg Config) (*Topology
 		}
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
-		Handbacks: buckets[5], Workers: buckets[6], shards: cfg.Shards, layout: layoutOf(cfg.Stores, cfg.Shards), outcomeTTL: cfg.OutcomeTTL, commands: commands}, nil
+		Handbacks: buckets[5], Workers: buckets[6], shards: cfg.Shards, layout: layoutOf(cfg.Stores, cfg.Shards), outcomeTTL: cfg.OutcomeTTL, commands: commands, tasks: tasks}, nil
 }
 
 // ensureStream creates the stream, or updates it when it exists with
@@ -282,7 +283,8 @@ func Bind(ctx context.Context, js jetstream.JetStream) (*Topology, error) {
 	if err != nil || shards < 1 {
 		return nil, fmt.Errorf("bind stream %s: it records shard count %q: redeclare it with a current scheduler", CommandStream, have)
 	}
-	if _, err := js.Stream(ctx, TaskStream); err != nil {
+	tasks, err := js.Stream(ctx, TaskStream)
+	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			err = ErrNotDeclared
 		}
@@ -308,7 +310,7 @@ func Bind(ctx context.Context, js jetstream.JetStream) (*Topology, error) {
 		return nil, fmt.Errorf("bind bucket %s: %w", AcceptedBucket, err)
 	}
 	return &Topology{JS: js, Accepted: buckets[0], Admission: buckets[1], Schemas: buckets[2], Ledger: buckets[3], Cancelled: buckets[4],
-		Handbacks: buckets[5], Workers: buckets[6], shards: shards, layout: placement.Single(shards), outcomeTTL: status.TTL(), commands: commands}, nil
+		Handbacks: buckets[5], Workers: buckets[6], shards: shards, layout: placement.Single(shards), outcomeTTL: status.TTL(), commands: commands, tasks: tasks}, nil
 }
 
 // Shards is the number of logical shards of each store.

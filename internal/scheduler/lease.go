@@ -1,12 +1,14 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"time"
 
 	"github.com/sourcegraph/conc"
 
+	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -23,6 +25,9 @@ func (s *Scheduler) leaseLoop(ctx context.Context, first chan struct{}) {
 	wg.Go(func() { s.sweepLoop(ctx) })
 	wg.Go(func() { s.callbackLoop(ctx) })
 	wg.Go(func() { s.pruneLoop(ctx) })
+	if s.cfg.Store == 0 && s.cfg.KeepInterval >= 0 {
+		wg.Go(func() { s.cfg.Topology.Keep(ctx, cmp.Or(s.cfg.KeepInterval, broker.KeepInterval), s.log) })
+	}
 	ticker := time.NewTicker(s.cfg.LeaseTTL / 4)
 	defer ticker.Stop()
 	for {

@@ -49,6 +49,11 @@ type Config struct {
 	StartIdempotencyWindow time.Duration
 	// AckWait is the command consumer's redelivery timeout, default 30 s.
 	AckWait time.Duration
+	// KeepInterval paces the keepers that hold the work-queue streams'
+	// last blocks on file storage (broker.Topology.Keep), default
+	// broker.KeepInterval; below 0, none. Only the scheduler of the first
+	// store keeps them, one per process.
+	KeepInterval time.Duration
 	// WorkflowTaskTimeout is a dispatched workflow task's deadline,
 	// default 10 s: a task not completed by then is looked for in the task
 	// stream, and dispatched again if the stream no longer holds it (the

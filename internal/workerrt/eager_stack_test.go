@@ -9,8 +9,13 @@ import (
 	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 )
+
+// noKeepers leaves the streams without keepers (broker.Topology.Keep),
+// whose messages would count among tasksPublished's.
+var noKeepers = scheduler.Config{KeepInterval: -1}
 
 // tasksPublished is how many tasks the stack's task stream has stored.
 func tasksPublished(t *testing.T, s *devstack.Stack) uint64 {
@@ -65,7 +70,7 @@ func TestEagerDispatch(t *testing.T) {
 			return y, nil
 		})
 	}
-	s := stacktest.Start(t, devstack.Config{Register: register})
+	s := stacktest.Start(t, devstack.Config{Register: register, Scheduler: noKeepers})
 
 	run := func(workflow string) (map[string]any, uint64) {
 		t.Helper()
@@ -101,7 +106,7 @@ func TestEagerDispatch(t *testing.T) {
 		stacktest.HistoryTypes(t, s, exec["execution_id"].(string)))
 
 	// With eager dispatch off, every attempt goes through the task stream.
-	off := stacktest.Start(t, devstack.Config{Worker: harvest.WorkerConfig{DisableEagerActivities: true}, Register: register})
+	off := stacktest.Start(t, devstack.Config{Worker: harvest.WorkerConfig{DisableEagerActivities: true}, Register: register, Scheduler: noKeepers})
 	before := tasksPublished(t, off)
 	r := stacktest.StartWorkflow(t, off, "eager_one", "", `{"input": "hi"}`)
 	require.Equal(t, 201, r.Status, r.Body)

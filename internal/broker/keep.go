@@ -1,0 +1,85 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The keeper subjects: one in each work-queue stream, outside every
+// consumer's filter (a shard's is harvest.cmd.<shard>.>, a task queue's
+// harvest.task.<queue>.>, each at least one token longer), so that no
+// consumer ever takes a keeper.
+const (
+	CommandKeeperSubject = "harvest.cmd._keep"
+	TaskKeeperSubject    = "harvest.task._keep"
+)
+
+// KeepInterval is how often Keep publishes the keepers.
+const KeepInterval = 250 * time.Millisecond
+
+// keepTimeout bounds one keeper's publish and purge.
+const keepTimeout = 2 * time.Second
+
+// Keep holds a keeper message near the end of each work-queue stream on
+// file storage, until ctx ends: every interval it publishes one on the
+// stream's keeper subject and purges the older ones.
+//
+// Why: when an acknowledgement removes the last message of a file
+// stream's last block, nats-server (2.15.3) removes the block and creates
+// a new file for the next writes, to keep a tombstone of the last
+// sequence. The command and task streams are work queues that a stack
+// keeping up drains after nearly every batch and task, so each drain cost
+// a file's unlink and creation: about 14% of `harvest dev`'s CPU at 16
+// submitters (docs/benchmarks.md). A block holding a keeper never empties.
+// A block that rolls over leaves the keeper behind until the next one,
+// an interval later; the purge then empties the old block, which goes
+// without a new file, since it is not the last.
+//
+// Several processes may keep the same streams: each purge keeps only the
+// newest keeper, whoever published it. Errors (a stream full, NATS away)
+// are logged at debug and tried again next interval: a keeper is an
+// optimisation, never a condition of the streams' work.
+func (t *Topology) Keep(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	var streams []keptStream
+	for _, k := range []keptStream{{t.commands, CommandKeeperSubject}, {t.tasks, TaskKeeperSubject}} {
+		if k.stream != nil && k.stream.CachedInfo().Config.Storage == jetstream.FileStorage {
+			streams = append(streams, k)
+		}
+	}
+	if len(streams) == 0 {
+		return
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		for _, k := range streams {
+			if err := t.keep(ctx, k); err != nil && ctx.Err() == nil {
+				log.Debug("keep a work-queue stream's last block", "subject", k.subject, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+type keptStream struct {
+	stream  jetstream.Stream
+	subject string
+}
+
+// keep publishes one keeper on k's subject and purges the older ones.
+func (t *Topology) keep(ctx context.Context, k keptStream) error {
+	ctx, cancel := context.WithTimeout(ctx, keepTimeout)
+	defer cancel()
+	_, err := t.JS.Publish(ctx, k.subject, nil)
+	if err != nil {
+		return err
+	}
+	return k.stream.Purge(ctx, jetstream.WithPurgeSubject(k.subject), jetstream.WithPurgeKeep(1))
+}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -38,13 +39,17 @@ const keepTimeout = 2 * time.Second
 // an interval later; the purge then empties the old block, which goes
 // without a new file, since it is not the last.
 //
-// Several processes may keep the same streams: each purge keeps only the
-// newest keeper, whoever published it. Errors (a stream full, NATS away)
-// are logged at debug and tried again next interval: a keeper is an
-// optimisation, never a condition of the streams' work.
+// A round looks at the stream's last message first, and leaves the
+// stream alone when it is a keeper (this process's or another's): nothing
+// was published since, so that keeper is still in the last block, and an
+// idle deployment writes nothing. Several processes may keep the same
+// streams: each purge keeps only the newest keeper, whoever published it.
+// Errors (a stream full, NATS away) are logged at debug and tried again
+// next interval: a keeper is an optimisation, never a condition of the
+// streams' work.
 func (t *Topology) Keep(ctx context.Context, interval time.Duration, log *slog.Logger) {
-	var streams []keptStream
-	for _, k := range []keptStream{{t.commands, CommandKeeperSubject}, {t.tasks, TaskKeeperSubject}} {
+	var streams []*keptStream
+	for _, k := range []*keptStream{{stream: t.commands, subject: CommandKeeperSubject}, {stream: t.tasks, subject: TaskKeeperSubject}} {
 		if k.stream != nil && k.stream.CachedInfo().Config.Storage == jetstream.FileStorage {
 			streams = append(streams, k)
 		}
@@ -71,15 +76,42 @@ func (t *Topology) Keep(ctx context.Context, interval time.Duration, log *slog.L
 type keptStream struct {
 	stream  jetstream.Stream
 	subject string
+	// kept is the sequence of the last keeper this process published or
+	// found last in the stream, 0 before it has.
+	kept uint64
 }
 
-// keep publishes one keeper on k's subject and purges the older ones.
-func (t *Topology) keep(ctx context.Context, k keptStream) error {
+// keep publishes one keeper on k's subject and purges the older ones,
+// unless the stream's last message is already a keeper.
+func (t *Topology) keep(ctx context.Context, k *keptStream) error {
 	ctx, cancel := context.WithTimeout(ctx, keepTimeout)
 	defer cancel()
-	_, err := t.JS.Publish(ctx, k.subject, nil)
+	info, err := k.stream.Info(ctx)
 	if err != nil {
 		return err
 	}
-	return k.stream.Purge(ctx, jetstream.WithPurgeSubject(k.subject), jetstream.WithPurgeKeep(1))
+	last := info.State.LastSeq
+	if last != 0 && last == k.kept {
+		return nil
+	}
+	if last != 0 {
+		// Another process's keeper, or this one's before a restart.
+		m, err := k.stream.GetLastMsgForSubject(ctx, k.subject)
+		switch {
+		case err == nil && m.Sequence == last:
+			k.kept = last
+			return nil
+		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+			return err
+		}
+	}
+	ack, err := t.JS.Publish(ctx, k.subject, nil)
+	if err != nil {
+		return err
+	}
+	if err := k.stream.Purge(ctx, jetstream.WithPurgeSubject(k.subject), jetstream.WithPurgeKeep(1)); err != nil {
+		return err
+	}
+	k.kept = ack.Sequence
+	return nil
 }

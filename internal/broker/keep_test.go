@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,13 +79,15 @@ func TestKeepHoldsAWorkQueueStreamsLastBlock(t *testing.T) {
 	drain(5)
 	require.GreaterOrEqual(t, lastBlock(), before+5, "each drain of the last block made a new one")
 
+	// Two processes keep the streams, as two schedulers would.
+	other, err := broker.Bind(ctx, js)
+	require.NoError(t, err)
 	keepCtx, stop := context.WithCancel(ctx)
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		top.Keep(keepCtx, 20*time.Millisecond, slog.New(slog.DiscardHandler))
-	}()
-	defer func() { stop(); <-kept }()
+	var kept sync.WaitGroup
+	for _, top := range []*broker.Topology{top, other} {
+		kept.Go(func() { top.Keep(keepCtx, 20*time.Millisecond, slog.New(slog.DiscardHandler)) })
+	}
+	defer func() { stop(); kept.Wait() }()
 	require.Eventually(t, func() bool { return held(broker.TaskKeeperSubject) == 1 }, 5*time.Second, 5*time.Millisecond)
 	first, err := tasks.GetLastMsgForSubject(ctx, broker.TaskKeeperSubject)
 	require.NoError(t, err)
@@ -103,6 +106,21 @@ func TestKeepHoldsAWorkQueueStreamsLastBlock(t *testing.T) {
 	info, err := cons.Info(ctx)
 	require.NoError(t, err)
 	require.Zero(t, info.NumPending, "the queue's consumer sees no keeper")
+
+	// Idle, the stream ends with a keeper, and no one writes another.
+	lastSeq := func() uint64 {
+		info, err := tasks.Info(ctx)
+		require.NoError(t, err)
+		return info.State.LastSeq
+	}
+	var idle uint64
+	require.Eventually(t, func() bool {
+		last, err := tasks.GetLastMsgForSubject(ctx, broker.TaskKeeperSubject)
+		idle = lastSeq()
+		return err == nil && last.Sequence == idle
+	}, 5*time.Second, 5*time.Millisecond)
+	require.Never(t, func() bool { return lastSeq() != idle }, 15*20*time.Millisecond, 10*time.Millisecond,
+		"an idle stream is written to")
 
 	commands, err := js.Stream(ctx, broker.CommandStream)
 	require.NoError(t, err)

@@ -18,15 +18,16 @@ const (
 	TaskKeeperSubject    = "harvest.task._keep"
 )
 
-// KeepInterval is how often Keep publishes the keepers.
+// KeepInterval is how often Keep looks at the streams.
 const KeepInterval = 250 * time.Millisecond
 
 // keepTimeout bounds one keeper's publish and purge.
 const keepTimeout = 2 * time.Second
 
 // Keep holds a keeper message near the end of each work-queue stream on
-// file storage, until ctx ends: every interval it publishes one on the
-// stream's keeper subject and purges the older ones.
+// file storage, until ctx ends: every interval, when the stream has taken
+// messages since its last keeper, it publishes one on the stream's keeper
+// subject and purges the older ones.
 //
 // Why: when an acknowledgement removes the last message of a file
 // stream's last block, nats-server (2.15.3) removes the block and creates

@@ -142,7 +142,7 @@ func (s *sim) tryTask(during ...func()) ([]wire.Decision, error) {
 func (s *sim) record(base int, decisions []wire.Decision) {
 	s.add(wire.EventWorkflowTaskCompleted, wire.WorkflowTaskCompletedAttrs{TaskID: s.taskID, BaseSeq: base, Time: s.now, ContinueAsNewSuggested: s.suggest})
 	for i := range decisions {
-		rec, err := decide.Record("exec-1", &decisions[i], s.now)
+		rec, err := decide.Record(decide.KeysOf("exec-1", nil), &decisions[i], s.now)
 		if err != nil {
 			s.t.Fatalf("sim: %v", err)
 		}

@@ -29,4 +29,5 @@
 //   - updates.go: an update, as its routes answer it.
 //   - schedules.go: schedules, their specs, overlap policies and ledger
 //     of fires.
+//   - reset.go: a reset's request, its answer and its dry run's plan.
 package api

@@ -69,6 +69,13 @@ const (
 	// CodeInvalidPriority refuses a start's priority that is not an
 	// integer from MinPriority to MaxPriority (400).
 	CodeInvalidPriority = "invalid_priority"
+	// CodeInvalidDryRun refuses a dry_run query parameter that is not
+	// true or false.
+	CodeInvalidDryRun = "invalid_dry_run"
+	// CodeInvalidResetPoint (422 Unprocessable Entity) refuses a reset
+	// to a point no reset can go to (docs/reset.md): the answer's
+	// nearest_points name the valid ones around it.
+	CodeInvalidResetPoint = "invalid_reset_point"
 	// CodeInvalidParentClosePolicy refuses a child workflow's
 	// parent_close_policy that is not terminate, request_cancel or
 	// abandon (its start fails, for the parent's code to see).
@@ -150,6 +157,13 @@ const (
 	// CodeExecutionClosed: an update asked of an execution that is
 	// closed, or one still in flight when it closed.
 	CodeExecutionClosed = "execution_closed"
+	// CodeExecutionNotLatest refuses a reset of a run that is not its
+	// chain's newest: it continued as new, or was reset already
+	// (docs/reset.md). The message names the run to reset.
+	CodeExecutionNotLatest = "execution_not_latest"
+	// CodeResetUnsupported refuses a reset Harvest does not do yet: of a
+	// closed execution that ran under a concurrency start policy.
+	CodeResetUnsupported = "reset_unsupported"
 
 	// 408 Request Timeout.
 	// CodeBodyTimeout: the body of a request that carries no token (a
@@ -230,4 +244,8 @@ type ErrorResponse struct {
 	// RequestID is the request's id, on a 500 internal (and a 503 whose
 	// cause is logged): the server's log has the detail under it.
 	RequestID string `json:"request_id,omitempty"`
+	// NearestPoints are, for invalid_reset_point, the valid reset points
+	// nearest to the one asked for: the seqs of WorkflowTaskCompleted
+	// events (docs/reset.md).
+	NearestPoints []int `json:"nearest_points,omitempty"`
 }

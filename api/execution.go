@@ -44,6 +44,12 @@ type Execution struct {
 	// workflow_id, linked both ways (docs/long-workflows.md).
 	ContinuedFrom string `json:"continued_from,omitempty"`
 	ContinuedAs   string `json:"continued_as,omitempty"`
+	// ResetFrom is the run this one was reset from, at ResetPoint (a
+	// WorkflowTaskCompleted of that run's history); ResetTo the run that
+	// replaced this one (docs/reset.md).
+	ResetFrom  string `json:"reset_from,omitempty"`
+	ResetPoint int    `json:"reset_point,omitempty"`
+	ResetTo    string `json:"reset_to,omitempty"`
 	// ParentExecutionID is the execution that started this one as its
 	// child workflow (docs/children.md), if any; GET
 	// /api/harvest/executions/{id}/children lists an execution's children.

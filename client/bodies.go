@@ -56,6 +56,27 @@ type TerminateRequest = api.TerminateRequest
 // TerminateResponse is api.TerminateResponse.
 type TerminateResponse = api.TerminateResponse
 
+// ResetRequest is api.ResetRequest.
+type ResetRequest = api.ResetRequest
+
+// ResetPoint is api.ResetPoint.
+type ResetPoint = api.ResetPoint
+
+// ResetResponse is api.ResetResponse.
+type ResetResponse = api.ResetResponse
+
+// ResetPlan is api.ResetPlan.
+type ResetPlan = api.ResetPlan
+
+// ResetActivity is api.ResetActivity.
+type ResetActivity = api.ResetActivity
+
+// ResetTimer is api.ResetTimer.
+type ResetTimer = api.ResetTimer
+
+// ResetSignal is api.ResetSignal.
+type ResetSignal = api.ResetSignal
+
 // CommandResponse is api.CommandResponse.
 type CommandResponse = api.CommandResponse
 

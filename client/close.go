@@ -84,3 +84,47 @@ func (c *Client) closeExecution(ctx context.Context, op, action, executionID str
 	return &CloseResult{ExecutionID: a.ExecutionID, WorkflowName: a.WorkflowName, WorkflowID: a.WorkflowID, Status: a.Status,
 		CancelRequested: a.CancelRequested, Raw: raw}, nil
 }
+
+// Reset resets an execution to a point of its history (docs/reset.md): a
+// new run of its workflow_id starts from there, and a running execution
+// closes Terminated. req.To names the point. The answer names the new
+// run (deduplicated when the same reset was applied before). A point no
+// reset can go to is an *APIError matching ErrInvalidResetPoint, whose
+// NearestPoints name valid ones; a run that is not its chain's newest,
+// ErrExecutionNotLatest. When the server answers 202, Reset polls the
+// command until it is applied, within ctx.
+func (c *Client) Reset(ctx context.Context, executionID string, req ResetRequest) (*ResetResponse, error) {
+	var a ResetResponse
+	if err := c.postReset(ctx, "Reset", executionID, "", req, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// PlanReset answers what Reset with req would do, changing nothing
+// (?dry_run=true).
+func (c *Client) PlanReset(ctx context.Context, executionID string, req ResetRequest) (*ResetPlan, error) {
+	var p ResetPlan
+	if err := c.postReset(ctx, "PlanReset", executionID, "?dry_run=true", req, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// postReset posts req to the execution's reset route (with query) and
+// decodes the answer into out; op names the method in errors.
+func (c *Client) postReset(ctx context.Context, op, executionID, query string, req ResetRequest, out any) error {
+	if executionID == "" {
+		return fmt.Errorf("client: %s: execution id is required", op)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("client: %s: %w", op, err)
+	}
+	path := apiPrefix + "/executions/" + url.PathEscape(executionID) + "/reset" + query
+	_, raw, err := c.submit(ctx, path, "", body)
+	if err != nil {
+		return err
+	}
+	return decode(http.MethodPost, path, raw, out)
+}

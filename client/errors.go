@@ -89,6 +89,10 @@ const (
 	CodeExecutionTerminal  = api.CodeExecutionTerminal
 	CodeWorkflowIDConflict = api.CodeWorkflowIDConflict
 	CodeExecutionClosed    = api.CodeExecutionClosed
+	CodeExecutionNotLatest = api.CodeExecutionNotLatest
+	CodeResetUnsupported   = api.CodeResetUnsupported
+	CodeInvalidResetPoint  = api.CodeInvalidResetPoint
+	CodeInvalidDryRun      = api.CodeInvalidDryRun
 
 	// 408 Request Timeout.
 	CodeBodyTimeout = api.CodeBodyTimeout
@@ -176,6 +180,13 @@ var (
 	// ErrExecutionClosed matches 409 execution_closed: an update asked of
 	// an execution that has closed, or one in flight when it closed.
 	ErrExecutionClosed error = sentinel(http.StatusConflict, CodeExecutionClosed, "the execution closed")
+	// ErrExecutionNotLatest matches 409 execution_not_latest: a reset of a
+	// run that continued as new, or was reset to another point already;
+	// the message names the run to reset.
+	ErrExecutionNotLatest error = sentinel(http.StatusConflict, CodeExecutionNotLatest, "the run is not its chain's newest")
+	// ErrInvalidResetPoint matches 422 invalid_reset_point: a reset to a
+	// point no reset can go to (APIError.NearestPoints names valid ones).
+	ErrInvalidResetPoint error = sentinel(http.StatusUnprocessableEntity, CodeInvalidResetPoint, "no reset can go to that point")
 	// ErrUpdateRejected matches 422 update_rejected: the update handler's
 	// validator refused the update.
 	ErrUpdateRejected error = sentinel(http.StatusUnprocessableEntity, CodeUpdateRejected, "the workflow refused the update")
@@ -261,6 +272,9 @@ type APIError struct {
 	// Violations lists what is wrong with an input that fails its
 	// workflow's schema (422 input_invalid).
 	Violations []Violation
+	// NearestPoints are, for 422 invalid_reset_point, the valid reset
+	// points nearest to the one asked for.
+	NearestPoints []int
 	// RetryAfter is the answer's Retry-After, zero if it had none.
 	RetryAfter time.Duration
 	// RequestID is the answer's X-Request-Id: quote it to whoever runs
@@ -308,6 +322,7 @@ func apiErrorFrom(status int, header http.Header, raw []byte) *APIError {
 	var body ErrorResponse
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {
 		e.Code, e.Message, e.Field, e.Pointer, e.Limit, e.Violations = body.Error, body.Message, body.Field, body.Pointer, body.Limit, body.Violations
+		e.NearestPoints = body.NearestPoints
 		e.RequestID = body.RequestID
 	} else {
 		e.Message = http.StatusText(status)

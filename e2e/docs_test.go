@@ -32,6 +32,7 @@ var docPages = []string{
 	"docs/start-policies.md",
 	"docs/signals.md",
 	"docs/cancellation.md",
+	"docs/reset.md",
 	"docs/children.md",
 	"docs/own-worker.md",
 	"docs/determinism.md",

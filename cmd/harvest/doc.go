@@ -16,6 +16,7 @@ package main
 //     export), commands.go, executions.go (counts, prune), worker.go
 //     (harvest worker and harvest task-queue), admission.go (and the API
 //     flags every client subcommand takes), stores.go (drain),
-//     schedule.go (harvest schedule: schedules and their ledgers).
+//     schedule.go (harvest schedule: schedules and their ledgers),
+//     reset.go (harvest workflow reset).
 //     unreachable.go: what to do when no API answers.
 //   - token.go: new tokens and their hashes. version.go: the build.

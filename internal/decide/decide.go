@@ -62,8 +62,8 @@ type kind struct {
 	// event is the type of the event it records.
 	event string
 	// record makes the event's attributes (and the rest of Recorded) of
-	// d, taken at now by the execution executionID.
-	record func(r *Recorded, executionID string, d *wire.Decision, now time.Time) error
+	// d, taken at now by the execution whose activities' keys keys derives.
+	record func(r *Recorded, keys Keys, d *wire.Decision, now time.Time) error
 	// matches says whether attrs, the attributes of an event of type
 	// event, record d: the replayer's check that the code decided what
 	// the history holds.
@@ -74,8 +74,8 @@ type kind struct {
 var kinds = map[string]kind{
 	wire.DecisionScheduleActivity: {
 		event: wire.EventActivityScheduled,
-		record: func(r *Recorded, executionID string, d *wire.Decision, _ time.Time) error {
-			a := &Activity{ID: d.ActivityID, Name: d.ActivityName, Key: dedup.ActivityKeyFor(executionID, d.ActivityID).String(),
+		record: func(r *Recorded, keys Keys, d *wire.Decision, _ time.Time) error {
+			a := &Activity{ID: d.ActivityID, Name: d.ActivityName, Key: keys.For(d.ActivityID, d.ActivityName),
 				Input: d.Input, Options: d.ScheduledOptions()}
 			r.Activity = a
 			r.Attrs = wire.ActivityScheduledAttrs{ActivityID: a.ID, ActivityName: a.Name, Input: a.Input, IdempotencyKey: a.Key, Options: a.Options}
@@ -89,7 +89,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionStartTimer: {
 		event: wire.EventTimerStarted,
-		record: func(r *Recorded, _ string, d *wire.Decision, now time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, now time.Time) error {
 			r.FireAt = now.Add(time.Duration(d.DurationMS) * time.Millisecond)
 			r.Attrs = wire.TimerAttrs{TimerID: d.TimerID, FireAt: &r.FireAt, DurationMS: d.DurationMS}
 			return nil
@@ -102,7 +102,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionCancelTimer: {
 		event: wire.EventTimerCancelled,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			r.Attrs = wire.TimerAttrs{TimerID: d.TimerID}
 			return nil
 		},
@@ -113,7 +113,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionRecordMarker: {
 		event: wire.EventMarkerRecorded,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			if d.Marker == nil {
 				return fmt.Errorf("a %s decision without its marker", d.Type)
 			}
@@ -127,7 +127,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionRecordVersion: {
 		event: wire.EventVersionMarker,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			if d.Version == nil || d.Version.ChangeID == "" {
 				return fmt.Errorf("a %s decision without its change id", d.Type)
 			}
@@ -141,7 +141,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionCompleteWorkflow: {
 		event: wire.EventWorkflowCompleted,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			r.Closes, r.Status = true, wire.StatusCompleted
 			r.Attrs = wire.WorkflowClosedAttrs{Result: d.Result}
 			return nil
@@ -153,7 +153,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionFailWorkflow: {
 		event: wire.EventWorkflowFailed,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			r.Closes, r.Status = true, wire.StatusFailed
 			r.Attrs = wire.WorkflowClosedAttrs{Failure: d.Failure}
 			return nil
@@ -166,7 +166,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionAcceptUpdate: {
 		event: wire.EventWorkflowUpdateAccepted,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			if d.Update == nil || d.Update.UpdateID == "" {
 				return fmt.Errorf("a %s decision without its update", d.Type)
 			}
@@ -180,7 +180,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionCompleteUpdate: {
 		event: wire.EventWorkflowUpdateCompleted,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			if d.Update == nil || d.Update.UpdateID == "" {
 				return fmt.Errorf("a %s decision without its update", d.Type)
 			}
@@ -197,7 +197,7 @@ var kinds = map[string]kind{
 	wire.DecisionTimeOutWorkflow: closedByCode(wire.EventWorkflowTimedOut, wire.StatusTimedOut),
 	wire.DecisionRequestCancelActivity: {
 		event: wire.EventActivityCancelRequested,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			if d.ActivityID <= 0 {
 				return fmt.Errorf("a %s decision without its activity", d.Type)
 			}
@@ -211,11 +211,11 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionStartChild: {
 		event: wire.EventChildWorkflowInitiated,
-		record: func(r *Recorded, executionID string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, keys Keys, d *wire.Decision, _ time.Time) error {
 			if d.Child == nil || d.Child.ChildID <= 0 || d.Child.WorkflowName == "" {
 				return fmt.Errorf("a %s decision without its child", d.Type)
 			}
-			c := ChildStart(executionID, d.Child)
+			c := ChildStart(keys.ExecutionID, d.Child)
 			r.Attrs = c
 			return nil
 		},
@@ -227,7 +227,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionRequestCancelChild: {
 		event: wire.EventChildWorkflowCancelRequested,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			if d.Child == nil || d.Child.ChildID <= 0 {
 				return fmt.Errorf("a %s decision without its child", d.Type)
 			}
@@ -241,7 +241,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionSignalExternal: {
 		event: wire.EventExternalSignalInitiated,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			s := d.Signal
 			if s == nil || s.SignalID <= 0 || s.SignalName == "" || (s.ExecutionID == "") == (s.WorkflowID == "") {
 				return fmt.Errorf("a %s decision without its signal and one target", d.Type)
@@ -258,7 +258,7 @@ var kinds = map[string]kind{
 	},
 	wire.DecisionContinueAsNew: {
 		event: wire.EventWorkflowContinuedAsNew,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			if d.ContinueAsNew == nil {
 				return fmt.Errorf("a %s decision without its new run", d.Type)
 			}
@@ -285,7 +285,7 @@ var kinds = map[string]kind{
 func closedByCode(event, status string) kind {
 	return kind{
 		event: event,
-		record: func(r *Recorded, _ string, d *wire.Decision, _ time.Time) error {
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
 			r.Closes, r.Status = true, status
 			r.Attrs = wire.WorkflowClosedAttrs{Result: d.Result, Failure: d.Failure}
 			return nil
@@ -298,17 +298,42 @@ func closedByCode(event, status string) kind {
 	}
 }
 
-// Record is what decision d, taken by execution executionID in a task
-// applied at now, records. A decision of an unknown kind, or one missing
-// what its kind needs, is an error: the scheduler ignores it, and says
-// so.
-func Record(executionID string, d *wire.Decision, now time.Time) (Recorded, error) {
+// Keys derives the idempotency keys of an execution's activities: from
+// the execution and the activity's id (dedup.ActivityKeyFor), or, for a
+// run reset from another (docs/reset.md), the key the other run's
+// activity at the same position had, when it has the same name.
+type Keys struct {
+	ExecutionID string
+	// Inherited are the keys of the run the execution was reset from,
+	// by activity id (wire.ResetInfo.Keys); nil for most executions.
+	Inherited map[int]wire.ResetKey
+}
+
+// KeysOf derives the keys of execution executionID, which inherits
+// inherited (nil for none).
+func KeysOf(executionID string, inherited map[int]wire.ResetKey) Keys {
+	return Keys{ExecutionID: executionID, Inherited: inherited}
+}
+
+// For is the key of the execution's activity id, named name.
+func (k Keys) For(id int, name string) string {
+	if old, ok := k.Inherited[id]; ok && old.Name == name && old.Key != "" {
+		return old.Key
+	}
+	return dedup.ActivityKeyFor(k.ExecutionID, id).String()
+}
+
+// Record is what decision d, taken in a task applied at now by the
+// execution whose activities' keys keys derives, records. A decision of
+// an unknown kind, or one missing what its kind needs, is an error: the
+// scheduler ignores it, and says so.
+func Record(keys Keys, d *wire.Decision, now time.Time) (Recorded, error) {
 	k, ok := kinds[d.Type]
 	if !ok {
 		return Recorded{}, fmt.Errorf("unknown decision %q", d.Type)
 	}
 	r := Recorded{Event: k.event}
-	if err := k.record(&r, executionID, d, now); err != nil {
+	if err := k.record(&r, keys, d, now); err != nil {
 		return Recorded{}, err
 	}
 	return r, nil

@@ -62,12 +62,12 @@ func TestAnActivityKeepsItsKeyWhereverItIsRecorded(t *testing.T) {
 	t.Parallel()
 	d := wire.Decision{Type: wire.DecisionScheduleActivity, ActivityID: 3, ActivityName: "charge", Input: json.RawMessage(`{}`)}
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	a, err := decide.Record("e1", &d, now)
+	a, err := decide.Record(decide.KeysOf("e1", nil), &d, now)
 	require.NoError(t, err)
-	b, err := decide.Record("e1", &d, now.Add(time.Hour))
+	b, err := decide.Record(decide.KeysOf("e1", nil), &d, now.Add(time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, a.Activity.Key, b.Activity.Key)
-	c, err := decide.Record("e2", &d, now)
+	c, err := decide.Record(decide.KeysOf("e2", nil), &d, now)
 	require.NoError(t, err)
 	require.NotEqual(t, a.Activity.Key, c.Activity.Key)
 
@@ -93,7 +93,7 @@ func TestMatchesTellsDecisionsApart(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	act := wire.Decision{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "charge", Input: json.RawMessage(`{"a":1}`)}
-	rec, err := decide.Record("e1", &act, now)
+	rec, err := decide.Record(decide.KeysOf("e1", nil), &act, now)
 	require.NoError(t, err)
 	raw, err := json.Marshal(rec.Attrs)
 	require.NoError(t, err)
@@ -105,9 +105,9 @@ func TestMatchesTellsDecisionsApart(t *testing.T) {
 	timer := wire.Decision{Type: wire.DecisionStartTimer, TimerID: 1, DurationMS: 5}
 	require.False(t, decide.Matches(&timer, ev), "another kind")
 	require.False(t, decide.Matches(&wire.Decision{Type: "launch_rocket"}, ev))
-	_, err = decide.Record("e1", &wire.Decision{Type: "launch_rocket"}, now)
+	_, err = decide.Record(decide.KeysOf("e1", nil), &wire.Decision{Type: "launch_rocket"}, now)
 	require.Error(t, err)
-	_, err = decide.Record("e1", &wire.Decision{Type: wire.DecisionRecordMarker}, now)
+	_, err = decide.Record(decide.KeysOf("e1", nil), &wire.Decision{Type: wire.DecisionRecordMarker}, now)
 	require.Error(t, err, "a marker decision without its marker")
 	require.True(t, decide.IsDecisionEvent(wire.EventTimerStarted))
 	require.False(t, decide.IsDecisionEvent(wire.EventWorkflowTaskCompleted))

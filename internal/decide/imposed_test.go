@@ -23,7 +23,7 @@ func TestImposedIsOnlyTheSchedulersOwnClose(t *testing.T) {
 		return wire.Event{Seq: 9, Type: typ, Attrs: raw}
 	}
 	f := &wire.Failure{Type: "HistoryLimitExceeded", Message: "mine"}
-	rec, err := decide.Record("e", &wire.Decision{Type: wire.DecisionFailWorkflow, Failure: f}, time.Now())
+	rec, err := decide.Record(decide.KeysOf("e", nil), &wire.Decision{Type: wire.DecisionFailWorkflow, Failure: f}, time.Now())
 	require.NoError(t, err)
 	require.False(t, decide.Imposed(event(rec.Event, rec.Attrs)))
 	require.True(t, decide.Imposed(event(wire.EventWorkflowFailed, wire.WorkflowClosedAttrs{Failure: f, Reason: "history limit exceeded"})))

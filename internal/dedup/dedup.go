@@ -150,6 +150,14 @@ func TerminateCommandID(executionID string) string {
 	return derive("terminate", executionID)
 }
 
+// ResetCommandID identifies the reset of an execution to the workflow
+// task recorded at event pointSeq: a retry, or a batch run again, is the
+// same command, which the broker drops in its window and the scheduler
+// answers with the run the first one made.
+func ResetCommandID(executionID string, pointSeq int) string {
+	return derive("reset", executionID, fmt.Sprint(pointSeq))
+}
+
 // WorkflowTaskCommandID identifies the completion of one workflow task: a
 // worker that runs the same task twice sends the same id.
 func WorkflowTaskCommandID(executionID string, taskID int) string {

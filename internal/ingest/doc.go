@@ -53,7 +53,8 @@ package ingest
 //     store). errors.go: the JSON answers and errors.
 //   - The writing routes: start.go (starts, and answering a keyed start's
 //     replay from its claim), signal.go (signals and signal-with-start),
-//     cancel.go (cancel and terminate), updates.go (updates, waiting
+//     cancel.go (cancel and terminate), reset.go (resets and
+//     their dry runs), updates.go (updates, waiting
 //     for their answers, and reading them), hooks.go (webhook deliveries),
 //     arcflow.go (ArcFlow-compatible runs and their signed external
 //     callbacks), admission.go (closing and opening admission gates),

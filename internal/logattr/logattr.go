@@ -61,6 +61,8 @@ func Of(cmd *wire.Command) (executionID, workflow string) {
 		executionID = cmd.Cancel.ExecutionID
 	case cmd.Terminate != nil:
 		executionID = cmd.Terminate.ExecutionID
+	case cmd.Reset != nil:
+		executionID = cmd.Reset.ExecutionID
 	case cmd.Activity != nil:
 		executionID = cmd.Activity.ExecutionID
 	case cmd.WorkflowTask != nil:

@@ -373,6 +373,25 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	status, _ = call("POST", "/hooks/{source}", "/hooks/nosuch", `{}`)
 	require.Equal(t, http.StatusNotFound, status)
 
+	// A reset of the completed execution: its plan, the reset, the same
+	// reset again, and the refusals.
+	reset := "/api/harvest/executions/{execution_id}/reset"
+	resetPath := "/api/harvest/executions/" + done + "/reset"
+	status, data = call("POST", reset, resetPath+"?dry_run=true", `{"to": "last_task"}`)
+	require.Equal(t, http.StatusOK, status, "%s", data)
+	status, _ = call("POST", reset, resetPath, `{"to": {"seq": 1}}`)
+	require.Equal(t, http.StatusUnprocessableEntity, status)
+	status, _ = call("POST", reset, resetPath, `{"to": "somewhere"}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	status, _ = call("POST", reset, "/api/harvest/executions/00000000-0000-0000-0000-000000000000/reset", `{"to": "last_task"}`)
+	require.Equal(t, http.StatusNotFound, status)
+	status, data = call("POST", reset, resetPath, `{"to": "last_task", "reason": "openapi test"}`)
+	require.Equal(t, http.StatusCreated, status, "%s", data)
+	status, _ = call("POST", reset, resetPath, `{"to": "last_task"}`)
+	require.Equal(t, http.StatusCreated, status)
+	status, _ = call("POST", reset, resetPath, `{"to": "first_task"}`)
+	require.Equal(t, http.StatusConflict, status)
+
 	// Every operation of the document was called.
 	for _, op := range v.Operations() {
 		require.True(t, seen[op], "no call of %s: add one", op)

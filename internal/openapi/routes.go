@@ -325,6 +325,23 @@ var Routes = []Route{
 		}, with(guarded, 400, 404, 409, 413)...),
 	},
 	{
+		Method: "POST", Path: "/api/harvest/executions/{execution_id}/reset", ID: "resetExecution", Tag: "executions", Scope: "cancel",
+		Summary: "Reset an execution to one of its workflow tasks: a new run of its workflow_id starts from there",
+		Description: "The events that task's code saw are kept; the task and what followed are run again by the current code; the signals received after it " +
+			"are received again with their keys (reapply_signals, default true); activities the run scheduled after it keep their idempotency keys where " +
+			"the new run schedules the same activity at the same position. A running execution closes Terminated (reset_to); the new run names it (reset_from). " +
+			"to: {\"seq\": N} (a WorkflowTaskCompleted), {\"activity\": NAME, \"occurrence\": \"first\"|\"last\"|\"last_failed\"}, \"first_task\" or \"last_task\". " +
+			"?dry_run=true answers the plan and changes nothing. 422 invalid_reset_point, with nearest_points, for a point no reset can go to; " +
+			"409 execution_not_latest for a run that continued as new or was reset to another point already (docs/reset.md).",
+		Query: []Param{{Name: "dry_run", Description: "true: answer the plan (a ResetPlan) and change nothing.", Type: "boolean"}},
+		Body:  api.ResetRequest{},
+		Responses: errs(map[int]Answer{
+			200: {"The plan (dry_run=true); nothing changed.", api.ResetPlan{}},
+			201: {"The new run; deduplicated when the same reset (the same execution and point) was applied before, naming the run it made then.", api.ResetResponse{}},
+			202: {"Durable, outcome not known yet.", api.AcceptedResponse{}},
+		}, with(guarded, 400, 404, 409, 413, 422)...),
+	},
+	{
 		Method: "GET", Path: "/api/harvest/commands/{command_id}", ID: "getCommand", Tag: "commands", Scope: "read",
 		Summary: "Read what became of a command answered 202",
 		Description: "While the command waits, its status is accepted (deferred: a start its start policy holds back); " +

@@ -364,10 +364,10 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			}
 		}
 	}
-	// A signal, cancel or terminate naming a run that continued as new
-	// reaches the newest run of its chain.
+	// A signal, cancel or terminate naming a run that continued as new,
+	// or that a reset replaced, reaches the newest run of its chain.
 	for _, e := range b.execs {
-		if e.Status == wire.StatusContinuedAsNew {
+		if e.ContinuedAs != "" {
 			chains[e.Chain()] = true
 		}
 	}

@@ -14,7 +14,10 @@ import (
 )
 
 func (b *batch) close(e *store.Execution, status, event string, attrs wire.WorkflowClosedAttrs) {
-	if e.Concurrency != nil && status != wire.StatusContinuedAsNew {
+	// A run that continued as new, or that a reset replaced, closes; its
+	// chain goes on in the new run.
+	chainEnds := status != wire.StatusContinuedAsNew && (e.Reset == nil || e.Reset.To == "")
+	if e.Concurrency != nil && chainEnds {
 		// The chain gives back its slot, or its place in the queue.
 		b.concurrencyClosed(e, e.Status == wire.StatusPending)
 	}
@@ -28,13 +31,13 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 	b.writes.ExecutionsClosed = append(b.writes.ExecutionsClosed, e.ExecutionID)
 	b.closeUpdates(e, status)
 	b.appendEvent(e, event, attrs)
-	if status != wire.StatusContinuedAsNew {
+	if chainEnds {
 		// The chain closed: its parent is told, and its children are
 		// dealt with as their policy says.
 		b.reportChildClosed(e)
 		b.closeChildren(e)
 	}
-	if e.CompletionCallback != nil && status != wire.StatusContinuedAsNew {
+	if e.CompletionCallback != nil && chainEnds {
 		// A chain's callback is delivered when its last run closes.
 		payload, _ := json.Marshal(CallbackPayload{
 			ExecutionID: e.ExecutionID, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID, Status: status,

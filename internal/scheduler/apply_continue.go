@@ -121,9 +121,9 @@ func (b *batch) eventsAfter(e *store.Execution, seq int) ([]wire.Event, error) {
 }
 
 // newest is the run a command naming e reaches: e, or, when e continued
-// as new, the newest run of its chain.
+// as new or was replaced by a reset, the newest run of its chain.
 func (b *batch) newest(e *store.Execution) *store.Execution {
-	for e != nil && e.Status == wire.StatusContinuedAsNew && e.ContinuedAs != "" {
+	for e != nil && e.ContinuedAs != "" {
 		next := b.execs[e.ContinuedAs]
 		if next == nil {
 			next = b.chainsLatest[e.Chain()]

@@ -87,7 +87,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			break
 		}
 		d := &r.Decisions[i]
-		rec, err := decide.Record(e.ExecutionID, d, b.now)
+		rec, err := decide.Record(decide.KeysOf(e.ExecutionID, e.ResetKeys()), d, b.now)
 		if err != nil {
 			b.logFor(e.ExecutionID).Warn("ignoring a decision", "decision", d.Type, "err", err)
 			continue
@@ -402,7 +402,7 @@ func (b *batch) workflowTaskPayload(e *store.Execution, taskID, redispatch int, 
 	task := wire.WorkflowTask{
 		ExecutionID: e.ExecutionID, Shard: b.shard, WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID,
 		TaskQueue: e.TaskQueue, TaskID: taskID, History: events, Redispatch: redispatch, Time: b.now,
-		ContinueAsNewSuggested: b.limits.suggestsContinueAsNew(e),
+		ContinueAsNewSuggested: b.limits.suggestsContinueAsNew(e), ResetKeys: e.ResetKeys(),
 	}
 	for _, f := range e.Updates.Requested() {
 		task.Updates = append(task.Updates, wire.UpdateRequest{UpdateID: f.UpdateID, Name: f.Name, Args: f.Args})

@@ -155,6 +155,17 @@ var commandKinds = map[string]commandKind{
 		},
 		apply: (*batch).cancelCommand,
 	},
+	wire.KindReset: {
+		valid: func(c *wire.Command) bool { return c.Reset != nil && c.Reset.PointSeq > 0 },
+		gather: func(g *gathering, c seqCommand) {
+			// It reads the execution's history while it applies.
+			g.readFree = false
+			if validUUID(c.cmd.Reset.ExecutionID) {
+				g.execution(c.cmd.Reset.ExecutionID)
+			}
+		},
+		apply: (*batch).resetCommand,
+	},
 	wire.KindTerminate: {
 		valid: func(c *wire.Command) bool { return c.Terminate != nil },
 		gather: func(g *gathering, c seqCommand) {

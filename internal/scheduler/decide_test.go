@@ -83,7 +83,7 @@ func TestEveryDecisionIsAppliedAsDecideRecordsIt(t *testing.T) {
 	require.ElementsMatch(t, decide.Kinds(), mapKeys(decisionSamples), "every kind of decision needs a sample here")
 	for _, typ := range decide.Kinds() {
 		d := decisionSamples[typ]
-		rec, err := decide.Record("x", &d, time.Now())
+		rec, err := decide.Record(decide.KeysOf("x", nil), &d, time.Now())
 		require.NoError(t, err)
 		t.Run(typ+"/postgres", func(t *testing.T) {
 			t.Parallel()

@@ -43,7 +43,8 @@ package scheduler
 //     cancellation: the request, its grace, activities given up),
 //     apply_timeout.go (run and execution timeouts), apply_children.go
 //     (child workflows, the reports between shards, parent-close
-//     policies, signals between workflows), apply_continue.go (a run that
+//     policies, signals between workflows), apply_reset.go (a reset: the new run from
+//     a point of the history, the old run closed), apply_continue.go (a run that
 //     continues as new, its next run, and the signals it passes on),
 //     apply_update.go (updates: admitted, accepted, answered, refused,
 //     failed as their run closes, moved to the run it continued as),

@@ -96,6 +96,20 @@ type Execution struct {
 	// wire.MaxPriority; 0 is wire.DefaultPriority, as stored), chosen by
 	// its start and kept by its continued runs.
 	Priority int
+	// Reset links the run to a reset (docs/reset.md): the run it was
+	// reset from and the keys it inherits, or the run that reset it; nil
+	// for neither. A run that was reset also has ContinuedAs set to the
+	// new run, so that its chain's newest run is the new one.
+	Reset *wire.ResetInfo
+}
+
+// ResetKeys are the activity keys e inherits from the run it was reset
+// from, nil for none.
+func (e *Execution) ResetKeys() map[int]wire.ResetKey {
+	if e.Reset == nil {
+		return nil
+	}
+	return e.Reset.Keys
 }
 
 // ConcurrencyRef is the concurrency start policy an execution runs
@@ -160,7 +174,7 @@ func nullIfEmpty(s string) *string {
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent, prune_after, task_failing, versioning, pinned_build, history_base,
-	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts, parent, children, concurrency, priority`
+	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts, parent, children, concurrency, priority, reset`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
@@ -168,7 +182,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
 		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy,
 		&traceParent, &e.PruneAfter, &e.TaskFailing, &e.Versioning, &pinned, &e.HistoryBase, &e.ChainID, &e.ContinuedFrom, &e.ContinuedAs,
-		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts, &e.Parent, &e.Children, &e.Concurrency, &e.Priority)
+		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts, &e.Parent, &e.Children, &e.Concurrency, &e.Priority, &e.Reset)
 	if err != nil {
 		return nil, err
 	}
@@ -410,9 +424,10 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 		children                            = make([]*RunChildren, n)
 		concurrency                         = make([]*ConcurrencyRef, n)
 		priorities                          = make([]int, n)
+		resets                              = make([]*wire.ResetInfo, n)
 	)
 	for i, e := range es {
-		priorities[i] = PriorityOrDefault(e.Priority)
+		priorities[i], resets[i] = PriorityOrDefault(e.Priority), e.Reset
 		sticky[i], cancelReqs[i], timeouts[i] = nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Timeouts
 		parents[i], children[i], concurrency[i] = e.Parent, e.Children, e.Concurrency
 		pruneAfter[i], failing[i], bases[i] = e.PruneAfter, e.TaskFailing, e.HistoryBase
@@ -431,17 +446,17 @@ func queueInsertExecutions(b *pgx.Batch, es []*Execution) {
 	b.Queue(`INSERT INTO executions (execution_id, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 			last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by,
 			trace_parent, prune_after, task_failing, versioning, pinned_build, history_base, chain_id, continued_from, continued_as,
-			history_bytes, history_warning, updates, sticky_worker, cancel_request, timeouts, parent, children, concurrency, priority)
+			history_bytes, history_warning, updates, sticky_worker, cancel_request, timeouts, parent, children, concurrency, priority, reset)
 		SELECT unnest($1::uuid[]), unnest($2::int[]), unnest($3::text[]), unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
 			unnest($7::jsonb[]), unnest($8::jsonb[]), unnest($9::jsonb[]), unnest($10::int[]), unnest($11::int[]), unnest($12::bool[]),
 			unnest($13::bool[]), unnest($14::text[]), unnest($15::text[]), unnest($16::timestamptz[]), unnest($17::timestamptz[]),
 			unnest($18::timestamptz[]), unnest($19::text[]), unnest($20::text[]), unnest($21::timestamptz[]), unnest($22::jsonb[]),
 			unnest($23::text[]), unnest($24::text[]), unnest($25::int[]),
 			unnest($26::uuid[]), unnest($27::uuid[]), unnest($28::uuid[]), unnest($29::bigint[]), unnest($30::jsonb[]), unnest($31::jsonb[]), unnest($32::text[]),
-			unnest($33::jsonb[]), unnest($34::jsonb[]), unnest($35::jsonb[]), unnest($36::jsonb[]), unnest($37::jsonb[]), unnest($38::smallint[])`,
+			unnest($33::jsonb[]), unnest($34::jsonb[]), unnest($35::jsonb[]), unnest($36::jsonb[]), unnest($37::jsonb[]), unnest($38::smallint[]), unnest($39::jsonb[])`,
 		ids, shards, names, wfIDs, queues, statuses, inputs, results, errs,
 		lastSeqs, wftIDs, outstanding, dirty, keys, callbacks, created, updated, closed, startedBy, traceParents, pruneAfter, failing,
-		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings, updates, sticky, cancelReqs, timeouts, parents, children, concurrency, priorities)
+		versioning, pinned, bases, chains, froms, ases, historyBytes, warnings, updates, sticky, cancelReqs, timeouts, parents, children, concurrency, priorities, resets)
 }
 
 // PriorityOrDefault is priority, or wire.DefaultPriority for 0.
@@ -459,10 +474,10 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 			b.Queue(`UPDATE executions SET status = $2, result = $3, error = $4, last_seq = $5, wft_id = $6,
 				wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10, prune_after = $11, task_failing = $12, pinned_build = $13, history_base = $14, continued_as = $15,
 				history_bytes = $16, history_warning = $17, updates = $18, sticky_worker = $19, cancel_request = $20, children = $21,
-				timeouts = $22, concurrency = $23 WHERE execution_id = $1`,
+				timeouts = $22, concurrency = $23, reset = $24 WHERE execution_id = $1`,
 				e.ExecutionID, e.Status, e.Result, e.Error, e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt, e.PruneAfter, e.TaskFailing,
 				nullIfEmpty(e.PinnedBuild), e.HistoryBase, nullIfEmpty(e.ContinuedAs), e.HistoryBytes, e.HistoryWarning, e.Updates, nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Children,
-				e.Timeouts, e.Concurrency)
+				e.Timeouts, e.Concurrency, e.Reset)
 		}
 		return
 	}
@@ -486,9 +501,10 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 		children           = make([]*RunChildren, n)
 		timeouts           = make([]*Timeouts, n)
 		concurrency        = make([]*ConcurrencyRef, n)
+		resets             = make([]*wire.ResetInfo, n)
 	)
 	for i, e := range es {
-		timeouts[i], concurrency[i] = e.Timeouts, e.Concurrency
+		timeouts[i], concurrency[i], resets[i] = e.Timeouts, e.Concurrency, e.Reset
 		failing[i], pinned[i], bases[i], updates[i] = e.TaskFailing, nullIfEmpty(e.PinnedBuild), e.HistoryBase, e.Updates
 		sticky[i], cancelReqs[i], children[i] = nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Children
 		ases[i] = nullIfEmpty(e.ContinuedAs)
@@ -502,7 +518,7 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 			prune_after = v.prune_after, task_failing = v.task_failing, pinned_build = v.pinned_build,
 			history_base = v.history_base, continued_as = v.continued_as,
 			history_bytes = v.history_bytes, history_warning = v.history_warning, updates = v.updates, sticky_worker = v.sticky_worker,
-			cancel_request = v.cancel_request, children = v.children, timeouts = v.timeouts, concurrency = v.concurrency
+			cancel_request = v.cancel_request, children = v.children, timeouts = v.timeouts, concurrency = v.concurrency, reset = v.reset
 		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::text[]) AS status, unnest($3::jsonb[]) AS result,
 			unnest($4::jsonb[]) AS error, unnest($5::int[]) AS last_seq, unnest($6::int[]) AS wft_id, unnest($7::bool[]) AS wft_outstanding,
 			unnest($8::bool[]) AS wft_dirty, unnest($9::timestamptz[]) AS updated_at, unnest($10::timestamptz[]) AS closed_at,
@@ -511,10 +527,10 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 			unnest($15::uuid[]) AS continued_as, unnest($16::bigint[]) AS history_bytes, unnest($17::jsonb[]) AS history_warning,
 			unnest($18::jsonb[]) AS updates, unnest($19::text[]) AS sticky_worker,
 			unnest($20::jsonb[]) AS cancel_request, unnest($21::jsonb[]) AS children, unnest($22::jsonb[]) AS timeouts,
-			unnest($23::jsonb[]) AS concurrency) AS v
+			unnest($23::jsonb[]) AS concurrency, unnest($24::jsonb[]) AS reset) AS v
 		WHERE e.execution_id = v.execution_id AND e.execution_id = ANY($1::uuid[])`,
 		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed, pruneAfter, failing, pinned, bases, ases,
-		historyBytes, warnings, updates, sticky, cancelReqs, children, timeouts, concurrency)
+		historyBytes, warnings, updates, sticky, cancelReqs, children, timeouts, concurrency, resets)
 }
 
 // CountByWorkflow counts executions by workflow name and status; names,

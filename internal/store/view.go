@@ -17,6 +17,12 @@ func (e *Execution) View() api.Execution {
 		IdempotencyKey: deref(e.IdempotencyKey), TaskFailing: e.TaskFailing, PinnedBuild: e.PinnedBuild,
 		ContinuedFrom: e.ContinuedFrom, ContinuedAs: e.ContinuedAs, Priority: PriorityOrDefault(e.Priority),
 	}
+	if r := e.Reset; r != nil {
+		v.ResetFrom, v.ResetPoint, v.ResetTo = r.From, r.FromSeq, r.To
+		if r.To != "" && e.Status != wire.StatusContinuedAsNew {
+			v.ContinuedAs = "" // the chain's link to the new run, which reset_to names
+		}
+	}
 	if r := e.CancelRequest; r != nil {
 		at := r.At
 		v.CancelRequestedAt = &at

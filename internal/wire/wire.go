@@ -178,6 +178,8 @@ type Command struct {
 	Report *Report `json:"report,omitempty"`
 	// Schedule changes a schedule (KindSchedule).
 	Schedule *ScheduleCommand `json:"schedule,omitempty"`
+	// Reset resets an execution (KindReset).
+	Reset *ResetCommand `json:"reset,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
@@ -690,6 +692,9 @@ type WorkflowClosedAttrs struct {
 	// ContinueAsNew is how a run that continued as a new one did
 	// (WorkflowContinuedAsNew).
 	ContinueAsNew *ContinueAsNewAttrs `json:"continue_as_new,omitempty"`
+	// ResetTo is the run that replaced a run terminated by a reset
+	// (WorkflowTerminated; docs/reset.md).
+	ResetTo string `json:"reset_to,omitempty"`
 }
 
 // WorkflowTask asks a worker to replay an execution over its history and
@@ -728,6 +733,10 @@ type WorkflowTask struct {
 	// taken yet, oldest first: the task delivers each to the workflow
 	// code once it has run over the history (see UpdateRequest).
 	Updates []UpdateRequest `json:"updates,omitempty"`
+	// ResetKeys are the activity keys a run reset from another inherits
+	// (ResetInfo.Keys): a worker that runs its activities eagerly derives
+	// their keys as the scheduler does (decide.Keys).
+	ResetKeys map[int]ResetKey `json:"reset_keys,omitempty"`
 }
 
 // FirstSeq is the seq of History's first event: 1 for a task that
@@ -875,6 +884,8 @@ func (c *Command) TargetExecution() string {
 		return c.Cancel.ExecutionID
 	case c.Terminate != nil:
 		return c.Terminate.ExecutionID
+	case c.Reset != nil:
+		return c.Reset.ExecutionID
 	case c.Signal != nil && c.Kind == KindSignal:
 		return c.Signal.ExecutionID
 	case c.Update != nil:

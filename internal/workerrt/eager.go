@@ -232,7 +232,7 @@ func (rt *Runtime) runEager(ctx context.Context, t *heldTask, task *wire.Workflo
 // eagerTask is attempt 1 of the activity d schedules, as the scheduler
 // would dispatch it at now (decide's Attempt).
 func eagerTask(task *wire.WorkflowTask, d wire.Decision, now time.Time) *wire.ActivityTask {
-	rec, err := decide.Record(task.ExecutionID, &d, now)
+	rec, err := decide.Record(decide.KeysOf(task.ExecutionID, task.ResetKeys), &d, now)
 	if err != nil || rec.Activity == nil {
 		return nil // eagerShape lets only activities through
 	}
@@ -261,7 +261,7 @@ func eagerHistory(task *wire.WorkflowTask, decisions []wire.Decision, results []
 	names := map[int]string{}
 	for i := range decisions {
 		d := &decisions[i]
-		rec, err := decide.Record(task.ExecutionID, d, task.Time)
+		rec, err := decide.Record(decide.KeysOf(task.ExecutionID, task.ResetKeys), d, task.Time)
 		if err != nil {
 			continue // eagerShape lets only activities through
 		}

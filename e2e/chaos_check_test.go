@@ -77,6 +77,11 @@ type trialResult struct {
 	SagaGivenUp          int      `json:"saga_activities_given_up"`
 	SagaCancelRequests   int      `json:"saga_cancel_requests"`
 	SagaUncompensated    []string `json:"saga_uncompensated,omitempty"`
+	// ResetsExact counts the trial's chaos_reset starts whose reset was
+	// answered and came out exact (see resetInvariants), ResetRequests
+	// the reset requests sent, retries and doubles included.
+	ResetsExact   int `json:"resets_exact"`
+	ResetRequests int `json:"reset_requests"`
 	// FamiliesExact counts the trial's chaos_family starts that came out
 	// exact (see familyInvariants), FamiliesContinued those of them that
 	// continued as new, FamiliesHit those a fault fell on while they
@@ -150,6 +155,9 @@ func (r *trialResult) line() string {
 	}
 	if len(r.SagaUncompensated) > 0 {
 		s += "; saga steps given up whose effect happened: " + strings.Join(r.SagaUncompensated, ", ")
+	}
+	if r.ResetsExact > 0 {
+		s += fmt.Sprintf("; %d resets exact, each step's effect once (%d reset requests)", r.ResetsExact, r.ResetRequests)
 	}
 	if r.FamiliesExact > 0 {
 		s += fmt.Sprintf("; %d child-workflow families exact (%d continued as new, %d hit by a fault while they ran, the longest took %s; %d children once each, %d waiters closed by their parent's policy, %d abandoned ones terminated by the check)",

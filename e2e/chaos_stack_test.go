@@ -525,7 +525,7 @@ func freePorts(n int) ([]int, error) {
 // chaosSecondWorker are the names the chaos stack's second worker
 // registers; the first registers every example.
 var chaosSecondWorker = []string{examples.WorkflowOnboarding, examples.ActivityCreateDBUser, examples.ActivitySendWelcome,
-	examples.ActivityChargeCard, examples.ActivitySquare, workflowFlaky, workflowChain, workflowSaga, workflowFamily}
+	examples.ActivityChargeCard, examples.ActivitySquare, workflowFlaky, workflowChain, workflowSaga, workflowFamily, workflowReset}
 
 // buildChaosBinaries builds nats-server, the three services and the fleet
 // worker into dir.

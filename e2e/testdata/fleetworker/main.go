@@ -144,6 +144,9 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		if has(workflowSaga) {
 			registerSaga(w, svc.PaymentsAPI)
 		}
+		if has(workflowReset) {
+			registerReset(w, svc.PaymentsAPI)
+		}
 		if has(workflowFamily) {
 			registerFamily(w, svc.PaymentsAPI)
 		}

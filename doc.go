@@ -55,7 +55,8 @@ package harvest
 //     read over the API), cancel.go (cooperative cancellation: Done,
 //     Err, ErrCanceled, NewDisconnectedContext, and what the execution's
 //     cancellation request gives up), children.go (ExecuteChildWorkflow,
-//     ChildOptions, parent-close policies, SignalExternalWorkflow).
+//     ChildOptions, parent-close policies, SignalExternalWorkflow),
+//     searchattributes.go (UpsertSearchAttributes).
 //   - What activity code calls: activity.go (ActivityContext, heartbeats,
 //     the errors that stop retries), activity_typed.go (typed
 //     Activities), activitykey.go (ActivityKey), ledger.go (Once and the

@@ -74,6 +74,9 @@ type StartRequest struct {
 	// and continued runs inherit it. Absent: DefaultPriority. Outside
 	// the range: 400 invalid_priority.
 	Priority *int `json:"priority,omitempty"`
+	// SearchAttributes sets the execution's search attributes, each
+	// declared by its workflow with a type (docs/search-attributes.md).
+	SearchAttributes map[string]json.RawMessage `json:"search_attributes,omitempty"`
 }
 
 // Task priorities (StartRequest.Priority, harvest.ActivityOptions).
@@ -180,7 +183,7 @@ type AcceptedResponse struct {
 }
 
 // SignalResponse answers POST
-// /api/harvest/workflows/{execution_id}/signal/{signal_name} (202):
+// /api/harvest/executions/{execution_id}/signals/{name} (202):
 // SignalDelivered when the signal was applied (false for the retry of a
 // keyed signal already delivered), or CommandID and Status "accepted"
 // when its outcome is not known yet.

@@ -30,4 +30,6 @@
 //   - schedules.go: schedules, their specs, overlap policies and ledger
 //     of fires.
 //   - reset.go: a reset's request, its answer and its dry run's plan.
+//   - batches.go: batch operations: the request, its filter, a batch as
+//     it stands.
 package api

@@ -72,6 +72,17 @@ const (
 	// CodeInvalidDryRun refuses a dry_run query parameter that is not
 	// true or false.
 	CodeInvalidDryRun = "invalid_dry_run"
+	// CodeInvalidSearchAttribute refuses a search attribute the workflow
+	// does not declare, a value not of its declared type, or a filter on
+	// one that is malformed (docs/search-attributes.md).
+	CodeInvalidSearchAttribute = "invalid_search_attribute"
+	// CodeInvalidFilter refuses a batch whose filter is malformed (a
+	// time that is not RFC 3339, an unknown status) or names no condition
+	// without "all": true.
+	CodeInvalidFilter = "invalid_filter"
+	// CodeInvalidBatch refuses a batch whose operation, signal, reset or
+	// rate is malformed.
+	CodeInvalidBatch = "invalid_batch"
 	// CodeInvalidResetPoint (422 Unprocessable Entity) refuses a reset
 	// to a point no reset can go to (docs/reset.md): the answer's
 	// nearest_points name the valid ones around it.
@@ -133,6 +144,9 @@ const (
 	CodeCommandNotFound     = "command_not_found"
 	CodeDeadCommandNotFound = "dead_command_not_found"
 	CodeUnknownSource       = "unknown_source"
+	// CodeBatchNotFound answers a request naming a batch that does not
+	// exist.
+	CodeBatchNotFound = "batch_not_found"
 	// CodeScheduleNotFound answers a request naming a schedule that does
 	// not exist.
 	CodeScheduleNotFound = "schedule_not_found"

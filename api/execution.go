@@ -44,6 +44,9 @@ type Execution struct {
 	// workflow_id, linked both ways (docs/long-workflows.md).
 	ContinuedFrom string `json:"continued_from,omitempty"`
 	ContinuedAs   string `json:"continued_as,omitempty"`
+	// SearchAttributes are the execution's search attributes, by name
+	// (docs/search-attributes.md); describe only.
+	SearchAttributes map[string]any `json:"search_attributes,omitempty"`
 	// ResetFrom is the run this one was reset from, at ResetPoint (a
 	// WorkflowTaskCompleted of that run's history); ResetTo the run that
 	// replaced this one (docs/reset.md).
@@ -328,4 +331,9 @@ type ExportedHistory struct {
 	Status       string    `json:"status"`
 	ExportedAt   time.Time `json:"exported_at"`
 	History      []Event   `json:"history"`
+}
+
+// CountExecutionsResponse answers GET /api/harvest/executions/count.
+type CountExecutionsResponse struct {
+	Count int64 `json:"count"`
 }

@@ -322,11 +322,16 @@ func (c *Client) awaitCommand(ctx context.Context, commandID string) (*CommandSt
 	return cmd, nil
 }
 
+// errNoRoute matches the API's answer to a request no route serves (404
+// not_found), as a server older than the route gives.
+var errNoRoute = sentinel(http.StatusNotFound, CodeNotFound, "no route")
+
 // SendSignal sends the named signal with payload (encoded as JSON; nil
 // sends none) to an execution. Without an idempotency key every call
 // appends one signal; use SendSignalIdempotent for deliveries that may be
 // retried. A 404 answer matches ErrNotFound, a closed execution's 409
-// ErrConflict.
+// ErrConflict. It posts to /api/harvest/executions/{execution_id}/signals/{name},
+// or, to a server that predates that path, to its deprecated one.
 func (c *Client) SendSignal(ctx context.Context, executionID, name string, payload any) error {
 	_, err := c.signal(ctx, executionID, name, payload, "")
 	return err
@@ -355,8 +360,15 @@ func (c *Client) signal(ctx context.Context, executionID, name string, payload a
 	if err != nil {
 		return false, fmt.Errorf("client: signal %s: encode payload: %w", name, err)
 	}
-	path := apiPrefix + "/workflows/" + url.PathEscape(executionID) + "/signal/" + url.PathEscape(name)
+	path := apiPrefix + "/executions/" + url.PathEscape(executionID) + "/signals/" + url.PathEscape(name)
 	_, raw, err := c.submit(ctx, path, key, body)
+	if errors.Is(err, errNoRoute) {
+		// A server older than the route answers that no route serves its
+		// path, having published nothing: send it where that server
+		// serves signals.
+		path = apiPrefix + "/workflows/" + url.PathEscape(executionID) + "/signal/" + url.PathEscape(name)
+		_, raw, err = c.submit(ctx, path, key, body)
+	}
 	if err != nil {
 		return false, err
 	}

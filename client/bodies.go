@@ -56,6 +56,9 @@ type TerminateRequest = api.TerminateRequest
 // TerminateResponse is api.TerminateResponse.
 type TerminateResponse = api.TerminateResponse
 
+// CountExecutionsResponse is api.CountExecutionsResponse.
+type CountExecutionsResponse = api.CountExecutionsResponse
+
 // ResetRequest is api.ResetRequest.
 type ResetRequest = api.ResetRequest
 

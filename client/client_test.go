@@ -174,7 +174,7 @@ func TestStartPollsALateOutcome(t *testing.T) {
 
 func TestSignals(t *testing.T) {
 	f, c := newFake(t)
-	f.handle("POST /api/harvest/workflows/e1/signal/item",
+	f.handle("POST /api/harvest/executions/e1/signals/item",
 		reply(202, `{"ok":true,"signal_delivered":true}`),
 		reply(202, `{"ok":true,"signal_delivered":false}`),
 		reply(202, `{"ok":true,"command_id":"c1","status":"accepted"}`),
@@ -203,6 +203,36 @@ func TestSignals(t *testing.T) {
 	_, err = c.SendSignalIdempotent(ctx, "e1", "item", 1, "")
 	require.Error(t, err, "a key is required")
 	require.Error(t, c.SendSignal(ctx, "", "item", 1))
+}
+
+// TestSignalsReachAServerOlderThanTheirRoute: a server that answers the
+// signal route's path with 404 not_found (no route: it predates the
+// route) is sent the signal on the path it serves, with its key; a 404
+// of the route itself is the answer.
+func TestSignalsReachAServerOlderThanTheirRoute(t *testing.T) {
+	f, c := newFake(t)
+	ctx := context.Background()
+	f.handle("POST /api/harvest/executions/e1/signals/item",
+		reply(404, `{"error":"not_found","message":"no route for POST /api/harvest/executions/e1/signals/item"}`))
+	f.handle("POST /api/harvest/workflows/e1/signal/item",
+		reply(202, `{"ok":true,"signal_delivered":true}`),
+		reply(202, `{"ok":true,"signal_delivered":false}`))
+	d, err := c.SendSignalIdempotent(ctx, "e1", "item", 1, "k")
+	require.NoError(t, err)
+	require.True(t, d)
+	first, second := f.last(), f.last()
+	require.Equal(t, "/api/harvest/executions/e1/signals/item", first.path)
+	require.Equal(t, "/api/harvest/workflows/e1/signal/item", second.path)
+	require.Equal(t, "k", second.key)
+	require.Equal(t, "1", second.body)
+	d, err = c.SendSignalIdempotent(ctx, "e1", "item", 1, "k")
+	require.NoError(t, err)
+	require.False(t, d)
+
+	f.handle("POST /api/harvest/executions/e2/signals/item",
+		reply(404, `{"error":"execution_not_found","message":"no execution e2"}`))
+	err = c.SendSignal(ctx, "e2", "item", 1)
+	require.ErrorIs(t, err, ErrExecutionNotFound)
 }
 
 func TestSignalWithStart(t *testing.T) {

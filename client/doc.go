@@ -51,7 +51,8 @@ package client
 //   - api.go: the calls that make commands: Start, SendSignal,
 //     SendSignalIdempotent, SignalWithStart, and polling a command the
 //     server answered 202 for. close.go: Cancel, Terminate,
-//     Reset and PlanReset.
+//     Reset and PlanReset. batches.go: StartBatch, Batch, ListBatches,
+//     CancelBatch.
 //     updates.go: Update, GetUpdate, AwaitUpdate.
 //   - reads.go: Describe, History, List, WaitResult, State (a query
 //     state, or waiting for a newer one) and States. dead.go: dead

@@ -86,13 +86,17 @@ const (
 	CodeUpdateNotFound      = api.CodeUpdateNotFound
 
 	// 409 Conflict.
-	CodeExecutionTerminal  = api.CodeExecutionTerminal
-	CodeWorkflowIDConflict = api.CodeWorkflowIDConflict
-	CodeExecutionClosed    = api.CodeExecutionClosed
-	CodeExecutionNotLatest = api.CodeExecutionNotLatest
-	CodeResetUnsupported   = api.CodeResetUnsupported
-	CodeInvalidResetPoint  = api.CodeInvalidResetPoint
-	CodeInvalidDryRun      = api.CodeInvalidDryRun
+	CodeExecutionTerminal      = api.CodeExecutionTerminal
+	CodeWorkflowIDConflict     = api.CodeWorkflowIDConflict
+	CodeExecutionClosed        = api.CodeExecutionClosed
+	CodeExecutionNotLatest     = api.CodeExecutionNotLatest
+	CodeResetUnsupported       = api.CodeResetUnsupported
+	CodeInvalidResetPoint      = api.CodeInvalidResetPoint
+	CodeInvalidDryRun          = api.CodeInvalidDryRun
+	CodeInvalidFilter          = api.CodeInvalidFilter
+	CodeInvalidSearchAttribute = api.CodeInvalidSearchAttribute
+	CodeInvalidBatch           = api.CodeInvalidBatch
+	CodeBatchNotFound          = api.CodeBatchNotFound
 
 	// 408 Request Timeout.
 	CodeBodyTimeout = api.CodeBodyTimeout
@@ -186,6 +190,11 @@ var (
 	ErrExecutionNotLatest error = sentinel(http.StatusConflict, CodeExecutionNotLatest, "the run is not its chain's newest")
 	// ErrInvalidResetPoint matches 422 invalid_reset_point: a reset to a
 	// point no reset can go to (APIError.NearestPoints names valid ones).
+	// ErrInvalidFilter matches 400 invalid_filter: a batch's filter is
+	// malformed, or names no condition without "all": true.
+	ErrInvalidFilter error = sentinel(http.StatusBadRequest, CodeInvalidFilter, "the batch's filter is invalid")
+	// ErrBatchNotFound matches 404 batch_not_found.
+	ErrBatchNotFound     error = sentinel(http.StatusNotFound, CodeBatchNotFound, "no such batch")
 	ErrInvalidResetPoint error = sentinel(http.StatusUnprocessableEntity, CodeInvalidResetPoint, "no reset can go to that point")
 	// ErrUpdateRejected matches 422 update_rejected: the update handler's
 	// validator refused the update.

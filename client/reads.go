@@ -180,10 +180,47 @@ type ListOptions struct {
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound the
 	// executions' start.
 	CreatedAfter, CreatedBefore time.Time
+	// SearchAttributes filter on search attributes
+	// (docs/search-attributes.md): "NAME" keeps executions whose
+	// attribute equals the value, "NAME.gt" (gte, lt, lte) bounds it.
+	SearchAttributes map[string]string
 	// Cursor continues a listing: the NextCursor of its previous page.
 	Cursor string
 	// Limit is 1 to 500.
 	Limit int
+}
+
+// filterQuery is the query of opts' filters, its cursor and limit left
+// out.
+func (opts ListOptions) filterQuery() url.Values {
+	q := url.Values{}
+	for name, v := range map[string]string{
+		"workflow": opts.Workflow, "status": opts.Status, "key_prefix": opts.KeyPrefix, "workflow_id_prefix": opts.WorkflowIDPrefix,
+	} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	if !opts.CreatedAfter.IsZero() {
+		q.Set("created_after", opts.CreatedAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if !opts.CreatedBefore.IsZero() {
+		q.Set("created_before", opts.CreatedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	for name, v := range opts.SearchAttributes {
+		q.Set("attr."+name, v)
+	}
+	return q
+}
+
+// Count counts the executions opts' filters match (its Cursor and Limit
+// left out), across the stores.
+func (c *Client) Count(ctx context.Context, opts ListOptions) (int64, error) {
+	var a CountExecutionsResponse
+	if err := c.get(ctx, withQuery(apiPrefix+"/executions/count", opts.filterQuery()), &a); err != nil {
+		return 0, err
+	}
+	return a.Count, nil
 }
 
 // List lists executions, newest first: the first page of ListPage.
@@ -199,20 +236,9 @@ func (c *Client) List(ctx context.Context, opts ListOptions) ([]Execution, error
 // when not empty, is opts.Cursor for the next page. Pages stay correct
 // while new executions arrive: those come before the first page.
 func (c *Client) ListPage(ctx context.Context, opts ListOptions) (*ListExecutionsResponse, error) {
-	q := url.Values{}
-	for name, v := range map[string]string{
-		"workflow": opts.Workflow, "status": opts.Status, "key_prefix": opts.KeyPrefix,
-		"workflow_id_prefix": opts.WorkflowIDPrefix, "cursor": opts.Cursor,
-	} {
-		if v != "" {
-			q.Set(name, v)
-		}
-	}
-	if !opts.CreatedAfter.IsZero() {
-		q.Set("created_after", opts.CreatedAfter.UTC().Format(time.RFC3339Nano))
-	}
-	if !opts.CreatedBefore.IsZero() {
-		q.Set("created_before", opts.CreatedBefore.UTC().Format(time.RFC3339Nano))
+	q := opts.filterQuery()
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
 	}
 	if opts.Limit != 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))

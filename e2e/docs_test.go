@@ -33,6 +33,8 @@ var docPages = []string{
 	"docs/signals.md",
 	"docs/cancellation.md",
 	"docs/reset.md",
+	"docs/batches.md",
+	"docs/search-attributes.md",
 	"docs/children.md",
 	"docs/own-worker.md",
 	"docs/determinism.md",

@@ -17,6 +17,7 @@ package main
 //     (harvest worker and harvest task-queue), admission.go (and the API
 //     flags every client subcommand takes), stores.go (drain),
 //     schedule.go (harvest schedule: schedules and their ledgers),
-//     reset.go (harvest workflow reset).
+//     reset.go (harvest workflow reset), batch.go (harvest batch: batch
+//     operations).
 //     unreachable.go: what to do when no API answers.
 //   - token.go: new tokens and their hashes. version.go: the build.

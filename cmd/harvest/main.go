@@ -1,6 +1,6 @@
 // Command harvest is Harvest's command line: `harvest dev` runs the whole
 // stack in one process, `harvest migrate` applies the schema, `harvest
-// workflow`, `harvest schedule`, `harvest commands`, `harvest executions`,
+// workflow`, `harvest schedule`, `harvest batch`, `harvest commands`, `harvest executions`,
 // `harvest worker`, `harvest task-queue` and `harvest admission` talk to
 // the HTTP API, `harvest bench` measures.
 package main
@@ -24,7 +24,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newSchedule(), newCommands(), newExecutions(), newWorker(), newTaskQueue(), newBench(), newFakepay(), newToken(), newStores(), newVersion())
+	root.AddCommand(newDev(), newMigrate(), newAdmission(), newWorkflow(), newSchedule(), newBatch(), newCommands(), newExecutions(), newWorker(), newTaskQueue(), newBench(), newFakepay(), newToken(), newStores(), newVersion())
 	return root
 }
 

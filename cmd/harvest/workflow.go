@@ -97,7 +97,7 @@ terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowResult(), newWorkflowList(),
-		newWorkflowCancel(), newWorkflowTerminate(), newWorkflowReset(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate(), newWorkflowChildren(),
+		newWorkflowCount(), newWorkflowCancel(), newWorkflowTerminate(), newWorkflowReset(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate(), newWorkflowChildren(),
 		newWorkflowConcurrency())
 	return cmd
 }
@@ -503,22 +503,53 @@ func newWorkflowHistory() *cobra.Command {
 }
 
 func newWorkflowList() *cobra.Command {
-	var opts client.ListOptions
+	var (
+		opts client.ListOptions
+		f    listFlags
+		all  bool
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List executions, newest first",
-		Args:  cobra.NoArgs,
+		Short: "List executions, newest first, a page at a time",
+		Long: `List executions, newest first, that every filter given matches. A page
+holds --limit of them; the next page is --cursor with the cursor the last
+one printed, or --all reads every page. --attr filters on a search
+attribute (docs/search-attributes.md): NAME=VALUE, or NAME.gt=, .gte=,
+.lt=, .lte= for a bound.`,
+		Example: `  harvest workflow list --workflow checkout --status Failed --created-after 2026-12-07T09:00:00Z
+  harvest workflow list --attr customer_id=c_1 --attr amount.gte=500 --all --json`,
+		Args: cobra.NoArgs,
 		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, _ []string) error {
-			execs, err := c.List(ctx, opts)
+			if err := f.apply(&opts); err != nil {
+				return err
+			}
+			page, err := c.ListPage(ctx, opts)
 			if err != nil {
 				return err
 			}
+			for all && page.NextCursor != "" {
+				next := opts
+				next.Cursor = page.NextCursor
+				more, err := c.ListPage(ctx, next)
+				if err != nil {
+					return err
+				}
+				page.Executions, page.NextCursor = append(page.Executions, more.Executions...), more.NextCursor
+			}
 			if jsonOutput(cmd) {
-				return printRawList(cmd, "executions", execs, func(e client.Execution) json.RawMessage { return e.Raw })
+				raws := make([]json.RawMessage, 0, len(page.Executions))
+				for _, e := range page.Executions {
+					raws = append(raws, e.Raw)
+				}
+				out := map[string]any{"executions": raws}
+				if page.NextCursor != "" {
+					out["next_cursor"] = page.NextCursor
+				}
+				return printValue(cmd.OutOrStdout(), out)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "EXECUTION_ID\tWORKFLOW\tWORKFLOW_ID\tSTATUS\tCREATED_AT")
-			for _, e := range execs {
+			for _, e := range page.Executions {
 				status := e.Status
 				switch {
 				case status == client.StatusRunning && e.CancelRequestedAt != nil:
@@ -528,13 +559,91 @@ func newWorkflowList() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ExecutionID, e.WorkflowName, e.WorkflowID, status, formatTime(e.CreatedAt))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return printNextPage(cmd.OutOrStdout(), page.NextCursor)
 		}),
 	}
-	cmd.Flags().StringVar(&opts.Workflow, "workflow", "", "only executions of this workflow")
-	cmd.Flags().StringVar(&opts.Status, "status", "", "only executions in this status: Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
-	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many, 1 to 500 (default 50)")
+	f.add(cmd, &opts)
+	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "at most this many a page, 1 to 500 (default 50)")
+	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", "the page after the one that printed this cursor")
+	cmd.Flags().BoolVar(&all, "all", false, "every page")
 	return cmd
+}
+
+func newWorkflowCount() *cobra.Command {
+	var (
+		opts client.ListOptions
+		f    listFlags
+	)
+	cmd := &cobra.Command{
+		Use:     "count",
+		Short:   "Count the executions that every filter given matches, across the stores",
+		Example: `  harvest workflow count --workflow checkout --status Failed --attr customer_id=c_1`,
+		Args:    cobra.NoArgs,
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, _ []string) error {
+			if err := f.apply(&opts); err != nil {
+				return err
+			}
+			n, err := c.Count(ctx, opts)
+			if err != nil {
+				return err
+			}
+			if jsonOutput(cmd) {
+				return printValue(cmd.OutOrStdout(), client.CountExecutionsResponse{Count: n})
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), n)
+			return err
+		}),
+	}
+	f.add(cmd, &opts)
+	return cmd
+}
+
+// listFlags are the filters list and count share, as flags.
+type listFlags struct {
+	createdAfter, createdBefore string
+	attrs                       []string
+}
+
+func (f *listFlags) add(cmd *cobra.Command, opts *client.ListOptions) {
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Workflow, "workflow", "", "only executions of this workflow")
+	fl.StringVar(&opts.Status, "status", "", "only executions in this status: Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
+	fl.StringVar(&opts.KeyPrefix, "key-prefix", "", "only executions whose start's idempotency key begins with this")
+	fl.StringVar(&opts.WorkflowIDPrefix, "workflow-id-prefix", "", "only executions whose workflow_id begins with this")
+	fl.StringVar(&f.createdAfter, "created-after", "", "only executions created at or after this RFC 3339 time")
+	fl.StringVar(&f.createdBefore, "created-before", "", "only executions created before this RFC 3339 time")
+	fl.StringArrayVar(&f.attrs, "attr", nil, "a search attribute filter, NAME=VALUE or NAME.OP=VALUE (OP: gt, gte, lt, lte); repeatable")
+}
+
+// apply puts the flags that need parsing into opts.
+func (f *listFlags) apply(opts *client.ListOptions) error {
+	for _, t := range []struct {
+		flag, v string
+		out     *time.Time
+	}{{"--created-after", f.createdAfter, &opts.CreatedAfter}, {"--created-before", f.createdBefore, &opts.CreatedBefore}} {
+		if t.v == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, t.v)
+		if err != nil {
+			return fmt.Errorf("%s %q: want an RFC 3339 time such as 2026-12-07T10:00:00Z", t.flag, t.v)
+		}
+		*t.out = at
+	}
+	for _, a := range f.attrs {
+		name, value, ok := strings.Cut(a, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("--attr %q: want NAME=VALUE or NAME.OP=VALUE", a)
+		}
+		if opts.SearchAttributes == nil {
+			opts.SearchAttributes = map[string]string{}
+		}
+		opts.SearchAttributes[name] = value
+	}
+	return nil
 }
 
 func newWorkflowCancel() *cobra.Command {

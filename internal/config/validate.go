@@ -3,12 +3,16 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/binding"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -95,6 +99,17 @@ func (c Config) Validate() error {
 		}
 		if w.Retention < 0 {
 			return fmt.Errorf("config: workflows.%s.retention %s: want a positive duration", name, time.Duration(w.Retention))
+		}
+		if len(w.SearchAttributes) > searchattr.MaxPerExecution {
+			return fmt.Errorf("config: workflows.%s.search_attributes: %d declared, at most %d", name, len(w.SearchAttributes), searchattr.MaxPerExecution)
+		}
+		for _, attr := range slices.Sorted(maps.Keys(w.SearchAttributes)) {
+			if err := searchattr.ValidName(attr); err != nil {
+				return fmt.Errorf("config: workflows.%s.search_attributes: %w", name, err)
+			}
+			if typ := w.SearchAttributes[attr]; !searchattr.ValidType(typ) {
+				return fmt.Errorf("config: workflows.%s.search_attributes.%s %q: want %s", name, attr, typ, strings.Join(searchattr.Types, ", "))
+			}
 		}
 		if w.TaskQueue != "" && dedup.ValidateName(w.TaskQueue) != nil {
 			return fmt.Errorf("config: workflows.%s.task_queue %q: want a task queue name, 1 to %d bytes of letters, digits, '_' and '-'",

@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/schedspec"
 	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -50,6 +51,21 @@ type WorkflowConfig struct {
 	// cancel_grace, when it has one). A start's own override them.
 	RunTimeout       Duration `yaml:"run_timeout"`
 	ExecutionTimeout Duration `yaml:"execution_timeout"`
+	// SearchAttributes declares the workflow's search attributes
+	// (docs/search-attributes.md), each name with its type: keyword, int,
+	// double, bool or time. A start and the workflow code set only these.
+	SearchAttributes map[string]string `yaml:"search_attributes"`
+}
+
+// SearchAttributes returns the declared search attributes, by workflow.
+func (c Config) SearchAttributes() searchattr.Schema {
+	out := searchattr.Schema{}
+	for name, w := range c.Workflows {
+		if len(w.SearchAttributes) > 0 {
+			out[name] = maps.Clone(w.SearchAttributes)
+		}
+	}
+	return out
 }
 
 // DeclaredWorkflows are the workflows the configuration declares: those

@@ -193,6 +193,28 @@ var kinds = map[string]kind{
 				(a.Failure == nil) == (d.Update.Failure == nil) && wire.SameJSON(a.Result, d.Update.Result)
 		},
 	},
+	wire.DecisionUpsertSearchAttributes: {
+		event: wire.EventSearchAttributesUpserted,
+		record: func(r *Recorded, _ Keys, d *wire.Decision, _ time.Time) error {
+			if len(d.SearchAttributes) == 0 {
+				return fmt.Errorf("a %s decision that sets nothing", d.Type)
+			}
+			r.Attrs = wire.SearchAttributesAttrs{SearchAttributes: d.SearchAttributes}
+			return nil
+		},
+		matches: func(d *wire.Decision, raw json.RawMessage) bool {
+			var a wire.SearchAttributesAttrs
+			if json.Unmarshal(raw, &a) != nil || len(a.SearchAttributes) != len(d.SearchAttributes) {
+				return false
+			}
+			for name, v := range d.SearchAttributes {
+				if got, ok := a.SearchAttributes[name]; !ok || !wire.SameJSON(got, v) {
+					return false
+				}
+			}
+			return true
+		},
+	},
 	wire.DecisionCancelWorkflow:  closedByCode(wire.EventWorkflowCancelled, wire.StatusCancelled),
 	wire.DecisionTimeOutWorkflow: closedByCode(wire.EventWorkflowTimedOut, wire.StatusTimedOut),
 	wire.DecisionRequestCancelActivity: {

@@ -26,29 +26,8 @@ const (
 	OccurrenceLastFailed = "last_failed"
 )
 
-// ResetTarget is the point a client names: a WorkflowTaskCompleted's
-// seq, the task that scheduled an occurrence of an activity, or the
-// first or last task. One of them is set.
-type ResetTarget struct {
-	Seq        int
-	Activity   string
-	Occurrence string
-	FirstTask  bool
-	LastTask   bool
-}
-
-// String says the target as the CLI writes it.
-func (t ResetTarget) String() string {
-	switch {
-	case t.Seq > 0:
-		return fmt.Sprintf("seq:%d", t.Seq)
-	case t.Activity != "":
-		return fmt.Sprintf("activity:%s (%s)", t.Activity, t.Occurrence)
-	case t.FirstTask:
-		return "first_task"
-	}
-	return "last_task"
-}
+// ResetTarget is the point a client names (wire.ResetTarget).
+type ResetTarget = wire.ResetTarget
 
 // ResetActivity is an activity a reset re-runs or whose key it keeps.
 type ResetActivity struct {

@@ -158,6 +158,19 @@ func ResetCommandID(executionID string, pointSeq int) string {
 	return derive("reset", executionID, fmt.Sprint(pointSeq))
 }
 
+// BatchItemCommandID identifies the command batch batchID sends to
+// execution executionID: a part that sends it again (its outbox
+// published twice) sends the same command.
+func BatchItemCommandID(batchID, executionID string) string {
+	return derive("batch", batchID, executionID)
+}
+
+// BatchPartCommandID identifies the command that creates or cancels (op)
+// batch batchID's part on shard.
+func BatchPartCommandID(op, batchID string, shard int) string {
+	return derive("batch-"+op, batchID, fmt.Sprint(shard))
+}
+
 // WorkflowTaskCommandID identifies the completion of one workflow task: a
 // worker that runs the same task twice sends the same id.
 func WorkflowTaskCommandID(executionID string, taskID int) string {

@@ -25,9 +25,11 @@ func deadCommands(t *testing.T, s *devstack.Stack) int {
 // the lower-case id the API answers with, by every route; the other
 // spellings uuid.Parse takes (urn:uuid:, braces, 32 hex digits) and ids
 // that are no UUID are refused with 400 invalid_execution_id before
-// anything is read or published; a signal, cancellation or termination
-// of an execution that does not exist is an ordinary 404. None of it
-// leaves a dead command. Before, urn:uuid: answered 503 to a read, an
+// anything is read or published, but for a signal, to which an id that is
+// no UUID is a workflow_id sent for an execution id: 404
+// execution_not_found, also before anything is published; a signal,
+// cancellation or termination of an execution that does not exist is an
+// ordinary 404. None of it leaves a dead command. Before, urn:uuid: answered 503 to a read, an
 // upper-case id was found by a read and not by a signal, and a signal or
 // cancellation in another spelling became a dead command.
 func TestExecutionIDsHaveOneForm(t *testing.T) {
@@ -48,13 +50,16 @@ func TestExecutionIDsHaveOneForm(t *testing.T) {
 	require.Equal(t, 200, run.Status, run.Body)
 	require.Equal(t, id, run.Body["run_id"])
 	// A keyed signal to the upper-case id is the signal to the id: sent
-	// again in lower case, it is a duplicate.
-	sig := stacktest.Call(t, "POST", api+"/workflows/"+upper+"/signal/item", map[string]string{"Idempotency-Key": "k1"}, `{"sku": "A-1"}`)
+	// again in lower case, on either path of the signal route, it is a
+	// duplicate.
+	sig := stacktest.Call(t, "POST", api+"/executions/"+upper+"/signals/item", map[string]string{"Idempotency-Key": "k1"}, `{"sku": "A-1"}`)
 	require.Equal(t, 202, sig.Status, sig.Body)
 	require.Equal(t, true, sig.Body["signal_delivered"], sig.Body)
-	sig = stacktest.Call(t, "POST", api+"/workflows/"+id+"/signal/item", map[string]string{"Idempotency-Key": "k1"}, `{"sku": "A-1"}`)
-	require.Equal(t, 202, sig.Status, sig.Body)
-	require.Equal(t, false, sig.Body["signal_delivered"], "one signal, whichever spelling: %v", sig.Body)
+	for _, target := range []string{api + "/executions/" + id + "/signals/item", api + "/workflows/" + id + "/signal/item"} {
+		sig = stacktest.Call(t, "POST", target, map[string]string{"Idempotency-Key": "k1"}, `{"sku": "A-1"}`)
+		require.Equal(t, 202, sig.Status, sig.Body)
+		require.Equal(t, false, sig.Body["signal_delivered"], "one signal, whichever spelling: %s: %v", target, sig.Body)
+	}
 	require.Len(t, stacktest.SignalEvents(t, s, id), 1)
 
 	// Every other spelling is refused, by every route, and nothing moves.
@@ -62,16 +67,27 @@ func TestExecutionIDsHaveOneForm(t *testing.T) {
 	for _, other := range []string{"urn:uuid:" + id, "URN:UUID:" + upper, "{" + id + "}", hex, strings.ToUpper(hex),
 		id + " ", id[:35] + "g", "not-a-uuid"} {
 		path := url.PathEscape(other)
-		for _, c := range []struct{ method, target, field string }{
-			{"GET", api + "/executions/" + path, "execution_id"},
-			{"GET", api + "/executions/" + path + "/history", "execution_id"},
-			{"POST", api + "/workflows/" + path + "/signal/item", "execution_id"},
-			{"POST", api + "/executions/" + path + "/cancel", "execution_id"},
-			{"POST", api + "/executions/" + path + "/terminate", "execution_id"},
-			{"GET", s.URL() + "/v1/runs/" + path, "run_id"},
-			{"POST", s.URL() + "/v1/runs/" + path + "/external/item", "run_id"},
+		_, notUUID := uuid.Parse(other)
+		for _, c := range []struct {
+			method, target, field string
+			signal                bool
+		}{
+			{"GET", api + "/executions/" + path, "execution_id", false},
+			{"GET", api + "/executions/" + path + "/history", "execution_id", false},
+			{"POST", api + "/executions/" + path + "/signals/item", "execution_id", true},
+			{"POST", api + "/workflows/" + path + "/signal/item", "execution_id", true},
+			{"POST", api + "/executions/" + path + "/cancel", "execution_id", false},
+			{"POST", api + "/executions/" + path + "/terminate", "execution_id", false},
+			{"GET", s.URL() + "/v1/runs/" + path, "run_id", false},
+			{"POST", s.URL() + "/v1/runs/" + path + "/external/item", "run_id", false},
 		} {
 			r := stacktest.Call(t, c.method, c.target, nil, `{"sku": "B-2"}`)
+			if c.signal && notUUID != nil {
+				require.Equal(t, 404, r.Status, "%s %s: %v", c.method, c.target, r.Body)
+				require.Equal(t, "execution_not_found", r.Body["error"], "%s %s: %v", c.method, c.target, r.Body)
+				require.Contains(t, r.Body["message"], "is a workflow_id", "%s %s: %v", c.method, c.target, r.Body)
+				continue
+			}
 			require.Equal(t, 400, r.Status, "%s %s: %v", c.method, c.target, r.Body)
 			require.Equal(t, "invalid_execution_id", r.Body["error"], "%s %s: %v", c.method, c.target, r.Body)
 			require.Equal(t, c.field, r.Body["field"], "%s %s: %v", c.method, c.target, r.Body)
@@ -85,6 +101,7 @@ func TestExecutionIDsHaveOneForm(t *testing.T) {
 	// Commands for executions that do not exist are 404, in any case.
 	for _, absent := range []string{uuid.NewString(), strings.ToUpper(uuid.NewString())} {
 		for _, c := range []struct{ method, target string }{
+			{"POST", api + "/executions/" + absent + "/signals/item"},
 			{"POST", api + "/workflows/" + absent + "/signal/item"},
 			{"POST", api + "/executions/" + absent + "/cancel"},
 			{"POST", api + "/executions/" + absent + "/terminate"},

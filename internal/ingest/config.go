@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/webhook"
 )
@@ -107,6 +108,10 @@ type Config struct {
 	// workflow neither declared, nor the target of a webhook rule, nor
 	// registered by a live worker is answered 404 unknown_workflow.
 	DeclaredWorkflows []string
+	// SearchAttributes are the search attributes each workflow declares,
+	// with their types (docs/search-attributes.md): a start's are checked
+	// against them, and the list's and count's filters read by them.
+	SearchAttributes searchattr.Schema
 	// StartPolicies are the workflows' start policies
 	// (workflows.<name>.start_policy): their starts are throttled,
 	// debounced or batched, and take no idempotency key.

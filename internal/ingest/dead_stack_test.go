@@ -198,7 +198,7 @@ func TestALostCommandIsAcceptedAgain(t *testing.T) {
 	ack, err = s.Topology.JS.Publish(ctx, "harvest.cmd.4095.signal", []byte(`{}`), jetstream.WithMsgID(sid))
 	require.NoError(t, err)
 	require.NoError(t, commandStream(t, s).DeleteMsg(ctx, ack.Sequence))
-	r = stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+collector+"/signal/item", map[string]string{"Idempotency-Key": "item-1"}, `"a"`)
+	r = stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+collector+"/signals/item", map[string]string{"Idempotency-Key": "item-1"}, `"a"`)
 	require.Equal(t, 202, r.Status, r.Body)
 	require.Equal(t, true, r.Body["signal_delivered"], r.Body)
 	stacktest.WaitCompleted(t, s, collector)

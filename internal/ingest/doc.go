@@ -54,7 +54,8 @@ package ingest
 //   - The writing routes: start.go (starts, and answering a keyed start's
 //     replay from its claim), signal.go (signals and signal-with-start),
 //     cancel.go (cancel and terminate), reset.go (resets and
-//     their dry runs), updates.go (updates, waiting
+//     their dry runs), batches.go (batch operations: creating,
+//     reading, listing and cancelling them), updates.go (updates, waiting
 //     for their answers, and reading them), hooks.go (webhook deliveries),
 //     arcflow.go (ArcFlow-compatible runs and their signed external
 //     callbacks), admission.go (closing and opening admission gates),

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -65,12 +66,13 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 		s.readError(w, id, err)
 		return
 	}
-	details, err := store.GetExecutionDetails(r.Context(), s.poolOf(id), e)
+	details, err := store.GetExecutionDetails(r.Context(), s.poolOf(id), e, s.cfg.SearchAttributes[e.WorkflowName])
 	if err != nil {
 		s.readError(w, id, err)
 		return
 	}
 	view := executionView(e)
+	view.SearchAttributes = details.SearchAttributes
 	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
 	switch {
 	case view.WaitingForWorker:
@@ -146,38 +148,18 @@ func redactURL(raw string) string {
 
 // handleListExecutions is GET /api/harvest/executions, newest first
 // (?workflow=, ?status=, ?key_prefix=, ?workflow_id_prefix=,
-// ?created_after=, ?created_before=, ?limit=, ?cursor=).
+// ?created_after=, ?created_before=, ?attr.NAME[.OP]=, ?limit=,
+// ?cursor=).
 func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 	if !s.readable(w) {
 		return
 	}
 	q := queryOf(r)
-	f := store.ListFilter{
-		WorkflowName: q.Get("workflow"), Status: q.Get("status"),
-		KeyPrefix: q.Get("key_prefix"), WorkflowIDPrefix: q.Get("workflow_id_prefix"), Limit: 50,
-	}
-	if f.WorkflowName != "" && dedup.ValidateName(f.WorkflowName) != nil {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "workflow", "not a workflow name")
+	f, ok := s.listFilter(w, q)
+	if !ok {
 		return
 	}
-	if f.Status != "" && !wire.ValidStatus(f.Status) {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidStatus, "status", "want Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
-		return
-	}
-	for field, v := range map[string]string{"key_prefix": f.KeyPrefix, "workflow_id_prefix": f.WorkflowIDPrefix} {
-		if len(v) > dedup.MaxKeyBytes || storable.CheckText(v) != nil {
-			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidPrefix, field,
-				fmt.Sprintf("%s must be UTF-8 text without U+0000, at most %d bytes", field, dedup.MaxKeyBytes))
-			return
-		}
-	}
-	var ok bool
-	if f.CreatedAfter, ok = queryTime(w, q, "created_after"); !ok {
-		return
-	}
-	if f.CreatedBefore, ok = queryTime(w, q, "created_before"); !ok {
-		return
-	}
+	f.Limit = 50
 	if c := q.Get("cursor"); c != "" {
 		after, err := decodeCursor(c)
 		if err != nil {
@@ -215,6 +197,80 @@ func (s *Server) handleListExecutions(w http.ResponseWriter, r *http.Request) {
 		out.Executions = append(out.Executions, executionView(e))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// listFilter reads the filters a list and a count share from q; it
+// answers 400 and reports false for one that is malformed.
+func (s *Server) listFilter(w http.ResponseWriter, q url.Values) (store.ListFilter, bool) {
+	f := store.ListFilter{
+		WorkflowName: q.Get("workflow"), Status: q.Get("status"),
+		KeyPrefix: q.Get("key_prefix"), WorkflowIDPrefix: q.Get("workflow_id_prefix"),
+	}
+	if f.WorkflowName != "" && dedup.ValidateName(f.WorkflowName) != nil {
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidWorkflowName, "workflow", "not a workflow name")
+		return f, false
+	}
+	if f.Status != "" && !wire.ValidStatus(f.Status) {
+		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidStatus, "status", "want Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew")
+		return f, false
+	}
+	for field, v := range map[string]string{"key_prefix": f.KeyPrefix, "workflow_id_prefix": f.WorkflowIDPrefix} {
+		if len(v) > dedup.MaxKeyBytes || storable.CheckText(v) != nil {
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidPrefix, field,
+				fmt.Sprintf("%s must be UTF-8 text without U+0000, at most %d bytes", field, dedup.MaxKeyBytes))
+			return f, false
+		}
+	}
+	var ok bool
+	if f.CreatedAfter, ok = queryTime(w, q, "created_after"); !ok {
+		return f, false
+	}
+	if f.CreatedBefore, ok = queryTime(w, q, "created_before"); !ok {
+		return f, false
+	}
+	for _, key := range slices.Sorted(maps.Keys(q)) {
+		if !strings.HasPrefix(key, "attr.") {
+			continue
+		}
+		c, err := s.cfg.SearchAttributes.ParseCondition(f.WorkflowName, key, q.Get(key))
+		if err != nil {
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidSearchAttribute, key, err.Error())
+			return f, false
+		}
+		f.Search = append(f.Search, c)
+	}
+	return f, true
+}
+
+// handleCountExecutions is GET /api/harvest/executions/count: how many
+// executions the filters of a list match, across the stores.
+func (s *Server) handleCountExecutions(w http.ResponseWriter, r *http.Request) {
+	if !s.readable(w) {
+		return
+	}
+	f, ok := s.listFilter(w, queryOf(r))
+	if !ok {
+		return
+	}
+	if p := principalOf(r.Context()); p != nil && p.Workflows() != nil {
+		if f.WorkflowName != "" && !p.Sees(f.WorkflowName) {
+			writeJSON(w, http.StatusOK, api.CountExecutionsResponse{})
+			return
+		}
+		f.WorkflowNames = p.Workflows()
+	}
+	ctx, cancel := s.readContext(r.Context())
+	defer cancel()
+	var total int64
+	for _, db := range s.pools() {
+		n, err := store.CountExecutions(ctx, db, f)
+		if err != nil {
+			s.readError(w, "", err)
+			return
+		}
+		total += n
+	}
+	writeJSON(w, http.StatusOK, api.CountExecutionsResponse{Count: total})
 }
 
 // queryTime reads an RFC 3339 time from q's name; absent is nil.

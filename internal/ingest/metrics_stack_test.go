@@ -105,10 +105,12 @@ func TestMetricsOfAStack(t *testing.T) {
 	require.Equal(t, 200, stacktest.StartWorkflow(t, s, "collect", "k-metrics", `{"input":`).Status)
 	cb := stacktest.StartWorkflow(t, s, "charge", "", `{`+stacktest.ChargeInput+`, "completion_callback": "`+receiver.URL+`/done"}`)
 	require.Equal(t, 201, cb.Status, cb.Body)
-	// A keyed signal, and its retry.
+	// A keyed signal, and its retry on the signal route's deprecated
+	// path, counted under its own route.
 	collID := coll.Body["execution_id"].(string)
 	require.Equal(t, true, stacktest.Signal(t, s, collID, "item", "sig-1", "", `{"sku": "a"}`).Body["signal_delivered"])
-	require.Equal(t, false, stacktest.Signal(t, s, collID, "item", "sig-1", "", `{"sku": "a"}`).Body["signal_delivered"])
+	retry := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+collID+"/signal/item", map[string]string{"Idempotency-Key": "sig-1"}, `{"sku": "a"}`)
+	require.Equal(t, false, retry.Body["signal_delivered"], retry.Body)
 	// A webhook delivery, delivered again, and one to a source that is
 	// not configured.
 	hook := []byte(`{"id": "evt-1", "type": "go", "start": {"count": 0}}`)
@@ -132,7 +134,8 @@ func TestMetricsOfAStack(t *testing.T) {
 	require.Equal(t, 4.0, value("harvest_ingest_http_requests_total", "route", startRoute, "code", "201"))
 	require.Equal(t, 2.0, value("harvest_ingest_http_requests_total", "route", startRoute, "code", "200"))
 	require.Equal(t, 6.0, value("harvest_ingest_http_request_duration_seconds", "route", startRoute))
-	require.Equal(t, 2.0, value("harvest_ingest_http_requests_total", "route", "POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", "code", "202"))
+	require.Equal(t, 1.0, value("harvest_ingest_http_requests_total", "route", "POST /api/harvest/executions/{execution_id}/signals/{name}", "code", "202"))
+	require.Equal(t, 1.0, value("harvest_ingest_http_requests_total", "route", "POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", "code", "202"))
 	require.Equal(t, 1.0, value("harvest_ingest_http_requests_total", "route", "POST /hooks/{source}", "code", "404"))
 	require.Zero(t, value("harvest_ingest_http_requests_in_flight"))
 	require.Equal(t, 3.0, value("harvest_ingest_start_duplicates_total", "layer", "broker"), "the retries of the start, the signal and the webhook")

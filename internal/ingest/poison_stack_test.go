@@ -149,8 +149,8 @@ func TestPoisonIsRefusedAtEveryEdge(t *testing.T) {
 		require.Equal(t, committedID, replay.Body["execution_id"])
 		require.Equal(t, true, replay.Body["deduplicated"])
 
-		refused(what("signal payload"), stacktest.Call(t, "POST", api+"/workflows/"+inboxID+"/signal/note", nil, v), 400, payload...)
-		refused(what("signal query key"), stacktest.Call(t, "POST", api+"/workflows/"+inboxID+"/signal/note?idempotency_key="+url.QueryEscape(key), nil, `"x"`),
+		refused(what("signal payload"), stacktest.Call(t, "POST", api+"/executions/"+inboxID+"/signals/note", nil, v), 400, payload...)
+		refused(what("signal query key"), stacktest.Call(t, "POST", api+"/executions/"+inboxID+"/signals/note?idempotency_key="+url.QueryEscape(key), nil, `"x"`),
 			400, "invalid_idempotency_key")
 		refused(what("signal-with-start payload"), stacktest.Call(t, "POST", api+"/workflows/poison_inbox/signal-with-start", nil,
 			`{"workflow_id": "inbox-main", "signal_name": "note", "signal_payload": `+v+`}`), 400, payload...)
@@ -234,7 +234,7 @@ func TestPoisonIsRefusedAtEveryEdge(t *testing.T) {
 	require.Equal(t, 201, ordinary.Status, ordinary.Body)
 	stored[ordinary.Body["execution_id"].(string)] = true
 	stacktest.WaitCompleted(t, s, ordinary.Body["execution_id"].(string))
-	stop := stacktest.Call(t, "POST", api+"/workflows/"+inboxID+"/signal/note", nil, `"stop"`)
+	stop := stacktest.Call(t, "POST", api+"/executions/"+inboxID+"/signals/note", nil, `"stop"`)
 	require.Equal(t, 202, stop.Status, stop.Body)
 	require.EqualValues(t, 0, stacktest.WaitCompleted(t, s, inboxID)["result"], "no poisoned note reached the inbox")
 

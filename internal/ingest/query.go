@@ -84,7 +84,9 @@ func unknownParameter(rawQuery string, names []string) (string, bool) {
 		}
 		known := false
 		for _, n := range names {
-			if key == n {
+			// A name ending in ".*" takes every key it begins
+			// (attr.*: the search attribute filters).
+			if key == n || strings.HasSuffix(n, ".*") && strings.HasPrefix(key, strings.TrimSuffix(n, "*")) && len(key) > len(n)-1 {
 				known = true
 				break
 			}

@@ -114,7 +114,10 @@ func New(cfg Config) (*Server, error) {
 	// workflows may not read them, whatever its scopes.
 	s.mux.Handle("GET /metrics", s.guard(auth.ScopeMetrics, s.unlimited(promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}).ServeHTTP)))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/start", s.guard(auth.ScopeStart, params(s.handleStart)))
-	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.guard(auth.ScopeSignal, params(s.handleSignal, "idempotency_key")))
+	// Deprecated: the signal route under its first path, which put the
+	// execution under workflows; POST /api/harvest/executions/{execution_id}/signals/{name}
+	// serves the same.
+	s.mux.HandleFunc("POST /api/harvest/workflows/{execution_id}/signal/{signal_name}", s.guard(auth.ScopeSignal, params(s.handleSignal("signal_name"), "idempotency_key")))
 	s.mux.HandleFunc("POST /api/harvest/workflows/{name}/signal-with-start", s.guard(auth.ScopeStart, params(s.handleSignalWithStart)))
 	s.mux.HandleFunc("POST /v1/runs", s.guard(auth.ScopeStart, params(s.handleCreateRun)))
 	s.mux.HandleFunc("GET /v1/runs/{run_id}", s.guard(auth.ScopeRead, params(s.handleGetRun)))
@@ -136,10 +139,17 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/harvest/workers", s.guard(auth.ScopeRead, params(s.handleListWorkers)))
 	s.mux.HandleFunc("GET /api/harvest/task-queues/{name}", s.guard(auth.ScopeRead, params(s.handleTaskQueue)))
 	s.mux.HandleFunc("GET /api/harvest/executions", s.guard(auth.ScopeRead, params(s.handleListExecutions,
-		"workflow", "status", "key_prefix", "workflow_id_prefix", "created_after", "created_before", "limit", "cursor")))
+		"workflow", "status", "key_prefix", "workflow_id_prefix", "created_after", "created_before", "limit", "cursor", "attr.*")))
+	s.mux.HandleFunc("GET /api/harvest/executions/count", s.guard(auth.ScopeRead, params(s.handleCountExecutions,
+		"workflow", "status", "key_prefix", "workflow_id_prefix", "created_after", "created_before", "attr.*")))
+	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/signals/{name}", s.guard(auth.ScopeSignal, params(s.handleSignal("name"), "idempotency_key")))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/cancel", s.guard(auth.ScopeCancel, params(s.handleCancel)))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/terminate", s.guard(auth.ScopeCancel, params(s.handleTerminate)))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/reset", s.guard(auth.ScopeCancel, params(s.handleReset, "dry_run")))
+	s.mux.HandleFunc("POST /api/harvest/batches", s.guard(auth.ScopeCancel, params(s.handleCreateBatch)))
+	s.mux.HandleFunc("GET /api/harvest/batches", s.guard(auth.ScopeRead, params(s.handleListBatches, "limit")))
+	s.mux.HandleFunc("GET /api/harvest/batches/{batch_id}", s.guard(auth.ScopeRead, params(s.handleGetBatch)))
+	s.mux.HandleFunc("POST /api/harvest/batches/{batch_id}/cancel", s.guard(auth.ScopeCancel, params(s.handleCancelBatch)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}", s.guard(auth.ScopeRead, params(s.handleGetExecution)))
 	s.mux.HandleFunc("GET /api/harvest/executions/{execution_id}/history", s.guard(auth.ScopeRead, params(s.handleGetHistory)))
 	s.mux.HandleFunc("POST /api/harvest/executions/{execution_id}/updates/{name}", s.guard(auth.ScopeSignal, params(s.handleUpdate, "wait")))

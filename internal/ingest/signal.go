@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
@@ -27,33 +30,67 @@ func signalKey(r *http.Request) (string, error) {
 	return "", nil
 }
 
-func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
-	executionID := r.PathValue("execution_id")
-	name := r.PathValue("signal_name")
-	key, err := signalKey(r)
-	if err != nil {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
-		return
+// handleSignal serves the signal routes, POST
+// /api/harvest/executions/{execution_id}/signals/{name} and the same under
+// its deprecated path, /api/harvest/workflows/{execution_id}/signal/{signal_name}:
+// nameParam is the path parameter that names the signal.
+func (s *Server) handleSignal(nameParam string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		raw := r.PathValue("execution_id")
+		name := r.PathValue(nameParam)
+		key, err := signalKey(r)
+		if err != nil {
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidIdempotencyKey, "idempotency_key", err.Error())
+			return
+		}
+		executionID, err := canonicalExecutionID(raw)
+		switch {
+		case err != nil && mayBeWorkflowID(raw):
+			// What a sender that has the workflow_id, not the execution
+			// id, sends: no execution has that id, and the answer says
+			// how to reach the one the sender means.
+			writeFieldError(w, http.StatusNotFound, api.CodeExecutionNotFound, "execution_id", signalByWorkflowID(raw, name))
+			return
+		case err != nil:
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidExecutionID, "execution_id", err.Error())
+			return
+		}
+		if err := dedup.ValidateName(name); err != nil {
+			writeFieldError(w, http.StatusBadRequest, api.CodeInvalidSignalName, nameParam, err.Error())
+			return
+		}
+		if !s.executionVisible(w, r, executionID) {
+			return
+		}
+		payload, rej := s.readSignalPayload(w, r)
+		if rej != nil {
+			writeJSON(w, rej.status, rej.body)
+			return
+		}
+		status, body := s.sendSignal(r, signalCommand(executionID, name, payload, key))
+		writeAnswer(w, status, body)
 	}
-	executionID, err = canonicalExecutionID(executionID)
-	if err != nil {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidExecutionID, "execution_id", err.Error())
-		return
+}
+
+// mayBeWorkflowID says whether raw, which is no execution id, could be a
+// workflow_id: it is no UUID in any spelling, and a start would take it
+// as a workflow_id (1 to 256 bytes, not blank, no control characters).
+func mayBeWorkflowID(raw string) bool {
+	if _, err := uuid.Parse(raw); err == nil {
+		return false // an execution id in another spelling
 	}
-	if err := dedup.ValidateName(name); err != nil {
-		writeFieldError(w, http.StatusBadRequest, api.CodeInvalidSignalName, "signal_name", err.Error())
-		return
-	}
-	if !s.executionVisible(w, r, executionID) {
-		return
-	}
-	payload, rej := s.readSignalPayload(w, r)
-	if rej != nil {
-		writeJSON(w, rej.status, rej.body)
-		return
-	}
-	status, body := s.sendSignal(r, signalCommand(executionID, name, payload, key))
-	writeAnswer(w, status, body)
+	return strings.TrimSpace(raw) != "" && len(raw) <= maxWorkflowIDBytes && storable.CheckIdentifier(raw) == nil
+}
+
+// signalByWorkflowID is the message of a signal whose path named id,
+// which may be a workflow_id, where the execution id goes: how to send
+// the signal name to the execution of the workflow_id id.
+func signalByWorkflowID(id, name string) string {
+	return fmt.Sprintf("no execution %q: a signal's path names an execution id, a UUID; "+
+		"if %q is a workflow_id, GET /api/harvest/executions?workflow_id_prefix=%s lists its executions with their execution ids, "+
+		`or POST /api/harvest/workflows/{workflow}/signal-with-start with {"workflow_id": %q, "signal_name": %q} signals it `+
+		"(starting an execution if none is running)",
+		shownName(id), shownName(id), url.QueryEscape(id), shownName(id), shownName(name))
 }
 
 // signalCommand is the command of a signal, from the signal endpoint or an

@@ -69,7 +69,7 @@ var payloadSeeds = []string{
 
 // FuzzSignalPayload reads fuzzed signal bodies, with an idempotency key
 // in the Idempotency-Key header or the idempotency_key query parameter,
-// as POST /api/harvest/workflows/{execution_id}/signal/{signal_name} does
+// as POST /api/harvest/executions/{execution_id}/signals/{name} does
 // before publishing:
 //   - the body's verdict is requirePayloadVerdict's;
 //   - an accepted payload, sent again, is accepted as itself;
@@ -89,7 +89,7 @@ func FuzzSignalPayload(f *testing.F) {
 
 	s := fuzzServer()
 	f.Fuzz(func(t *testing.T, body []byte, withHeader bool, header string, withQuery bool, query string) {
-		target := "/api/harvest/workflows/x/signal/y"
+		target := "/api/harvest/executions/x/signals/y"
 		if withQuery {
 			target += "?" + url.Values{"idempotency_key": {query}}.Encode()
 		}

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,18 +73,118 @@ func TestSignalScopeAndErrors(t *testing.T) {
 	require.Len(t, stacktest.SignalEvents(t, s, one), 4)
 	require.Len(t, stacktest.SignalEvents(t, s, two), 1)
 
-	empty := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+one+"/signal/item", map[string]string{"Idempotency-Key": " "}, `1`)
+	empty := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+one+"/signals/item", map[string]string{"Idempotency-Key": " "}, `1`)
 	require.Equal(t, 400, empty.Status)
 	require.Equal(t, "invalid_idempotency_key", empty.Body["error"])
 	unknown := stacktest.Signal(t, s, "01a23712-0000-7000-8000-000000000000", "item", "k", "", `1`)
 	require.Equal(t, 404, unknown.Status, unknown.Body)
 	require.Equal(t, "execution_not_found", unknown.Body["error"])
-	require.Equal(t, 400, stacktest.Signal(t, s, "nope", "item", "", "", `1`).Status, "not an execution id")
+	require.Equal(t, 404, stacktest.Signal(t, s, "nope", "item", "", "", `1`).Status, "not an execution id: a workflow_id, maybe")
+	require.Equal(t, 400, stacktest.Signal(t, s, "urn:uuid:"+one, "item", "", "", `1`).Status, "an execution id in another spelling")
 	bad := stacktest.Signal(t, s, one, "item", "", "", `{"n":`)
 	require.Equal(t, 400, bad.Status)
 	require.Equal(t, "invalid_json", bad.Body["error"])
 	require.Equal(t, 400, stacktest.Signal(t, s, one, "bad.name", "", "", `1`).Status)
 	require.Len(t, stacktest.SignalEvents(t, s, one), 4, "refused signals change nothing")
+}
+
+// TestTheSignalRouteHasADeprecatedPath: POST
+// /api/harvest/executions/{execution_id}/signals/{name} and its deprecated
+// path, POST /api/harvest/workflows/{execution_id}/signal/{signal_name},
+// are one route: a key delivered through one, by header or query
+// parameter, is a duplicate through the other, and both refuse alike,
+// each naming its own path parameter for a bad signal name.
+func TestTheSignalRouteHasADeprecatedPath(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	id := stacktest.StartWorkflow(t, s, "collect", "", `{"input": {"count": 2}}`).Body["execution_id"].(string)
+	current := s.URL() + "/api/harvest/executions/" + id + "/signals/"
+	deprecated := s.URL() + "/api/harvest/workflows/" + id + "/signal/"
+	keyed := func(key string) map[string]string { return map[string]string{"Idempotency-Key": key} }
+	delivered := func(r stacktest.Answer) any {
+		t.Helper()
+		require.Equal(t, 202, r.Status, r.Body)
+		require.Equal(t, true, r.Body["ok"], r.Body)
+		return r.Body["signal_delivered"]
+	}
+
+	require.Equal(t, true, delivered(stacktest.Call(t, "POST", current+"item", keyed("evt-1"), `1`)))
+	require.Equal(t, false, delivered(stacktest.Call(t, "POST", deprecated+"item", keyed("evt-1"), `1`)), "evt-1 landed through the current path")
+	require.Equal(t, true, delivered(stacktest.Call(t, "POST", deprecated+"item?idempotency_key=evt-2", nil, `2`)))
+	require.Equal(t, false, delivered(stacktest.Call(t, "POST", current+"item?idempotency_key=evt-2", nil, `2`)), "evt-2 landed through the deprecated path")
+	exec := stacktest.WaitCompleted(t, s, id)
+	require.Equal(t, []any{1.0, 2.0}, exec["result"].(map[string]any)["items"])
+
+	for _, c := range []struct{ base, nameField string }{{current, "name"}, {deprecated, "signal_name"}} {
+		r := stacktest.Call(t, "POST", c.base+"bad.name", nil, `1`)
+		require.Equal(t, 400, r.Status, r.Body)
+		require.Equal(t, "invalid_signal_name", r.Body["error"], r.Body)
+		require.Equal(t, c.nameField, r.Body["field"], r.Body)
+		r = stacktest.Call(t, "POST", c.base+"item", keyed(" "), `1`)
+		require.Equal(t, 400, r.Status, r.Body)
+		require.Equal(t, "invalid_idempotency_key", r.Body["error"], r.Body)
+		r = stacktest.Call(t, "POST", c.base+"item", nil, `{"n":`)
+		require.Equal(t, 400, r.Status, r.Body)
+		require.Equal(t, "invalid_json", r.Body["error"], r.Body)
+		r = stacktest.Call(t, "POST", c.base+"item", nil, `3`)
+		require.Equal(t, 409, r.Status, r.Body)
+		require.Equal(t, "execution_terminal", r.Body["error"], r.Body)
+		require.Equal(t, false, delivered(stacktest.Call(t, "POST", c.base+"item", keyed("evt-1"), `1`)), "a retry after the close")
+	}
+	require.Len(t, stacktest.SignalEvents(t, s, id), 2, "refused signals change nothing")
+}
+
+// TestASignalToAWorkflowIDSaysHowToReachIt: a signal whose path has a
+// workflow_id where the execution id goes answers 404 execution_not_found
+// on both paths of the route, publishing nothing, and its message says
+// how to reach the workflow_id's execution: by its execution id, which
+// listing the workflow_id's executions gives, or by signal-with-start.
+// Each way works. A segment that can be no workflow_id is still 400
+// invalid_execution_id.
+func TestASignalToAWorkflowIDSaysHowToReachIt(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	api := s.URL() + "/api/harvest"
+	a := stacktest.StartWorkflow(t, s, "collect", "", `{"input": {"count": 2}, "workflow_id": "order-7"}`)
+	require.Equal(t, 201, a.Status, a.Body)
+	id := a.Body["execution_id"].(string)
+
+	for _, target := range []string{api + "/executions/order-7/signals/item", api + "/workflows/order-7/signal/item"} {
+		r := stacktest.Call(t, "POST", target, map[string]string{"Idempotency-Key": "evt-1"}, `"a"`)
+		require.Equal(t, 404, r.Status, "%s: %v", target, r.Body)
+		require.Equal(t, "execution_not_found", r.Body["error"], r.Body)
+		require.Equal(t, "execution_id", r.Body["field"], r.Body)
+		msg := r.Body["message"].(string)
+		require.Contains(t, msg, `no execution "order-7": a signal's path names an execution id, a UUID`)
+		require.Contains(t, msg, "GET /api/harvest/executions?workflow_id_prefix=order-7 lists its executions")
+		require.Contains(t, msg, `POST /api/harvest/workflows/{workflow}/signal-with-start with {"workflow_id": "order-7", "signal_name": "item"} signals it`)
+	}
+	require.Empty(t, stacktest.SignalEvents(t, s, id), "nothing was delivered")
+	require.Zero(t, deadCommands(t, s), "nothing was published")
+
+	// As the message says: the list gives the execution id to signal…
+	list := stacktest.Call(t, "GET", api+"/executions?workflow_id_prefix=order-7", nil, "")
+	require.Equal(t, 200, list.Status, list.Body)
+	execs := list.Body["executions"].([]any)
+	require.Len(t, execs, 1)
+	require.Equal(t, id, execs[0].(map[string]any)["execution_id"])
+	require.Equal(t, true, stacktest.Signal(t, s, id, "item", "evt-1", "", `"a"`).Body["signal_delivered"])
+	// … or signal-with-start signals the workflow_id's running execution.
+	sws := stacktest.Call(t, "POST", api+"/workflows/collect/signal-with-start", map[string]string{"Idempotency-Key": "evt-2"},
+		`{"workflow_id": "order-7", "signal_name": "item", "signal_payload": "b"}`)
+	require.Equal(t, 200, sws.Status, sws.Body)
+	require.Equal(t, id, sws.Body["execution_id"])
+	require.Equal(t, true, sws.Body["signal_delivered"], sws.Body)
+	exec := stacktest.WaitCompleted(t, s, id)
+	require.Equal(t, []any{"a", "b"}, exec["result"].(map[string]any)["items"])
+
+	// What can be no workflow_id is no execution id either.
+	for _, bad := range []string{"order%017", strings.Repeat("o", 257), "%20"} {
+		r := stacktest.Call(t, "POST", api+"/executions/"+bad+"/signals/item", nil, `1`)
+		require.Equal(t, 400, r.Status, "%s: %v", bad, r.Body)
+		require.Equal(t, "invalid_execution_id", r.Body["error"], "%s: %v", bad, r.Body)
+	}
+	require.Zero(t, deadCommands(t, s))
 }
 
 func TestCollectManySignals(t *testing.T) {

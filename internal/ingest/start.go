@@ -76,7 +76,7 @@ func (s *Server) start(ctx context.Context, p parsedStart) (int, any) {
 		TaskQueue: p.taskQueue, ReusePolicy: p.req.ReusePolicy, StartAt: p.startAt, AcceptedAt: time.Now().UTC(),
 		StartedBy: callerName(ctx), Policy: p.policy, Versioning: p.versioning, PinnedBuild: p.pinnedBuild,
 		RunTimeoutMS: p.runTimeout.Milliseconds(), ExecutionTimeoutMS: p.executionTimeout.Milliseconds(),
-		Priority: priorityOf(p.req.Priority),
+		Priority: priorityOf(p.req.Priority), SearchAttributes: p.req.SearchAttributes,
 	}}
 	if p.req.CompletionCallback != nil {
 		cmd.Start.CompletionCallback = *p.req.CompletionCallback

@@ -109,7 +109,7 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 	e := newEdge(t)
 	const (
 		start    = "/api/harvest/workflows/w/start"
-		signal   = "/api/harvest/workflows/" + testExecutionID + "/signal/item"
+		signal   = "/api/harvest/executions/" + testExecutionID + "/signals/item"
 		sws      = "/api/harvest/workflows/w/signal-with-start"
 		cancel   = "/api/harvest/executions/" + testExecutionID + "/cancel"
 		runs     = "/v1/runs"
@@ -160,8 +160,10 @@ func TestUnstorableRequestsAreRefusedBeforeAnythingIsPublished(t *testing.T) {
 		{name: "signal payload, a string", target: signal, body: `"\ud800"`, code: "payload_unstorable", field: "payload"},
 		{name: "signal key in the header", target: signal, header: map[string]string{"Idempotency-Key": "evt\xff"}, body: `{}`, code: "invalid_idempotency_key", field: "idempotency_key"},
 		{name: "signal key in the query", target: signal + "?idempotency_key=evt%00", body: `{}`, code: "invalid_idempotency_key", field: "idempotency_key"},
-		{name: "signal name", target: "/api/harvest/workflows/" + testExecutionID + "/signal/it%00em", body: `{}`, code: "invalid_signal_name", field: "signal_name"},
-		{name: "signal execution", target: "/api/harvest/workflows/" + testExecutionID + "%00/signal/item", body: `{}`, code: "invalid_execution_id", field: "execution_id"},
+		{name: "signal name", target: "/api/harvest/executions/" + testExecutionID + "/signals/it%00em", body: `{}`, code: "invalid_signal_name", field: "name"},
+		{name: "signal execution", target: "/api/harvest/executions/" + testExecutionID + "%00/signals/item", body: `{}`, code: "invalid_execution_id", field: "execution_id"},
+		{name: "signal name, deprecated path", target: "/api/harvest/workflows/" + testExecutionID + "/signal/it%00em", body: `{}`, code: "invalid_signal_name", field: "signal_name"},
+		{name: "signal execution, deprecated path", target: "/api/harvest/workflows/" + testExecutionID + "%00/signal/item", body: `{}`, code: "invalid_execution_id", field: "execution_id"},
 
 		{name: "signal-with-start workflow_id", target: sws, body: `{"workflow_id": "o\u0000", "signal_name": "item"}`, code: "invalid_workflow_id", field: "workflow_id"},
 		{name: "signal-with-start workflow_id, control character", target: sws, body: `{"workflow_id": "o\u007f", "signal_name": "item"}`, code: "invalid_workflow_id", field: "workflow_id"},
@@ -280,7 +282,7 @@ func TestCommandsTooLargeForTheStreamAre413(t *testing.T) {
 	big := strings.Repeat("<", 300_000)
 	for _, c := range []struct{ method, target, body string }{
 		{"POST", "/api/harvest/workflows/fulfil/start", `{"input": {"note": "` + big + `"}}`},
-		{"POST", "/api/harvest/workflows/" + testExecutionID + "/signal/item", `{"note": "` + big + `"}`},
+		{"POST", "/api/harvest/executions/" + testExecutionID + "/signals/item", `{"note": "` + big + `"}`},
 		{"POST", "/api/harvest/workflows/collect/signal-with-start", `{"workflow_id": "w", "signal_name": "item", "signal_payload": {"note": "` + big + `"}}`},
 		{"POST", "/hooks/shop", `{"id": "evt-big", "type": "order.created", "note": "` + big + `"}`},
 	} {

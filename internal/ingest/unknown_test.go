@@ -33,7 +33,7 @@ func TestUnknownBodyMembersAreRefused(t *testing.T) {
 		{name: "start, a typo", target: start, body: `{"workflow_di": "order-1"}`, field: "workflow_di", hint: `(did you mean "workflow_id"?)`},
 		{name: "start, the first of two", target: start, body: `{"inputs": {}, "delay_ms": 5}`, field: "inputs", hint: `(did you mean "input"?)`},
 		{name: "start, unstorable too", target: start, body: `{"input": 1, "note": "\ud800"}`, field: "note",
-			hint: "a start's body has input, workflow_id, idempotency_key, reuse_policy, delay, start_at, completion_callback, start_policy, store, task_queue, versioning, build_id, run_timeout, execution_timeout and priority"},
+			hint: "a start's body has input, workflow_id, idempotency_key, reuse_policy, delay, start_at, completion_callback, start_policy, store, task_queue, versioning, build_id, run_timeout, execution_timeout, priority and search_attributes"},
 		{name: "start, a long name", target: start, body: `{"` + long + `": 1}`, field: shownName(long)},
 		{name: "signal-with-start", target: sws, body: `{"workflow_id": "o", "signal_name": "item", "payload": {"sku": "a"}}`,
 			field: "payload", hint: `(did you mean "signal_payload"?)`},
@@ -65,7 +65,7 @@ func TestUnknownBodyMembersAreRefused(t *testing.T) {
 	// what they like.
 	for _, tc := range []struct{ target, body string }{
 		{start, `{"Input": {"id_reuse_policy": 1, "anything": [{"x": 1}]}, "REUSE_POLICY": "allow_duplicate"}`},
-		{"/api/harvest/workflows/" + testExecutionID + "/signal/item", `{"whatever": 1, "id_reuse_policy": 2}`},
+		{"/api/harvest/executions/" + testExecutionID + "/signals/item", `{"whatever": 1, "id_reuse_policy": 2}`},
 		{sws, `{"workflow_id": "o", "signal_name": "item", "signal_payload": {"payload": 1}, "input": {"x": 1}}`},
 		{runs, `{"workflow": "w", "input": {"workflow_name": "w"}}`},
 		{"/v1/runs/" + testExecutionID + "/external/approval", `{"approved": true, "by": "ops"}`},
@@ -88,7 +88,7 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 	for _, tc := range []struct {
 		method, target, field, hint string
 	}{
-		{"GET", "/api/harvest/executions?workflow_name=charge", "workflow_name", `(did you mean "workflow"?): GET /api/harvest/executions reads workflow, status, key_prefix, workflow_id_prefix, created_after, created_before, limit and cursor`},
+		{"GET", "/api/harvest/executions?workflow_name=charge", "workflow_name", `(did you mean "workflow"?): GET /api/harvest/executions reads workflow, status, key_prefix, workflow_id_prefix, created_after, created_before, limit, cursor and attr.*`},
 		{"GET", "/api/harvest/executions?workflow=charge&Status=Running", "Status", `(did you mean "status"?)`},
 		{"GET", "/api/harvest/executions?limit=5&page=2", "page", ""},
 		{"GET", "/api/harvest/commands/dead?shards=1", "shards", `(did you mean "shard"?): GET /api/harvest/commands/dead reads shard, before and limit`},
@@ -104,6 +104,7 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 		{"POST", "/api/harvest/admission/w/open?now", "now", ""},
 		{"POST", "/api/harvest/workflows/w/start?idempotency_key=k", "idempotency_key", "POST /api/harvest/workflows/{name}/start reads no query parameters"},
 		{"POST", "/api/harvest/workflows/w/start?reuse%5Fpolicy=x", "reuse_policy", ""},
+		{"POST", "/api/harvest/executions/" + testExecutionID + "/signals/item?key=k", "key", `(did you mean "idempotency_key"?)`},
 		{"POST", "/api/harvest/workflows/" + testExecutionID + "/signal/item?key=k", "key", `(did you mean "idempotency_key"?)`},
 		{"POST", "/api/harvest/workflows/w/signal-with-start?idempotency_key=k", "idempotency_key", ""},
 		{"POST", exec + "/cancel?reason=no", "reason", ""},
@@ -137,9 +138,11 @@ func TestUnknownQueryParametersAreRefused(t *testing.T) {
 		status, a := e.do("GET", target, nil, "")
 		require.Equal(t, http.StatusOK, status, "%s: %+v", target, a)
 	}
-	status, a := e.do("POST", "/api/harvest/workflows/"+testExecutionID+"/signal/item?idempotency_key=k", nil, `{"sku": "a"}`)
+	status, a := e.do("POST", "/api/harvest/executions/"+testExecutionID+"/signals/item?idempotency_key=k", nil, `{"sku": "a"}`)
+	require.Equal(t, http.StatusAccepted, status, "%+v", a)
+	status, a = e.do("POST", "/api/harvest/workflows/"+testExecutionID+"/signal/item?idempotency_key=k-old", nil, `{"sku": "a"}`)
 	require.Equal(t, http.StatusAccepted, status, "%+v", a)
 	status, a = e.do("POST", "/hooks/shop?from=stripe", nil, `{"id": "evt-q", "type": "order.created"}`)
 	require.Equal(t, http.StatusAccepted, status, "%+v", a)
-	require.EqualValues(t, 2, e.published())
+	require.EqualValues(t, 3, e.published())
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/callback"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -126,6 +127,16 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 		}
 		if err := storable.CheckIdentifier(p.workflowID); err != nil {
 			return reject(http.StatusBadRequest, api.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+err.Error())
+		}
+	}
+	if len(p.req.SearchAttributes) > 0 {
+		if err := s.cfg.SearchAttributes.Check(p.name, p.req.SearchAttributes); err != nil {
+			var bad *searchattr.Error
+			field := "search_attributes"
+			if errors.As(err, &bad) {
+				field += "." + bad.Name
+			}
+			return reject(http.StatusBadRequest, api.CodeInvalidSearchAttribute, field, err.Error())
 		}
 	}
 	if !wire.ValidReusePolicy(p.req.ReusePolicy) {

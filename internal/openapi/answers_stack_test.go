@@ -124,11 +124,25 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	status, _ = call("GET", getUpdate, "/api/harvest/executions/"+tally+"/updates/nope", "")
 	require.Equal(t, http.StatusBadRequest, status)
 
-	signal := "/api/harvest/workflows/{execution_id}/signal/{signal_name}"
-	status, _ = call("POST", signal, "/api/harvest/workflows/"+waiting+"/signal/item", `{"sku": "A"}`, "Idempotency-Key", "oa-sig-1")
+	signal := "/api/harvest/executions/{execution_id}/signals/{name}"
+	status, _ = call("POST", signal, "/api/harvest/executions/"+waiting+"/signals/item", `{"sku": "A"}`, "Idempotency-Key", "oa-sig-1")
 	require.Equal(t, http.StatusAccepted, status)
-	status, _ = call("POST", signal, "/api/harvest/workflows/00000000-0000-0000-0000-000000000000/signal/item", `{}`)
+	status, _ = call("POST", signal, "/api/harvest/executions/"+waiting+"/signals/item?idempotency_key=oa-sig-1", `{"sku": "A"}`)
+	require.Equal(t, http.StatusAccepted, status)
+	status, _ = call("POST", signal, "/api/harvest/executions/00000000-0000-0000-0000-000000000000/signals/item", `{}`)
 	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("POST", signal, "/api/harvest/executions/oa-order/signals/item", `{}`)
+	require.Equal(t, http.StatusNotFound, status, "a workflow_id")
+	status, _ = call("POST", signal, "/api/harvest/executions/"+waiting+"/signals/bad.name", `{}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	// The deprecated path serves the same.
+	deprecated := "/api/harvest/workflows/{execution_id}/signal/{signal_name}"
+	status, _ = call("POST", deprecated, "/api/harvest/workflows/"+waiting+"/signal/item", `{"sku": "A"}`, "Idempotency-Key", "oa-sig-1")
+	require.Equal(t, http.StatusAccepted, status)
+	status, _ = call("POST", deprecated, "/api/harvest/workflows/00000000-0000-0000-0000-000000000000/signal/item", `{}`)
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("POST", deprecated, "/api/harvest/workflows/oa-order/signal/item", `{}`)
+	require.Equal(t, http.StatusNotFound, status, "a workflow_id")
 
 	sws := "/api/harvest/workflows/{name}/signal-with-start"
 	status, _ = call("POST", sws, "/api/harvest/workflows/collect/signal-with-start", `{"workflow_id": "oa-sws", "input": {"count": 3}, "signal_name": "item", "signal_payload": 1}`)
@@ -391,6 +405,34 @@ func TestAnswersAreTheOnesTheOpenAPIDocumentDescribes(t *testing.T) {
 	require.Equal(t, http.StatusCreated, status)
 	status, _ = call("POST", reset, resetPath, `{"to": "first_task"}`)
 	require.Equal(t, http.StatusConflict, status)
+
+	countRoute := "/api/harvest/executions/count"
+	status, _ = call("GET", countRoute, countRoute+"?workflow=collect", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", countRoute, countRoute+"?attr.nope=1", "")
+	require.Equal(t, http.StatusBadRequest, status)
+
+	// A batch: created (and again, keyed), read, listed, cancelled; refused.
+	batches := "/api/harvest/batches"
+	batchBody := `{"operation": "terminate", "filter": {"workflow": "collect", "status": "Running"}, "rate": 1, "reason": "openapi test"}`
+	status, data = call("POST", batches, batches, batchBody, "Idempotency-Key", "oa-batch")
+	require.Equal(t, http.StatusCreated, status, "%s", data)
+	batchID := field(data, "batch_id")
+	status, _ = call("POST", batches, batches, batchBody, "Idempotency-Key", "oa-batch")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("POST", batches, batches, `{"operation": "terminate", "filter": {}}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	status, _ = call("GET", batches, batches, "")
+	require.Equal(t, http.StatusOK, status)
+	batch := batches + "/{batch_id}"
+	status, _ = call("GET", batch, batches+"/"+batchID, "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("GET", batch, batches+"/00000000-0000-0000-0000-000000000000", "")
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = call("POST", batch+"/cancel", batches+"/"+batchID+"/cancel", "")
+	require.Equal(t, http.StatusOK, status)
+	status, _ = call("POST", batch+"/cancel", batches+"/00000000-0000-0000-0000-000000000000/cancel", "")
+	require.Equal(t, http.StatusNotFound, status)
 
 	// Every operation of the document was called.
 	for _, op := range v.Operations() {

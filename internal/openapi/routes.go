@@ -18,9 +18,12 @@ type Route struct {
 	Tag         string
 	// Scope is the token scope the route needs when the API has tokens;
 	// empty for routes that need none.
-	Scope   string
-	Query   []Param
-	Headers []Param
+	Scope string
+	// Deprecated marks an operation kept for a release that another
+	// replaces; its Description names the replacement.
+	Deprecated bool
+	Query      []Param
+	Headers    []Param
 	// Body is a value of the request body's type; nil for none.
 	Body         any
 	BodyRequired bool
@@ -50,6 +53,13 @@ type text string
 var errBody = api.ErrorResponse{}
 
 // errs adds the error answers every route of its kind can give.
+// searchFilterDescription says the search attribute filters a list and
+// a count take, which no fixed parameter describes.
+const searchFilterDescription = "Search attributes filter too (docs/search-attributes.md): attr.NAME=VALUE keeps executions whose attribute NAME has " +
+	"that value; attr.NAME.gt, .gte, .lt and .lte bound an int, double or time attribute. NAME is one a workflow declares " +
+	"(workflows.<name>.search_attributes); with workflow set, as that workflow declares it. 400 invalid_search_attribute for an undeclared " +
+	"name, a value not of its type, or a range on a keyword or bool."
+
 func errs(m map[int]Answer, statuses ...int) map[int]Answer {
 	why := map[int]string{
 		http.StatusBadRequest:            "The request is malformed: `error` names what (invalid_json, unknown_field, unknown_parameter, invalid_idempotency_key, …) and `field` where (a body member, or a query parameter).",
@@ -115,6 +125,27 @@ func scheduleAction(done string) map[int]Answer {
 
 var idempotencyKey = Param{Name: "Idempotency-Key", Description: "Makes the request idempotent: every retry with the same key converges on the same execution (or delivers the signal once)."}
 
+// signalDescription, signalKeyParam and signalAnswers describe the signal
+// route, under its path and its deprecated one.
+const signalDescription = "The body is the signal's payload, any JSON (empty is null). With an Idempotency-Key the signal is delivered once. " +
+	"The path names the execution by its execution id, not its workflow_id: a segment that is no UUID but may be a workflow_id " +
+	"is 404 execution_not_found, whose message says how to reach the workflow_id's execution (GET /api/harvest/executions?workflow_id_prefix=, " +
+	"or POST /api/harvest/workflows/{name}/signal-with-start)."
+
+var signalKeyParam = Param{Name: "idempotency_key", Description: "The key, for senders that cannot set headers; the Idempotency-Key header wins."}
+
+func signalAnswers() map[int]Answer {
+	return replacing(errs(map[int]Answer{
+		202: {"The signal was delivered (signal_delivered), deduplicated (signal_delivered false), or is durable and not applied yet (command_id).", api.SignalResponse{}},
+	}, with(guarded, 400, 404, 409, 413, 422)...), map[int]Answer{
+		http.StatusBadRequest: {"The request is malformed: `error` names what (invalid_idempotency_key; invalid_execution_id: a UUID in another " +
+			"spelling than its 36 characters, or a segment that can be neither an execution id nor a workflow_id; invalid_signal_name; " +
+			"invalid_json, unknown_parameter, …) and `field` where.", errBody},
+		http.StatusNotFound: {"execution_not_found: no such execution (or one the token may not see); its message says how to signal " +
+			"by workflow_id when the path's execution_id may be one.", errBody},
+	})
+}
+
 // Routes are the API's routes, as ingest serves them.
 var Routes = []Route{
 	{
@@ -160,13 +191,13 @@ var Routes = []Route{
 	},
 	{
 		Method: "POST", Path: "/api/harvest/workflows/{execution_id}/signal/{signal_name}", ID: "signalExecution", Tag: "executions", Scope: "signal",
-		Summary:     "Send a signal to an execution",
-		Description: "The body is the signal's payload, any JSON (empty is null). With an Idempotency-Key the signal is delivered once.",
-		Headers:     []Param{idempotencyKey}, Body: json.RawMessage(nil),
-		Query: []Param{{Name: "idempotency_key", Description: "The key, for senders that cannot set headers; the Idempotency-Key header wins."}},
-		Responses: errs(map[int]Answer{
-			202: {"The signal was delivered (signal_delivered), deduplicated (signal_delivered false), or is durable and not applied yet (command_id).", api.SignalResponse{}},
-		}, with(guarded, 400, 404, 409, 413, 422)...),
+		Summary: "Send a signal to an execution (deprecated path)",
+		Description: "Deprecated: use POST /api/harvest/executions/{execution_id}/signals/{name}, which serves the same request " +
+			"with the same answers; this path is kept for one release. " + signalDescription,
+		Deprecated: true,
+		Headers:    []Param{idempotencyKey}, Body: json.RawMessage(nil),
+		Query:     []Param{signalKeyParam},
+		Responses: signalAnswers(),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/workflows", ID: "listWorkflows", Tag: "workflows", Scope: "read",
@@ -220,7 +251,8 @@ var Routes = []Route{
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions", ID: "listExecutions", Tag: "executions", Scope: "read",
-		Summary: "List executions, newest first",
+		Summary:     "List executions, newest first",
+		Description: searchFilterDescription,
 		Query: []Param{
 			{Name: "workflow", Description: "Only this workflow's executions."},
 			{Name: "status", Description: "Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew."},
@@ -232,6 +264,28 @@ var Routes = []Route{
 			{Name: "cursor", Description: "The next_cursor of the previous page."},
 		},
 		Responses: errs(map[int]Answer{200: {"A page of executions; next_cursor when there are more.", api.ListExecutionsResponse{}}}, with(guarded, 400)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/executions/count", ID: "countExecutions", Tag: "executions", Scope: "read",
+		Summary:     "Count the executions a list's filters match, across the stores",
+		Description: searchFilterDescription,
+		Query: []Param{
+			{Name: "workflow", Description: "Only this workflow's executions."},
+			{Name: "status", Description: "Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew."},
+			{Name: "key_prefix", Description: "Executions whose start's idempotency key begins with this."},
+			{Name: "workflow_id_prefix", Description: "Executions whose workflow_id begins with this."},
+			{Name: "created_after", Description: "Started at or after this time (RFC 3339).", Type: "date-time"},
+			{Name: "created_before", Description: "Started before this time (RFC 3339).", Type: "date-time"},
+		},
+		Responses: errs(map[int]Answer{200: {"How many.", api.CountExecutionsResponse{}}}, with(guarded, 400)...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/executions/{execution_id}/signals/{name}", ID: "sendSignal", Tag: "executions", Scope: "signal",
+		Summary:     "Send a signal to an execution",
+		Description: signalDescription,
+		Headers:     []Param{idempotencyKey}, Body: json.RawMessage(nil),
+		Query:     []Param{signalKeyParam},
+		Responses: signalAnswers(),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions/{execution_id}", ID: "describeExecution", Tag: "executions", Scope: "read",
@@ -340,6 +394,45 @@ var Routes = []Route{
 			201: {"The new run; deduplicated when the same reset (the same execution and point) was applied before, naming the run it made then.", api.ResetResponse{}},
 			202: {"Durable, outcome not known yet.", api.AcceptedResponse{}},
 		}, with(guarded, 400, 404, 409, 413, 422)...),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/batches", ID: "createBatch", Tag: "batches", Scope: "cancel",
+		Summary: "Start a batch operation: cancel, terminate, signal or reset every execution a filter matches, at a bounded rate",
+		Description: "A durable job the schedulers run (docs/batches.md): each store's part sends the operation to that store's matching executions, " +
+			"created before the batch, newest first, at most rate a second, each once whatever crashes, and counts how each went. " +
+			"The filter's conditions all hold; one with none needs \"all\": true (400 invalid_filter). " +
+			"A signal batch's signal goes under a key of the batch, so each execution gets it once; a reset batch resolves reset.to against each history. " +
+			"With an Idempotency-Key the same key is the same batch: a retry answers it (200) as it stands.",
+		Headers: []Param{idempotencyKey}, Body: api.BatchRequest{}, BodyRequired: true,
+		Responses: replacing(errs(map[int]Answer{
+			200: {"The batch of this Idempotency-Key, created before.", api.BatchOperation{}},
+			201: {"The batch, running.", api.BatchOperation{}},
+		}, with(guarded, 400, 413)...), map[int]Answer{
+			http.StatusBadRequest: {"invalid_filter or invalid_batch with `field`, invalid_json, unknown_field, invalid_reason, invalid_idempotency_key.", errBody},
+		}),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/batches", ID: "listBatches", Tag: "batches", Scope: "read",
+		Summary:     "List the newest batch operations",
+		Description: "Each as GET /api/harvest/batches/{batch_id} answers it, without its errors.",
+		Query:       []Param{{Name: "limit", Description: "1 to 500, default 50.", Type: "integer"}},
+		Responses:   errs(map[int]Answer{200: {"The batches, newest first.", api.ListBatchesResponse{}}}, with(guarded, 400)...),
+	},
+	{
+		Method: "GET", Path: "/api/harvest/batches/{batch_id}", ID: "getBatch", Tag: "batches", Scope: "read",
+		Summary:     "Read a batch operation's progress",
+		Description: "Its state (running, completed, cancelled), the executions it matched so far, those its operation was applied to and refused on, with the first 100 refusals.",
+		Responses: replacing(errs(map[int]Answer{200: {"The batch.", api.BatchOperation{}}}, with(guarded, 404)...), map[int]Answer{
+			http.StatusNotFound: {"batch_not_found.", errBody},
+		}),
+	},
+	{
+		Method: "POST", Path: "/api/harvest/batches/{batch_id}/cancel", ID: "cancelBatch", Tag: "batches", Scope: "cancel",
+		Summary:     "Cancel a batch operation: it sends its operation to no more executions",
+		Description: "What it sent already is applied and counted; cancelling a batch that finished changes nothing.",
+		Responses: replacing(errs(map[int]Answer{200: {"The batch, cancelled (or as it finished).", api.BatchOperation{}}}, with(guarded, 404)...), map[int]Answer{
+			http.StatusNotFound: {"batch_not_found.", errBody},
+		}),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/commands/{command_id}", ID: "getCommand", Tag: "commands", Scope: "read",

@@ -79,6 +79,9 @@ func (r *reflector) operation(rt Route) (map[string]any, error) {
 	if rt.Tag != "" {
 		op["tags"] = []string{rt.Tag}
 	}
+	if rt.Deprecated {
+		op["deprecated"] = true
+	}
 	if rt.Scope != "" {
 		op["security"] = []any{map[string]any{"bearer": []string{rt.Scope}}}
 	} else {

@@ -148,3 +148,14 @@ func (l Layout) ScheduleShard(id string) int {
 	st := l.Set.Home(parts...)
 	return l.place(l.Set.Index(st.Name), Shard(l.Shards, parts...))
 }
+
+// BatchShards are the shards that keep batch id's parts, one in each
+// store (docs/batches.md): each store's shard that the id hashes to.
+func (l Layout) BatchShards(id string) []int {
+	local := Shard(l.Shards, "batch", id)
+	out := make([]int, l.Set.Len())
+	for i := range out {
+		out[i] = l.place(i, local)
+	}
+	return out
+}

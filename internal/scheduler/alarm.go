@@ -102,6 +102,7 @@ func (r *runner) fireDueTimers(ctx context.Context) error {
 		round func(context.Context, store.Tx, applyEnv, int64, time.Time, int) (*store.Writes, int, error)
 	}{
 		{"fire schedules", scheduleLimit, fireSchedules},
+		{"step batches", batchLimit, stepBatches},
 		{"begin executions waiting for concurrency slots", concurrencyKeysPerTx, releaseConcurrency},
 	} {
 		for {

@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/logattr"
 	"github.com/harvest-engine/harvest/internal/placement"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -54,6 +55,7 @@ type batch struct {
 	// cancelGrace, timeouts and knownWorkflow are applyEnv's.
 	cancelGrace   map[string]time.Duration
 	timeouts      map[string]WorkflowTimeouts
+	searchAttrs   searchattr.Schema
 	knownWorkflow func(name, taskQueue string) bool
 	// lastOut is the outcome of the command applied last, for the
 	// reports a child's start or a workflow's signal sends back.
@@ -167,6 +169,9 @@ type applyEnv struct {
 	// timeouts are the workflows' configured run and execution timeouts
 	// (Config.TimeoutsByWorkflow).
 	timeouts map[string]WorkflowTimeouts
+	// searchAttrs are the workflows' declared search attributes
+	// (Config.SearchAttributes).
+	searchAttrs searchattr.Schema
 	// knownWorkflow says whether a child workflow's start can run: a
 	// live worker serves its workflow on its queue, or the configuration
 	// declares it there; nil takes every start as known.
@@ -434,7 +439,12 @@ func (b *batch) applyAll(ctx context.Context, histories historyLoader, pending [
 		b.cmd = &c.cmd
 		b.curTrace = c.trace
 		if k, ok := commandKinds[c.cmd.Kind]; ok {
+			b.lastOut = wire.Outcome{}
 			k.apply(b, c)
+			if c.cmd.FromBatch != nil && b.lastOut.CommandID == c.cmd.CommandID {
+				// A batch's operation: the batch is told how it went.
+				b.reportToBatch(c, b.lastOut)
+			}
 		}
 	}
 	b.cmd = nil

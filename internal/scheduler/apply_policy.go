@@ -340,7 +340,7 @@ func newBatch(ctx context.Context, env applyEnv, now time.Time, applied int64) *
 	b := &batch{
 		shard: env.shard, shards: env.shards, layout: env.layout, now: now, window: env.window, log: env.log, debug: env.log.Enabled(ctx, slog.LevelDebug),
 		outcomeTTL: env.outcomeTTLOrDefault(), wftTimeout: env.wftTimeoutOrDefault(), maxTask: env.maxTask, retention: env.retention, pinned: env.pinned,
-		cancelGrace: env.cancelGrace, timeouts: env.timeouts, knownWorkflow: env.knownWorkflow,
+		cancelGrace: env.cancelGrace, timeouts: env.timeouts, knownWorkflow: env.knownWorkflow, searchAttrs: env.searchAttrs,
 		execs: map[string]*store.Execution{}, newExecs: map[string]bool{}, changed: map[string]bool{}, limits: env.historyLimits.WithDefaults(),
 		byWorkflow: map[store.WorkflowRef]*store.Execution{}, activities: map[store.ActivityRef]*store.Activity{},
 		newActs: map[store.ActivityRef]bool{}, newEvents: map[string][]wire.Event{}, needTaskSet: map[string]bool{},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/decide"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -35,10 +36,17 @@ func (b *batch) resetCommand(c seqCommand) {
 		b.refuse(out, http.StatusNotFound, api.CodeExecutionNotFound, fmt.Sprintf("no execution %s", rc.ExecutionID))
 		return
 	}
+	by := ""
+	if c.cmd.FromBatch != nil {
+		by = c.cmd.FromBatch.BatchID
+	}
 	if r := e.Reset; r != nil && r.To != "" {
-		if r.ToSeq != rc.PointSeq {
+		// The same reset again: the same point asked alone, or the same
+		// batch (which names its point by target).
+		same := by == "" && r.By == "" && r.ToSeq == rc.PointSeq || by != "" && r.By == by
+		if !same {
 			b.refuse(out, http.StatusConflict, api.CodeExecutionNotLatest,
-				fmt.Sprintf("execution %s was reset already, to event %d, by run %s: reset that run", e.ExecutionID, r.ToSeq, r.To))
+				fmt.Sprintf("execution %s was reset already, to event %d, as run %s: reset that run", e.ExecutionID, r.ToSeq, r.To))
 			return
 		}
 		// The same reset again (a retry, a batch run again after a
@@ -69,7 +77,15 @@ func (b *batch) resetCommand(c seqCommand) {
 		b.err = err
 		return
 	}
-	plan, err := decide.PlanReset(events, rc.PointSeq)
+	point := rc.PointSeq
+	if point == 0 && rc.Target != nil {
+		// A batch's reset: its point resolved against this history.
+		point, err = decide.FindResetPoint(events, *rc.Target)
+	}
+	var plan decide.ResetPlan
+	if err == nil {
+		plan, err = decide.PlanReset(events, point)
+	}
 	if err != nil {
 		var bad *decide.InvalidResetPoint
 		if errors.As(err, &bad) {
@@ -79,13 +95,13 @@ func (b *batch) resetCommand(c seqCommand) {
 		b.refuse(out, http.StatusUnprocessableEntity, api.CodeInvalidResetPoint, err.Error())
 		return
 	}
-	next := b.resetRun(e, events, &plan, rc)
+	next := b.resetRun(e, events, &plan, rc, by)
 	b.outcome(out, next, true, false)
 }
 
 // resetRun starts the run that replaces e, reset as plan says, and
 // closes e if it runs.
-func (b *batch) resetRun(e *store.Execution, events []wire.Event, plan *decide.ResetPlan, rc *wire.ResetCommand) *store.Execution {
+func (b *batch) resetRun(e *store.Execution, events []wire.Event, plan *decide.ResetPlan, rc *wire.ResetCommand, by string) *store.Execution {
 	id := b.mintExecutionID()
 	keys := maps.Clone(e.ResetKeys())
 	if keys == nil {
@@ -99,7 +115,7 @@ func (b *batch) resetRun(e *store.Execution, events []wire.Event, plan *decide.R
 	if info == nil {
 		info = &wire.ResetInfo{}
 	}
-	info.To, info.ToSeq, info.Reason = id, plan.PointSeq, storableText(rc.Reason)
+	info.To, info.ToSeq, info.Reason, info.By = id, plan.PointSeq, storableText(rc.Reason), by
 	e.Reset = info
 	e.ContinuedAs = id // the chain's newest run is the new one
 	b.changed[e.ExecutionID] = true
@@ -138,12 +154,16 @@ func (b *batch) resetRun(e *store.Execution, events []wire.Event, plan *decide.R
 	b.newExecs[id] = true
 	b.byWorkflow[store.WorkflowRef{WorkflowName: e.WorkflowName, WorkflowID: e.WorkflowID}] = next
 	b.writes.NewExecutions = append(b.writes.NewExecutions, next)
+	kept := 0
 	for _, ev := range events {
 		if ev.Seq > plan.Keep {
 			break
 		}
 		b.appendKept(next, ev)
+		kept++
 	}
+	// Its search attributes are those the kept events set.
+	b.setSearchAttributes(next, searchattr.Fold(nil, events[:kept]))
 	var s wire.StartCommand
 	if e.Timeouts != nil {
 		s.RunTimeoutMS = e.Timeouts.RunMS

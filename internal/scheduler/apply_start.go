@@ -159,10 +159,13 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 	b.writes.NewExecutions = append(b.writes.NewExecutions, e)
 	started := wire.WorkflowStartedAttrs{
 		WorkflowName: s.WorkflowName, WorkflowID: s.WorkflowID, Input: s.Input, IdempotencyKey: s.IdempotencyKey, TaskQueue: s.TaskQueue,
-		StartAt: s.StartAt,
+		StartAt: s.StartAt, SearchAttributes: s.SearchAttributes,
 	}
+	b.setSearchAttributes(e, s.SearchAttributes)
 	if from != nil {
 		e.ChainID, e.ContinuedFrom, started.ContinuedFrom = from.Chain(), from.ExecutionID, from.ExecutionID
+		// The run keeps the search attributes of the run it continues.
+		b.writes.SearchAttributeCopies = append(b.writes.SearchAttributeCopies, store.SearchAttributeCopy{From: from.ExecutionID, To: id})
 		// The chain is its parent's child, and keeps the children of its
 		// runs still open: their policy applies when the chain closes.
 		e.Parent, e.Children = from.Parent, from.Children.OpenOnly()

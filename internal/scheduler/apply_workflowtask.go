@@ -31,6 +31,15 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		b.logFor(r.ExecutionID).Warn("dropping a workflow task result whose updates the execution does not have in flight", "task_id", r.TaskID)
 		return
 	}
+	if msg := b.badSearchAttributes(e, r); msg != "" {
+		// Code that sets what its workflow does not declare: the task
+		// fails here, as a replay that diverges fails on its worker, and
+		// goes again after a backoff; code (or a configuration) that
+		// declares it, once deployed, completes it.
+		b.workflowTaskFailed(&wire.WorkflowTaskFailure{ExecutionID: e.ExecutionID, TaskID: r.TaskID, BuildID: r.BuildID,
+			Reason: wire.TaskFailedSearchAttributes, Message: msg})
+		return
+	}
 	e.WFTOutstanding = false
 	e.TaskFailing = nil // the code runs again
 	if r.BaseSeq > 0 && r.BaseSeq <= e.LastSeq {
@@ -155,6 +164,8 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 			continue
 		case d.Type == wire.DecisionRequestCancelChild:
 			b.requestCancelChild(e, d.Child.ChildID)
+		case d.Type == wire.DecisionUpsertSearchAttributes:
+			b.setSearchAttributes(e, d.SearchAttributes)
 		}
 		b.appendEvent(e, rec.Event, rec.Attrs)
 	}

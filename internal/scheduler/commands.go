@@ -106,20 +106,28 @@ var commandKinds = map[string]commandKind{
 	wire.KindReport: {
 		valid: func(c *wire.Command) bool {
 			r := c.Report
+			if r != nil && r.Batch != nil {
+				return r.Child == nil && r.Signal == nil && r.Schedule == nil && validUUID(r.Batch.BatchID) && validUUID(r.Batch.ExecutionID)
+			}
 			if r != nil && r.Schedule != nil {
 				return r.Child == nil && r.Signal == nil && r.Schedule.ScheduleID != ""
 			}
 			return r != nil && validUUID(r.ExecutionID) && (r.Child != nil) != (r.Signal != nil)
 		},
 		gather: func(g *gathering, c seqCommand) {
-			if r := c.cmd.Report; r.Schedule != nil {
+			if r := c.cmd.Report; r.Batch != nil {
+				return
+			} else if r.Schedule != nil {
 				g.schedule(r.Schedule.ScheduleID)
 				return
 			}
 			g.execution(c.cmd.Report.ExecutionID)
 		},
 		apply: func(b *batch, c seqCommand) {
-			if r := c.cmd.Report; r.Schedule != nil {
+			if r := c.cmd.Report; r.Batch != nil {
+				b.batchReport(r.Batch)
+				return
+			} else if r.Schedule != nil {
 				b.scheduleReport(r.Schedule)
 				return
 			}
@@ -155,8 +163,18 @@ var commandKinds = map[string]commandKind{
 		},
 		apply: (*batch).cancelCommand,
 	},
+	wire.KindBatch: {
+		valid: func(c *wire.Command) bool {
+			bc := c.Batch
+			if bc == nil || !validUUID(bc.BatchID) {
+				return false
+			}
+			return bc.Op == wire.BatchOpCancel || bc.Op == wire.BatchOpCreate && validBatchSpec(bc.Spec)
+		},
+		apply: (*batch).batchCommand,
+	},
 	wire.KindReset: {
-		valid: func(c *wire.Command) bool { return c.Reset != nil && c.Reset.PointSeq > 0 },
+		valid: func(c *wire.Command) bool { return c.Reset != nil && (c.Reset.PointSeq > 0 || c.Reset.Target != nil) },
 		gather: func(g *gathering, c seqCommand) {
 			// It reads the execution's history while it applies.
 			g.readFree = false

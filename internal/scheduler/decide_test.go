@@ -36,6 +36,8 @@ var decisionSamples = map[string]wire.Decision{
 	wire.DecisionStartChild: {Type: wire.DecisionStartChild, Child: &wire.ChildAttrs{ChildID: 1, WorkflowName: "charge",
 		Input: json.RawMessage(`{"cents":5}`), ParentClosePolicy: wire.ParentCloseAbandon}},
 	wire.DecisionRequestCancelChild: {Type: wire.DecisionRequestCancelChild, Child: &wire.ChildAttrs{ChildID: 1}},
+	wire.DecisionUpsertSearchAttributes: {Type: wire.DecisionUpsertSearchAttributes, SearchAttributes: map[string]json.RawMessage{
+		"customer_id": json.RawMessage(`"c_1"`), "amount": json.RawMessage(`500`)}},
 	wire.DecisionSignalExternal: {Type: wire.DecisionSignalExternal, Signal: &wire.ExternalSignalAttrs{SignalID: 1,
 		ExecutionID: "0190f0c4-0000-7000-8000-000000000009", SignalName: "nudge", Payload: json.RawMessage(`"hi"`)}},
 }
@@ -109,7 +111,7 @@ func TestEveryDecisionIsAppliedAsDecideRecordsIt(t *testing.T) {
 		t.Run(typ+"/memory", func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			m, err := NewMemory(MemoryConfig{})
+			m, err := NewMemory(MemoryConfig{SearchAttributes: testSearchAttrs})
 			require.NoError(t, err)
 			now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 			start := startCmd("pay", "", "w1")

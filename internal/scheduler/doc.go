@@ -43,7 +43,11 @@ package scheduler
 //     cancellation: the request, its grace, activities given up),
 //     apply_timeout.go (run and execution timeouts), apply_children.go
 //     (child workflows, the reports between shards, parent-close
-//     policies, signals between workflows), apply_reset.go (a reset: the new run from
+//     policies, signals between workflows), apply_search.go (search attributes
+//     indexed as set, and a task that sets undeclared ones refused),
+//     apply_batch.go (batch operations: their
+//     parts created and cancelled, stepped by the timer loop, and the
+//     reports of how each execution went), apply_reset.go (a reset: the new run from
 //     a point of the history, the old run closed), apply_continue.go (a run that
 //     continues as new, its next run, and the signals it passes on),
 //     apply_update.go (updates: admitted, accepted, answered, refused,

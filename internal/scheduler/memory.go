@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/broker"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -35,6 +36,9 @@ type MemoryConfig struct {
 	HistoryLimits         HistoryLimits
 	CancelGraceByWorkflow map[string]time.Duration
 	TimeoutsByWorkflow    map[string]WorkflowTimeouts
+	// SearchAttributes are as Config's: the kit checks what workflow code
+	// sets against them, though it indexes nothing.
+	SearchAttributes searchattr.Schema
 	// KnownWorkflow says whether a child workflow's start of name on
 	// taskQueue can run (a worker serves it); nil: every one.
 	KnownWorkflow func(name, taskQueue string) bool
@@ -94,7 +98,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		shards: 1, window: window, maxTask: cmp.Or(cfg.MaxTask, defaultMemoryMaxTask), wftTimeout: cmp.Or(cfg.WorkflowTaskTimeout, DefaultWorkflowTaskTimeout),
 		retention: store.Retention{Default: retention, ByWorkflow: cfg.RetentionByWorkflow}, pinned: cfg.PinnedWorkflows,
 		log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), historyLimits: cfg.HistoryLimits,
-		cancelGrace: cfg.CancelGraceByWorkflow, timeouts: cfg.TimeoutsByWorkflow, knownWorkflow: cfg.KnownWorkflow,
+		cancelGrace: cfg.CancelGraceByWorkflow, timeouts: cfg.TimeoutsByWorkflow, knownWorkflow: cfg.KnownWorkflow, searchAttrs: cfg.SearchAttributes,
 	}
 	if queued := cfg.TaskQueued; queued != nil {
 		env.taskQueued = func(_ context.Context, e *store.Execution, taskID int) bool { return queued(e.ExecutionID, taskID) }

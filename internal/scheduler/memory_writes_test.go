@@ -53,6 +53,14 @@ var memoryWrites = map[string]bool{
 	// policy is refused), so none gives a slot back.
 	"Concurrency":  false,
 	"DeadCommands": false,
+	// Batch operations are an operator's, through the HTTP API, which the
+	// kit has none of.
+	"Batches": false,
+	// Search attributes are indexed for the API's lists and counts, which
+	// the kit has none of; what workflow code sets is checked all the
+	// same (MemoryConfig.SearchAttributes).
+	"SearchAttributes":      false,
+	"SearchAttributeCopies": false,
 	// Counted by a deployment's scheduler metrics; the executions' rows,
 	// which hold the history's size and warning, are the shard's own.
 	"HistoryCrossings": false,

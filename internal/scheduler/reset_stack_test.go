@@ -96,7 +96,7 @@ func TestResetToTheFailedActivityRunsItAgainWithItsKey(t *testing.T) {
 	p := &provider{}
 	p.outage.Store(true)
 	s := resetStack(t, p)
-	id := stacktest.StartWorkflow(t, s, "order", "", `{"workflow_id": "order-1"}`).Body["execution_id"].(string)
+	id := stacktest.StartWorkflow(t, s, "order", "order-key-1", `{"workflow_id": "order-1"}`).Body["execution_id"].(string)
 	probe.Until(t, 30*time.Second, "reserve to run", func() bool { return len(p.keys("reserve_stock")) == 1 })
 	require.Equal(t, true, stacktest.Signal(t, s, id, "approve", "approve-1", "", `"by ops"`).Body["signal_delivered"])
 	failed := waitStatus(t, s, id, "Failed")
@@ -163,6 +163,8 @@ func TestResetToTheFailedActivityRunsItAgainWithItsKey(t *testing.T) {
 	require.Equal(t, "charge_payment done (by ops)", done["result"])
 	require.Equal(t, id, done["reset_from"])
 	require.Equal(t, point, done["reset_point"])
+	require.Equal(t, "order-key-1", done["idempotency_key"], "the run keeps its first run's key")
+	require.NotNil(t, done["idempotency_claim"], "and the key's claim, which names the first run: %v", done)
 	old := execution(t, s, id)
 	require.Equal(t, "Failed", old["status"], "a closed run keeps how it closed")
 	require.Equal(t, newID, old["reset_to"])

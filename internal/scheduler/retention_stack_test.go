@@ -66,7 +66,7 @@ func TestRetentionPrunesClosedExecutions(t *testing.T) {
 	collect := stacktest.StartWorkflow(t, s, "collect", "k-collect", `{"input": {"count": 1}}`)
 	require.Equal(t, 201, collect.Status, collect.Body)
 	collectID := collect.Body["execution_id"].(string)
-	sig := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+collectID+"/signal/item", map[string]string{"Idempotency-Key": "sig-1"}, `1`)
+	sig := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+collectID+"/signals/item", map[string]string{"Idempotency-Key": "sig-1"}, `1`)
 	require.Equal(t, 202, sig.Status, sig.Body)
 	// Running, on durable timers and signals: never pruned.
 	sleeping := stacktest.StartWorkflow(t, s, "sleep", "", `{"input": {"duration": "10000h"}}`)
@@ -114,7 +114,7 @@ func TestRetentionPrunesClosedExecutions(t *testing.T) {
 	// (A retry of the same keyed signal within the broker's duplicate
 	// window, minutes, would be answered from its first outcome; a prune
 	// comes at least start_idempotency_window after the close.)
-	again := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+collectID+"/signal/item", map[string]string{"Idempotency-Key": "sig-2"}, `1`)
+	again := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+collectID+"/signals/item", map[string]string{"Idempotency-Key": "sig-2"}, `1`)
 	require.Equal(t, 404, again.Status, again.Body)
 	require.Equal(t, "execution_not_found", again.Body["error"])
 	list := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions?limit=100", nil, "")

@@ -74,7 +74,7 @@ func (r *runner) env() applyEnv {
 		maxTask: maxTask(r.s.cfg.Topology.JS.Conn()), log: r.log,
 		retention: store.Retention{Default: r.s.cfg.Retention, ByWorkflow: r.s.cfg.RetentionByWorkflow}, pinned: r.s.cfg.PinnedWorkflows,
 		historyLimits: r.s.cfg.HistoryLimits, cancelGrace: r.s.cfg.CancelGraceByWorkflow,
-		timeouts: r.s.cfg.TimeoutsByWorkflow, knownWorkflow: r.s.knownWorkflow(r.ctx)}
+		timeouts: r.s.cfg.TimeoutsByWorkflow, knownWorkflow: r.s.knownWorkflow(r.ctx), searchAttrs: r.s.cfg.SearchAttributes}
 }
 
 func (r *runner) run() {

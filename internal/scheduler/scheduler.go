@@ -19,6 +19,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/historypage"
 	"github.com/harvest-engine/harvest/internal/registry"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/store"
 )
 
@@ -85,6 +86,11 @@ type Config struct {
 	// (workflows.<name>.cancel_grace); a cancel's own grace overrides
 	// it. A workflow without one has no bound: its code closes it.
 	CancelGraceByWorkflow map[string]time.Duration
+	// SearchAttributes are the search attributes each workflow declares
+	// (workflows.<name>.search_attributes): a workflow task that sets
+	// another, or a value of another type, fails
+	// (docs/search-attributes.md).
+	SearchAttributes searchattr.Schema
 	// TimeoutsByWorkflow are the workflows' run and execution timeouts
 	// (workflows.<name>.run_timeout, .execution_timeout); a start's own
 	// override them.

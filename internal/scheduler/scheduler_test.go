@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/pgtest"
@@ -46,7 +47,7 @@ func applyOnce(t *testing.T, db *pgxpool.Pool, owner string, l store.Lease, cmds
 		if err != nil {
 			return err
 		}
-		env := applyEnv{shard: l.Shard, shards: 4, window: time.Hour, log: slog.New(slog.DiscardHandler)}
+		env := applyEnv{shard: l.Shard, shards: 4, window: time.Hour, log: slog.New(slog.DiscardHandler), searchAttrs: testSearchAttrs}
 		if w, err = apply(ctx, tx, env, applied, cmds); err != nil {
 			return err
 		}
@@ -55,6 +56,10 @@ func applyOnce(t *testing.T, db *pgxpool.Pool, owner string, l store.Lease, cmds
 	require.NoError(t, err)
 	return w
 }
+
+// testSearchAttrs are the search attributes the tests' workflow "pay"
+// declares.
+var testSearchAttrs = searchattr.Schema{"pay": {"customer_id": wire.SearchKeyword, "amount": wire.SearchInt}}
 
 // leasedDB is a fresh database with 4 shards, one of them leased by "a".
 func leasedDB(t *testing.T) (*pgxpool.Pool, store.Lease) {

@@ -218,6 +218,9 @@ drain:
 			timers.arm(*sc.NextDue)
 		}
 	}
+	if len(writes.Batches.New) > 0 {
+		timers.arm(time.Now()) // a batch's first step
+	}
 	if writes.Concurrency.Release {
 		// A concurrency slot was given back: the oldest execution
 		// waiting for one begins now.

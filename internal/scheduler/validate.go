@@ -107,3 +107,26 @@ func validState(s wire.StateValue) error {
 	}
 	return nil
 }
+
+// validBatchSpec says whether a batch's spec is one its parts can run:
+// a known operation with what it needs, a rate, a filter that names a
+// condition or says all.
+func validBatchSpec(s *wire.BatchSpec) bool {
+	if s == nil || s.Rate < 1 || s.Before.IsZero() {
+		return false
+	}
+	f := s.Filter
+	if !f.All && f.Workflow == "" && f.Status == "" && f.CreatedAfter == nil && f.CreatedBefore == nil && f.KeyPrefix == "" && f.WorkflowIDPrefix == "" &&
+		len(f.Search) == 0 {
+		return false
+	}
+	switch s.Operation {
+	case wire.BatchOperationCancel, wire.BatchOperationTerminate:
+		return true
+	case wire.BatchOperationSignal:
+		return s.Signal != nil && s.Signal.Name != ""
+	case wire.BatchOperationReset:
+		return s.Reset != nil
+	}
+	return false
+}

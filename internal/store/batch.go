@@ -89,6 +89,13 @@ type Writes struct {
 	// Schedules are what the batch changed of schedules and their
 	// ledgers.
 	Schedules ScheduleWrites
+	// Batches are what the batch changed of batch operations' parts.
+	Batches BatchWrites
+	// SearchAttributes are search attributes set (upserted by execution
+	// and name), SearchAttributeCopies those a run takes from the run it
+	// continues, after them.
+	SearchAttributes      []SearchAttributeRow
+	SearchAttributeCopies []SearchAttributeCopy
 	// Concurrency are what the batch changed of concurrency keys beyond
 	// their states (which Policies.Keys writes, first).
 	Concurrency ConcurrencyWrites
@@ -149,6 +156,8 @@ func Write(ctx context.Context, tx Tx, w *Writes) error {
 	queueCountDuplicates(b, w.Duplicates)
 	queuePolicyWrites(b, w.Shard, &w.Policies)
 	queueScheduleWrites(b, &w.Schedules)
+	queueBatchWrites(b, w.Shard, &w.Batches)
+	queueSearchAttributeWrites(b, w.SearchAttributes, w.SearchAttributeCopies)
 	queueConcurrencyWrites(b, w.Shard, &w.Concurrency)
 	queueUpsertOutcomes(b, w.Outcomes)
 	queueUpsertStates(b, w.States)

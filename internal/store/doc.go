@@ -32,7 +32,9 @@ package store
 //     (concurrency keys' Pending executions and the slots given back),
 //     schedules.go
 //     (schedules, their ledgers of fires, and as the API answers them),
-//     outbox.go,
+//     batches.go (batch operations' parts, their pages of executions and
+//     the executions' reports), search.go (search attributes: their
+//     rows, the filters on them, and reading an execution's), outbox.go,
 //     outcomes.go, dead.go (dead commands), versions.go (open executions
 //     by build and by recorded version, across executions and history),
 //     states.go (executions' query states, set by workflow code).

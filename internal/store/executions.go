@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/harvest-engine/harvest/api"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -278,6 +279,8 @@ type ListFilter struct {
 	// execution because newer ones arrived meanwhile.
 	After *ListCursor
 	Limit int
+	// Search are conditions on search attributes, each holding.
+	Search []searchattr.Condition
 }
 
 // ListCursor is the position of an execution in ListExecutions' order.
@@ -299,6 +302,34 @@ func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, e
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
+	where = filterWhere(where, arg, f)
+	if f.After != nil {
+		where = append(where, "(created_at, execution_id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ExecutionID)+"::uuid)")
+	}
+	q := `SELECT ` + executionColumns + ` FROM executions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, execution_id DESC LIMIT " + arg(f.Limit)
+	// Planned with the values at hand (not a cached generic plan), so that
+	// a LIKE prefix can use its index.
+	return queryExecutions(ctx, db, "list executions", q, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+// CountExecutions counts the executions matching f (its After and Limit
+// left out).
+func CountExecutions(ctx context.Context, db DBTX, f ListFilter) (int64, error) {
+	where, args := listWhere(f)
+	var n int64
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM executions`+where, append([]any{pgx.QueryExecModeExec}, args...)...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count executions: %w", err)
+	}
+	return n, nil
+}
+
+// filterWhere adds to where the conditions of f but its cursor, their
+// values through arg.
+func filterWhere(where []string, arg func(any) string, f ListFilter) []string {
 	if f.WorkflowName != "" {
 		where = append(where, "workflow_name = "+arg(f.WorkflowName))
 	}
@@ -323,17 +354,7 @@ func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, e
 	if f.CreatedBefore != nil {
 		where = append(where, "created_at < "+arg(*f.CreatedBefore))
 	}
-	if f.After != nil {
-		where = append(where, "(created_at, execution_id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ExecutionID)+"::uuid)")
-	}
-	q := `SELECT ` + executionColumns + ` FROM executions`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at DESC, execution_id DESC LIMIT " + arg(f.Limit)
-	// Planned with the values at hand (not a cached generic plan), so that
-	// a LIKE prefix can use its index.
-	return queryExecutions(ctx, db, "list executions", q, append([]any{pgx.QueryExecModeExec}, args...)...)
+	return searchConditions(where, arg, f.Search)
 }
 
 // ClosedExecutions returns those of the given executions that have
@@ -572,14 +593,26 @@ type ExecutionDetails struct {
 	// PendingActivities are the activities scheduled and not closed, each
 	// name and task queue once (a running execution's only).
 	PendingActivities []PendingActivity
+	// SearchAttributes are its search attributes, by name, as JSON
+	// values; nil for none.
+	SearchAttributes map[string]any
 }
 
-// GetExecutionDetails reads e's details in one round trip.
-func GetExecutionDetails(ctx context.Context, db Tx, e *Execution) (*ExecutionDetails, error) {
+// GetExecutionDetails reads e's details in one round trip; types are its
+// workflow's declared search attributes (their types tell an int from a
+// double, a bool from a keyword).
+func GetExecutionDetails(ctx context.Context, db Tx, e *Execution, types map[string]string) (*ExecutionDetails, error) {
 	var d ExecutionDetails
 	var r Reads
+	r.SearchAttributes(e.ExecutionID, types, &d.SearchAttributes)
 	if e.IdempotencyKey != nil {
-		r.ExecutionClaim(ClaimRef{WorkflowName: e.WorkflowName, IdempotencyKey: *e.IdempotencyKey}, e.ExecutionID, &d.Claim)
+		// A run a reset made keeps its first run's key, whose claim names
+		// that run: the first of its chain.
+		claimed := e.ExecutionID
+		if e.Reset != nil && e.Reset.From != "" {
+			claimed = e.Chain()
+		}
+		r.ExecutionClaim(ClaimRef{WorkflowName: e.WorkflowName, IdempotencyKey: *e.IdempotencyKey}, claimed, &d.Claim)
 	}
 	r.SignalKeys(e.ExecutionID, &d.SignalKeys)
 	if e.Status == wire.StatusRunning {

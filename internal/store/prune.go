@@ -14,7 +14,7 @@ import (
 // in the order it deletes them: every table with an execution_id column
 // (a test holds the schema to this list), the execution itself last.
 var PrunedTables = []string{"history_events", "activities", "timers", "signal_claims", "workflow_updates", "callback_deliveries", "start_claims", "execution_states",
-	"schedule_fires", "concurrency_waiting", "executions"}
+	"schedule_fires", "concurrency_waiting", "batch_items", "search_attributes", "executions"}
 
 // pruneSettings make the planner take pruneCandidates' index scan in
 // prune_after order, which stops at the limit (PruneShard says why).

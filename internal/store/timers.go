@@ -92,7 +92,8 @@ func DeleteTimer(ctx context.Context, tx Tx, id int64) error {
 func NextTimer(ctx context.Context, db DBTX, shard int) (at time.Time, ok bool, err error) {
 	var next *time.Time
 	if err := db.QueryRow(ctx, `SELECT least((SELECT min(fire_at) FROM timers WHERE shard = $1),
-		(SELECT min(due_at) FROM deferred_starts WHERE shard = $1), (SELECT min(next_due) FROM schedules WHERE shard = $1), `+concurrencyDue+`)`, shard).Scan(&next); err != nil {
+		(SELECT min(due_at) FROM deferred_starts WHERE shard = $1), (SELECT min(next_due) FROM schedules WHERE shard = $1),
+		(SELECT min(next_due) FROM batches WHERE shard = $1 AND state = 'running'), `+concurrencyDue+`)`, shard).Scan(&next); err != nil {
 		return at, false, fmt.Errorf("next timer of shard %d: %w", shard, err)
 	}
 	if next == nil {

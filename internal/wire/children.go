@@ -178,4 +178,7 @@ type Report struct {
 	// Schedule, instead, tells a schedule (on its shard) how a fire went;
 	// ExecutionID is then empty.
 	Schedule *ScheduleReport `json:"schedule,omitempty"`
+	// Batch, instead, tells a batch's part how its operation went on an
+	// execution; ExecutionID is then empty.
+	Batch *BatchReport `json:"batch,omitempty"`
 }

@@ -180,6 +180,11 @@ type Command struct {
 	Schedule *ScheduleCommand `json:"schedule,omitempty"`
 	// Reset resets an execution (KindReset).
 	Reset *ResetCommand `json:"reset,omitempty"`
+	// Batch creates or cancels a batch's part (KindBatch).
+	Batch *BatchCommand `json:"batch,omitempty"`
+	// FromBatch names the batch that sent a cancel, terminate, signal or
+	// reset: its shard reports back how it went.
+	FromBatch *BatchRef `json:"from_batch,omitempty"`
 	// SignalWithStart carries Start and Signal together: the signal goes
 	// to the running execution of Start's workflow_id, or to a new one
 	// started with it, atomically.
@@ -385,6 +390,9 @@ const MarkerSideEffect = "side_effect"
 // StartCommand asks for a workflow execution.
 type StartCommand struct {
 	WorkflowName string `json:"workflow_name"`
+	// SearchAttributes are the execution's search attributes as its start
+	// sets them (checked by ingest against the workflow's declarations).
+	SearchAttributes map[string]json.RawMessage `json:"search_attributes,omitempty"`
 	// WorkflowID is always set by ingest: given by the caller, or minted
 	// on the command's shard.
 	WorkflowID       string          `json:"workflow_id"`
@@ -608,6 +616,8 @@ type Decision struct {
 	Child *ChildAttrs `json:"child,omitempty"`
 	// signal_external
 	Signal *ExternalSignalAttrs `json:"signal,omitempty"`
+	// upsert_search_attributes: the values set, by name.
+	SearchAttributes map[string]json.RawMessage `json:"search_attributes,omitempty"`
 }
 
 // ContinueAsNewAttrs say how a run continues as a new one: the new run's
@@ -662,6 +672,8 @@ type WorkflowStartedAttrs struct {
 	// ContinuedFrom is the run this one continues
 	// (harvest.ContinueAsNew), if any.
 	ContinuedFrom string `json:"continued_from,omitempty"`
+	// SearchAttributes are those its start set.
+	SearchAttributes map[string]json.RawMessage `json:"search_attributes,omitempty"`
 }
 
 // ActivityScheduledAttrs are the attributes of an ActivityScheduled event.

@@ -54,7 +54,7 @@ func TestAChainOfRunsOnPostgreSQL(t *testing.T) {
 	first := res.ExecutionID
 	for i := range total {
 		send := func() {
-			r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+first+"/signal/n", map[string]string{"Idempotency-Key": fmt.Sprint("n-", i)}, fmt.Sprint(i))
+			r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+first+"/signals/n", map[string]string{"Idempotency-Key": fmt.Sprint("n-", i)}, fmt.Sprint(i))
 			require.Equal(t, 202, r.Status, r.Body)
 		}
 		send()
@@ -93,7 +93,7 @@ func TestAChainOfRunsOnPostgreSQL(t *testing.T) {
 	require.Equal(t, total/perRun, runs)
 
 	// A key the chain took is a duplicate, whichever run took it.
-	r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+first+"/signal/n", map[string]string{"Idempotency-Key": "n-3"}, "3")
+	r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+first+"/signals/n", map[string]string{"Idempotency-Key": "n-3"}, "3")
 	require.Equal(t, 202, r.Status, r.Body)
 	require.Equal(t, false, r.Body["signal_delivered"], r.Body)
 }

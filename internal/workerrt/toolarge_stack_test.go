@@ -50,7 +50,7 @@ func TestAHistoryLargerThanNATSCarriesRuns(t *testing.T) {
 	weigh := st.Body["execution_id"].(string)
 	big := strings.Repeat("a", 400_000)
 	for i := range 5 {
-		r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+weigh+"/signal/item", map[string]string{"Idempotency-Key": fmt.Sprint("big-", i)},
+		r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+weigh+"/signals/item", map[string]string{"Idempotency-Key": fmt.Sprint("big-", i)},
 			`"`+big+`"`)
 		require.Equal(t, 202, r.Status, r.Body)
 	}

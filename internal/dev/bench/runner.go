@@ -196,7 +196,7 @@ func (r *runner) signal(ctx context.Context, executionID, name, key string, payl
 	if err != nil {
 		return answer{}, false, err
 	}
-	a, err := r.submit(ctx, "/api/harvest/workflows/"+url.PathEscape(executionID)+"/signal/"+url.PathEscape(name), key, body)
+	a, err := r.submit(ctx, "/api/harvest/executions/"+url.PathEscape(executionID)+"/signals/"+url.PathEscape(name), key, body)
 	if err != nil {
 		return a, false, err
 	}

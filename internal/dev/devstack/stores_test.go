@@ -134,7 +134,7 @@ func TestSignalsAndExplicitWorkflowIDsAcrossStores(t *testing.T) {
 	require.NotContains(t, perStore(t, s, `SELECT count(*) FROM executions`), 0, "both stores hold some")
 	for _, id := range ids {
 		for range 2 {
-			a := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+id+"/signal/item", map[string]string{"Idempotency-Key": "evt"}, `"x"`)
+			a := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/signals/item", map[string]string{"Idempotency-Key": "evt"}, `"x"`)
 			require.Equal(t, 202, a.Status, a.Body)
 		}
 		body := stacktest.WaitCompleted(t, s, id)

@@ -70,7 +70,7 @@ func Signal(t testing.TB, s *devstack.Stack, executionID, name, key, query, payl
 	if key != "" {
 		hdr["Idempotency-Key"] = key
 	}
-	url := s.URL() + "/api/harvest/workflows/" + executionID + "/signal/" + name
+	url := s.URL() + "/api/harvest/executions/" + executionID + "/signals/" + name
 	if query != "" {
 		url += "?idempotency_key=" + query
 	}

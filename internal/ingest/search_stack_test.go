@@ -1,0 +1,145 @@
+package ingest_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/searchattr"
+	"github.com/harvest-engine/harvest/internal/testing/probe"
+	"github.com/harvest-engine/harvest/internal/testing/stacktest"
+)
+
+// TestSearchAttributesAreSetFilteredAndCounted: a start's search
+// attributes and those its workflow code upserts are indexed, shown on
+// describe with their types, and filter the list and the count, by
+// equality and by range; an undeclared attribute or a value of another
+// type is refused at the start (400 invalid_search_attribute, nothing
+// started) and fails the workflow task that sets it (the execution shows
+// the task failing, and goes on once the code is right); a malformed
+// filter is refused.
+func TestSearchAttributesAreSetFilteredAndCounted(t *testing.T) {
+	t.Parallel()
+	schema := searchattr.Schema{
+		"sa_order": {"customer_id": "keyword", "amount": "int", "stage": "keyword", "vip": "bool", "due": "time"},
+		"sa_bad":   {"customer_id": "keyword"},
+	}
+	s := stacktest.Start(t, devstack.Config{
+		Ingest:    ingest.Config{SearchAttributes: schema},
+		Scheduler: scheduler.Config{SearchAttributes: schema},
+		Register: func(w *harvest.Worker) {
+			harvest.RegisterWorkflow(w, "sa_order", func(ctx *harvest.WorkflowContext, in struct{ Amount int }) (string, error) {
+				if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"stage": "charged", "amount": in.Amount,
+					"due": time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC)}); err != nil {
+					return "", err
+				}
+				return "ok", nil
+			})
+			harvest.RegisterWorkflow(w, "sa_bad", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+				if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"region": "eu"}); err != nil {
+					return "", err
+				}
+				return "never", nil
+			})
+		},
+	})
+	start := func(wf, body string) stacktest.Answer {
+		return stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/"+wf+"/start", nil, body)
+	}
+	for _, tc := range []struct{ body, field string }{
+		{`{"search_attributes": {"region": "eu"}}`, "search_attributes.region"},
+		{`{"search_attributes": {"amount": "lots"}}`, "search_attributes.amount"},
+		{`{"search_attributes": {"amount": 1.5}}`, "search_attributes.amount"},
+		{`{"search_attributes": {"due": "tomorrow"}}`, "search_attributes.due"},
+		{`{"search_attributes": {"vip": "yes"}}`, "search_attributes.vip"},
+	} {
+		r := start("sa_order", tc.body)
+		require.Equal(t, 400, r.Status, "%s: %v", tc.body, r.Body)
+		require.Equal(t, "invalid_search_attribute", r.Body["error"], r.Body)
+		require.Equal(t, tc.field, r.Body["field"], r.Body)
+	}
+
+	var ids []string
+	for i, c := range []struct {
+		customer string
+		amount   int
+		vip      bool
+	}{{"c_1", 100, true}, {"c_1", 500, false}, {"c_2", 900, false}} {
+		r := start("sa_order", fmt.Sprintf(`{"workflow_id": "sa-%d", "input": {"Amount": %d}, "search_attributes": {"customer_id": %q, "vip": %v}}`,
+			i, c.amount, c.customer, c.vip))
+		require.Equal(t, 201, r.Status, r.Body)
+		ids = append(ids, r.Body["execution_id"].(string))
+	}
+	for _, id := range ids {
+		probe.Until(t, 30*time.Second, "the execution to complete", func() bool {
+			return stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+id, nil, "").Body["status"] == "Completed"
+		})
+	}
+	e := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+ids[1], nil, "").Body
+	require.Equal(t, map[string]any{"customer_id": "c_1", "vip": false, "stage": "charged", "amount": float64(500),
+		"due": "2026-12-24T00:00:00Z"}, e["search_attributes"])
+
+	list := func(query string) []string {
+		t.Helper()
+		r := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions?workflow=sa_order&"+query, nil, "")
+		require.Equal(t, 200, r.Status, r.Body)
+		var out []string
+		for _, x := range r.Body["executions"].([]any) {
+			out = append(out, x.(map[string]any)["execution_id"].(string))
+		}
+		return out
+	}
+	count := func(query string) float64 {
+		t.Helper()
+		r := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/count?"+query, nil, "")
+		require.Equal(t, 200, r.Status, r.Body)
+		return r.Body["count"].(float64)
+	}
+	require.Equal(t, []string{ids[1], ids[0]}, list("attr.customer_id=c_1"))
+	require.Equal(t, []string{ids[2], ids[1]}, list("attr.amount.gte=500"))
+	require.Equal(t, []string{ids[1]}, list("attr.amount.gt=100&attr.amount.lt=900"))
+	require.Equal(t, []string{ids[0]}, list("attr.vip=true"))
+	require.Equal(t, []string{ids[2], ids[1], ids[0]}, list("attr.due.lte=2026-12-24T00:00:00Z"))
+	require.Empty(t, list("attr.due.gt=2026-12-24T00:00:00Z"))
+	require.Equal(t, float64(2), count("workflow=sa_order&attr.customer_id=c_1"))
+	require.Equal(t, float64(3), count("attr.stage=charged"), "a name one workflow declares filters without naming it")
+	require.Equal(t, float64(3), count("workflow=sa_order"))
+	for _, q := range []string{"attr.region=eu", "attr.amount=lots", "attr.customer_id.gt=c", "attr.amount.near=5", "attr.1x=2"} {
+		r := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions?"+q, nil, "")
+		require.Equal(t, 400, r.Status, "%s: %v", q, r.Body)
+		require.Equal(t, "invalid_search_attribute", r.Body["error"], r.Body)
+	}
+
+	// A batch filters on them too.
+	r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/batches", nil,
+		`{"operation": "terminate", "filter": {"workflow": "sa_order", "search_attributes": {"customer_id": "c_1", "amount": {"gte": 200}}}}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	var b map[string]any
+	probe.Until(t, 30*time.Second, "the batch to complete", func() bool {
+		b = stacktest.Call(t, "GET", s.URL()+"/api/harvest/batches/"+r.Body["batch_id"].(string), nil, "").Body
+		return b["state"] == "completed"
+	})
+	require.Equal(t, float64(1), b["matched"], "c_1 with an amount of 200 or more: %v", b)
+	require.Equal(t, map[string]any{"customer_id": "c_1", "amount": map[string]any{"gte": float64(200)}},
+		b["filter"].(map[string]any)["search_attributes"])
+	r = stacktest.Call(t, "POST", s.URL()+"/api/harvest/batches", nil,
+		`{"operation": "terminate", "filter": {"workflow": "sa_order", "search_attributes": {"amount": {"near": 5}}}}`)
+	require.Equal(t, 400, r.Status, r.Body)
+	require.Equal(t, "invalid_filter", r.Body["error"])
+	require.Equal(t, "filter.search_attributes.amount", r.Body["field"])
+
+	// Workflow code that sets what its workflow does not declare: its
+	// task fails, and it says why.
+	bad := start("sa_bad", `{}`).Body["execution_id"].(string)
+	probe.Until(t, 30*time.Second, "the task to fail", func() bool {
+		tf, _ := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+bad, nil, "").Body["task_failing"].(map[string]any)
+		return tf != nil && tf["reason"] == "invalid_search_attribute"
+	})
+	require.Equal(t, "Running", stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+bad, nil, "").Body["status"])
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harvest-engine/harvest/internal/searchattr"
+)
+
+// SearchAttributeRow is one search attribute of an execution, as
+// indexed (searchattr.Stored).
+type SearchAttributeRow struct {
+	ExecutionID, Name string
+	Value             searchattr.Stored
+}
+
+// SearchAttributeCopy copies every search attribute of From to To (a
+// run that continues From).
+type SearchAttributeCopy struct {
+	From, To string
+}
+
+// queueSearchAttributeWrites upserts rows, then copies what copies say,
+// the rows this batch wrote included.
+func queueSearchAttributeWrites(b *pgx.Batch, rows []SearchAttributeRow, copies []SearchAttributeCopy) {
+	if len(rows) > 0 {
+		rows = lastOf(rows, func(r SearchAttributeRow) [2]string { return [2]string{r.ExecutionID, r.Name} })
+		n := len(rows)
+		ids, names := make([]string, n), make([]string, n)
+		keywords, nums, times := make([]*string, n), make([]*float64, n), make([]*time.Time, n)
+		for i, r := range rows {
+			ids[i], names[i] = r.ExecutionID, r.Name
+			keywords[i], nums[i], times[i] = r.Value.Keyword, r.Value.Num, r.Value.Time
+		}
+		b.Queue(`INSERT INTO search_attributes (execution_id, name, keyword, num, ts)
+			SELECT unnest($1::uuid[]), unnest($2::text[]), unnest($3::text[]), unnest($4::float8[]), unnest($5::timestamptz[])
+			ON CONFLICT (execution_id, name) DO UPDATE SET keyword = excluded.keyword, num = excluded.num, ts = excluded.ts`,
+			ids, names, keywords, nums, times)
+	}
+	if len(copies) > 0 {
+		from, to := make([]string, len(copies)), make([]string, len(copies))
+		for i, c := range copies {
+			from[i], to[i] = c.From, c.To
+		}
+		b.Queue(`INSERT INTO search_attributes (execution_id, name, keyword, num, ts)
+			SELECT c.to_id, s.name, s.keyword, s.num, s.ts
+			FROM unnest($1::uuid[], $2::uuid[]) AS c(from_id, to_id) JOIN search_attributes AS s ON s.execution_id = c.from_id
+			ON CONFLICT (execution_id, name) DO NOTHING`, from, to)
+	}
+}
+
+// searchConditions adds to where the SQL of each condition on the
+// executions table's rows, its values through arg.
+func searchConditions(where []string, arg func(any) string, conds []searchattr.Condition) []string {
+	ops := map[string]string{searchattr.OpEq: "=", searchattr.OpGt: ">", searchattr.OpGte: ">=", searchattr.OpLt: "<", searchattr.OpLte: "<="}
+	for _, c := range conds {
+		var col, val string
+		switch {
+		case c.Value.Keyword != nil:
+			col, val = "keyword", arg(*c.Value.Keyword)
+		case c.Value.Num != nil:
+			col, val = "num", arg(*c.Value.Num)+"::float8"
+		case c.Value.Time != nil:
+			col, val = "ts", arg(*c.Value.Time)+"::timestamptz"
+		default:
+			continue
+		}
+		where = append(where, fmt.Sprintf("EXISTS (SELECT 1 FROM search_attributes AS sa WHERE sa.execution_id = executions.execution_id AND sa.name = %s AND sa.%s %s %s)",
+			arg(c.Name), col, ops[c.Op], val))
+	}
+	return where
+}
+
+// SearchAttributes reads the search attributes of an execution, by name,
+// each as JSON as it was set (a time as RFC 3339, a keyword as a
+// string, an int or double as a number, a bool as a bool).
+func (r *Reads) SearchAttributes(executionID string, types map[string]string, out *map[string]any) {
+	r.b.Queue(`SELECT name, keyword, num, ts FROM search_attributes WHERE execution_id = $1 ORDER BY name`, executionID).Query(func(rows pgx.Rows) error {
+		m := map[string]any{}
+		var name string
+		var keyword *string
+		var num *float64
+		var ts *time.Time
+		_, err := pgx.ForEachRow(rows, []any{&name, &keyword, &num, &ts}, func() error {
+			switch {
+			case keyword != nil && types[name] == "bool":
+				m[name] = *keyword == "true"
+			case keyword != nil:
+				m[name] = *keyword
+			case num != nil && types[name] == "int":
+				m[name] = int64(*num)
+			case num != nil:
+				m[name] = *num
+			case ts != nil:
+				m[name] = ts.UTC().Format(time.RFC3339Nano)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read search attributes of %s: %w", executionID, err)
+		}
+		if len(m) > 0 {
+			*out = m
+		}
+		return nil
+	})
+}
+
+// searchWhere is the WHERE of a listing or count of executions by f.
+func listWhere(f ListFilter) (string, []any) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	where = filterWhere(where, arg, f)
+	if len(where) == 0 {
+		return "", args
+	}
+	return " WHERE " + strings.Join(where, " AND "), args
+}

@@ -74,7 +74,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{},
 		sessions: newSessions(cmp.Or(cfg.SessionTTL, DefaultSessionTTL), cfg.Now), proxies: proxies}
-	for _, page := range []string{"executions", "execution", "confirm", "workflows", "webhooks", "workers", "taskqueue", "schedules", "schedule", "scheduleconfirm", "login", "problem"} {
+	for _, page := range []string{"executions", "execution", "confirm", "reset", "signal", "start", "workflows", "webhooks", "workers", "taskqueue", "schedules", "schedule", "scheduleconfirm", "login", "problem"} {
 		// schedulespec.html holds a part that more than one page shows.
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/schedulespec.html", "templates/"+page+".html")
 		if err != nil {
@@ -95,10 +95,16 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("POST /ui/logout", c.handleLogout)
 	c.mux.HandleFunc("GET /ui/executions", c.signedIn(c.handleExecutions))
 	c.mux.HandleFunc("GET /ui/executions/{id}", c.signedIn(c.handleExecution))
+	c.mux.HandleFunc("GET /ui/executions/{id}/reset", c.signedIn(c.handleResetForm))
+	c.mux.HandleFunc("POST /ui/executions/{id}/reset", c.signedIn(c.handleReset))
+	c.mux.HandleFunc("GET /ui/executions/{id}/signal", c.signedIn(c.handleSignalForm))
+	c.mux.HandleFunc("POST /ui/executions/{id}/signal", c.signedIn(c.handleSignal))
 	c.mux.HandleFunc("GET /ui/executions/{id}/{action}", c.signedIn(c.handleConfirm))
 	c.mux.HandleFunc("POST /ui/executions/{id}/{action}", c.signedIn(c.handleAction))
 	c.mux.HandleFunc("GET /ui/workflows", c.signedIn(c.handleWorkflows))
 	c.mux.HandleFunc("POST /ui/workflows/{name}/admission", c.signedIn(c.handleAdmission))
+	c.mux.HandleFunc("GET /ui/workflows/start", c.signedIn(c.handleStartForm))
+	c.mux.HandleFunc("POST /ui/workflows/start", c.signedIn(c.handleStart))
 	c.mux.HandleFunc("GET /ui/webhooks", c.signedIn(c.handleWebhooks))
 	c.mux.HandleFunc("GET /ui/workers", c.signedIn(c.handleWorkers))
 	c.mux.HandleFunc("GET /ui/task-queues/{name}", c.signedIn(c.handleTaskQueue))
@@ -157,13 +163,30 @@ type page struct {
 	Title  string
 	Nav    string
 	Tokens bool
-	Data   any
+	// Refresh, when set, is the page's own URL to load again every
+	// refreshSeconds (a <meta http-equiv="refresh">: no script).
+	Refresh        string
+	RefreshSeconds int
+	Data           any
 }
+
+// refreshSeconds is how often a page that refreshes itself does.
+const refreshSeconds = 5
+
+// refresher is the data of a page that may refresh itself: refresh is
+// the URL to load again, "" for none.
+type refresher interface{ refresh() string }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var b strings.Builder
 	nav, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/ui/"), "/")
-	if err := c.pages[name].ExecuteTemplate(&b, "layout", page{Title: title, Nav: nav, Tokens: c.cfg.Auth != nil, Data: data}); err != nil {
+	p := page{Title: title, Nav: nav, Tokens: c.cfg.Auth != nil, Data: data}
+	if rf, ok := data.(refresher); ok {
+		if p.Refresh = rf.refresh(); p.Refresh != "" {
+			p.RefreshSeconds = refreshSeconds
+		}
+	}
+	if err := c.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
 		c.cfg.Logger.Error("console: render", "page", name, "err", err)
 		http.Error(w, "the console could not render this page", http.StatusInternalServerError)
 		return

@@ -1,12 +1,15 @@
 // Package console is Harvest's web console, served by ingest under /ui/:
-// executions (filtered, paged by the API's cursor), one execution (its
-// activities and their idempotency keys, signals, timers and history,
-// with cancel and terminate behind a confirmation), workflows (counts by
-// status, input schemas, admission gates, and which builds and versions
-// their open executions run), webhooks, the live workers and one task
-// queue (each name's backlog and workers), and schedules (each one's
-// definition, next and running fires and ledger, with pause, unpause,
-// trigger and delete behind a confirmation).
+// executions (filtered, by search attributes too, paged by the API's
+// cursor), one execution (what it waits for, its search attributes,
+// activities and their idempotency keys, signals, timers and history as
+// a timeline, the runs it was reset from or to, refreshing itself while
+// it runs, with Signal… as a form, cancel and terminate behind a
+// confirmation and reset behind its dry run's plan), workflows (counts
+// by status, input schemas, admission gates, which builds and versions
+// their open executions run, and Start… as a form), webhooks, the live
+// workers and one task queue (each name's backlog and workers), and
+// schedules (each one's definition, next and running fires and ledger,
+// with pause, unpause, trigger and delete behind a confirmation).
 //
 // The console is a client of the HTTP API like any other: it holds no
 // SQL and no NATS, and calls the API's handler in the process with the
@@ -26,7 +29,12 @@ package console
 //     calling the API in the process.
 //   - The pages, each a handler here and a template in templates/:
 //     executions.go (the list, one execution, its cancel and terminate),
-//     workflows.go (workflows, admission gates, webhooks), workers.go
+//     timeline.go (an execution's history as a timeline, its search
+//     attributes, what it waits for), signal.go (an execution's
+//     Signal…), reset.go (an execution's Reset…: the form, the dry
+//     run's plan, the reset),
+//     workflows.go (workflows, admission gates, webhooks), start.go (a
+//     workflow's Start…), workers.go
 //     (live workers, a task queue), schedules.go (the schedules, one
 //     schedule and its ledger, its actions).
 //   - funcs.go: the templates' helpers. templates/ and static/ are

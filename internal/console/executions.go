@@ -3,8 +3,10 @@ package console
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,21 +21,31 @@ var statuses = []string{
 	api.StatusCancelled, api.StatusTerminated, api.StatusTimedOut, api.StatusContinuedAsNew,
 }
 
-// filter is the executions page's filter, as its URL carries it.
+// filter is the executions page's filter, as its URL carries it. Attrs
+// are its search attribute filters as typed: NAME=VALUE or
+// NAME.gte=VALUE (gt, gte, lt, lte), several separated by commas.
 type filter struct {
-	Workflow, Status, Key, WorkflowID, From, To string
+	Workflow, Status, Key, WorkflowID, From, To, Attrs string
 }
 
-// filterOf reads the filter from the page's query.
+// filterOf reads the filter from the page's query; attr may be given
+// more than once.
 func filterOf(q url.Values) filter {
 	get := func(name string) string { return strings.TrimSpace(q.Get(name)) }
-	return filter{Workflow: get("workflow"), Status: get("status"), Key: get("key"), WorkflowID: get("workflow_id"), From: get("from"), To: get("to")}
+	var attrs []string
+	for _, v := range q["attr"] {
+		if v = strings.TrimSpace(v); v != "" {
+			attrs = append(attrs, v)
+		}
+	}
+	return filter{Workflow: get("workflow"), Status: get("status"), Key: get("key"), WorkflowID: get("workflow_id"),
+		From: get("from"), To: get("to"), Attrs: strings.Join(attrs, ", ")}
 }
 
 // query is the filter as the console's own URL query.
 func (f filter) query() url.Values {
 	q := url.Values{}
-	for name, v := range map[string]string{"workflow": f.Workflow, "status": f.Status, "key": f.Key, "workflow_id": f.WorkflowID, "from": f.From, "to": f.To} {
+	for name, v := range map[string]string{"workflow": f.Workflow, "status": f.Status, "key": f.Key, "workflow_id": f.WorkflowID, "from": f.From, "to": f.To, "attr": f.Attrs} {
 		if v != "" {
 			q.Set(name, v)
 		}
@@ -52,9 +64,34 @@ func parseTime(s string) (time.Time, error) {
 	return time.Time{}, errors.New("want a time such as 2026-12-04T15:00 (UTC) or RFC 3339")
 }
 
+// attrParams are the filter's search attributes as the API's attr.*
+// parameters: "customer_id=c_1, amount.gte=500" is attr.customer_id=c_1
+// and attr.amount.gte=500. What the API makes of a name or a value is
+// its to say (400 invalid_search_attribute); the console only checks the
+// shape.
+func attrParams(attrs string) (url.Values, string) {
+	q := url.Values{}
+	for part := range strings.SplitSeq(attrs, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(part, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" {
+			return nil, fmt.Sprintf("Search attributes: %q is not NAME=VALUE (or NAME.gte=VALUE, with gt, gte, lt or lte).", part)
+		}
+		q.Add("attr."+name, value)
+	}
+	return q, ""
+}
+
 // apiQuery is the filter as GET /api/harvest/executions' parameters.
 func (f filter) apiQuery() (url.Values, string) {
-	q := url.Values{}
+	q, bad := attrParams(f.Attrs)
+	if bad != "" {
+		return nil, bad
+	}
 	for name, v := range map[string]string{"workflow": f.Workflow, "status": f.Status, "key_prefix": f.Key, "workflow_id_prefix": f.WorkflowID} {
 		if v != "" {
 			q.Set(name, v)
@@ -76,12 +113,38 @@ func (f filter) apiQuery() (url.Values, string) {
 type executionsData struct {
 	Filter   filter
 	Statuses []string
-	Rows     []api.Execution
+	// Workflows are the names the workflow filter offers: those the API
+	// knows (GET /api/harvest/workflows), internal ones only once they
+	// ran; none when the token may not list them.
+	Workflows []string
+	// FromHint and ToHint are the start-time filter's placeholders: the
+	// start and end of today (UTC).
+	FromHint, ToHint string
+	Rows             []api.Execution
 	// Problem is what the API refused in the filter.
 	Problem string
 	// Next is the URL of the next (older) page; First that of the newest.
 	Next, First string
 	Paged       bool
+}
+
+// datetimeLocal is the layout of the browser's datetime-local inputs,
+// which the start-time filter takes.
+const datetimeLocal = "2006-01-02T15:04"
+
+// workflowNames are the names the workflow filter offers; none when the
+// API does not list them to this user, which costs the page nothing
+// else.
+func (c *Console) workflowNames(r *http.Request) []string {
+	var list api.ListWorkflowsResponse
+	if err := c.apiFor(r).call(r.Context(), http.MethodGet, "/api/harvest/workflows", nil, nil, &list); err != nil {
+		return nil
+	}
+	var names []string
+	for _, wf := range listed(list.Workflows) {
+		names = append(names, wf.Name)
+	}
+	return names
 }
 
 // pageSize is how many executions a page lists, as the API's limit
@@ -91,7 +154,10 @@ const pageSize = "50"
 func (c *Console) handleExecutions(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterOf(r.URL.Query())
-	data := executionsData{Filter: f, Statuses: statuses, First: "/ui/executions", Paged: r.URL.Query().Get("cursor") != ""}
+	today := c.cfg.Now().UTC().Truncate(24 * time.Hour)
+	data := executionsData{Filter: f, Statuses: statuses, First: "/ui/executions", Paged: r.URL.Query().Get("cursor") != "",
+		FromHint: today.Format(datetimeLocal), ToHint: today.Add(24*time.Hour - time.Minute).Format(datetimeLocal)}
+	data.Workflows = c.workflowNames(r)
 	if q := f.query(); len(q) > 0 {
 		data.First += "?" + q.Encode()
 	}
@@ -111,6 +177,9 @@ func (c *Console) handleExecutions(w http.ResponseWriter, r *http.Request) {
 	if errors.As(err, &apiErr) && apiErr.status == http.StatusBadRequest {
 		// A filter the API refuses: the page says which, and keeps it.
 		data.Problem = apiErr.body.Message
+		if f := apiErr.body.Field; f != "" && !strings.Contains(data.Problem, f) {
+			data.Problem += " (" + f + ")"
+		}
 		c.render(w, r, http.StatusBadRequest, "executions", "Executions", data)
 		return
 	}
@@ -151,17 +220,11 @@ type signal struct {
 }
 
 type timer struct {
-	ID     int
-	FireAt *time.Time
-	Fired  *time.Time
-	Set    time.Time
-}
-
-type event struct {
-	Seq   int
-	Type  string
-	At    time.Time
-	Attrs string
+	ID        int
+	FireAt    *time.Time
+	Fired     *time.Time
+	Cancelled *time.Time
+	Set       time.Time
 }
 
 type executionData struct {
@@ -177,15 +240,32 @@ type executionData struct {
 	// Children are the child workflows it started (each linked to its
 	// execution); the execution links to its parent (E.ParentExecutionID).
 	Children []api.Child
+	// Attributes are its search attributes, by name.
+	Attributes []attribute
+	// Waits is what it waits for, while it runs.
+	Waits waits
+	// Page is the page's own URL; Refreshing says it loads itself again
+	// (while the execution is Running or Pending, unless ?refresh=off).
+	Page       string
+	Refreshing bool
 	// Done is the outcome of an action just taken, to show once.
 	Done string
+}
+
+// refresh is the URL the page loads again while its execution may still
+// change: Running or Pending, and not turned off.
+func (d *executionData) refresh() string {
+	if !d.Refreshing {
+		return ""
+	}
+	return d.Page
 }
 
 func (c *Console) handleExecution(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	a := c.apiFor(r)
-	var data executionData
+	data := &executionData{}
 	path := "/api/harvest/executions/" + url.PathEscape(id)
 	if err := a.call(ctx, http.MethodGet, path, nil, nil, &data.E); err != nil {
 		c.apiProblem(w, r, err)
@@ -213,11 +293,31 @@ func (c *Console) handleExecution(w http.ResponseWriter, r *http.Request) {
 	if err := a.call(ctx, http.MethodGet, path+"/children", nil, nil, &children); err == nil {
 		data.Children = children.Children // an API without children: none shown
 	}
+	data.Attributes = attributesOf(data.E)
+	data.Waits = data.waitsOf()
+	data.Page = "/ui/executions/" + url.PathEscape(id)
+	data.Refreshing = (data.E.Status == api.StatusRunning || data.E.Status == api.StatusPending) && r.URL.Query().Get("refresh") != "off"
 	switch r.URL.Query().Get("done") {
 	case "cancel":
 		data.Done = "Cancellation requested."
 	case "terminate":
 		data.Done = "Termination requested."
+	case "signal":
+		data.Done = "Signal sent: it is in the history below."
+	case "signal-again":
+		data.Done = "This signal's key was delivered before: it was not delivered again."
+	case "signal-accepted":
+		data.Done = "The signal was accepted, and its outcome is not known yet: it shows in the history once it is applied."
+	case "started":
+		data.Done = "Started."
+	case "started-again":
+		data.Done = "Its idempotency key started this execution before: this is it, and nothing new started."
+	case "reset":
+		data.Done = "Reset: this is the new run, from event " + strconv.Itoa(data.E.ResetPoint) + " of the run it was reset from."
+	case "reset-again":
+		data.Done = "The same reset was applied before: this is the run it made."
+	case "reset-accepted":
+		data.Done = "The reset was accepted, and its outcome is not known yet: once it is applied, this page names the new run (reset to)."
 	}
 	c.render(w, r, http.StatusOK, "execution", "Execution "+id, data)
 }
@@ -228,7 +328,7 @@ func (d *executionData) fromHistory(events []api.Event) {
 	acts := map[int]*activity{}
 	timers := map[int]*timer{}
 	for _, e := range events {
-		d.Events = append(d.Events, event{Seq: e.Seq, Type: e.Type, At: e.At, Attrs: attrsOf(e)})
+		d.Events = append(d.Events, eventOf(e))
 		switch e.Type {
 		case wire.EventActivityScheduled:
 			var at wire.ActivityScheduledAttrs
@@ -273,11 +373,15 @@ func (d *executionData) fromHistory(events []api.Event) {
 				timers[at.TimerID] = t
 				d.Timers = append(d.Timers, t)
 			}
-		case wire.EventTimerFired:
+		case wire.EventTimerFired, wire.EventTimerCancelled:
 			var at wire.TimerAttrs
 			if json.Unmarshal(e.Raw, &at) == nil && timers[at.TimerID] != nil {
-				fired := e.At
-				timers[at.TimerID].Fired = &fired
+				closed := e.At
+				if e.Type == wire.EventTimerFired {
+					timers[at.TimerID].Fired = &closed
+				} else {
+					timers[at.TimerID].Cancelled = &closed
+				}
 			}
 		}
 	}
@@ -295,19 +399,6 @@ func (d *executionData) withSignalKeys() {
 			d.Signals[i].Dup = keys[k]
 		}
 	}
-}
-
-// attrsOf is an event's attributes as compact JSON, without the seq, type
-// and at the timeline shows apart.
-func attrsOf(e api.Event) string {
-	if len(e.Attrs) == 0 {
-		return ""
-	}
-	b, err := json.Marshal(e.Attrs)
-	if err != nil {
-		return ""
-	}
-	return compact(b)
 }
 
 // actions are what the execution page offers, by the route's name.

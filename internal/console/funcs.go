@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/harvest-engine/harvest/api"
 )
@@ -18,6 +19,7 @@ var funcs = template.FuncMap{
 	"took":       took,
 	"pretty":     pretty,
 	"compact":    compact,
+	"short":      short,
 	"lower":      strings.ToLower,
 	"count":      func(m map[string]int64, status string) int64 { return m[status] },
 	"terminal":   api.IsTerminal,
@@ -88,6 +90,15 @@ func pretty(raw json.RawMessage) string {
 		return ""
 	}
 	return encode(t, "  ")
+}
+
+// short is s cut to 80 characters, "…" marking the cut.
+func short(s string) string {
+	const most = 80
+	if utf8.RuneCountInString(s) <= most {
+		return s
+	}
+	return string([]rune(s)[:most-1]) + "…"
 }
 
 // compact is a JSON document on one line, strings as they are.

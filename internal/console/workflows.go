@@ -8,6 +8,34 @@ import (
 	"github.com/harvest-engine/harvest/api"
 )
 
+// internalWorkflows are the workflows Harvest's own tools register on
+// the dev worker (examples.WorkflowBenchEcho, which harvest bench runs):
+// the console lists one only once it has executions.
+var internalWorkflows = map[string]bool{"bench_echo": true}
+
+// listed are the workflows the console shows: all the API lists but the
+// internal ones that never ran.
+func listed(all []api.WorkflowSummary) []api.WorkflowSummary {
+	out := make([]api.WorkflowSummary, 0, len(all))
+	for _, wf := range all {
+		if internalWorkflows[wf.Name] && !ran(wf) {
+			continue
+		}
+		out = append(out, wf)
+	}
+	return out
+}
+
+// ran says whether a workflow has executions, of any status.
+func ran(wf api.WorkflowSummary) bool {
+	for _, n := range wf.Counts {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 type workflowsData struct {
 	Workflows []api.WorkflowSummary
 	Statuses  []string
@@ -24,10 +52,10 @@ func (c *Console) handleWorkflows(w http.ResponseWriter, r *http.Request) {
 		c.apiProblem(w, r, err)
 		return
 	}
-	data := workflowsData{Workflows: list.Workflows, Statuses: statuses}
+	data := workflowsData{Workflows: listed(list.Workflows), Statuses: statuses}
 	// Only a workflow with running executions has code to tell of: the
 	// others would cost a read of every store to say nothing.
-	for _, wf := range list.Workflows {
+	for _, wf := range data.Workflows {
 		if wf.Counts[api.StatusRunning] == 0 {
 			continue
 		}

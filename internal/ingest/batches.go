@@ -248,9 +248,17 @@ func batchFilter(in *api.BatchFilter, schema searchattr.Schema) (wire.BatchFilte
 
 // handleGetBatch is GET /api/harvest/batches/{batch_id}.
 func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) {
+	if _, parts, ok := s.pathBatch(w, r); ok {
+		writeJSON(w, http.StatusOK, s.batchView(r.Context(), parts))
+	}
+}
+
+// pathBatch reads the parts of the path's batch, one the caller may see;
+// it answers and reports false when there is none, or no database.
+func (s *Server) pathBatch(w http.ResponseWriter, r *http.Request) (string, []*store.Batch, bool) {
 	id, ok := pathBatchID(w, r)
 	if !ok || !s.readable(w) {
-		return
+		return "", nil, false
 	}
 	parts, err := s.batchParts(r.Context(), id)
 	if err == nil && !s.batchVisible(r.Context(), parts) {
@@ -258,24 +266,16 @@ func (s *Server) handleGetBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.batchReadError(w, id, err)
-		return
+		return "", nil, false
 	}
-	writeJSON(w, http.StatusOK, s.batchView(r.Context(), parts))
+	return id, parts, true
 }
 
 // handleCancelBatch is POST /api/harvest/batches/{batch_id}/cancel: each
 // part sends no more; what it sent is applied.
 func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathBatchID(w, r)
-	if !ok || !s.readable(w) {
-		return
-	}
-	parts, err := s.batchParts(r.Context(), id)
-	if err == nil && !s.batchVisible(r.Context(), parts) {
-		err = store.ErrBatchNotFound
-	}
-	if err != nil {
-		s.batchReadError(w, id, err)
+	id, parts, ok := s.pathBatch(w, r)
+	if !ok {
 		return
 	}
 	for _, p := range parts {
@@ -288,7 +288,8 @@ func (s *Server) handleCancelBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if parts, err = s.batchParts(r.Context(), id); err != nil {
+	parts, err := s.batchParts(r.Context(), id)
+	if err != nil {
 		s.batchReadError(w, id, err)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/harvest-engine/harvest/api"
 )
@@ -53,6 +54,17 @@ type text string
 var errBody = api.ErrorResponse{}
 
 // errs adds the error answers every route of its kind can give.
+// listFilterParams are the filters a list and a count of executions
+// take.
+var listFilterParams = []Param{
+	{Name: "workflow", Description: "Only this workflow's executions."},
+	{Name: "status", Description: "Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew."},
+	{Name: "key_prefix", Description: "Executions whose start's idempotency key begins with this."},
+	{Name: "workflow_id_prefix", Description: "Executions whose workflow_id begins with this."},
+	{Name: "created_after", Description: "Started at or after this time (RFC 3339).", Type: "date-time"},
+	{Name: "created_before", Description: "Started before this time (RFC 3339).", Type: "date-time"},
+}
+
 // searchFilterDescription says the search attribute filters a list and
 // a count take, which no fixed parameter describes.
 const searchFilterDescription = "Search attributes filter too (docs/search-attributes.md): attr.NAME=VALUE keeps executions whose attribute NAME has " +
@@ -253,31 +265,16 @@ var Routes = []Route{
 		Method: "GET", Path: "/api/harvest/executions", ID: "listExecutions", Tag: "executions", Scope: "read",
 		Summary:     "List executions, newest first",
 		Description: searchFilterDescription,
-		Query: []Param{
-			{Name: "workflow", Description: "Only this workflow's executions."},
-			{Name: "status", Description: "Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew."},
-			{Name: "key_prefix", Description: "Executions whose start's idempotency key begins with this."},
-			{Name: "workflow_id_prefix", Description: "Executions whose workflow_id begins with this."},
-			{Name: "created_after", Description: "Started at or after this time (RFC 3339).", Type: "date-time"},
-			{Name: "created_before", Description: "Started before this time (RFC 3339).", Type: "date-time"},
-			{Name: "limit", Description: "1 to 500, default 50.", Type: "integer"},
-			{Name: "cursor", Description: "The next_cursor of the previous page."},
-		},
+		Query: append(slices.Clip(listFilterParams), Param{Name: "limit", Description: "1 to 500, default 50.", Type: "integer"},
+			Param{Name: "cursor", Description: "The next_cursor of the previous page."}),
 		Responses: errs(map[int]Answer{200: {"A page of executions; next_cursor when there are more.", api.ListExecutionsResponse{}}}, with(guarded, 400)...),
 	},
 	{
 		Method: "GET", Path: "/api/harvest/executions/count", ID: "countExecutions", Tag: "executions", Scope: "read",
 		Summary:     "Count the executions a list's filters match, across the stores",
 		Description: searchFilterDescription,
-		Query: []Param{
-			{Name: "workflow", Description: "Only this workflow's executions."},
-			{Name: "status", Description: "Pending, Running, Completed, Failed, Cancelled, Terminated, TimedOut or ContinuedAsNew."},
-			{Name: "key_prefix", Description: "Executions whose start's idempotency key begins with this."},
-			{Name: "workflow_id_prefix", Description: "Executions whose workflow_id begins with this."},
-			{Name: "created_after", Description: "Started at or after this time (RFC 3339).", Type: "date-time"},
-			{Name: "created_before", Description: "Started before this time (RFC 3339).", Type: "date-time"},
-		},
-		Responses: errs(map[int]Answer{200: {"How many.", api.CountExecutionsResponse{}}}, with(guarded, 400)...),
+		Query:       listFilterParams,
+		Responses:   errs(map[int]Answer{200: {"How many.", api.CountExecutionsResponse{}}}, with(guarded, 400)...),
 	},
 	{
 		Method: "POST", Path: "/api/harvest/executions/{execution_id}/signals/{name}", ID: "sendSignal", Tag: "executions", Scope: "signal",

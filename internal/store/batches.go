@@ -128,21 +128,8 @@ func queueBatchWrites(b *pgx.Batch, shard int, w *BatchWrites) {
 // DueBatches locks, for an apply, the running parts of shard whose next
 // step is due at now, at most limit.
 func DueBatches(ctx context.Context, tx Tx, shard int, now time.Time, limit int) ([]*Batch, error) {
-	rows, err := tx.Query(ctx, `SELECT `+batchColumns+` FROM batches WHERE shard = $1 AND state = 'running' AND next_due <= $2
+	return queryBatches(ctx, tx, "read due batches", `SELECT `+batchColumns+` FROM batches WHERE shard = $1 AND state = 'running' AND next_due <= $2
 		ORDER BY next_due LIMIT $3 FOR UPDATE SKIP LOCKED`, shard, now, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read due batches: %w", err)
-	}
-	defer rows.Close()
-	var out []*Batch
-	for rows.Next() {
-		b, err := scanBatch(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read due batches: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
 }
 
 // BatchPage is the next page of at most limit executions of b's store
@@ -164,24 +151,31 @@ var ErrBatchNotFound = errors.New("batch not found")
 // GetBatch reads the parts of batch id that db holds, ErrBatchNotFound
 // for none.
 func GetBatch(ctx context.Context, db DBTX, id string) ([]*Batch, error) {
-	rows, err := db.Query(ctx, `SELECT `+batchColumns+` FROM batches WHERE batch_id = $1 ORDER BY shard`, id)
+	out, err := queryBatches(ctx, db, "read batch "+id, `SELECT `+batchColumns+` FROM batches WHERE batch_id = $1 ORDER BY shard`, id)
+	if err == nil && len(out) == 0 {
+		err = ErrBatchNotFound
+	}
+	return out, err
+}
+
+// queryBatches runs sql, which selects batchColumns, and returns the
+// parts it reads; what names the read in its errors.
+func queryBatches(ctx context.Context, db DBTX, what, sql string, args ...any) ([]*Batch, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read batch %s: %w", id, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []*Batch
 	for rows.Next() {
 		b, err := scanBatch(rows)
 		if err != nil {
-			return nil, fmt.Errorf("read batch %s: %w", id, err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, b)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read batch %s: %w", id, err)
-	}
-	if len(out) == 0 {
-		return nil, ErrBatchNotFound
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
@@ -189,21 +183,8 @@ func GetBatch(ctx context.Context, db DBTX, id string) ([]*Batch, error) {
 // ListBatches reads the parts of the newest batches db holds, at most
 // limit rows, created before before (nil: now).
 func ListBatches(ctx context.Context, db DBTX, before *time.Time, limit int) ([]*Batch, error) {
-	rows, err := db.Query(ctx, `SELECT `+batchColumns+` FROM batches WHERE $1::timestamptz IS NULL OR created_at < $1
+	return queryBatches(ctx, db, "list batches", `SELECT `+batchColumns+` FROM batches WHERE $1::timestamptz IS NULL OR created_at < $1
 		ORDER BY created_at DESC, batch_id LIMIT $2`, before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list batches: %w", err)
-	}
-	defer rows.Close()
-	var out []*Batch
-	for rows.Next() {
-		b, err := scanBatch(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list batches: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
 }
 
 // BatchErrors reads the executions batch id's operation was refused on,

@@ -55,3 +55,52 @@ func TestWorkflowReset(t *testing.T) {
 	require.Equal(t, "Terminated", old["status"])
 	require.NotEmpty(t, old["reset_to"])
 }
+
+// TestWorkflowStartWaitSignalWithStartShowFollowAndDescribe: `start
+// --wait` prints the result; `signal-with-start` starts once and
+// delivers a key once; `show --follow` prints the events as they come
+// and returns when the execution closes; describe prints the key, its
+// claim and the signal keys.
+func TestWorkflowStartWaitSignalWithStartShowFollowAndDescribe(t *testing.T) {
+	s := startStack(t, devstack.Config{})
+	out, _, err := runCLI(t, "workflow", "start", "collect", "--input", `{"count": 0}`, "--wait", "--addr", s.URL())
+	require.NoError(t, err)
+	require.Equal(t, "{\"items\":[]}\n", out)
+
+	args := []string{"workflow", "signal-with-start", "collect", "item", "--workflow-id", "cli-sws", "--input", `{"count": 2}`,
+		"--payload", `{"sku": "a"}`, "--idempotency-key", "sws-1", "--addr", s.URL()}
+	out, _, err = runCLI(t, args...)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "signal delivered to a new execution "), out)
+	id := strings.Fields(out)[6]
+	out, _, err = runCLI(t, args...)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "signal already delivered (deduplicated) to the running execution "+id), out)
+
+	out, _, err = runCLI(t, "workflow", "describe", id, "--addr", s.URL())
+	require.NoError(t, err)
+	require.Contains(t, out, "signal_key:")
+	require.Contains(t, out, "sws-1, received ")
+
+	followed := make(chan string, 1)
+	go func() {
+		out, _, err := runCLI(t, "workflow", "show", id, "--follow", "--timeout", "1m", "--addr", s.URL())
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		followed <- out
+	}()
+	probe.Until(t, 30*time.Second, "the first signal's task", func() bool {
+		return len(stacktest.HistoryTypes(t, s, id)) >= 3
+	})
+	r := stacktest.Signal(t, s, id, "item", "sws-2", "", `{"sku": "b"}`)
+	require.Equal(t, true, r.Body["signal_delivered"], r.Body)
+	select {
+	case out = <-followed:
+	case <-time.After(time.Minute):
+		t.Fatal("show --follow did not return once the execution closed")
+	}
+	require.Contains(t, out, "SEQ  TYPE")
+	require.Contains(t, out, "WorkflowCompleted")
+	require.Equal(t, 2, strings.Count(out, "SignalReceived"), out)
+}

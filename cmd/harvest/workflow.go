@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -97,7 +99,7 @@ terminating an execution that has closed changes nothing.`,
 	}
 	addClientFlags(cmd, time.Minute, "give up after this long, waiting for a late outcome included (0: no limit)")
 	cmd.AddCommand(newWorkflowStart(), newWorkflowSignal(), newWorkflowDescribe(), newWorkflowHistory(), newWorkflowResult(), newWorkflowList(),
-		newWorkflowCount(), newWorkflowCancel(), newWorkflowTerminate(), newWorkflowReset(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate(), newWorkflowChildren(),
+		newWorkflowCount(), newWorkflowSignalWithStart(), newWorkflowCancel(), newWorkflowTerminate(), newWorkflowReset(), newWorkflowVersions(), newWorkflowHistories(), newWorkflowState(), newWorkflowUpdate(), newWorkflowChildren(),
 		newWorkflowConcurrency())
 	return cmd
 }
@@ -147,6 +149,7 @@ func newWorkflowStart() *cobra.Command {
 	var input, key, workflowID, reusePolicy, taskQueue, versioning, buildID, startPolicy string
 	var delay, runTimeout, executionTimeout time.Duration
 	var priority int
+	var wait bool
 	cmd := &cobra.Command{
 		Use:   "start <workflow>",
 		Short: "Start a workflow execution",
@@ -177,6 +180,9 @@ func newWorkflowStart() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if wait {
+				return printResult(ctx, c, cmd, r.ExecutionID)
+			}
 			if jsonOutput(cmd) {
 				return printJSON(cmd.OutOrStdout(), r.Raw)
 			}
@@ -195,6 +201,7 @@ func newWorkflowStart() *cobra.Command {
 		}),
 	}
 	cmd.Flags().StringVar(&input, "input", "", "the workflow's input, as JSON")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the execution to close and print its result (as harvest workflow result)")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "make the start idempotent under this key")
 	cmd.Flags().StringVar(&workflowID, "workflow-id", "", "the execution's business id (default: minted)")
 	cmd.Flags().StringVar(&reusePolicy, "reuse-policy", "", "allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running")
@@ -411,8 +418,60 @@ func newWorkflowDescribe() *cobra.Command {
 			if w := e.HistoryWarning; w != nil {
 				fmt.Fprintf(tw, "history_warning:\t%s\n", w.Message)
 			}
+			describeMore(tw, e)
 			return tw.Flush()
 		}),
+	}
+}
+
+// describeMore writes the fields of describe's answer beyond the
+// execution's own: where it came from, its key and claim, its signal keys,
+// its callback, its search attributes, what it waits for.
+func describeMore(tw io.Writer, e *client.Execution) {
+	if e.StartedBy != "" {
+		fmt.Fprintf(tw, "started_by:\t%s\n", e.StartedBy)
+	}
+	if e.ResetFrom != "" {
+		fmt.Fprintf(tw, "reset_from:\t%s, at event %d of its history\n", e.ResetFrom, e.ResetPoint)
+	}
+	if e.ResetTo != "" {
+		fmt.Fprintf(tw, "reset_to:\t%s\n", e.ResetTo)
+	}
+	if e.IdempotencyKey != "" {
+		fmt.Fprintf(tw, "idempotency_key:\t%s\n", e.IdempotencyKey)
+	}
+	if c := e.IdempotencyClaim; c != nil {
+		state := "until " + formatTime(c.ExpiresAt)
+		if c.Expired {
+			state = "expired " + formatTime(c.ExpiresAt)
+		}
+		fmt.Fprintf(tw, "claim:\tfirst seen %s, %s; duplicates: %d replayed, %d by the broker, %d by the claim\n",
+			formatTime(c.FirstSeenAt), state, c.Duplicates.Replay, c.Duplicates.Broker, c.Duplicates.Claim)
+	}
+	for _, k := range e.SignalKeys {
+		fmt.Fprintf(tw, "signal_key:\t%s, received %s, %d duplicate(s) dropped\n", k.IdempotencyKey, formatTime(k.ReceivedAt),
+			k.Duplicates.Replay+k.Duplicates.Broker+k.Duplicates.Claim)
+	}
+	if cb := e.CompletionCallback; cb != nil {
+		line := fmt.Sprintf("%s: %s, %d attempt(s)", cb.URL, cb.Status, cb.Attempts)
+		if cb.LastError != "" {
+			line += ", last error: " + cb.LastError
+		}
+		fmt.Fprintf(tw, "completion_callback:\t%s\n", line)
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.SearchAttributes)) {
+		raw, _ := json.Marshal(e.SearchAttributes[name])
+		fmt.Fprintf(tw, "search_attribute:\t%s = %s\n", name, raw)
+	}
+	if e.WaitingForWorker {
+		fmt.Fprintf(tw, "waiting_for_worker:\tno live worker serves its workflow on its task queue\n")
+	}
+	for _, wf := range e.WaitingForWorkers {
+		what := wf.Kind + " " + wf.Name + " on task queue " + wf.TaskQueue
+		if wf.BuildID != "" {
+			what += ", build " + wf.BuildID
+		}
+		fmt.Fprintf(tw, "waiting_for_workers:\t%s\n", what)
 	}
 }
 
@@ -422,21 +481,85 @@ func newWorkflowResult() *cobra.Command {
 		Short: "Wait for an execution to close and print its result (a chain of continued runs: its last run's)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
-			e, err := c.WaitResult(ctx, args[0], nil)
-			var failed *client.ExecutionFailedError
-			if errors.As(err, &failed) {
-				return fmt.Errorf("execution %s closed %s: %s", failed.ExecutionID, failed.Status, compactJSON(e.Error))
+			return printResult(ctx, c, cmd, args[0])
+		}),
+	}
+}
+
+// printResult waits for execution id to close and prints its result
+// (its last run's, for a chain), or says how it failed.
+func printResult(ctx context.Context, c *client.Client, cmd *cobra.Command, id string) error {
+	e, err := c.WaitResult(ctx, id, nil)
+	var failed *client.ExecutionFailedError
+	if errors.As(err, &failed) {
+		return fmt.Errorf("execution %s closed %s: %s", failed.ExecutionID, failed.Status, compactJSON(e.Error))
+	}
+	if err != nil {
+		return err
+	}
+	if jsonOutput(cmd) {
+		return printJSON(cmd.OutOrStdout(), e.Raw)
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), compactJSON(e.Result))
+	return err
+}
+
+func newWorkflowSignalWithStart() *cobra.Command {
+	var (
+		opts                  client.SignalWithStartOptions
+		input, payload, prior string
+	)
+	cmd := &cobra.Command{
+		Use:   "signal-with-start <workflow> <signal>",
+		Short: "Signal the running execution of a workflow_id, or start one with the signal, atomically",
+		Long: `Send <signal> to the running execution of --workflow-id, or start an
+execution of <workflow> with --input and deliver the signal to it, in one
+command (docs/signals.md). --idempotency-key makes the signal land once.`,
+		Example: `  harvest workflow signal-with-start collect item --workflow-id order-42 --input '{"count": 3}' --payload '{"sku": "a"}' --idempotency-key evt-1`,
+		Args:    cobra.ExactArgs(2),
+		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			in, err := parseInput("input", input)
+			if err != nil {
+				return err
 			}
+			pl, err := parseInput("payload", payload)
+			if err != nil {
+				return err
+			}
+			if in != nil {
+				opts.Input = in
+			}
+			if pl != nil {
+				opts.SignalPayload = pl
+			}
+			opts.SignalName, opts.ReusePolicy = args[1], prior
+			r, err := c.SignalWithStart(ctx, args[0], opts)
 			if err != nil {
 				return err
 			}
 			if jsonOutput(cmd) {
-				return printJSON(cmd.OutOrStdout(), e.Raw)
+				return printJSON(cmd.OutOrStdout(), r.Raw)
 			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), compactJSON(e.Result))
+			how := "the running execution"
+			if r.StartedFresh {
+				how = "a new execution"
+			}
+			delivered := "signal delivered to"
+			if !r.SignalDelivered {
+				delivered = "signal already delivered (deduplicated) to"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s (workflow %s, workflow_id %s): %s\n", delivered, how, r.ExecutionID, r.WorkflowName, r.WorkflowID, r.Status)
 			return err
 		}),
 	}
+	cmd.Flags().StringVar(&opts.WorkflowID, "workflow-id", "", "the workflow_id to signal, or start (required)")
+	cmd.Flags().StringVar(&input, "input", "", "the input of the execution, if one starts, as JSON")
+	cmd.Flags().StringVar(&payload, "payload", "", "the signal's payload, as JSON")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "the signal lands once under this key")
+	cmd.Flags().StringVar(&prior, "reuse-policy", "", "allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running, if one starts")
+	cmd.Flags().StringVar(&opts.TaskQueue, "task-queue", "", "the task queue of the execution, if one starts")
+	_ = cmd.MarkFlagRequired("workflow-id")
+	return cmd
 }
 
 func newWorkflowState() *cobra.Command {
@@ -480,25 +603,113 @@ value there is at the end either way.`,
 }
 
 func newWorkflowHistory() *cobra.Command {
-	return &cobra.Command{
-		Use:   "history <execution-id>",
-		Short: "Show an execution's history",
-		Args:  cobra.ExactArgs(1),
+	var follow bool
+	cmd := &cobra.Command{
+		Use:     "history <execution-id>",
+		Aliases: []string{"show"},
+		Short:   "Show an execution's history; --follow prints its events as they come until it closes",
+		Long: `Show an execution's history, one event a line. --follow keeps printing
+the events that follow, as they are recorded, until the execution (a
+chain of continued or reset runs: its newest run) closes; --json then
+prints one event a line.`,
+		Example: `  harvest workflow show 01a2… --follow`,
+		Args:    cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			events, err := c.History(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			if jsonOutput(cmd) {
-				return printRawList(cmd, "events", events, func(ev client.Event) json.RawMessage { return ev.Raw })
+			if !follow {
+				if jsonOutput(cmd) {
+					return printRawList(cmd, "events", events, func(ev client.Event) json.RawMessage { return ev.Raw })
+				}
+				return printEvents(cmd, events, true)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SEQ\tTYPE\tAT\tDETAILS")
-			for _, ev := range events {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ev.Seq, ev.Type, formatTime(ev.At), details(ev.Attrs))
-			}
-			return tw.Flush()
+			return followHistory(ctx, c, cmd, args[0], events)
 		}),
+	}
+	cmd.Flags().BoolVar(&follow, "follow", false, "print the events that follow as they come, until the execution closes")
+	return cmd
+}
+
+// printEvents prints events, a line each: a table (with its header when
+// header says), or one JSON event a line with --json.
+func printEvents(cmd *cobra.Command, events []client.Event, header bool) error {
+	if jsonOutput(cmd) {
+		for _, ev := range events {
+			var b bytes.Buffer
+			if err := json.Compact(&b, ev.Raw); err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintln(cmd.OutOrStdout(), b.String()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+	if header {
+		fmt.Fprintln(tw, "SEQ\tTYPE\tAT\tDETAILS")
+	}
+	for _, ev := range events {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", ev.Seq, ev.Type, formatTime(ev.At), details(ev.Attrs))
+	}
+	return tw.Flush()
+}
+
+// followHistory prints the events of execution id after those printed
+// (seen), as they come, until it closes; a run that continues as new or
+// is reset is followed into its next run.
+func followHistory(ctx context.Context, c *client.Client, cmd *cobra.Command, id string, seen []client.Event) error {
+	if err := printEvents(cmd, seen, true); err != nil {
+		return err
+	}
+	last := 0
+	if n := len(seen); n > 0 {
+		last = seen[n-1].Seq
+	}
+	for {
+		e, err := c.Describe(ctx, id)
+		if err != nil {
+			return err
+		}
+		if e.HistoryLength > last {
+			events, err := c.History(ctx, id)
+			if err != nil {
+				return err
+			}
+			var fresh []client.Event
+			for _, ev := range events {
+				if ev.Seq > last {
+					fresh = append(fresh, ev)
+				}
+			}
+			if err := printEvents(cmd, fresh, false); err != nil {
+				return err
+			}
+			if n := len(events); n > 0 {
+				last = events[n-1].Seq
+			}
+			continue // read again: more may have come, and the status with them
+		}
+		next := cmp.Or(e.ContinuedAs, e.ResetTo)
+		switch {
+		case next != "":
+			if !jsonOutput(cmd) {
+				fmt.Fprintf(cmd.OutOrStdout(), "-- %s: the run goes on as %s\n", e.Status, next)
+			}
+			id, last = next, 0
+			continue
+		case e.Status != client.StatusRunning && e.Status != client.StatusPending:
+			return nil
+		}
+		t := time.NewTimer(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
 }
 

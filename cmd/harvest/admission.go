@@ -9,9 +9,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/harvest-engine/harvest/client"
 )
 
 // addAPIFlags adds the flags of a command that talks to the HTTP API:
@@ -50,9 +53,10 @@ func apiAddr(cmd *cobra.Command) string {
 	return strings.TrimRight(addr, "/")
 }
 
-// callAPI sends a JSON request and prints the JSON answer; a non-2xx
-// answer is an error carrying the API's message.
-func callAPI(cmd *cobra.Command, method, path string, body any) error {
+// callAPI sends a JSON request and prints the answer: with human for
+// people, as the JSON answer with --json (or when human is nil); a
+// non-2xx answer is an error carrying the API's message.
+func callAPI(cmd *cobra.Command, method, path string, body any, human func(out io.Writer, raw []byte) error) error {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
@@ -89,6 +93,9 @@ func callAPI(cmd *cobra.Command, method, path string, body any) error {
 		}
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
+	if human != nil && !jsonOutput(cmd) {
+		return human(cmd.OutOrStdout(), raw)
+	}
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, raw, "", "  ") == nil {
 		raw = append(pretty.Bytes(), '\n')
@@ -106,13 +113,14 @@ with Retry-After; keyed retries of starts already committed still get their
 200 replay.`,
 	}
 	addAPIFlags(cmd)
+	cmd.PersistentFlags().Bool("json", false, "print the server's JSON answer")
 	var reason string
 	closeCmd := &cobra.Command{
 		Use:   "close <workflow>",
 		Short: "Close the gate: refuse fresh starts of the workflow",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return callAPI(cmd, "POST", "/api/harvest/admission/"+url.PathEscape(args[0])+"/close", map[string]string{"reason": reason})
+			return callAPI(cmd, "POST", "/api/harvest/admission/"+url.PathEscape(args[0])+"/close", map[string]string{"reason": reason}, printGate)
 		},
 	}
 	closeCmd.Flags().StringVar(&reason, "reason", "", "why (shown to refused callers; required)")
@@ -122,7 +130,7 @@ with Retry-After; keyed retries of starts already committed still get their
 		Short: "Open the gate again",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return callAPI(cmd, "POST", "/api/harvest/admission/"+url.PathEscape(args[0])+"/open", nil)
+			return callAPI(cmd, "POST", "/api/harvest/admission/"+url.PathEscape(args[0])+"/open", nil, printGate)
 		},
 	}
 	listCmd := &cobra.Command{
@@ -130,9 +138,41 @@ with Retry-After; keyed retries of starts already committed still get their
 		Short: "List the closed gates",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return callAPI(cmd, "GET", "/api/harvest/admission", nil)
+			return callAPI(cmd, "GET", "/api/harvest/admission", nil, func(out io.Writer, raw []byte) error {
+				var l client.ListAdmissionResponse
+				if err := json.Unmarshal(raw, &l); err != nil {
+					return err
+				}
+				if len(l.Closed) == 0 {
+					_, err := fmt.Fprintln(out, "every workflow's gate is open")
+					return err
+				}
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "WORKFLOW\tCLOSED_AT\tREASON")
+				for _, g := range l.Closed {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Workflow, formatTime(g.ClosedAt), g.Reason)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.AddCommand(closeCmd, openCmd, listCmd)
 	return cmd
+}
+
+// printGate prints an admission gate as closing or opening it answers.
+func printGate(out io.Writer, raw []byte) error {
+	var g client.AdmissionGate
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return err
+	}
+	line := fmt.Sprintf("workflow %s: gate %s", g.Workflow, g.State)
+	if g.Reason != "" {
+		line += " (" + g.Reason + ")"
+	}
+	if !g.ClosedAt.IsZero() {
+		line += ", since " + formatTime(g.ClosedAt)
+	}
+	_, err := fmt.Fprintln(out, line)
+	return err
 }

@@ -97,3 +97,29 @@ func TestWorkflowListPagesAndCount(t *testing.T) {
 	_, _, err = runCLI(t, "workflow", "list", "--created-after", "yesterday", "--addr", s.URL())
 	require.ErrorContains(t, err, "--created-after")
 }
+
+// TestAdmissionPrintsForPeopleAndJSON: `harvest admission` prints a line
+// or a table, and the API's answer with --json.
+func TestAdmissionPrintsForPeopleAndJSON(t *testing.T) {
+	s := startStack(t, devstack.Config{})
+	out, _, err := runCLI(t, "admission", "close", "onboarding", "--reason", "maintenance", "--addr", s.URL())
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out, "workflow onboarding: gate closed (maintenance), since "), out)
+	out, _, err = runCLI(t, "admission", "list", "--addr", s.URL())
+	require.NoError(t, err)
+	require.Contains(t, out, "WORKFLOW")
+	require.Contains(t, out, "maintenance")
+	out, _, err = runCLI(t, "admission", "list", "--addr", s.URL(), "--json")
+	require.NoError(t, err)
+	var l struct {
+		Closed []map[string]any `json:"closed"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &l), out)
+	require.Len(t, l.Closed, 1)
+	out, _, err = runCLI(t, "admission", "open", "onboarding", "--addr", s.URL())
+	require.NoError(t, err)
+	require.Equal(t, "workflow onboarding: gate open\n", out)
+	out, _, err = runCLI(t, "admission", "list", "--addr", s.URL())
+	require.NoError(t, err)
+	require.Equal(t, "every workflow's gate is open\n", out)
+}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -33,7 +35,18 @@ func newCommandsGet() *cobra.Command {
 		Short: "Show a command's outcome (GET /api/harvest/commands/{command_id})",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return callAPI(cmd, "GET", "/api/harvest/commands/"+args[0], nil)
+			return callAPI(cmd, "GET", "/api/harvest/commands/"+args[0], nil, func(out io.Writer, raw []byte) error {
+				var c client.CommandResponse
+				if err := json.Unmarshal(raw, &c); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "command %s: %s", c.CommandID, c.Status)
+				if c.HTTPStatus != 0 {
+					fmt.Fprintf(out, ", answered %d", c.HTTPStatus)
+				}
+				_, err := fmt.Fprintf(out, "\noutcome: %s\n", compactJSON(c.Outcome))
+				return err
+			})
 		},
 	}
 }
@@ -57,7 +70,20 @@ func newCommandsDead() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printValue(cmd.OutOrStdout(), d)
+				if jsonOutput(cmd) {
+					return printValue(cmd.OutOrStdout(), d)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 1, ' ', 0)
+				payload := compactJSON(d.Payload)
+				if d.PayloadBase64 != "" {
+					payload = "(not JSON, base64) " + d.PayloadBase64
+				}
+				for _, kv := range [][2]string{{"id", strconv.FormatInt(d.ID, 10)}, {"shard", strconv.Itoa(d.Shard)},
+					{"stream_seq", strconv.FormatUint(d.StreamSeq, 10)}, {"kind", d.Kind}, {"command_id", orDash(d.CommandID)},
+					{"subject", d.Subject}, {"error", d.Error}, {"reason", d.Reason}, {"dead_at", formatTime(d.DeadAt)}, {"payload", payload}} {
+					fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+				}
+				return tw.Flush()
 			}
 			if cmd.Flags().Changed("shard") {
 				opts.Shard = &shard

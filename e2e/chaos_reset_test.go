@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -36,10 +37,25 @@ import (
 // first run's b key, and every 201 naming that second run. At the
 // provider each step of it made its effect exactly once: a reset that
 // ran a again, or gave b another key, or a step that ran twice, shows.
+// Search attributes ride along: the start sets order, the code upserts
+// stage and steps after each step, so the failed run must hold order, a,
+// 1 and the reset run order (from the kept start), c, 3.
 
 const workflowReset = "chaos_reset"
 
 var chaosResets = flag.Int("chaos.resets", 3, "chaos: chaos_reset starts per trial (executions failed by an outage and reset to the failed step under faults)")
+
+// chaosResetSearch declares chaos_reset's search attributes: its start
+// sets order, its code sets stage and steps after each step.
+const chaosResetSearch = "{search_attributes: {order: keyword, stage: keyword, steps: int}}"
+
+// chaosDeclared are the chaos stack's workflows' settings: the start
+// policies', and chaos_reset's search attributes.
+func chaosDeclared() map[string]string {
+	out := maps.Clone(chaosStartPolicies)
+	out[workflowReset] = chaosResetSearch
+	return out
+}
 
 // resetSteps are chaos_reset's steps, as the fleet worker has them.
 var resetSteps = []string{"a", "b", "c"}
@@ -59,7 +75,7 @@ func planResets(seed uint64, kind, prefix string, n int, window time.Duration) [
 	plans := make([]resetPlan, n)
 	for j := range plans {
 		key := fmt.Sprintf("reset-%sr%02d", prefix, j)
-		raw, _ := json.Marshal(map[string]any{"input": map[string]string{"order": key}})
+		raw, _ := json.Marshal(map[string]any{"input": map[string]string{"order": key}, "search_attributes": map[string]string{"order": key}})
 		plans[j] = resetPlan{sideStart: sideStart{key: key, body: string(raw), at: time.Duration(rng.Int64N(int64(window/2) + 1)),
 			ingest: rng.IntN(2)}, twice: rng.IntN(2) == 0}
 	}
@@ -230,6 +246,8 @@ type resetRun struct {
 	// bKeys are the idempotency keys of its ActivityScheduled events of
 	// step b, in order.
 	bKeys []string
+	// attrs are its search attributes, as text.
+	attrs map[string]string
 }
 
 // resetRuns reads the chaos_reset runs whose keys start with prefix.
@@ -240,13 +258,18 @@ func (c *trialCheck) resetRuns(ctx context.Context, prefix string) ([]resetRun, 
 	err := c.st.queryAll(qctx, `
 		SELECT e.execution_id::text, e.idempotency_key, e.status, coalesce(e.reset->>'from', ''), coalesce(e.reset->>'to', ''),
 			(SELECT coalesce(json_agg(h.attrs->>'idempotency_key' ORDER BY h.seq), '[]')::text FROM history_events h
-				WHERE h.execution_id = e.execution_id AND h.type = 'ActivityScheduled' AND h.attrs->>'activity_name' = 'chaos_reset_b')
+				WHERE h.execution_id = e.execution_id AND h.type = 'ActivityScheduled' AND h.attrs->>'activity_name' = 'chaos_reset_b'),
+			(SELECT coalesce(json_object_agg(s.name, coalesce(s.keyword, s.num::text)), '{}')::text FROM search_attributes s
+				WHERE s.execution_id = e.execution_id)
 		FROM executions e WHERE e.workflow_name = $1 AND starts_with(e.idempotency_key, $2)`,
 		[]any{workflowReset, prefix}, func(rows pgx.Rows) error {
 			var r resetRun
-			var bKeys string
-			if err := rows.Scan(&r.id, &r.key, &r.status, &r.resetFrom, &r.resetTo, &bKeys); err != nil {
+			var bKeys, attrs string
+			if err := rows.Scan(&r.id, &r.key, &r.status, &r.resetFrom, &r.resetTo, &bKeys, &attrs); err != nil {
 				return err
+			}
+			if err := json.Unmarshal([]byte(attrs), &r.attrs); err != nil {
+				return fmt.Errorf("execution %s: search attributes %s: %w", r.id, attrs, err)
 			}
 			if err := json.Unmarshal([]byte(bKeys), &r.bKeys); err != nil {
 				return fmt.Errorf("execution %s: b keys %s: %w", r.id, bKeys, err)
@@ -286,6 +309,9 @@ func resetWrong(o *resetOutcome, runs []resetRun, charges map[string]int) []stri
 		if o.failed && (charges["a"] != 1 || charges["b"] != 1 || charges["c"] != 0) {
 			bad("a failed run made effects %v, not a and b once", charges)
 		}
+		if want := (map[string]string{"order": key, "stage": "a", "steps": "1"}); o.failed && !maps.Equal(runs[0].attrs, want) {
+			bad("a failed run's search attributes are %v, want %v", runs[0].attrs, want)
+		}
 		return wrong
 	case len(runs) != 2:
 		bad("%d runs: want the failed run and its reset", len(runs))
@@ -306,6 +332,14 @@ func resetWrong(o *resetOutcome, runs []resetRun, charges map[string]int) []stri
 	}
 	if len(first.bKeys) != 1 || len(second.bKeys) != 1 || first.bKeys[0] != second.bKeys[0] {
 		bad("b's keys: %v in the first run, %v in the reset run: want the same one", first.bKeys, second.bKeys)
+	}
+	// The first run's attributes are what it reached; the reset run's,
+	// the start's (kept) and then its own steps'.
+	if want := (map[string]string{"order": key, "stage": "a", "steps": "1"}); !maps.Equal(first.attrs, want) {
+		bad("the first run's search attributes are %v, want %v", first.attrs, want)
+	}
+	if want := (map[string]string{"order": key, "stage": "c", "steps": "3"}); !maps.Equal(second.attrs, want) {
+		bad("the reset run's search attributes are %v, want %v", second.attrs, want)
 	}
 	for _, step := range resetSteps {
 		if charges[step] != 1 {

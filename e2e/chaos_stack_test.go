@@ -188,7 +188,7 @@ func newStack(ctx context.Context, cfg stackConfig) (s *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	declared, err := writeDeclaredConfigWith(dir, chaosStartPolicies)
+	declared, err := writeDeclaredConfigWith(dir, chaosDeclared())
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"slices"
+	"maps"
 	"bufio"
 	"bytes"
 	"cmp"
@@ -56,6 +58,13 @@ func writeDeclaredConfigWith(dir string, settings map[string]string) (string, er
 	b.WriteString("workflows:\n")
 	for _, name := range examples.Workflows() {
 		fmt.Fprintf(&b, "  %s: %s\n", name, cmp.Or(settings[name], "{}"))
+	}
+	// And the settings of workflows that are no example (the fleet
+	// worker's).
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		if !slices.Contains(examples.Workflows(), name) {
+			fmt.Fprintf(&b, "  %s: %s\n", name, settings[name])
+		}
 	}
 	path := filepath.Join(dir, "declared.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {

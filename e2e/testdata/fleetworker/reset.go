@@ -73,12 +73,17 @@ func registerReset(w *harvest.Worker, payments fakepay.API) {
 	// the load then resets to it.
 	harvest.RegisterWorkflow(w, workflowReset, func(ctx *harvest.WorkflowContext, in ResetInput) ([]string, error) {
 		var charges []string
-		for _, step := range resetSteps {
+		for i, step := range resetSteps {
 			var id string
 			if err := harvest.ExecuteActivity(ctx, "chaos_reset_"+step, ResetCall{Order: in.Order, Step: step}).Get(&id); err != nil {
 				return nil, err
 			}
 			charges = append(charges, id)
+			// What it reached, as search attributes: a run reset after a
+			// step keeps what the kept events set.
+			if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"stage": step, "steps": i + 1}); err != nil {
+				return nil, err
+			}
 		}
 		return charges, nil
 	})

@@ -1,19 +1,19 @@
 package e2e
 
 import (
-	"slices"
-	"maps"
 	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"

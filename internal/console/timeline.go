@@ -73,6 +73,9 @@ func summaryOf(attrs map[string]any) string {
 	add("workflow ID %s", "workflow_id")
 	add("change %s version %s", "change_id", "version")
 	add("attempt %s", "attempt")
+	if ran, ok := attemptDuration(attrs); ok {
+		parts = append(parts, "ran "+ran)
+	}
 	add("reason: %s", "reason")
 	if f, ok := attrs["failure"].(map[string]any); ok {
 		if msg, ok := scalar(f["message"]); ok {
@@ -93,6 +96,27 @@ func summaryOf(attrs map[string]any) string {
 		}
 	}
 	return strings.Join(parts, " · ")
+}
+
+// attemptDuration is how long an activity's last attempt ran, from its
+// close's started_at and ended_at (its worker's clock); false when the
+// close does not say.
+func attemptDuration(attrs map[string]any) (string, bool) {
+	from, _ := attrs["started_at"].(string)
+	to, _ := attrs["ended_at"].(string)
+	start, err1 := time.Parse(time.RFC3339Nano, from)
+	end, err2 := time.Parse(time.RFC3339Nano, to)
+	if err1 != nil || err2 != nil || end.Before(start) {
+		return "", false
+	}
+	d := end.Sub(start)
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String(), true
+	case d < time.Second:
+		return d.Round(100 * time.Microsecond).String(), true
+	}
+	return d.Round(time.Millisecond).String(), true
 }
 
 // scalar is a JSON scalar as text: a string as it is, a number without

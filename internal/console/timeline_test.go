@@ -40,7 +40,8 @@ func TestAnExecutionPageShowsItsTimelineAndWhatItWaitsFor(t *testing.T) {
 		"/api/harvest/executions/" + id + "/history": historyOf(t,
 			`{"seq": 1, "type": "WorkflowStarted", "at": "2026-12-06T12:00:00Z", "workflow_name": "order", "input": {"note": "<b>x</b>"}}`,
 			`{"seq": 2, "type": "ActivityScheduled", "at": "2026-12-06T12:00:01Z", "activity_id": 1, "activity_name": "charge", "idempotency_key": "k-1"}`,
-			`{"seq": 3, "type": "ActivityFailed", "at": "2026-12-06T12:00:02Z", "activity_id": 1, "activity_name": "charge", "attempt": 3, "failure": {"message": "card declined"}}`,
+			`{"seq": 3, "type": "ActivityFailed", "at": "2026-12-06T12:00:02Z", "activity_id": 1, "activity_name": "charge", "attempt": 3, "failure": {"message": "card declined"},
+				"started_at": "2026-12-06T12:00:01.5Z", "ended_at": "2026-12-06T12:00:01.7345Z"}`,
 			`{"seq": 4, "type": "ActivityScheduled", "at": "2026-12-06T12:00:03Z", "activity_id": 2, "activity_name": "ship", "idempotency_key": "k-2"}`,
 			`{"seq": 5, "type": "TimerStarted", "at": "2026-12-06T12:00:03Z", "timer_id": 1, "fire_at": "2026-12-07T09:30:00Z"}`,
 			`{"seq": 6, "type": "TimerStarted", "at": "2026-12-06T12:00:03Z", "timer_id": 2, "fire_at": "2026-12-06T12:00:04Z"}`,
@@ -59,7 +60,7 @@ func TestAnExecutionPageShowsItsTimelineAndWhatItWaitsFor(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 
 	history := section(t, body, `<ol id="history"`, "</ol>")
-	require.Contains(t, history, `<strong>ActivityFailed</strong> <span class="summary">activity charge #1 · attempt 3 · error: card declined</span>`)
+	require.Contains(t, history, `<strong>ActivityFailed</strong> <span class="summary">activity charge #1 · attempt 3 · ran 234.5ms · error: card declined</span>`)
 	require.Contains(t, history, `<span class="summary">activity charge #1 · key k-1</span>`)
 	require.Contains(t, history, `<span class="summary">timer #1 · fires at 2026-12-07 09:30:00.000</span>`)
 	require.Contains(t, history, "<details><summary>attributes</summary><pre>{\n  &#34;input&#34;: {\n    &#34;note&#34;: &#34;&lt;b&gt;x&lt;/b&gt;&#34;\n  },")

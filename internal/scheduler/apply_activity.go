@@ -28,13 +28,14 @@ func (b *batch) activityResult(r *wire.ActivityResult) {
 		return
 	}
 	if r.Failure != nil {
-		b.attemptFailed(e, a, r.Failure)
+		b.attemptFailedAt(e, a, r.Failure, r.StartedAt, r.EndedAt)
 		return
 	}
 	a.Status = store.ActivityCompleted
 	b.activityChanged(ref, a)
 	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
-	b.appendEvent(e, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: r.Attempt, Result: r.Result})
+	b.appendEvent(e, wire.EventActivityCompleted, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: r.Attempt, Result: r.Result,
+		StartedAt: r.StartedAt, EndedAt: r.EndedAt})
 	b.needWorkflowTask(e)
 }
 
@@ -71,6 +72,13 @@ func activityOptions(a *store.Activity) wire.ActivityOptions {
 // after the policy's backoff, on a durable timer, or the activity's
 // failure, which the workflow sees.
 func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Failure) {
+	b.attemptFailedAt(e, a, f, time.Time{}, time.Time{})
+}
+
+// attemptFailedAt is attemptFailed for an attempt whose worker said when
+// its code began and returned (zero: it did not say), which the
+// activity's failure, if it is its last, records.
+func (b *batch) attemptFailedAt(e *store.Execution, a *store.Activity, f *wire.Failure, startedAt, endedAt time.Time) {
 	ref := store.ActivityRef{ExecutionID: a.ExecutionID, ActivityID: a.ActivityID}
 	if a.Status == store.ActivityCancelRequested {
 		// The workflow gave it up: the attempt in flight ended without
@@ -112,7 +120,8 @@ func (b *batch) attemptFailed(e *store.Execution, a *store.Activity, f *wire.Fai
 	a.Status = store.ActivityFailed
 	b.activityChanged(ref, a)
 	b.writes.ActivityDone = append(b.writes.ActivityDone, ref)
-	b.appendEvent(e, wire.EventActivityFailed, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: a.Attempt, Failure: f})
+	b.appendEvent(e, wire.EventActivityFailed, wire.ActivityClosedAttrs{ActivityID: a.ActivityID, ActivityName: a.ActivityName, Attempt: a.Attempt, Failure: f,
+		StartedAt: startedAt, EndedAt: endedAt})
 	b.needWorkflowTask(e)
 }
 

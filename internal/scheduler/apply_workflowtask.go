@@ -179,11 +179,12 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 		ref := store.ActivityRef{ExecutionID: e.ExecutionID, ActivityID: res.ActivityID}
 		a := b.activities[ref]
 		if res.Failure != nil {
-			b.attemptFailed(e, a, res.Failure)
+			b.attemptFailedAt(e, a, res.Failure, res.StartedAt, res.EndedAt)
 			continue
 		}
 		a.Status = store.ActivityCompleted
 		typ, attrs := decide.ActivityCompleted(a.ActivityID, a.ActivityName, 1, res.Result)
+		attrs.StartedAt, attrs.EndedAt = res.StartedAt, res.EndedAt
 		b.appendEvent(e, typ, attrs)
 		if !speculate {
 			b.needWorkflowTask(e)

@@ -643,6 +643,11 @@ type ActivityResult struct {
 	Attempt     int             `json:"attempt"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Failure     *Failure        `json:"failure,omitempty"`
+	// StartedAt and EndedAt are when the attempt's code began and
+	// returned, on its worker's clock; zero from a worker that does not
+	// say, or for an attempt that did not run.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
 
 // Failure describes an error that crossed a process boundary.
@@ -693,6 +698,11 @@ type ActivityClosedAttrs struct {
 	Attempt      int             `json:"attempt"`
 	Result       json.RawMessage `json:"result,omitempty"`
 	Failure      *Failure        `json:"failure,omitempty"`
+	// StartedAt and EndedAt are when the last attempt's code began and
+	// returned on its worker, when the worker said: the attempt's
+	// duration (the event's own time is when the scheduler recorded it).
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
 
 // WorkflowClosedAttrs are the attributes of WorkflowCompleted,

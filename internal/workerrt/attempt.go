@@ -97,6 +97,7 @@ func (rt *Runtime) runAttempt(ctx context.Context, log *slog.Logger, task *wire.
 		}
 		result = AttemptResult(task, res, err, rt.h.Failure)
 	}
+	result.StartedAt, result.EndedAt = began.UTC(), time.Now().UTC()
 	o := attemptOutcome(result)
 	rt.metrics.attempts.WithLabelValues(name, o).Inc()
 	if log.Enabled(ctx, slog.LevelDebug) {

@@ -47,6 +47,10 @@ type Execution struct {
 	// SearchAttributes are the execution's search attributes, by name
 	// (docs/search-attributes.md); describe only.
 	SearchAttributes map[string]any `json:"search_attributes,omitempty"`
+	// PendingActivities are a running execution's activities scheduled
+	// and not closed (the first 100, by id), each with its attempt and,
+	// while it waits to be tried again, when and why; describe only.
+	PendingActivities []PendingActivity `json:"pending_activities,omitempty"`
 	// ResetFrom is the run this one was reset from, at ResetPoint (a
 	// WorkflowTaskCompleted of that run's history); ResetTo the run that
 	// replaced this one (docs/reset.md).
@@ -337,3 +341,30 @@ type ExportedHistory struct {
 type CountExecutionsResponse struct {
 	Count int64 `json:"count"`
 }
+
+// PendingActivity is an activity an execution has scheduled and not
+// closed, as describe shows it.
+type PendingActivity struct {
+	ActivityID   int       `json:"activity_id"`
+	ActivityName string    `json:"activity_name"`
+	ScheduledAt  time.Time `json:"scheduled_at"`
+	// Attempt is the number of the attempt running, or of the next one
+	// while it waits to be tried again (State retrying, at NextAttemptAt).
+	Attempt       int        `json:"attempt"`
+	State         string     `json:"state"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	// LastFailure is why the last attempt failed, when one did.
+	LastFailure json.RawMessage `json:"last_failure,omitempty"`
+	// LastHeartbeatAt and HeartbeatDetails are the running attempt's
+	// last heartbeat (harvest.ActivityContext.Heartbeat).
+	LastHeartbeatAt  *time.Time      `json:"last_heartbeat_at,omitempty"`
+	HeartbeatDetails json.RawMessage `json:"heartbeat_details,omitempty"`
+	// CancelRequested says the workflow gave it up while an attempt runs.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+}
+
+// Pending activity states: PendingActivity.State.
+const (
+	ActivityRunning  = "running"
+	ActivityRetrying = "retrying"
+)

@@ -56,6 +56,9 @@ type TerminateRequest = api.TerminateRequest
 // TerminateResponse is api.TerminateResponse.
 type TerminateResponse = api.TerminateResponse
 
+// PendingActivity is api.PendingActivity.
+type PendingActivity = api.PendingActivity
+
 // CountExecutionsResponse is api.CountExecutionsResponse.
 type CountExecutionsResponse = api.CountExecutionsResponse
 

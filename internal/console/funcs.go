@@ -14,17 +14,30 @@ import (
 // funcs are the templates' helpers. Everything they return is text that
 // html/template escapes where it lands.
 var funcs = template.FuncMap{
-	"when":       when,
-	"whenp":      whenp,
-	"took":       took,
-	"pretty":     pretty,
-	"compact":    compact,
-	"short":      short,
-	"lower":      strings.ToLower,
-	"count":      func(m map[string]int64, status string) int64 { return m[status] },
-	"terminal":   api.IsTerminal,
-	"scheduleOf": scheduleOf,
-	"waitsFor":   waitsFor,
+	"when":        when,
+	"whenp":       whenp,
+	"took":        took,
+	"pretty":      pretty,
+	"compact":     compact,
+	"short":       short,
+	"lower":       strings.ToLower,
+	"count":       func(m map[string]int64, status string) int64 { return m[status] },
+	"terminal":    api.IsTerminal,
+	"scheduleOf":  scheduleOf,
+	"waitsFor":    waitsFor,
+	"failureText": failureText,
+}
+
+// failureText is a failure's type and message on one line.
+func failureText(raw json.RawMessage) string {
+	var f struct{ Type, Message string }
+	if json.Unmarshal(raw, &f) != nil {
+		return compact(raw)
+	}
+	if f.Type != "" {
+		return f.Type + ": " + f.Message
+	}
+	return f.Message
 }
 
 // waitsFor says what a Pending execution waits for, from its waiting_for

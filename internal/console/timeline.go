@@ -174,6 +174,9 @@ type waits struct {
 	NoWorker map[string]bool
 	Timers   []*timer
 	Children []api.Child
+	// Pending are describe's pending activities, by id: their attempt,
+	// their retry and last failure, their heartbeat.
+	Pending map[int]api.PendingActivity
 }
 
 // Any says whether the history shows the execution waiting for anything.
@@ -198,6 +201,12 @@ func (d *executionData) waitsOf() waits {
 	for _, c := range d.Children {
 		if !api.IsTerminal(c.Status) {
 			w.Children = append(w.Children, c)
+		}
+	}
+	if len(d.E.PendingActivities) > 0 {
+		w.Pending = map[int]api.PendingActivity{}
+		for _, p := range d.E.PendingActivities {
+			w.Pending[p.ActivityID] = p
 		}
 	}
 	if len(d.E.WaitingForActivityWorkers) > 0 {

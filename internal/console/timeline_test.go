@@ -30,11 +30,15 @@ func historyOf(t *testing.T, events ...string) json.RawMessage {
 func TestAnExecutionPageShowsItsTimelineAndWhatItWaitsFor(t *testing.T) {
 	t.Parallel()
 	const id = "01a2398e-6c1f-7b0a-9d35-2f4c8e1a7b63"
+	retryAt := time.Date(2026, 12, 6, 12, 30, 0, 0, time.UTC)
 	child := "01a2398e-6c1f-7b0a-9d35-2f4c8e1a7b64"
 	describe := api.Execution{ExecutionID: id, WorkflowName: "order", WorkflowID: "o-1", Status: "Running",
 		CreatedAt:                 time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC),
 		WaitingForActivityWorkers: []string{"ship"},
-		SearchAttributes:          map[string]any{"customer_id": "c<1>", "amount": 500}}
+		SearchAttributes:          map[string]any{"customer_id": "c<1>", "amount": 500},
+		PendingActivities: []api.PendingActivity{{ActivityID: 2, ActivityName: "ship", Attempt: 2, State: api.ActivityRetrying,
+			NextAttemptAt: &retryAt, LastFailure: json.RawMessage(`{"type": "Timeout", "message": "carrier <slow>"}`),
+			LastHeartbeatAt: &retryAt, HeartbeatDetails: json.RawMessage(`{"page": 7}`)}}}
 	answers := map[string]any{
 		"/api/harvest/executions/" + id: describe,
 		"/api/harvest/executions/" + id + "/history": historyOf(t,
@@ -69,6 +73,9 @@ func TestAnExecutionPageShowsItsTimelineAndWhatItWaitsFor(t *testing.T) {
 	waiting := section(t, body, `<div class="waiting" id="waiting-for"`, "</div>")
 	require.Contains(t, waiting, "activity <strong>ship</strong> #2")
 	require.Contains(t, waiting, "no live worker registers it")
+	require.Contains(t, waiting, "attempt 2 is tried again at 2026-12-06 12:30:00.000")
+	require.Contains(t, waiting, "the last failed: <span class=\"problem\">Timeout: carrier &lt;slow&gt;</span>")
+	require.Contains(t, waiting, `<code>{&#34;page&#34;:7}</code>`)
 	require.NotContains(t, waiting, "charge")
 	require.Contains(t, waiting, "timer #1 until 2026-12-07 09:30:00.000")
 	require.NotContains(t, waiting, "timer #2")

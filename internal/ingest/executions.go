@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -73,6 +74,7 @@ func (s *Server) handleGetExecution(w http.ResponseWriter, r *http.Request) {
 	}
 	view := executionView(e)
 	view.SearchAttributes = details.SearchAttributes
+	view.PendingActivities = pendingActivities(details.OpenActivities)
 	view.WaitingForWorker = s.waitingForWorker(r.Context(), e.Status, e.WorkflowName, e.TaskQueue)
 	switch {
 	case view.WaitingForWorker:
@@ -343,4 +345,23 @@ func (s *Server) listExecutions(ctx context.Context, f store.ListFilter) ([]*sto
 		return strings.Compare(b.ExecutionID, a.ExecutionID)
 	})
 	return all[:min(len(all), f.Limit)], nil
+}
+
+// pendingActivities are an execution's open activities as describe shows
+// them.
+func pendingActivities(acts []*store.Activity) []api.PendingActivity {
+	var out []api.PendingActivity
+	for _, a := range acts {
+		p := api.PendingActivity{ActivityID: a.ActivityID, ActivityName: a.ActivityName, ScheduledAt: a.ScheduledAt, Attempt: a.Attempt,
+			State: api.ActivityRunning, NextAttemptAt: a.RetryAt, LastHeartbeatAt: a.LastHeartbeatAt, HeartbeatDetails: a.HeartbeatDetails,
+			CancelRequested: a.Status == store.ActivityCancelRequested}
+		if a.RetryAt != nil {
+			p.State = api.ActivityRetrying
+		}
+		if a.LastFailure != nil {
+			p.LastFailure, _ = json.Marshal(a.LastFailure)
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -103,6 +103,7 @@ func (b *batch) attemptFailedAt(e *store.Execution, a *store.Activity, f *wire.F
 		// An attempt that ended without a result may have had its effect:
 		// the next one reconciles first.
 		a.OutcomeUnknown = outcomeUnknown(f.Type)
+		a.LastFailure = storableFailure(f) // describe shows why it retries
 		// The failed attempt is over: the next one's number is taken now,
 		// so a late result or heartbeat of the old one is stale.
 		a.Attempt++

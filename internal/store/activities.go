@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // Activity is one row of activities.
@@ -34,6 +36,9 @@ type Activity struct {
 	// RetryAt is when its next attempt is dispatched while it waits for a
 	// retry, nil while an attempt is in flight.
 	RetryAt *time.Time
+	// LastFailure is why its last attempt failed, while another follows;
+	// nil before one failed.
+	LastFailure *wire.Failure
 }
 
 // Activity statuses.
@@ -72,7 +77,7 @@ func (r *Reads) LoadActivities(refs []ActivityRef, out map[ActivityRef]*Activity
 	}
 	r.b.Queue(`
 		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
-			heartbeat_details, last_heartbeat_at, outcome_unknown, retry_at
+			heartbeat_details, last_heartbeat_at, outcome_unknown, retry_at, last_failure
 		FROM activities
 		WHERE (execution_id, activity_id) IN (SELECT * FROM unnest($1::uuid[], $2::int[]))
 		FOR UPDATE`, ids, aids).Query(func(rows pgx.Rows) error {
@@ -117,9 +122,9 @@ func queueUpdateActivities(b *pgx.Batch, as []*Activity) {
 	if len(as) < setBasedUpdateRows {
 		for _, a := range as {
 			b.Queue(`UPDATE activities SET status = $3, attempt = $4, closed_at = CASE WHEN $3 IN ('Scheduled', 'CancelRequested') THEN NULL ELSE now() END,
-				heartbeat_details = $5, last_heartbeat_at = $6, outcome_unknown = $7, retry_at = $8
+				heartbeat_details = $5, last_heartbeat_at = $6, outcome_unknown = $7, retry_at = $8, last_failure = $9
 				WHERE execution_id = $1 AND activity_id = $2`, a.ExecutionID, a.ActivityID, a.Status, a.Attempt,
-				a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown, a.RetryAt)
+				a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown, a.RetryAt, a.LastFailure)
 		}
 		return
 	}
@@ -131,20 +136,40 @@ func queueUpdateActivities(b *pgx.Batch, as []*Activity) {
 		heartbeats       = make([]*time.Time, n)
 		unknown          = make([]bool, n)
 		retries          = make([]*time.Time, n)
+		failures         = make([]*wire.Failure, n)
 	)
 	for i, a := range as {
 		ids[i], actIDs[i], statuses[i], attempts[i] = a.ExecutionID, a.ActivityID, a.Status, a.Attempt
 		details[i], heartbeats[i], unknown[i], retries[i] = a.HeartbeatDetails, a.LastHeartbeatAt, a.OutcomeUnknown, a.RetryAt
+		failures[i] = a.LastFailure
 	}
 	b.Queue(`UPDATE activities AS a SET status = v.status, attempt = v.attempt,
 			closed_at = CASE WHEN v.status IN ('Scheduled', 'CancelRequested') THEN NULL ELSE now() END,
 			heartbeat_details = v.heartbeat_details, last_heartbeat_at = v.last_heartbeat_at, outcome_unknown = v.outcome_unknown,
-			retry_at = v.retry_at
+			retry_at = v.retry_at, last_failure = v.last_failure
 		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::int[]) AS activity_id, unnest($3::text[]) AS status,
 			unnest($4::int[]) AS attempt, unnest($5::jsonb[]) AS heartbeat_details, unnest($6::timestamptz[]) AS last_heartbeat_at,
-			unnest($7::bool[]) AS outcome_unknown, unnest($8::timestamptz[]) AS retry_at) AS v
+			unnest($7::bool[]) AS outcome_unknown, unnest($8::timestamptz[]) AS retry_at, unnest($9::jsonb[]) AS last_failure) AS v
 		WHERE a.execution_id = v.execution_id AND a.activity_id = v.activity_id AND a.execution_id = ANY($1::uuid[])`,
-		ids, actIDs, statuses, attempts, details, heartbeats, unknown, retries)
+		ids, actIDs, statuses, attempts, details, heartbeats, unknown, retries, failures)
+}
+
+// OpenActivities sets *out to the execution's activities that are
+// scheduled and not closed, by id, at most 100: each with its attempt,
+// its retry, its last failure and its heartbeat.
+func (r *Reads) OpenActivities(executionID string, out *[]*Activity) {
+	r.b.Queue(`
+		SELECT execution_id::text, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
+			heartbeat_details, last_heartbeat_at, outcome_unknown, retry_at, last_failure
+		FROM activities WHERE execution_id = $1 AND status IN ('Scheduled', 'CancelRequested') ORDER BY activity_id LIMIT 100`,
+		executionID).Query(func(rows pgx.Rows) error {
+		acts, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[Activity])
+		if err != nil {
+			return fmt.Errorf("read open activities of %s: %w", executionID, err)
+		}
+		*out = acts
+		return nil
+	})
 }
 
 // PendingActivity is an activity an execution has scheduled and not

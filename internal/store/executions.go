@@ -596,6 +596,9 @@ type ExecutionDetails struct {
 	// SearchAttributes are its search attributes, by name, as JSON
 	// values; nil for none.
 	SearchAttributes map[string]any
+	// OpenActivities are its activities scheduled and not closed, with
+	// their attempts (a running execution's only).
+	OpenActivities []*Activity
 }
 
 // GetExecutionDetails reads e's details in one round trip; types are its
@@ -617,6 +620,7 @@ func GetExecutionDetails(ctx context.Context, db Tx, e *Execution, types map[str
 	r.SignalKeys(e.ExecutionID, &d.SignalKeys)
 	if e.Status == wire.StatusRunning {
 		r.PendingActivities(e.ExecutionID, &d.PendingActivities)
+		r.OpenActivities(e.ExecutionID, &d.OpenActivities)
 	}
 	if e.CompletionCallback != nil {
 		r.Callback(e.ExecutionID, &d.Callback)

@@ -96,7 +96,7 @@ func TestWorkflowStartTaskQueue(t *testing.T) {
 	for _, id := range []string{startOn("--task-queue", "mine"), startOn()} {
 		out, _, err := runCLI(t, "workflow", "describe", id, "--addr", s.URL())
 		require.NoError(t, err)
-		require.Contains(t, out, "task_queue:    mine\n")
+		require.Regexp(t, `(?m)^task_queue: +mine$`, out)
 	}
 
 	_, _, err := runCLI(t, "workflow", "start", "tq_declared", "--task-queue", "other", "--addr", s.URL())

@@ -65,7 +65,7 @@ func TestAdmissionGate(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	out, err = exec.Command(harvest, "admission", "close", "charge", "--reason", "provider incident", "--addr", s.URL()).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), `"state": "closed"`)
+	require.Contains(t, string(out), "workflow charge: gate closed (provider incident)")
 
 	blocked := stacktest.StartWorkflow(t, s, "charge", "k-new", `{`+stacktest.ChargeInput+`}`)
 	require.Equal(t, 503, blocked.Status, blocked.Body)

@@ -156,7 +156,7 @@ func TestWorkflowCLI(t *testing.T) {
 	// describe for people: aligned "key: value" lines.
 	desc := ok("describe", id)
 	lines := strings.Split(strings.TrimSuffix(desc, "\n"), "\n")
-	require.Len(t, lines, 13, desc)
+	require.Len(t, lines, 16, desc)
 	col := -1
 	values := map[string]string{}
 	for _, line := range lines {
@@ -180,6 +180,9 @@ func TestWorkflowCLI(t *testing.T) {
 	require.Equal(t, "-", values["error"])
 	require.NotEqual(t, "-", values["closed_at"])
 	require.Regexp(t, `^5 events, \d+ bytes$`, values["history"])
+	require.Equal(t, "cli-evt-1", values["idempotency_key"])
+	require.Regexp(t, `^first seen \S+, until \S+; duplicates: \d+ replayed, \d+ by the broker, \d+ by the claim$`, values["claim"])
+	require.Regexp(t, `^cli-sig-1, received \S+, \d+ duplicate\(s\) dropped$`, values["signal_key"])
 
 	// history: a table, and the server's JSON.
 	hist := strings.Split(strings.TrimSuffix(ok("history", id), "\n"), "\n")

@@ -55,6 +55,13 @@ type Config struct {
 	// the configuration's workflows.<name>.run_timeout and
 	// .execution_timeout.
 	TimeoutsByWorkflow map[string]Timeouts
+	// SearchAttributes declares, by workflow, its search attributes and
+	// their types (keyword, int, double, bool, time), as the
+	// configuration's workflows.<name>.search_attributes: a workflow task
+	// whose code sets another (harvest.UpsertSearchAttributes), or a value
+	// of another type, fails as it does in a deployment. The kit checks
+	// them; it indexes nothing.
+	SearchAttributes map[string]map[string]string
 	// WorkflowTaskTimeout is how long a workflow task may go unreported
 	// before the scheduler looks for it, default 10 s.
 	WorkflowTaskTimeout time.Duration
@@ -238,7 +245,7 @@ func New(register func(*harvest.Worker), cfg Config) (*Env, error) {
 		Retention: cfg.Retention, RetentionByWorkflow: cfg.RetentionByWorkflow, CancelGraceByWorkflow: cfg.CancelGraceByWorkflow,
 		TimeoutsByWorkflow: cfg.schedulerTimeouts(), TaskQueued: e.taskQueued, Logger: e.log,
 		KnownWorkflow: func(name, _ string) bool { return slices.Contains(e.worker.Workflows(), name) },
-		HistoryLimits: cfg.HistoryLimits.scheduler(),
+		HistoryLimits: cfg.HistoryLimits.scheduler(), SearchAttributes: cfg.SearchAttributes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("harvesttest: %w", err)

@@ -146,3 +146,46 @@ func TestAResetSetsAgainWhatTheKeptEventsLeftOpen(t *testing.T) {
 	latest, _, _ = m.Execution(newID)
 	require.Equal(t, wire.StatusRunning, latest.Status)
 }
+
+// TestABatchResetAppliesOncePerExecution: a batch's reset names its point
+// by target, resolved against the history; the same batch's reset sent
+// again (its outbox published twice, under another command id) answers
+// the run it made, and another batch's is refused: the run is no longer
+// its chain's newest.
+func TestABatchResetAppliesOncePerExecution(t *testing.T) {
+	m, err := NewMemory(MemoryConfig{})
+	require.NoError(t, err)
+	ctx := t.Context()
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	apply := func(cmd *wire.Command) Dispatched {
+		t.Helper()
+		d, err := m.Apply(ctx, now, cmd)
+		require.NoError(t, err)
+		return d
+	}
+	d := apply(&wire.Command{CommandID: "start", Kind: wire.KindStart, Start: &wire.StartCommand{
+		WorkflowName: "order", WorkflowID: "order-b", TaskQueue: "default"}})
+	id := d.WorkflowTasks[0].ExecutionID
+	apply(&wire.Command{CommandID: "t1", Kind: wire.KindWorkflowTaskCompleted, WorkflowTask: &wire.WorkflowTaskResult{
+		ExecutionID: id, TaskID: 1, BaseSeq: 1, Decisions: []wire.Decision{{Type: wire.DecisionScheduleActivity, ActivityID: 1, ActivityName: "charge"}}}})
+	reset := func(cmdID, batchID string) wire.Outcome {
+		t.Helper()
+		d := apply(&wire.Command{CommandID: cmdID, Kind: wire.KindReset, FromBatch: &wire.BatchRef{BatchID: batchID},
+			Reset: &wire.ResetCommand{ExecutionID: id, Target: &wire.ResetTarget{Activity: "charge", Occurrence: "last"}, ReapplySignals: true}})
+		require.Len(t, d.Outcomes, 1)
+		return d.Outcomes[0]
+	}
+	const batch = "0190f0c4-0000-7000-8000-0000000000b1"
+	first := reset("b-1", batch)
+	require.Empty(t, first.Error)
+	require.True(t, first.StartedFresh)
+	again := reset("b-1-again", batch)
+	require.Empty(t, again.Error)
+	require.True(t, again.Deduplicated)
+	require.Equal(t, first.ExecutionID, again.ExecutionID, "the same batch's reset answers the run it made")
+	other := reset("b-2", "0190f0c4-0000-7000-8000-0000000000b2")
+	require.Equal(t, api.CodeExecutionNotLatest, other.Error)
+	old, _, _ := m.Execution(id)
+	require.Equal(t, batch, old.Reset.By)
+	require.Equal(t, 2, old.Reset.ToSeq, "the target resolved to the task that scheduled charge")
+}

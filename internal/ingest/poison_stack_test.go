@@ -160,6 +160,16 @@ func TestPoisonIsRefusedAtEveryEdge(t *testing.T) {
 			`{"workflow_id": `+jsonString(id)+`, "signal_name": "note"}`), 400, "invalid_workflow_id")
 		refused(what("cancel reason"), stacktest.Call(t, "POST", api+"/executions/"+inboxID+"/cancel", nil, `{"reason": `+jsonString(badText(rng))+`}`),
 			400, "invalid_reason")
+		refused(what("reset reason"), stacktest.Call(t, "POST", api+"/executions/"+inboxID+"/reset?dry_run=true", nil,
+			`{"to": "first_task", "reason": `+jsonString(badText(rng))+`}`), 400, "invalid_reason")
+		refused(what("reset to"), stacktest.Call(t, "POST", api+"/executions/"+inboxID+"/reset?dry_run=true", nil, `{"to": `+v+`}`),
+			400, append(slices.Clone(payload), "invalid_reset_point")...)
+		refused(what("batch signal payload"), stacktest.Call(t, "POST", api+"/batches", nil,
+			`{"operation": "signal", "filter": {"workflow": "poison_inbox"}, "signal": {"name": "note", "payload": `+v+`}}`), 400, payload...)
+		refused(what("batch reason"), stacktest.Call(t, "POST", api+"/batches", nil,
+			`{"operation": "cancel", "filter": {"workflow": "poison_inbox"}, "reason": `+jsonString(badText(rng))+`}`), 400, "invalid_reason")
+		refused(what("start search attribute"), stacktest.StartWorkflow(t, s, "poison_echo", "", `{"search_attributes": {"x": `+v+`}}`),
+			400, append(slices.Clone(payload), "invalid_search_attribute")...)
 
 		refused(what("run input"), stacktest.Call(t, "POST", s.URL()+"/v1/runs", nil, `{"workflow": "poison_echo", "input": `+v+`}`), 400, payload...)
 		refused(what("external callback"), external("", v), 400, payload...)

@@ -116,12 +116,21 @@ func (a answer) String() string {
 // startRequest makes one start request of workflow to ingest i, keyed by
 // key unless it is empty.
 func (s *stack) startRequest(ctx context.Context, i int, workflow, key, body string) answer {
+	a, _ := s.post(ctx, i, "/api/harvest/workflows/"+workflow+"/start", key, body)
+	return a
+}
+
+// post makes one POST of body to ingest i's path, with the
+// Idempotency-Key key unless it is empty, and reads what every command's
+// answer says (its execution, command, deduplication, or refusal); it
+// returns the answer and its body, for the caller's other members.
+func (s *stack) post(ctx context.Context, i int, path, key, body string) (answer, []byte) {
 	a := answer{ingest: i, at: time.Now()}
 	defer func() { a.took = time.Since(a.at) }()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURLs[i]+"/api/harvest/workflows/"+workflow+"/start", bytes.NewBufferString(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURLs[i]+path, bytes.NewBufferString(body))
 	if err != nil {
 		a.err = err.Error()
-		return a
+		return a, nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -131,7 +140,7 @@ func (s *stack) startRequest(ctx context.Context, i int, workflow, key, body str
 	if err != nil {
 		a.err = err.Error()
 		a.took = time.Since(a.at)
-		return a
+		return a, nil
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
@@ -152,7 +161,7 @@ func (s *stack) startRequest(ctx context.Context, i int, workflow, key, body str
 		a.err = out.Message
 	}
 	a.took = time.Since(a.at)
-	return a
+	return a, data
 }
 
 // sendRetrying sends until an answer is final or giveUp passes, switching

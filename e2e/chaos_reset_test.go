@@ -3,12 +3,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -201,40 +199,8 @@ func (s *stack) waitStatus(ctx context.Context, first int, id, status string, gi
 
 // resetRequest makes one reset request of the execution to ingest i.
 func (s *stack) resetRequest(ctx context.Context, i int, executionID string) answer {
-	a := answer{ingest: i, at: time.Now()}
-	body := `{"to": {"activity": "chaos_reset_b", "occurrence": "last_failed"}, "reason": "chaos"}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURLs[i]+"/api/harvest/executions/"+executionID+"/reset",
-		bytes.NewBufferString(body))
-	if err != nil {
-		a.err = err.Error()
-		return a
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		a.err = err.Error()
-		a.took = time.Since(a.at)
-		return a
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	a.status = resp.StatusCode
-	a.retryAfter = resp.Header.Get("Retry-After")
-	a.took = time.Since(a.at)
-	var out struct {
-		ExecutionID  string `json:"execution_id"`
-		CommandID    string `json:"command_id"`
-		Deduplicated bool   `json:"deduplicated"`
-		Error        string `json:"error"`
-		Message      string `json:"message"`
-	}
-	if err := json.Unmarshal(data, &out); err != nil && a.ok() {
-		a.err = fmt.Sprintf("answer is not JSON: %v: %q", err, data)
-	}
-	a.executionID, a.commandID, a.code, a.deduplicated = out.ExecutionID, out.CommandID, out.Error, out.Deduplicated
-	if !a.ok() {
-		a.err = out.Message
-	}
+	a, _ := s.post(ctx, i, "/api/harvest/executions/"+executionID+"/reset", "",
+		`{"to": {"activity": "chaos_reset_b", "occurrence": "last_failed"}, "reason": "chaos"}`)
 	return a
 }
 

@@ -3,12 +3,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -254,42 +252,15 @@ func (s *stack) cancelRetrying(ctx context.Context, first int, executionID strin
 
 // cancelRequest makes one cancel request to ingest i.
 func (s *stack) cancelRequest(ctx context.Context, i int, executionID string) cancelAnswer {
-	a := cancelAnswer{answer: answer{ingest: i, at: time.Now()}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURLs[i]+"/api/harvest/executions/"+executionID+"/cancel",
-		bytes.NewBufferString(`{"reason": "chaos"}`))
-	if err != nil {
-		a.err = err.Error()
-		return a
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		a.err = err.Error()
-		a.took = time.Since(a.at)
-		return a
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	a.status = resp.StatusCode
-	a.retryAfter = resp.Header.Get("Retry-After")
-	a.took = time.Since(a.at)
-	var out struct {
-		ExecutionID     string `json:"execution_id"`
-		Status          string `json:"status"`
-		CancelRequested bool   `json:"cancel_requested"`
-		CommandID       string `json:"command_id"`
-		Error           string `json:"error"`
-		Message         string `json:"message"`
-	}
-	if err := json.Unmarshal(data, &out); err != nil && a.ok() {
-		a.err = fmt.Sprintf("answer is not JSON: %v: %q", err, data)
-	}
-	a.executionID, a.commandID, a.code = out.ExecutionID, out.CommandID, out.Error
+	base, data := s.post(ctx, i, "/api/harvest/executions/"+executionID+"/cancel", "", `{"reason": "chaos"}`)
+	a := cancelAnswer{answer: base}
 	if a.status == http.StatusOK {
+		var out struct {
+			Status          string `json:"status"`
+			CancelRequested bool   `json:"cancel_requested"`
+		}
+		_ = json.Unmarshal(data, &out)
 		a.execStatus, a.requested = out.Status, out.CancelRequested
-	}
-	if !a.ok() {
-		a.err = out.Message
 	}
 	return a
 }

@@ -296,28 +296,16 @@ func likePrefix(prefix string) string {
 
 // ListExecutions returns the newest executions matching f.
 func ListExecutions(ctx context.Context, db DBTX, f ListFilter) ([]*Execution, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	where = filterWhere(where, arg, f)
-	if f.After != nil {
-		where = append(where, "(created_at, execution_id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ExecutionID)+"::uuid)")
-	}
-	q := `SELECT ` + executionColumns + ` FROM executions`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at DESC, execution_id DESC LIMIT " + arg(f.Limit)
+	where, args := listWhere(f)
+	args = append(args, f.Limit)
+	q := `SELECT ` + executionColumns + ` FROM executions` + where + fmt.Sprintf(" ORDER BY created_at DESC, execution_id DESC LIMIT $%d", len(args))
 	// Planned with the values at hand (not a cached generic plan), so that
 	// a LIKE prefix can use its index.
 	return queryExecutions(ctx, db, "list executions", q, append([]any{pgx.QueryExecModeExec}, args...)...)
 }
 
-// CountExecutions counts the executions matching f (its After and Limit
-// left out).
+// CountExecutions counts the executions matching f (its Limit left
+// out).
 func CountExecutions(ctx context.Context, db DBTX, f ListFilter) (int64, error) {
 	where, args := listWhere(f)
 	var n int64

@@ -109,7 +109,8 @@ func (r *Reads) SearchAttributes(executionID string, types map[string]string, ou
 	})
 }
 
-// searchWhere is the WHERE of a listing or count of executions by f.
+// listWhere is the WHERE of a listing or count of executions by f, its
+// cursor included, and its arguments ($1 on).
 func listWhere(f ListFilter) (string, []any) {
 	var where []string
 	var args []any
@@ -118,6 +119,9 @@ func listWhere(f ListFilter) (string, []any) {
 		return fmt.Sprintf("$%d", len(args))
 	}
 	where = filterWhere(where, arg, f)
+	if f.After != nil {
+		where = append(where, "(created_at, execution_id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ExecutionID)+"::uuid)")
+	}
 	if len(where) == 0 {
 		return "", args
 	}

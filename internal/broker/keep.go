@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,7 +45,9 @@ const keepTimeout = 2 * time.Second
 // stream alone when it is a keeper (this process's or another's): nothing
 // was published since, so that keeper is still in the last block, and an
 // idle deployment writes nothing. Several processes may keep the same
-// streams: each purge keeps only the newest keeper, whoever published it.
+// streams: those that saw the same last message publish one keeper
+// between them (its message id names that message), and each purge keeps
+// only the newest keeper, whoever published it.
 // Errors (a stream full, NATS away) are logged at debug and tried again
 // next interval: a keeper is an optimisation, never a condition of the
 // streams' work.
@@ -106,7 +109,10 @@ func (t *Topology) keep(ctx context.Context, k *keptStream) error {
 			return err
 		}
 	}
-	ack, err := t.JS.Publish(ctx, k.subject, nil)
+	// The id names the last message this round saw: two processes that
+	// saw the same one publish one keeper between them, the broker
+	// dropping the second as a duplicate (its ack names the first).
+	ack, err := t.JS.Publish(ctx, k.subject, nil, jetstream.WithMsgID(keeperID(last)))
 	if err != nil {
 		return err
 	}
@@ -115,4 +121,10 @@ func (t *Topology) keep(ctx context.Context, k *keptStream) error {
 	}
 	k.kept = ack.Sequence
 	return nil
+}
+
+// keeperID is the message id of a keeper published after the message at
+// sequence last.
+func keeperID(last uint64) string {
+	return "_keep." + strconv.FormatUint(last, 10)
 }

@@ -149,6 +149,9 @@ func (c *workflowCache) run(fn workflowFunc, task *wire.WorkflowTask, opts map[s
 	run.Rejections, run.Idle = x.updates.rejections, x.idle
 	if err == nil {
 		run.States = x.stateChanges()
+		if !x.returned {
+			run.Waiting = x.waitingChange()
+		}
 	}
 	if err != nil || x.returned {
 		x.close()

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -137,7 +138,9 @@ func (d *DoneChannel) IsReady() bool { return d.ctx.cancelled() }
 
 // Receive blocks until the execution's cancellation is visible to the
 // code; on a disconnected context's, for ever.
-func (d *DoneChannel) Receive() { d.ctx.x.d.block(d.IsReady) }
+func (d *DoneChannel) Receive() { d.ctx.x.d.block(api.Wait{WaitCase: d.wait()}, d.IsReady) }
+
+func (d *DoneChannel) wait() api.WaitCase { return api.WaitCase{Kind: api.WaitCancellation} }
 
 // canceled is the error of what, given up for the execution's
 // cancellation.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -33,7 +34,9 @@ type coroutine struct {
 	// cond is what the coroutine waits for while it is parked; the
 	// dispatcher calls it (the coroutine being parked) to know whether
 	// to resume it.
-	cond     func() bool
+	cond func() bool
+	// wait says what cond waits for, for the execution's Waiting.
+	wait     api.Wait
 	started  bool
 	finished bool
 }
@@ -141,7 +144,7 @@ func (d *dispatcher) step(c *coroutine, goOn bool) {
 // block parks the running coroutine until cond holds. While the
 // dispatcher is closing it ends the coroutine instead: its deferred
 // functions run, and the workflow calls they make decide nothing.
-func (d *dispatcher) block(cond func() bool) {
+func (d *dispatcher) block(wait api.Wait, cond func() bool) {
 	c := d.current
 	if c == nil {
 		panic("harvest: a blocking workflow call outside the workflow's goroutines: in a condition of Await, or in a goroutine started with go rather than harvest.Go")
@@ -150,13 +153,31 @@ func (d *dispatcher) block(cond func() bool) {
 		if d.closing {
 			runtime.Goexit()
 		}
-		c.cond = cond
+		c.cond, c.wait = cond, wait
 		d.yield <- struct{}{}
 		if !<-c.resume {
 			runtime.Goexit()
 		}
 	}
-	c.cond = nil
+	c.cond, c.wait = nil, api.Wait{}
+}
+
+// waits are what the parked coroutines wait for, in the order they were
+// started: the first api.MaxWaits.
+func (d *dispatcher) waits() []api.Wait {
+	out := []api.Wait{}
+	for _, c := range d.coros {
+		if c.finished || c.cond == nil {
+			continue
+		}
+		if len(out) == api.MaxWaits {
+			break
+		}
+		w := c.wait
+		w.Goroutine = c.name
+		out = append(out, w)
+	}
+	return out
 }
 
 // close ends every coroutine that has not ended, in the order they were

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
@@ -40,7 +41,7 @@ func Go(ctx *WorkflowContext, fn func(ctx *WorkflowContext)) {
 // error (IsCanceled) instead of waiting on, unless cond holds.
 func Await(ctx *WorkflowContext, cond func() bool) error {
 	ok := false
-	ctx.x.d.block(func() bool { ok = cond(); return ok || ctx.cancelled() })
+	ctx.x.d.block(api.Wait{WaitCase: api.WaitCase{Kind: api.WaitCondition}}, func() bool { ok = cond(); return ok || ctx.cancelled() })
 	if ok {
 		return nil
 	}
@@ -60,7 +61,8 @@ func AwaitWithTimeout(ctx *WorkflowContext, d time.Duration, cond func() bool) (
 	}
 	t := NewTimer(ctx, d)
 	// The execution's cancellation cancels the timer.
-	ctx.x.d.block(func() bool { ok = cond(); return ok || t.IsReady() || ctx.cancelled() })
+	wait := api.Wait{WaitCase: api.WaitCase{Kind: api.WaitCondition, Until: t.wait().Until}}
+	ctx.x.d.block(wait, func() bool { ok = cond(); return ok || t.IsReady() || ctx.cancelled() })
 	switch {
 	case ok:
 		t.Cancel()
@@ -114,6 +116,8 @@ func SideEffect[T any](ctx *WorkflowContext, fn func() T) T {
 // Done.
 type ReceiveChannel interface {
 	readyTick() (int, bool)
+	// wait is what a receive on the channel waits for.
+	wait() api.WaitCase
 }
 
 // Channel passes values of T between workflow goroutines, as a Go channel
@@ -162,7 +166,7 @@ func (c *Channel[T]) Send(ctx *WorkflowContext, v T) {
 	}
 	p := &pendingSend[T]{chanItem: item}
 	c.send = append(c.send, p)
-	ctx.x.d.block(func() bool { return p.taken })
+	ctx.x.d.block(api.Wait{WaitCase: api.WaitCase{Kind: api.WaitChannel}}, func() bool { return p.taken })
 }
 
 // SendAsync sends v if that does not block (a receiver's room in the
@@ -179,6 +183,8 @@ func (c *Channel[T]) SendAsync(v T) (ok bool) {
 	return true
 }
 
+func (c *Channel[T]) wait() api.WaitCase { return api.WaitCase{Kind: api.WaitChannel} }
+
 func (c *Channel[T]) readyTick() (int, bool) {
 	switch {
 	case len(c.buf) > 0:
@@ -194,7 +200,7 @@ func (c *Channel[T]) readyTick() (int, bool) {
 // Receive blocks until a value comes, and returns it with more true; on
 // a closed channel with nothing left it returns the zero value and false.
 func (c *Channel[T]) Receive(ctx *WorkflowContext) (v T, more bool) {
-	ctx.x.d.block(func() bool { _, ok := c.readyTick(); return ok })
+	ctx.x.d.block(api.Wait{WaitCase: c.wait()}, func() bool { _, ok := c.readyTick(); return ok })
 	v, ok := c.take()
 	return v, ok
 }

@@ -95,6 +95,8 @@ type timerState struct {
 	// with a context cancellation does not reach.
 	started      bool
 	disconnected bool
+	// until is when it fires, by the workflow's clock when it started.
+	until time.Time
 }
 
 type signalItem struct {
@@ -158,6 +160,9 @@ type execution struct {
 	// history: a replay sets states again as its code runs.
 	states     map[string]json.RawMessage
 	sentStates map[string]json.RawMessage
+	// sentWaiting is what the worker last returned of what the code
+	// waits for (api.Waiting's waits, as JSON), nil before it has.
+	sentWaiting []byte
 
 	// What workflow code sees.
 	tick       int // bumped as anything becomes visible; orders Select

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -67,6 +68,19 @@ func SetQueryState(ctx *WorkflowContext, name string, value any) error {
 	}
 	x.states[name] = raw
 	return nil
+}
+
+// waitingChange returns what the code's goroutines wait for when it
+// differs from what this execution last returned, nil when it does not,
+// and takes it as returned. A fresh execution returns it.
+func (x *execution) waitingChange() *api.Waiting {
+	waits := x.d.waits()
+	raw, err := json.Marshal(waits)
+	if err != nil || bytes.Equal(raw, x.sentWaiting) {
+		return nil
+	}
+	x.sentWaiting = raw
+	return &api.Waiting{Waits: waits}
 }
 
 // stateChanges returns, by name, the states whose values differ from what

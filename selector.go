@@ -1,5 +1,7 @@
 package harvest
 
+import "github.com/harvest-engine/harvest/api"
+
 // Selector waits on several signal channels, workflow channels, timers
 // and activity futures at once. Select runs the callback of the case that
 // became ready first, as the workflow saw its history, so it picks the
@@ -13,6 +15,7 @@ type Selector struct {
 type selectCase struct {
 	ready func() (int, bool) // when the case became ready (a tick), if it is
 	run   func()
+	wait  api.WaitCase
 }
 
 // NewSelector returns an empty selector.
@@ -21,7 +24,7 @@ func NewSelector(ctx *WorkflowContext) *Selector { return &Selector{x: ctx.x} }
 // AddReceive adds a case that is ready when c has a signal; fn must
 // receive it.
 func (s *Selector) AddReceive(c *SignalChannel, fn func(c *SignalChannel)) *Selector {
-	s.cases = append(s.cases, selectCase{ready: c.readyTick, run: func() { fn(c) }})
+	s.cases = append(s.cases, selectCase{ready: c.readyTick, run: func() { fn(c) }, wait: c.wait()})
 	return s
 }
 
@@ -30,14 +33,14 @@ func (s *Selector) AddReceive(c *SignalChannel, fn func(c *SignalChannel)) *Sele
 // c may also be a WorkflowContext's Done, ready once the execution's
 // cancellation is visible (and staying so: fn receives nothing).
 func (s *Selector) AddChannel(c ReceiveChannel, fn func()) *Selector {
-	s.cases = append(s.cases, selectCase{ready: c.readyTick, run: fn})
+	s.cases = append(s.cases, selectCase{ready: c.readyTick, run: fn, wait: c.wait()})
 	return s
 }
 
 // AddFuture adds a case that is ready when the activity has finished, or
 // was given up for the execution's cancellation.
 func (s *Selector) AddFuture(f *Future, fn func(f *Future)) *Selector {
-	s.cases = append(s.cases, selectCase{ready: f.readyTick, run: func() { fn(f) }})
+	s.cases = append(s.cases, selectCase{ready: f.readyTick, run: func() { fn(f) }, wait: f.wait()})
 	return s
 }
 
@@ -45,7 +48,7 @@ func (s *Selector) AddFuture(f *Future, fn func(f *Future)) *Selector {
 // execution's cancellation cancelled it (Timer.Wait then returns a
 // canceled error). A timer cancelled with Timer.Cancel is never ready.
 func (s *Selector) AddTimer(t *Timer, fn func(t *Timer)) *Selector {
-	s.cases = append(s.cases, selectCase{ready: t.readyTick, run: func() { fn(t) }})
+	s.cases = append(s.cases, selectCase{ready: t.readyTick, run: func() { fn(t) }, wait: t.wait()})
 	return s
 }
 
@@ -76,8 +79,17 @@ func (s *Selector) Select() {
 		s.dflt()
 		return
 	}
-	s.x.d.block(func() bool { i = s.ready(); return i >= 0 })
+	s.x.d.block(s.wait(), func() bool { i = s.ready(); return i >= 0 })
 	s.cases[i].run()
+}
+
+// wait is what a Select waits for: the first api.MaxWaits cases.
+func (s *Selector) wait() api.Wait {
+	w := api.Wait{WaitCase: api.WaitCase{Kind: api.WaitSelector}, Cases: make([]api.WaitCase, 0, min(len(s.cases), api.MaxWaits))}
+	for _, c := range s.cases[:min(len(s.cases), api.MaxWaits)] {
+		w.Cases = append(w.Cases, c.wait)
+	}
+	return w
 }
 
 // HasPending says whether Select would run a case other than the

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/harvest-engine/harvest/api"
 )
 
 // SignalChannel delivers the signals of one name to a workflow, in the
@@ -33,6 +35,11 @@ func (c *SignalChannel) readyTick() (int, bool) {
 	return q.items[q.consumed].tick, true
 }
 
+// wait is what a Receive on c waits for.
+func (c *SignalChannel) wait() api.WaitCase {
+	return api.WaitCase{Kind: api.WaitSignal, Name: c.name}
+}
+
 // HasPending says whether a signal is waiting to be received.
 func (c *SignalChannel) HasPending() bool {
 	_, ok := c.readyTick()
@@ -45,7 +52,7 @@ func (c *SignalChannel) HasPending() bool {
 // (IsCanceled) instead of waiting; a signal already waiting is still
 // received first.
 func (c *SignalChannel) Receive(out any) error {
-	c.x.d.block(func() bool { return c.HasPending() || c.ctx.cancelled() })
+	c.x.d.block(api.Wait{WaitCase: c.wait()}, func() bool { return c.HasPending() || c.ctx.cancelled() })
 	if !c.HasPending() {
 		return c.x.canceled(fmt.Sprintf("receive of signal %q", c.name))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -36,6 +37,7 @@ func NewTimer(ctx *WorkflowContext, d time.Duration) *Timer {
 		x.timers[t.id] = st
 	}
 	st.started, st.disconnected = true, ctx.disconnected
+	st.until = x.now.Add(max(d, 0))
 	x.decide(wire.Decision{Type: wire.DecisionStartTimer, TimerID: t.id, DurationMS: max(d.Milliseconds(), 0)})
 	return t
 }
@@ -49,6 +51,15 @@ func (t *Timer) readyTick() (int, bool) {
 	return st.tick, st.fired || st.byContext
 }
 
+// wait is what a Wait on t waits for.
+func (t *Timer) wait() api.WaitCase {
+	w := api.WaitCase{Kind: api.WaitTimer, ID: t.id}
+	if until := t.state().until; !until.IsZero() {
+		w.Until = &until
+	}
+	return w
+}
+
 // IsReady reports whether the timer has fired, as far as the workflow has
 // seen its history. A cancelled timer never fires.
 func (t *Timer) IsReady() bool { return t.state().fired }
@@ -57,7 +68,7 @@ func (t *Timer) IsReady() bool { return t.state().fired }
 // timer (Cancel, or the execution's cancellation) it returns at once a
 // canceled error (IsCanceled).
 func (t *Timer) Wait() error {
-	t.x.d.block(func() bool { st := t.state(); return st.fired || st.cancelled })
+	t.x.d.block(api.Wait{WaitCase: t.wait()}, func() bool { st := t.state(); return st.fired || st.cancelled })
 	if t.state().fired {
 		return nil
 	}

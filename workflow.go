@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -167,6 +168,17 @@ func (f *Future) readyTick() (int, bool) {
 	return 0, false
 }
 
+// wait is what a Get of f waits for.
+func (f *Future) wait() api.WaitCase {
+	switch {
+	case f.child:
+		return api.WaitCase{Kind: api.WaitChild, Name: f.name, ID: f.id, WorkflowID: f.childWorkflowID}
+	case f.signal:
+		return api.WaitCase{Kind: api.WaitExternalSignal, Name: f.name, ID: f.id}
+	}
+	return api.WaitCase{Kind: api.WaitActivity, Name: f.name, ID: f.id}
+}
+
 // IsReady reports whether Get would return without blocking: the
 // activity's result is in the history as far as the workflow has seen
 // it, or the activity was given up for the execution's cancellation.
@@ -183,7 +195,7 @@ func (f *Future) Get(out any) error {
 	if f.encodeErr != nil {
 		return f.encodeErr
 	}
-	f.x.d.block(f.IsReady)
+	f.x.d.block(api.Wait{WaitCase: f.wait()}, f.IsReady)
 	switch {
 	case f.child:
 		return f.childGet(out)

@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
+	"strings"
 	"time"
 )
 
@@ -89,6 +91,11 @@ type Execution struct {
 	// WaitingForConcurrency, a slot of its concurrency start policy's key
 	// (ConcurrencyKey).
 	WaitingFor string `json:"waiting_for,omitempty"`
+	// WaitingOn is what a Running execution's workflow code waits for, as
+	// its last workflow task left it: a signal by name, a timer, an
+	// activity, a child, a condition (docs/operations.md#what-an-execution-waits-for).
+	// Absent before its first task completes, and once it closes.
+	WaitingOn *Waiting `json:"waiting_on,omitempty"`
 	// ConcurrencyKey is the value of the concurrency start policy's key
 	// the execution runs under ("" for the whole workflow), when it was
 	// started under one.
@@ -362,6 +369,116 @@ type PendingActivity struct {
 	// CancelRequested says the workflow gave it up while an attempt runs.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
+
+// Waiting is what an execution's workflow code waits for: each of its
+// goroutines that is blocked, and on what, as the workflow task that
+// completed at Seq left them. A signal, a timer or an activity's result
+// that came since is in the history after Seq, and the next workflow
+// task takes it.
+type Waiting struct {
+	// Seq is the WorkflowTaskCompleted of that task.
+	Seq   int    `json:"seq"`
+	Waits []Wait `json:"waits"`
+}
+
+// Wait is one blocked call of workflow code.
+type Wait struct {
+	// Goroutine is the workflow goroutine that made the call: "workflow
+	// function", or "workflow goroutine N" for one harvest.Go started.
+	Goroutine string `json:"goroutine,omitempty"`
+	WaitCase
+	// Cases are a Selector's cases (WaitSelector), in the order they were
+	// added.
+	Cases []WaitCase `json:"cases,omitempty"`
+}
+
+// WaitCase is what a blocked call waits for, or one case of a selector.
+type WaitCase struct {
+	// Kind is what the call waits for (the Wait* constants).
+	Kind string `json:"kind"`
+	// Name is the signal's name (WaitSignal), the activity's (WaitActivity)
+	// or the child's workflow (WaitChild).
+	Name string `json:"name,omitempty"`
+	// ID is the activity's id, the timer's, or the child's or external
+	// signal's number among those of the execution.
+	ID int `json:"id,omitempty"`
+	// WorkflowID is the child's workflow_id (WaitChild).
+	WorkflowID string `json:"workflow_id,omitempty"`
+	// Until is when a timer fires (WaitTimer) or an AwaitWithTimeout
+	// gives up (WaitCondition), by the workflow's clock when it started
+	// it.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// String says what w waits for, for a person: `signal "approve"`,
+// `activity "charge_card" (id 2)`, `timer 1, until 2026-12-07T12:00:00Z`,
+// `one of: …` for a selector.
+func (w Wait) String() string {
+	if w.Kind != WaitSelector {
+		return w.WaitCase.String()
+	}
+	cases := make([]string, len(w.Cases))
+	for i, c := range w.Cases {
+		cases[i] = c.String()
+	}
+	return "one of: " + strings.Join(cases, "; ")
+}
+
+// String says what w waits for, for a person.
+func (w WaitCase) String() string {
+	var s string
+	switch w.Kind {
+	case WaitSignal:
+		s = fmt.Sprintf("signal %q", w.Name)
+	case WaitActivity:
+		s = fmt.Sprintf("activity %q (id %d)", w.Name, w.ID)
+	case WaitChild:
+		s = fmt.Sprintf("child workflow %q (workflow_id %q)", w.Name, w.WorkflowID)
+	case WaitExternalSignal:
+		s = fmt.Sprintf("the delivery of signal %q to another execution", w.Name)
+	case WaitTimer:
+		s = fmt.Sprintf("timer %d", w.ID)
+	case WaitCondition:
+		s = "a condition (Await)"
+	case WaitChannel:
+		s = "a workflow channel"
+	case WaitCancellation:
+		s = "the execution's cancellation"
+	default:
+		s = w.Kind
+	}
+	if w.Until != nil {
+		s += ", until " + w.Until.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
+// The kinds of Wait.
+const (
+	WaitSignal = "signal"
+	WaitTimer  = "timer"
+	// WaitActivity is an activity's result (Future.Get).
+	WaitActivity = "activity"
+	// WaitChild is a child workflow's result; WaitExternalSignal the
+	// delivery of a signal sent to another execution.
+	WaitChild          = "child"
+	WaitExternalSignal = "external_signal"
+	// WaitCondition is harvest.Await's condition, or AwaitWithTimeout's.
+	WaitCondition = "condition"
+	// WaitChannel is a send or receive on a workflow channel
+	// (harvest.NewChannel), which another workflow goroutine answers.
+	WaitChannel = "channel"
+	// WaitCancellation is a receive on a context's Done: the
+	// execution's cancellation.
+	WaitCancellation = "cancellation"
+	// WaitSelector is a Selector's Select: whichever of its Cases comes
+	// first.
+	WaitSelector = "selector"
+)
+
+// MaxWaits bounds Waiting.Waits, and a selector's Cases: a worker sends
+// the first MaxWaits.
+const MaxWaits = 32
 
 // Pending activity states: PendingActivity.State.
 const (

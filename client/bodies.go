@@ -59,6 +59,14 @@ type TerminateResponse = api.TerminateResponse
 // PendingActivity is api.PendingActivity.
 type PendingActivity = api.PendingActivity
 
+// Waiting is api.Waiting, Wait api.Wait and WaitCase api.WaitCase: what
+// a running execution's workflow code waits for (Execution.WaitingOn).
+type (
+	Waiting  = api.Waiting
+	Wait     = api.Wait
+	WaitCase = api.WaitCase
+)
+
 // CountExecutionsResponse is api.CountExecutionsResponse.
 type CountExecutionsResponse = api.CountExecutionsResponse
 

@@ -705,7 +705,7 @@ func (e *Env) runWorkflowTask(ctx context.Context, worker inproc.Worker, d *deli
 	}
 	res := workerrt.NewWorkflowTaskResult(task, decisions, "")
 	res.Rejections, res.Idle = ran.Rejections, ran.Idle
-	res.States = ran.States
+	res.States, res.Waiting = ran.States, ran.Waiting
 	if d.redelivered || task.Redispatch > 0 {
 		// An earlier delivery may have run the activities eagerly.
 		workerrt.MarkPossiblyStarted(res.Decisions)

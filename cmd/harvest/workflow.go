@@ -463,6 +463,11 @@ func describeMore(tw io.Writer, e *client.Execution) {
 		raw, _ := json.Marshal(e.SearchAttributes[name])
 		fmt.Fprintf(tw, "search_attribute:\t%s = %s\n", name, raw)
 	}
+	if w := e.WaitingOn; w != nil {
+		for _, wait := range w.Waits {
+			fmt.Fprintf(tw, "waiting_on:\t%s: %s (as of event %d)\n", wait.Goroutine, wait, w.Seq)
+		}
+	}
 	if e.WaitingForWorker {
 		fmt.Fprintf(tw, "waiting_for_worker:\tno live worker serves its workflow on its task queue\n")
 	}

@@ -108,7 +108,8 @@ func TestWorkflowStartTaskQueue(t *testing.T) {
 
 // TestWorkflowDescribeShowsTheHistory: `harvest workflow describe` gives
 // the execution's history, its events and bytes, and the warning of one
-// past the warning threshold.
+// past the warning threshold; and what its code waits for, the signal
+// "item" by name.
 func TestWorkflowDescribeShowsTheHistory(t *testing.T) {
 	s := startStack(t, devstack.Config{Scheduler: scheduler.Config{HistoryLimits: scheduler.HistoryLimits{WarnEvents: 2}}})
 	out, _, err := runCLI(t, "workflow", "start", "collect", "--input", `{"count": 5}`, "--addr", s.URL(), "--json")
@@ -125,6 +126,7 @@ func TestWorkflowDescribeShowsTheHistory(t *testing.T) {
 	require.Regexp(t, `\nhistory: +2 events, [0-9]+ bytes\n`, out)
 	require.Contains(t, out, "past the warning threshold of 2 events or 10485760 bytes")
 	require.Contains(t, out, "at more than 50000 events or 52428800 bytes the execution fails with HistoryLimitExceeded")
+	require.Regexp(t, `\nwaiting_on: +workflow function: signal "item" \(as of event 2\)\n`, out)
 }
 
 // TestWorkflowState: `harvest workflow state <id> <name>` prints the

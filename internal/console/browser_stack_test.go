@@ -60,7 +60,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.NoError(t, err)
 		return d.IdempotencyClaim != nil && d.IdempotencyClaim.Duplicates.Broker == 1 &&
 			d.CompletionCallback != nil && d.CompletionCallback.Status == client.CallbackDelivered &&
-			len(w.SignalKeys) == 1 && w.SignalKeys[0].Deduplicated
+			len(w.SignalKeys) == 1 && w.SignalKeys[0].Deduplicated && w.WaitingOn != nil
 	})
 	// Webhook deliveries: one accepted, delivered again, one with a bad
 	// signature, one that breaks the source's schema.
@@ -125,9 +125,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Equal(t, "2", browsertest.Get(b, chromedp.Text("#callback-attempts")))
 	b.Screenshot("execution")
 
-	// Cancel the waiting one: its page, the confirmation, the form. Its
-	// signal, sent twice, was delivered once.
+	// Cancel the waiting one: its page, the confirmation, the form. It
+	// says which signal its code waits for. Its signal, sent twice, was
+	// delivered once.
 	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Navigate(s.URL()+"/ui/executions/"+waiting.ExecutionID)))
+	require.Contains(t, browsertest.Get(b, chromedp.Text("#waiting-for")), `its code (workflow function) waits for signal "item"`)
 	signals := browsertest.Get(b, chromedp.Text("#signals"))
 	require.Contains(t, signals, "console-signal-1")
 	require.Contains(t, signals, "deduplicated")

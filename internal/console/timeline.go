@@ -168,6 +168,10 @@ func attributesOf(e api.Execution) []attribute {
 // waits is what a running execution waits for, as its history and
 // describe tell it.
 type waits struct {
+	// Code is what its workflow code's goroutines wait for, as its last
+	// workflow task left them (describe's waiting_on): the signal it
+	// blocks on, which no event records.
+	Code       *api.Waiting
 	Activities []*activity
 	// NoWorker are the names of the activities no live worker registers
 	// (describe's waiting_for_activity_workers).
@@ -179,8 +183,10 @@ type waits struct {
 	Pending map[int]api.PendingActivity
 }
 
-// Any says whether the history shows the execution waiting for anything.
-func (w waits) Any() bool { return len(w.Activities)+len(w.Timers)+len(w.Children) > 0 }
+// Any says whether the execution waits for anything.
+func (w waits) Any() bool {
+	return w.Code != nil && len(w.Code.Waits) > 0 || len(w.Activities)+len(w.Timers)+len(w.Children) > 0
+}
 
 // waitsOf is what d's execution waits for; none once it closed.
 func (d *executionData) waitsOf() waits {
@@ -188,6 +194,7 @@ func (d *executionData) waitsOf() waits {
 	if api.IsTerminal(d.E.Status) {
 		return w
 	}
+	w.Code = d.E.WaitingOn
 	for _, a := range d.Activities {
 		if a.Closed == nil {
 			w.Activities = append(w.Activities, a)

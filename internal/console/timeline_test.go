@@ -21,9 +21,10 @@ func historyOf(t *testing.T, events ...string) json.RawMessage {
 // TestAnExecutionPageShowsItsTimelineAndWhatItWaitsFor: the history is a
 // timeline of one line per event (what it names, its attempt, its
 // error) with its attributes as indented JSON behind a <details>, text
-// escaped; a running execution says what it waits for from the history
-// (the activity not closed, with no live worker for it, the timer until
-// when, the child still running) and not the activity, timer or
+// escaped; a running execution says what its code's goroutines wait for
+// (describe's waiting_on: a signal by name, a selector's cases), and
+// what it waits for from the history (the activity not closed, with no
+// live worker for it, the timer until when, the child still running) and not the activity, timer or
 // cancelled timer that closed; its search attributes are listed, each
 // linked to the list filtered on it; it refreshes itself while it runs,
 // unless turned off, and not once it closed.
@@ -35,7 +36,12 @@ func TestAnExecutionPageShowsItsTimelineAndWhatItWaitsFor(t *testing.T) {
 	describe := api.Execution{ExecutionID: id, WorkflowName: "order", WorkflowID: "o-1", Status: "Running",
 		CreatedAt:                 time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC),
 		WaitingForActivityWorkers: []string{"ship"},
-		SearchAttributes:          map[string]any{"customer_id": "c<1>", "amount": 500},
+		WaitingOn: &api.Waiting{Seq: 9, Waits: []api.Wait{
+			{Goroutine: "workflow function", WaitCase: api.WaitCase{Kind: api.WaitSignal, Name: "approve<now>"}},
+			{Goroutine: "workflow goroutine 1", WaitCase: api.WaitCase{Kind: api.WaitSelector}, Cases: []api.WaitCase{
+				{Kind: api.WaitActivity, Name: "ship", ID: 2}, {Kind: api.WaitTimer, ID: 1, Until: &retryAt}}},
+		}},
+		SearchAttributes: map[string]any{"customer_id": "c<1>", "amount": 500},
 		PendingActivities: []api.PendingActivity{{ActivityID: 2, ActivityName: "ship", Attempt: 2, State: api.ActivityRetrying,
 			NextAttemptAt: &retryAt, LastFailure: json.RawMessage(`{"type": "Timeout", "message": "carrier <slow>"}`),
 			LastHeartbeatAt: &retryAt, HeartbeatDetails: json.RawMessage(`{"page": 7}`)}}}
@@ -71,6 +77,8 @@ func TestAnExecutionPageShowsItsTimelineAndWhatItWaitsFor(t *testing.T) {
 	require.NotContains(t, history, "<b>x</b>")
 
 	waiting := section(t, body, `<div class="waiting" id="waiting-for"`, "</div>")
+	require.Contains(t, waiting, `its code (<span class="mono">workflow function</span>) waits for signal &#34;approve&lt;now&gt;&#34; <small class="hint">as its workflow task at event 9 left it</small>`)
+	require.Contains(t, waiting, `its code (<span class="mono">workflow goroutine 1</span>) waits for one of: activity &#34;ship&#34; (id 2); timer 1, until 2026-12-06T12:30:00Z`)
 	require.Contains(t, waiting, "activity <strong>ship</strong> #2")
 	require.Contains(t, waiting, "no live worker registers it")
 	require.Contains(t, waiting, "attempt 2 is tried again at 2026-12-06 12:30:00.000")

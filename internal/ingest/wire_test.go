@@ -40,7 +40,7 @@ var wireTypes = []any{
 	api.StartPolicy{}, api.Throttle{}, api.Debounce{}, api.Batch{}, api.Concurrency{}, api.ConcurrencyResponse{},
 	api.SignalResponse{}, api.SignalWithStartRequest{}, api.SignalWithStartResponse{}, api.Update{},
 	api.CancelRequest{}, api.CancelResponse{}, api.TerminateRequest{}, api.TerminateResponse{},
-	api.CountExecutionsResponse{}, api.PendingActivity{}, api.BatchRequest{}, api.BatchFilter{}, api.BatchSignalSpec{}, api.BatchResetSpec{}, api.BatchOperation{}, api.BatchError{}, api.ListBatchesResponse{},
+	api.CountExecutionsResponse{}, api.PendingActivity{}, api.Waiting{}, api.Wait{}, api.WaitCase{}, api.BatchRequest{}, api.BatchFilter{}, api.BatchSignalSpec{}, api.BatchResetSpec{}, api.BatchOperation{}, api.BatchError{}, api.ListBatchesResponse{},
 	api.ResetRequest{}, api.ResetPoint{}, api.ResetResponse{}, api.ResetPlan{}, api.ResetActivity{}, api.ResetTimer{}, api.ResetSignal{},
 	// Reads.
 	api.CommandResponse{}, api.Execution{}, api.TaskFailing{}, api.HistoryWarning{}, api.ExportedHistory{}, api.ListExecutionsResponse{},

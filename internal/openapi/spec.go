@@ -185,8 +185,12 @@ func (r *reflector) ref(t reflect.Type) (map[string]any, error) {
 	r.schemas[name] = nil // taken: a type that refers to itself ends here
 	props := map[string]any{}
 	var required []string
-	for i := range t.NumField() {
-		f := t.Field(i)
+	// An embedded struct without a name of its own is flat, as
+	// encoding/json sends it: its fields are among t's.
+	for _, f := range reflect.VisibleFields(t) {
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			continue
+		}
 		if !f.IsExported() {
 			continue
 		}

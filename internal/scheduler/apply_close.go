@@ -24,6 +24,7 @@ func (b *batch) close(e *store.Execution, status, event string, attrs wire.Workf
 	e.Status = status
 	now := b.now
 	e.ClosedAt = &now
+	e.Waiting = nil // it waits for nothing now
 	if keep := b.retention.For(e.WorkflowName); keep > 0 {
 		pruneAfter := now.Add(keep)
 		e.PruneAfter = &pruneAfter

@@ -91,6 +91,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	// Its states, if any, are those a replay sent again: the seq they get
 	// is not greater than the one they have, so they change nothing.
 	b.setStates(e, r.States)
+	b.setWaiting(e, r.Waiting)
 	for i := range r.Decisions {
 		if e.Status != wire.StatusRunning {
 			break
@@ -225,6 +226,24 @@ func (b *batch) setStates(e *store.Execution, states []wire.StateValue) {
 		b.writes.States = append(b.writes.States, store.StateRow{ExecutionID: e.ExecutionID, Name: st.Name, Value: st.Value,
 			Seq: e.LastSeq, UpdatedAt: b.now})
 	}
+}
+
+// setWaiting keeps on e what its workflow code waits for, as the task
+// whose WorkflowTaskCompleted is e's last event left it; nil changes
+// nothing (the worker sent it before). Like a state, it is a projection
+// beside the history: one a worker should not have sent (too many waits,
+// too large, text PostgreSQL cannot store) is dropped, and e keeps
+// none, so that what a worker sends cannot fail the batch.
+func (b *batch) setWaiting(e *store.Execution, w *api.Waiting) {
+	if w == nil || e.Status != wire.StatusRunning {
+		return
+	}
+	if err := validWaiting(w); err != nil {
+		b.logFor(e.ExecutionID).Warn("dropping what a worker said its workflow code waits for", "err", err)
+		e.Waiting = nil
+		return
+	}
+	e.Waiting = &api.Waiting{Seq: e.LastSeq, Waits: w.Waits}
 }
 
 // scheduleActivity records the activity rec schedules and dispatches its

@@ -1,9 +1,11 @@
 package scheduler
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/startpolicy"
 	"github.com/harvest-engine/harvest/internal/storable"
@@ -104,6 +106,34 @@ func validState(s wire.StateValue) error {
 	}
 	if err := storable.CheckJSON(s.Value); err != nil {
 		return fmt.Errorf("query state %q: %w", s.Name, err)
+	}
+	return nil
+}
+
+// maxWaitingBytes bounds what a worker says its workflow code waits for,
+// as JSON: api.MaxWaits waits of a selector's api.MaxWaits cases each
+// are far less, unless names are long.
+const maxWaitingBytes = 64 << 10
+
+// validWaiting checks what a worker says its workflow code waits for.
+func validWaiting(w *api.Waiting) error {
+	if len(w.Waits) > api.MaxWaits {
+		return fmt.Errorf("waiting: %d waits, more than %d", len(w.Waits), api.MaxWaits)
+	}
+	for _, wait := range w.Waits {
+		if len(wait.Cases) > api.MaxWaits {
+			return fmt.Errorf("waiting: a selector of %d cases, more than %d", len(wait.Cases), api.MaxWaits)
+		}
+	}
+	raw, err := json.Marshal(w)
+	if err != nil {
+		return fmt.Errorf("waiting: %w", err)
+	}
+	if len(raw) > maxWaitingBytes {
+		return fmt.Errorf("waiting: %d bytes, more than %d", len(raw), maxWaitingBytes)
+	}
+	if err := storable.CheckJSON(raw); err != nil {
+		return fmt.Errorf("waiting: %w", err)
 	}
 	return nil
 }

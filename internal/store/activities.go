@@ -103,18 +103,25 @@ func queueInsertActivities(b *pgx.Batch, as []*Activity) {
 		inputs, options            = make([]json.RawMessage, n), make([]json.RawMessage, n)
 		scheduled                  = make([]time.Time, n)
 		unknown                    = make([]bool, n)
+		retries                    = make([]*time.Time, n)
+		failures                   = make([]*wire.Failure, n)
 	)
 	for i, a := range as {
 		ids[i], actIDs[i], names[i], statuses[i], attempts[i] = a.ExecutionID, a.ActivityID, a.ActivityName, a.Status, a.Attempt
 		keys[i], inputs[i], options[i], scheduled[i], unknown[i] = a.IdempotencyKey, a.Input, a.Options, a.ScheduledAt, a.OutcomeUnknown
+		retries[i], failures[i] = a.RetryAt, a.LastFailure
 	}
-	// An activity can be inserted closed: its first attempt ran eagerly.
+	// An activity can be inserted closed (its first attempt ran eagerly),
+	// or waiting for its attempt 2 (its eager attempt 1 failed: when and
+	// why, for describe).
 	b.Queue(`INSERT INTO activities (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at,
-			outcome_unknown, closed_at)
+			outcome_unknown, retry_at, last_failure, closed_at)
 		SELECT v.*, CASE WHEN v.status IN ('Scheduled', 'CancelRequested') THEN NULL ELSE now() END
-		FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::jsonb[], $8::jsonb[], $9::timestamptz[], $10::bool[])
-			AS v (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at, outcome_unknown)`,
-		ids, actIDs, names, statuses, attempts, keys, inputs, options, scheduled, unknown)
+		FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::jsonb[], $8::jsonb[], $9::timestamptz[], $10::bool[],
+			$11::timestamptz[], $12::jsonb[])
+			AS v (execution_id, activity_id, activity_name, status, attempt, idempotency_key, input, options, scheduled_at, outcome_unknown,
+				retry_at, last_failure)`,
+		ids, actIDs, names, statuses, attempts, keys, inputs, options, scheduled, unknown, retries, failures)
 }
 
 func queueUpdateActivities(b *pgx.Batch, as []*Activity) {

@@ -102,6 +102,10 @@ type Execution struct {
 	// for neither. A run that was reset also has ContinuedAs set to the
 	// new run, so that its chain's newest run is the new one.
 	Reset *wire.ResetInfo
+	// Waiting is what its workflow code waits for, as its last workflow
+	// task left it (api.Execution.WaitingOn); nil before its first task
+	// and once it closes.
+	Waiting *api.Waiting
 }
 
 // ResetKeys are the activity keys e inherits from the run it was reset
@@ -175,7 +179,7 @@ func nullIfEmpty(s string) *string {
 
 const executionColumns = `execution_id::text, shard, workflow_name, workflow_id, task_queue, status, input, result, error,
 	last_seq, wft_id, wft_outstanding, wft_dirty, idempotency_key, completion_callback, created_at, updated_at, closed_at, started_by, trace_parent, prune_after, task_failing, versioning, pinned_build, history_base,
-	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts, parent, children, concurrency, priority, reset`
+	coalesce(chain_id::text, ''), coalesce(continued_from::text, ''), coalesce(continued_as::text, ''), history_bytes, history_warning, updates, coalesce(sticky_worker, ''), cancel_request, timeouts, parent, children, concurrency, priority, reset, waiting`
 
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var e Execution
@@ -183,7 +187,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	err := row.Scan(&e.ExecutionID, &e.Shard, &e.WorkflowName, &e.WorkflowID, &e.TaskQueue, &e.Status, &e.Input, &e.Result, &e.Error,
 		&e.LastSeq, &e.WFTID, &e.WFTOutstanding, &e.WFTDirty, &e.IdempotencyKey, &e.CompletionCallback, &e.CreatedAt, &e.UpdatedAt, &e.ClosedAt, &e.StartedBy,
 		&traceParent, &e.PruneAfter, &e.TaskFailing, &e.Versioning, &pinned, &e.HistoryBase, &e.ChainID, &e.ContinuedFrom, &e.ContinuedAs,
-		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts, &e.Parent, &e.Children, &e.Concurrency, &e.Priority, &e.Reset)
+		&e.HistoryBytes, &e.HistoryWarning, &e.Updates, &e.StickyWorker, &e.CancelRequest, &e.Timeouts, &e.Parent, &e.Children, &e.Concurrency, &e.Priority, &e.Reset, &e.Waiting)
 	if err != nil {
 		return nil, err
 	}
@@ -483,10 +487,10 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 			b.Queue(`UPDATE executions SET status = $2, result = $3, error = $4, last_seq = $5, wft_id = $6,
 				wft_outstanding = $7, wft_dirty = $8, updated_at = $9, closed_at = $10, prune_after = $11, task_failing = $12, pinned_build = $13, history_base = $14, continued_as = $15,
 				history_bytes = $16, history_warning = $17, updates = $18, sticky_worker = $19, cancel_request = $20, children = $21,
-				timeouts = $22, concurrency = $23, reset = $24 WHERE execution_id = $1`,
+				timeouts = $22, concurrency = $23, reset = $24, waiting = $25 WHERE execution_id = $1`,
 				e.ExecutionID, e.Status, e.Result, e.Error, e.LastSeq, e.WFTID, e.WFTOutstanding, e.WFTDirty, e.UpdatedAt, e.ClosedAt, e.PruneAfter, e.TaskFailing,
 				nullIfEmpty(e.PinnedBuild), e.HistoryBase, nullIfEmpty(e.ContinuedAs), e.HistoryBytes, e.HistoryWarning, e.Updates, nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Children,
-				e.Timeouts, e.Concurrency, e.Reset)
+				e.Timeouts, e.Concurrency, e.Reset, e.Waiting)
 		}
 		return
 	}
@@ -511,9 +515,10 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 		timeouts           = make([]*Timeouts, n)
 		concurrency        = make([]*ConcurrencyRef, n)
 		resets             = make([]*wire.ResetInfo, n)
+		waiting            = make([]*api.Waiting, n)
 	)
 	for i, e := range es {
-		timeouts[i], concurrency[i], resets[i] = e.Timeouts, e.Concurrency, e.Reset
+		timeouts[i], concurrency[i], resets[i], waiting[i] = e.Timeouts, e.Concurrency, e.Reset, e.Waiting
 		failing[i], pinned[i], bases[i], updates[i] = e.TaskFailing, nullIfEmpty(e.PinnedBuild), e.HistoryBase, e.Updates
 		sticky[i], cancelReqs[i], children[i] = nullIfEmpty(e.StickyWorker), e.CancelRequest, e.Children
 		ases[i] = nullIfEmpty(e.ContinuedAs)
@@ -527,7 +532,8 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 			prune_after = v.prune_after, task_failing = v.task_failing, pinned_build = v.pinned_build,
 			history_base = v.history_base, continued_as = v.continued_as,
 			history_bytes = v.history_bytes, history_warning = v.history_warning, updates = v.updates, sticky_worker = v.sticky_worker,
-			cancel_request = v.cancel_request, children = v.children, timeouts = v.timeouts, concurrency = v.concurrency, reset = v.reset
+			cancel_request = v.cancel_request, children = v.children, timeouts = v.timeouts, concurrency = v.concurrency, reset = v.reset,
+			waiting = v.waiting
 		FROM (SELECT unnest($1::uuid[]) AS execution_id, unnest($2::text[]) AS status, unnest($3::jsonb[]) AS result,
 			unnest($4::jsonb[]) AS error, unnest($5::int[]) AS last_seq, unnest($6::int[]) AS wft_id, unnest($7::bool[]) AS wft_outstanding,
 			unnest($8::bool[]) AS wft_dirty, unnest($9::timestamptz[]) AS updated_at, unnest($10::timestamptz[]) AS closed_at,
@@ -536,10 +542,10 @@ func queueUpdateExecutions(b *pgx.Batch, es []*Execution) {
 			unnest($15::uuid[]) AS continued_as, unnest($16::bigint[]) AS history_bytes, unnest($17::jsonb[]) AS history_warning,
 			unnest($18::jsonb[]) AS updates, unnest($19::text[]) AS sticky_worker,
 			unnest($20::jsonb[]) AS cancel_request, unnest($21::jsonb[]) AS children, unnest($22::jsonb[]) AS timeouts,
-			unnest($23::jsonb[]) AS concurrency, unnest($24::jsonb[]) AS reset) AS v
+			unnest($23::jsonb[]) AS concurrency, unnest($24::jsonb[]) AS reset, unnest($25::jsonb[]) AS waiting) AS v
 		WHERE e.execution_id = v.execution_id AND e.execution_id = ANY($1::uuid[])`,
 		ids, statuses, results, errs, lastSeqs, wftIDs, outstanding, dirty, updated, closed, pruneAfter, failing, pinned, bases, ases,
-		historyBytes, warnings, updates, sticky, cancelReqs, children, timeouts, concurrency, resets)
+		historyBytes, warnings, updates, sticky, cancelReqs, children, timeouts, concurrency, resets, waiting)
 }
 
 // CountByWorkflow counts executions by workflow name and status; names,

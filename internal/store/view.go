@@ -23,6 +23,9 @@ func (e *Execution) View() api.Execution {
 			v.ContinuedAs = "" // the chain's link to the new run, which reset_to names
 		}
 	}
+	if e.Status == wire.StatusRunning {
+		v.WaitingOn = e.Waiting
+	}
 	if r := e.CancelRequest; r != nil {
 		at := r.At
 		v.CancelRequestedAt = &at

@@ -529,6 +529,12 @@ type WorkflowTaskResult struct {
 	// WorkflowTaskCompleted. A worker that replayed the execution afresh
 	// sends them all again; the upsert makes that harmless.
 	States []StateValue `json:"states,omitempty"`
+	// Waiting is what the workflow code's goroutines wait for as the task
+	// left them, when it differs from what the worker last sent for the
+	// execution (nil when not; no Waits when nothing). No history either:
+	// the scheduler keeps it on the execution, at the seq of the task's
+	// WorkflowTaskCompleted, until the next one or the close.
+	Waiting *api.Waiting `json:"waiting,omitempty"`
 }
 
 // StateValue is the latest value of one named state of an execution.

@@ -48,7 +48,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 	decisions := ran.Decisions
 	res := NewWorkflowTaskResult(task, decisions, rt.buildID)
 	res.Rejections, res.Idle = ran.Rejections, ran.Idle
-	res.States = ran.States
+	res.States, res.Waiting = ran.States, ran.Waiting
 	res.Sticky = rt.stickyFor(task.WorkflowName, ran.Kept)
 	if !eagerShape(decisions) {
 		return res, nil
@@ -92,7 +92,7 @@ func (rt *Runtime) completeWorkflowTask(ctx context.Context, t *heldTask, run Wo
 		return res, nil
 	}
 	res.Next = NewWorkflowTaskResult(&next, nextRun.Decisions, rt.buildID)
-	res.Next.States = nextRun.States
+	res.Next.States, res.Next.Waiting = nextRun.States, nextRun.Waiting
 	res.Next.Sticky = rt.stickyFor(task.WorkflowName, nextRun.Kept)
 	return res, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sourcegraph/conc"
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/harvesttype"
 	"github.com/harvest-engine/harvest/internal/broker"
 	"github.com/harvest-engine/harvest/internal/dedup"
@@ -73,6 +74,8 @@ type WorkflowRun struct {
 	Idle       bool
 	// States are the query states the task changed.
 	States []wire.StateValue
+	// Waiting is what the code waits for, when it changed (nil when not).
+	Waiting *api.Waiting
 	// Kept says the execution stays in the worker's cache after the task;
 	// Evicted counts the executions the cache ended to keep it.
 	Kept    bool

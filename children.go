@@ -63,6 +63,12 @@ type ChildOptions struct {
 	// (1) to api.MaxPriority (5); zero means the parent's. Another fails
 	// the child's start (invalid_priority).
 	Priority int
+	// SearchAttributes are the child's search attributes
+	// (docs/search-attributes.md), values as UpsertSearchAttributes takes
+	// them: a value of another Go type fails the Future at once; a name
+	// the child's workflow does not declare, or a value of another type
+	// than declared, fails the child's start (invalid_search_attribute).
+	SearchAttributes map[string]any
 }
 
 // childState is a child workflow the code started, and what the history
@@ -173,6 +179,11 @@ func ExecuteChildWorkflow(ctx *WorkflowContext, name string, input any, opts ...
 		f.encodeErr = fmt.Errorf("input of child workflow %q: %w", name, err)
 		return f
 	}
+	attrs, err := encodeSearchAttributes(o.SearchAttributes)
+	if err != nil {
+		f.encodeErr = fmt.Errorf("search attributes of child workflow %q: %w", name, err)
+		return f
+	}
 	st := x.children[id]
 	if st == nil {
 		st = &childState{}
@@ -182,7 +193,7 @@ func ExecuteChildWorkflow(ctx *WorkflowContext, name string, input any, opts ...
 	served := x.serves != nil && x.serves(name, cmpOr(o.TaskQueue, x.info.TaskQueue))
 	x.decide(wire.Decision{Type: wire.DecisionStartChild, Child: &wire.ChildAttrs{ChildID: id, WorkflowName: name, WorkflowID: o.WorkflowID,
 		TaskQueue: o.TaskQueue, Input: raw, ParentClosePolicy: o.ParentClosePolicy, ReusePolicy: o.ReusePolicy,
-		RunTimeoutMS: ceilMS(o.RunTimeout), ExecutionTimeoutMS: ceilMS(o.ExecutionTimeout), Priority: o.Priority, Served: served}})
+		RunTimeoutMS: ceilMS(o.RunTimeout), ExecutionTimeoutMS: ceilMS(o.ExecutionTimeout), Priority: o.Priority, SearchAttributes: attrs, Served: served}})
 	return f
 }
 

@@ -28,6 +28,20 @@ func UpsertSearchAttributes(ctx *WorkflowContext, attrs map[string]any) error {
 	if len(attrs) == 0 {
 		return nil
 	}
+	raw, err := encodeSearchAttributes(attrs)
+	if err != nil {
+		return fmt.Errorf("harvest: UpsertSearchAttributes: %w", err)
+	}
+	ctx.x.decide(wire.Decision{Type: wire.DecisionUpsertSearchAttributes, SearchAttributes: raw})
+	return nil
+}
+
+// encodeSearchAttributes encodes search attribute values as JSON: a
+// string, a bool, a number or a time.Time each; nil for none.
+func encodeSearchAttributes(attrs map[string]any) (map[string]json.RawMessage, error) {
+	if len(attrs) == 0 {
+		return nil, nil
+	}
 	raw := make(map[string]json.RawMessage, len(attrs))
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		v := attrs[name]
@@ -36,17 +50,16 @@ func UpsertSearchAttributes(ctx *WorkflowContext, attrs map[string]any) error {
 		case time.Time:
 			v = t.UTC().Format(time.RFC3339Nano)
 		default:
-			return fmt.Errorf("harvest: UpsertSearchAttributes: %s: a %T is no search attribute value: want a string, a bool, a number or a time.Time", name, v)
+			return nil, fmt.Errorf("%s: a %T is no search attribute value: want a string, a bool, a number or a time.Time", name, v)
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return fmt.Errorf("harvest: UpsertSearchAttributes: %s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if err := storable.CheckJSON(b); err != nil {
-			return fmt.Errorf("harvest: UpsertSearchAttributes: %s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		raw[name] = b
 	}
-	ctx.x.decide(wire.Decision{Type: wire.DecisionUpsertSearchAttributes, SearchAttributes: raw})
-	return nil
+	return raw, nil
 }

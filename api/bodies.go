@@ -215,6 +215,9 @@ type SignalWithStartRequest struct {
 	// Priority is the priority of the execution's tasks, if one starts,
 	// as StartRequest's.
 	Priority *int `json:"priority,omitempty"`
+	// SearchAttributes are the execution's search attributes, if one
+	// starts, as StartRequest's (400 invalid_search_attribute).
+	SearchAttributes map[string]json.RawMessage `json:"search_attributes,omitempty"`
 }
 
 // SignalWithStartResponse answers a signal-with-start: 201 when it

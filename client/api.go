@@ -96,6 +96,11 @@ type StartOptions struct {
 	// taken first (docs/start-policies.md#priorities); zero is the
 	// default, 3. Another is refused: 400 invalid_priority.
 	Priority int
+	// SearchAttributes are the execution's search attributes
+	// (docs/search-attributes.md), each declared by its workflow with a
+	// type: a string for a keyword, a number, a bool, a time.Time. One it
+	// does not declare, or of another type: 400 invalid_search_attribute.
+	SearchAttributes map[string]any
 }
 
 // Versionings of StartOptions.Versioning.
@@ -166,6 +171,9 @@ func (c *Client) Start(ctx context.Context, workflow string, input any, opts Sta
 		b.ExecutionTimeout = optional(opts.ExecutionTimeout.String())
 	}
 	b.Priority = optionalInt(opts.Priority)
+	if b.SearchAttributes, err = encodeAttributes(opts.SearchAttributes); err != nil {
+		return nil, fmt.Errorf("client: Start: %w", err)
+	}
 	if opts.Delay < 0 {
 		return nil, fmt.Errorf("client: Start: Delay %s is negative", opts.Delay)
 	}
@@ -396,11 +404,28 @@ type SignalWithStartOptions struct {
 	// TaskQueue is the task queue of the execution, if one starts; empty
 	// is the workflow's configured queue, else "default".
 	TaskQueue string
-	// Versioning, BuildID and Priority are as StartOptions', if one
-	// starts.
-	Versioning string
-	BuildID    string
-	Priority   int
+	// Versioning, BuildID, Priority and SearchAttributes are as
+	// StartOptions', if one starts.
+	Versioning       string
+	BuildID          string
+	Priority         int
+	SearchAttributes map[string]any
+}
+
+// encodeAttributes encodes search attribute values as JSON, nil for none.
+func encodeAttributes(attrs map[string]any) (map[string]json.RawMessage, error) {
+	if len(attrs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]json.RawMessage, len(attrs))
+	for name, v := range attrs {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode search attribute %s: %w", name, err)
+		}
+		out[name] = raw
+	}
+	return out, nil
 }
 
 // optionalInt is v, nil for 0 (absent).
@@ -446,9 +471,14 @@ func (c *Client) SignalWithStart(ctx context.Context, workflow string, opts Sign
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: encode signal payload: %w", err)
 	}
+	attrs, err := encodeAttributes(opts.SearchAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
+	}
 	body, err := json.Marshal(SignalWithStartRequest{WorkflowID: &opts.WorkflowID, Input: in, SignalName: opts.SignalName,
 		SignalPayload: payload, ReusePolicy: opts.ReusePolicy, TaskQueue: optional(opts.TaskQueue),
-		Versioning: optional(opts.Versioning), BuildID: optional(opts.BuildID), Priority: optionalInt(opts.Priority)})
+		Versioning: optional(opts.Versioning), BuildID: optional(opts.BuildID), Priority: optionalInt(opts.Priority),
+		SearchAttributes: attrs})
 	if err != nil {
 		return nil, fmt.Errorf("client: SignalWithStart: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/placement"
 	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/storable"
 	"github.com/harvest-engine/harvest/internal/store"
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -55,7 +56,9 @@ func (e *Env) Start(ctx context.Context, workflow string, input any, opts ...Sta
 		return nil, fmt.Errorf("harvesttest: start %s: encode input: %w", workflow, err)
 	}
 	s := &wire.StartCommand{WorkflowName: workflow, Input: raw, TaskQueue: wire.DefaultTaskQueue}
-	mergeStart(opts).apply(s)
+	if err := mergeStart(opts).apply(s); err != nil {
+		return nil, fmt.Errorf("harvesttest: start %s: %w", workflow, err)
+	}
 	e.run.Lock()
 	defer e.run.Unlock()
 	e.mu.Lock()
@@ -88,6 +91,9 @@ func (e *Env) checkStart(s *wire.StartCommand) error {
 	if !wire.ValidReusePolicy(s.ReusePolicy) {
 		return &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidReusePolicy, Field: "reuse_policy",
 			Message: fmt.Sprintf("reuse_policy %q is not one of the policies", s.ReusePolicy)}
+	}
+	if err := searchattr.Schema(e.cfg.SearchAttributes).Check(s.WorkflowName, s.SearchAttributes); err != nil {
+		return &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidSearchAttribute, Field: "search_attributes", Message: err.Error()}
 	}
 	timeouts := scheduler.WorkflowTimeouts{Run: time.Duration(s.RunTimeoutMS) * time.Millisecond, Execution: time.Duration(s.ExecutionTimeoutMS) * time.Millisecond}
 	if err := timeouts.Validate(); err != nil {
@@ -134,7 +140,9 @@ func (e *Env) SignalWithStart(ctx context.Context, workflow, workflowID, name st
 		return nil, fmt.Errorf("harvesttest: signal-with-start %s: encode payload: %w", workflow, err)
 	}
 	s := &wire.StartCommand{WorkflowName: workflow, WorkflowID: workflowID, Input: rawIn, TaskQueue: wire.DefaultTaskQueue}
-	o.apply(s)
+	if err := o.apply(s); err != nil {
+		return nil, fmt.Errorf("harvesttest: signal-with-start %s: %w", workflow, err)
+	}
 	e.run.Lock()
 	defer e.run.Unlock()
 	e.mu.Lock()
@@ -275,6 +283,16 @@ func (x *Execution) Describe() (client.Execution, error) {
 	}
 	view := ex.View()
 	view.TaskQueue = ex.TaskQueue
+	if attrs := e.mem.SearchAttributes(x.ID); attrs != nil {
+		// As a client decodes them from the API's JSON: numbers as float64.
+		raw, err := json.Marshal(attrs)
+		if err != nil {
+			return client.Execution{}, fmt.Errorf("harvesttest: describe %s: %w", x.ID, err)
+		}
+		if err := json.Unmarshal(raw, &view.SearchAttributes); err != nil {
+			return client.Execution{}, fmt.Errorf("harvesttest: describe %s: %w", x.ID, err)
+		}
+	}
 	return view, nil
 }
 

@@ -2,6 +2,8 @@ package harvesttest
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/harvest-engine/harvest/internal/wire"
@@ -32,6 +34,11 @@ type StartOptions struct {
 	// Priority is the priority of the execution's tasks, 1 to 5 (zero:
 	// 3). The Env runs tasks as they come; the execution shows it.
 	Priority int
+	// SearchAttributes are the execution's search attributes, declared
+	// by Config.SearchAttributes: one its workflow does not declare, or
+	// of another type, is refused as a deployment refuses it
+	// (client.CodeInvalidSearchAttribute). Merged by name.
+	SearchAttributes map[string]any
 }
 
 // mergeStart merges opts in order, each one's non-empty fields winning.
@@ -44,18 +51,36 @@ func mergeStart(opts []StartOptions) StartOptions {
 		o.RunTimeout = cmp.Or(over.RunTimeout, o.RunTimeout)
 		o.ExecutionTimeout = cmp.Or(over.ExecutionTimeout, o.ExecutionTimeout)
 		o.Priority = cmp.Or(over.Priority, o.Priority)
+		for name, v := range over.SearchAttributes {
+			if o.SearchAttributes == nil {
+				o.SearchAttributes = map[string]any{}
+			}
+			o.SearchAttributes[name] = v
+		}
 	}
 	return o
 }
 
-// apply sets s's fields that o gives.
-func (o StartOptions) apply(s *wire.StartCommand) {
+// apply sets s's fields that o gives. A search attribute that cannot be
+// encoded is an error.
+func (o StartOptions) apply(s *wire.StartCommand) error {
 	s.IdempotencyKey = cmp.Or(o.IdempotencyKey, s.IdempotencyKey)
 	s.WorkflowID = cmp.Or(o.WorkflowID, s.WorkflowID)
 	s.ReusePolicy = cmp.Or(o.ReusePolicy, s.ReusePolicy)
 	s.RunTimeoutMS = cmp.Or(o.RunTimeout.Milliseconds(), s.RunTimeoutMS)
 	s.ExecutionTimeoutMS = cmp.Or(o.ExecutionTimeout.Milliseconds(), s.ExecutionTimeoutMS)
 	s.Priority = cmp.Or(o.Priority, s.Priority)
+	for name, v := range o.SearchAttributes {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("search attribute %s: %w", name, err)
+		}
+		if s.SearchAttributes == nil {
+			s.SearchAttributes = map[string]json.RawMessage{}
+		}
+		s.SearchAttributes[name] = raw
+	}
+	return nil
 }
 
 // SignalOptions tune a signal, as client.SendSignalIdempotent's key does

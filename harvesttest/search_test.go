@@ -2,6 +2,7 @@ package harvesttest_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,4 +45,77 @@ func TestTheKitChecksSearchAttributesAsADeploymentDoes(t *testing.T) {
 	require.NotNil(t, ex.TaskFailing)
 	require.Equal(t, "invalid_search_attribute", ex.TaskFailing.Reason)
 	require.Contains(t, ex.TaskFailing.Message, "planet")
+}
+
+// TestStartsAndChildrenCarrySearchAttributes: a start, a
+// signal-with-start and a child's start each set the new execution's
+// search attributes; one the workflow does not declare, or of another
+// type, is refused (the child's start fails, and the parent's code reads
+// why), and nothing starts.
+func TestStartsAndChildrenCarrySearchAttributes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	register := func(w *harvest.Worker) {
+		harvest.RegisterWorkflow(w, "tagged", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+			_, err := harvest.NewSignal[string]("go").Receive(ctx)
+			return "done", err
+		})
+		harvest.RegisterWorkflow(w, "parent", func(ctx *harvest.WorkflowContext, attrs map[string]any) (string, error) {
+			var out string
+			err := harvest.ExecuteChildWorkflow(ctx, "tagged", struct{}{}, harvest.ChildOptions{WorkflowID: "child-of-parent",
+				SearchAttributes: attrs}).Get(&out)
+			var failed *harvest.ChildWorkflowError
+			if errors.As(err, &failed) {
+				return failed.Code, nil
+			}
+			return out, err
+		})
+	}
+	env, err := harvesttest.New(register, harvesttest.Config{SearchAttributes: map[string]map[string]string{
+		"tagged": {"region": "keyword", "tier": "int"}}})
+	require.NoError(t, err)
+	t.Cleanup(env.Close)
+	attrsOf := func(x *harvesttest.Execution) map[string]any {
+		t.Helper()
+		d, err := x.Describe()
+		require.NoError(t, err)
+		return d.SearchAttributes
+	}
+
+	x, err := env.Start(ctx, "tagged", struct{}{}, harvesttest.StartOptions{SearchAttributes: map[string]any{"region": "eu", "tier": 2}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"region": "eu", "tier": float64(2)}, attrsOf(x))
+
+	sws, err := env.SignalWithStart(ctx, "tagged", "sws-1", "go", "now", struct{}{}, harvesttest.StartOptions{SearchAttributes: map[string]any{"region": "us"}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"region": "us"}, attrsOf(sws))
+
+	for _, bad := range []map[string]any{{"planet": "mars"}, {"tier": "gold"}} {
+		_, err = env.Start(ctx, "tagged", struct{}{}, harvesttest.StartOptions{SearchAttributes: bad})
+		require.ErrorIs(t, err, &client.APIError{Code: client.CodeInvalidSearchAttribute}, "%v", bad)
+	}
+
+	p, err := env.Start(ctx, "parent", map[string]any{"region": "ap"})
+	require.NoError(t, err)
+	var childID string
+	events, err := p.History()
+	require.NoError(t, err)
+	for _, ev := range events {
+		if ev.Type == "ChildWorkflowStarted" {
+			childID, _ = ev.Attrs["execution_id"].(string)
+		}
+	}
+	require.NotEmpty(t, childID)
+	child := env.Execution(childID)
+	_, err = child.Signal(ctx, "go", "now")
+	require.NoError(t, err)
+	var out string
+	require.NoError(t, p.Result(&out))
+	require.Equal(t, "done", out)
+	require.Equal(t, map[string]any{"region": "ap"}, attrsOf(child))
+
+	p, err = env.Start(ctx, "parent", map[string]any{"planet": "mars"})
+	require.NoError(t, err)
+	require.NoError(t, p.Result(&out))
+	require.Equal(t, client.CodeInvalidSearchAttribute, out, "the child's start is refused, and the parent reads why")
 }

@@ -58,11 +58,19 @@ func TestBatchCommands(t *testing.T) {
 func TestWorkflowListPagesAndCount(t *testing.T) {
 	schema := searchattr.Schema{"collect": {"customer_id": "keyword"}}
 	s := startStack(t, devstack.Config{Ingest: ingest.Config{SearchAttributes: schema}, Scheduler: scheduler.Config{SearchAttributes: schema}})
-	for i := range 3 {
+	for i := range 2 {
 		r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/collect/start", nil,
 			fmt.Sprintf(`{"workflow_id": "cli-list-%d", "input": {"count": 1}, "search_attributes": {"customer_id": "c_%d"}}`, i, i%2))
 		require.Equal(t, 201, r.Status, r.Body)
 	}
+	// The third by the CLI, which sets search attributes too.
+	_, _, err := runCLI(t, "workflow", "start", "collect", "--workflow-id", "cli-list-2", "--input", `{"count": 1}`,
+		"--search-attribute", "customer_id=c_0", "--addr", s.URL())
+	require.NoError(t, err)
+	_, _, err = runCLI(t, "workflow", "start", "collect", "--search-attribute", "region=eu", "--addr", s.URL())
+	require.ErrorContains(t, err, "invalid_search_attribute")
+	_, _, err = runCLI(t, "workflow", "start", "collect", "--search-attribute", "customer_id", "--addr", s.URL())
+	require.ErrorContains(t, err, "want NAME=VALUE")
 	out, _, err := runCLI(t, "workflow", "list", "--workflow", "collect", "--limit", "2", "--addr", s.URL())
 	require.NoError(t, err)
 	require.Equal(t, 2, strings.Count(out, "cli-list-"), out)
@@ -96,6 +104,12 @@ func TestWorkflowListPagesAndCount(t *testing.T) {
 	require.ErrorContains(t, err, "invalid_search_attribute")
 	_, _, err = runCLI(t, "workflow", "list", "--created-after", "yesterday", "--addr", s.URL())
 	require.ErrorContains(t, err, "--created-after")
+	_, _, err = runCLI(t, "workflow", "signal-with-start", "collect", "item", "--workflow-id", "cli-list-sws", "--input", `{"count": 2}`,
+		"--search-attribute", `customer_id="c_5"`, "--addr", s.URL())
+	require.NoError(t, err)
+	out, _, err = runCLI(t, "workflow", "count", "--attr", "customer_id=c_5", "--addr", s.URL())
+	require.NoError(t, err)
+	require.Equal(t, "1\n", out)
 }
 
 // TestAdmissionPrintsForPeopleAndJSON: `harvest admission` prints a line

@@ -150,6 +150,7 @@ func newWorkflowStart() *cobra.Command {
 	var delay, runTimeout, executionTimeout time.Duration
 	var priority int
 	var wait bool
+	var attrs []string
 	cmd := &cobra.Command{
 		Use:   "start <workflow>",
 		Short: "Start a workflow execution",
@@ -157,6 +158,7 @@ func newWorkflowStart() *cobra.Command {
   harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --workflow-id order-1
   harvest workflow start approve_order --input '{"order_id": "o-1"}' --task-queue mine
   harvest workflow start refund --input '{"order_id": "o-1"}' --priority 5
+  harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --search-attribute customer_id=cus_1 --search-attribute amount_cents=500
   harvest workflow start charge --input '{"amount_cents": 500, "customer_id": "cus_1"}' --start-policy '{"concurrency": {"limit": 2, "key": "/customer_id"}}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
@@ -172,10 +174,14 @@ func newWorkflowStart() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			searchAttrs, err := parseSearchAttributes(attrs)
+			if err != nil {
+				return err
+			}
 			r, err := c.Start(ctx, args[0], inArg, client.StartOptions{
 				IdempotencyKey: key, WorkflowID: workflowID, ReusePolicy: reusePolicy, Delay: delay, TaskQueue: taskQueue,
 				Versioning: versioning, BuildID: buildID, RunTimeout: runTimeout, ExecutionTimeout: executionTimeout,
-				StartPolicy: policy, Priority: priority,
+				StartPolicy: policy, Priority: priority, SearchAttributes: searchAttrs,
 			})
 			if err != nil {
 				return err
@@ -212,8 +218,33 @@ func newWorkflowStart() *cobra.Command {
 	cmd.Flags().DurationVar(&runTimeout, "run-timeout", 0, "close the run TimedOut if it has not closed this long after it begins (default: the workflow's run_timeout, else none)")
 	cmd.Flags().DurationVar(&executionTimeout, "execution-timeout", 0, "close the execution TimedOut if its chain of continued runs has not closed by then (default: the workflow's execution_timeout, else none)")
 	cmd.Flags().IntVar(&priority, "priority", 0, "the priority of the execution's tasks on their task queue, 1 (lowest) to 5 (highest); higher ones are taken first (default 3)")
+	cmd.Flags().StringArrayVar(&attrs, "search-attribute", nil, searchAttributeUsage)
 	cmd.Flags().StringVar(&startPolicy, "start-policy", "", `admit the start by this start policy instead of the workflow's configured one, as JSON: {"throttle": …}, {"debounce": …}, {"batch": …} or {"concurrency": {"limit": 2, "key": "/customer_id"}} (docs/start-policies.md)`)
 	return cmd
+}
+
+// searchAttributeUsage is the --search-attribute flag's help.
+const searchAttributeUsage = `a search attribute of the execution, NAME=VALUE: VALUE as JSON (500, true, "c_1"), else as a string (c_1); repeatable (docs/search-attributes.md)`
+
+// parseSearchAttributes reads --search-attribute flags, NAME=VALUE each:
+// a VALUE that is JSON is that value, another is a string.
+func parseSearchAttributes(flags []string) (map[string]any, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]any, len(flags))
+	for _, f := range flags {
+		name, value, ok := strings.Cut(f, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--search-attribute %q: want NAME=VALUE", f)
+		}
+		var v any
+		if json.Unmarshal([]byte(value), &v) != nil {
+			v = value
+		}
+		out[name] = v
+	}
+	return out, nil
 }
 
 // parseStartPolicy reads a --start-policy flag: empty is none. A member
@@ -513,6 +544,7 @@ func newWorkflowSignalWithStart() *cobra.Command {
 	var (
 		opts                  client.SignalWithStartOptions
 		input, payload, prior string
+		attrs                 []string
 	)
 	cmd := &cobra.Command{
 		Use:   "signal-with-start <workflow> <signal>",
@@ -538,6 +570,9 @@ command (docs/signals.md). --idempotency-key makes the signal land once.`,
 				opts.SignalPayload = pl
 			}
 			opts.SignalName, opts.ReusePolicy = args[1], prior
+			if opts.SearchAttributes, err = parseSearchAttributes(attrs); err != nil {
+				return err
+			}
 			r, err := c.SignalWithStart(ctx, args[0], opts)
 			if err != nil {
 				return err
@@ -563,6 +598,7 @@ command (docs/signals.md). --idempotency-key makes the signal land once.`,
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "the signal lands once under this key")
 	cmd.Flags().StringVar(&prior, "reuse-policy", "", "allow_duplicate, allow_duplicate_failed_only, reject_duplicate or terminate_if_running, if one starts")
 	cmd.Flags().StringVar(&opts.TaskQueue, "task-queue", "", "the task queue of the execution, if one starts")
+	cmd.Flags().StringArrayVar(&attrs, "search-attribute", nil, searchAttributeUsage+", if one starts")
 	_ = cmd.MarkFlagRequired("workflow-id")
 	return cmd
 }

@@ -8,10 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/ingest"
 	"github.com/harvest-engine/harvest/internal/scheduler"
 	"github.com/harvest-engine/harvest/internal/searchattr"
+	"github.com/harvest-engine/harvest/internal/testing/natstest"
 	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 )
@@ -142,4 +144,59 @@ func TestSearchAttributesAreSetFilteredAndCounted(t *testing.T) {
 		return tf != nil && tf["reason"] == "invalid_search_attribute"
 	})
 	require.Equal(t, "Running", stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+bad, nil, "").Body["status"])
+}
+
+// TestSignalWithStartAndTheClientSetSearchAttributes: a signal-with-start
+// that starts its execution sets the search attributes it carries, and
+// refuses one the workflow does not declare (400
+// invalid_search_attribute, nothing started); the Go client's Start and
+// SignalWithStart send them.
+func TestSignalWithStartAndTheClientSetSearchAttributes(t *testing.T) {
+	t.Parallel()
+	schema := searchattr.Schema{"sa_wait": {"customer_id": "keyword", "amount": "int"}}
+	s := stacktest.Start(t, devstack.Config{
+		Ingest:    ingest.Config{SearchAttributes: schema},
+		Scheduler: scheduler.Config{SearchAttributes: schema},
+		Register: func(w *harvest.Worker) {
+			harvest.RegisterWorkflow(w, "sa_wait", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+				return harvest.NewSignal[string]("go").Receive(ctx)
+			})
+		},
+	})
+	ctx := natstest.Context(t)
+	sws := func(body string) stacktest.Answer {
+		return stacktest.Call(t, "POST", s.URL()+"/api/harvest/workflows/sa_wait/signal-with-start", nil, body)
+	}
+	r := sws(`{"workflow_id": "sws-bad", "signal_name": "go", "search_attributes": {"region": "eu"}}`)
+	require.Equal(t, 400, r.Status, r.Body)
+	require.Equal(t, "invalid_search_attribute", r.Body["error"], r.Body)
+	require.Equal(t, "search_attributes.region", r.Body["field"], r.Body)
+	require.Equal(t, float64(0), stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/count?workflow=sa_wait", nil, "").Body["count"],
+		"nothing started")
+
+	r = sws(`{"workflow_id": "sws-1", "signal_name": "go", "signal_payload": "x", "search_attributes": {"customer_id": "c_9", "amount": 7}}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	e := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+r.Body["execution_id"].(string), nil, "").Body
+	require.Equal(t, map[string]any{"customer_id": "c_9", "amount": float64(7)}, e["search_attributes"])
+
+	c, err := client.New(client.Config{BaseURL: s.URL()})
+	require.NoError(t, err)
+	started, err := c.Start(ctx, "sa_wait", struct{}{}, client.StartOptions{SearchAttributes: map[string]any{"customer_id": "c_10", "amount": 8}})
+	require.NoError(t, err)
+	_, err = c.Start(ctx, "sa_wait", struct{}{}, client.StartOptions{SearchAttributes: map[string]any{"amount": "lots"}})
+	require.ErrorIs(t, err, &client.APIError{Code: client.CodeInvalidSearchAttribute})
+	viaClient, err := c.SignalWithStart(ctx, "sa_wait", client.SignalWithStartOptions{WorkflowID: "sws-2", SignalName: "go",
+		SearchAttributes: map[string]any{"customer_id": "c_11"}})
+	require.NoError(t, err)
+	for id, want := range map[string]map[string]any{
+		started.ExecutionID:   {"customer_id": "c_10", "amount": float64(8)},
+		viaClient.ExecutionID: {"customer_id": "c_11"},
+	} {
+		d, err := c.Describe(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, d.SearchAttributes)
+	}
+	n, err := c.Count(ctx, client.ListOptions{Workflow: "sa_wait", SearchAttributes: map[string]string{"customer_id": "c_11"}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
 }

@@ -238,6 +238,9 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	if rej == nil {
 		versioning, pinnedBuild, rej = s.startVersioning(r.Context(), name, queue, req.Versioning, req.BuildID)
 	}
+	if rej == nil {
+		rej = s.checkSearchAttributes(name, req.SearchAttributes)
+	}
 	if rej != nil {
 		writeJSON(w, rej.status, rej.body)
 		return
@@ -253,7 +256,7 @@ func (s *Server) handleSignalWithStart(w http.ResponseWriter, r *http.Request) {
 	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindSignalWithStart, SignalWithStart: true,
 		Start: &wire.StartCommand{WorkflowName: name, WorkflowID: workflowID, Input: req.Input, TaskQueue: queue,
 			ReusePolicy: req.ReusePolicy, StartedBy: callerName(r.Context()), Versioning: versioning, PinnedBuild: pinnedBuild,
-			Priority: priorityOf(req.Priority)},
+			Priority: priorityOf(req.Priority), SearchAttributes: req.SearchAttributes},
 		Signal: &wire.SignalCommand{SignalName: req.SignalName, Payload: req.SignalPayload, IdempotencyKey: key},
 	}
 	if key != "" {

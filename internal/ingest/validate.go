@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -129,15 +130,8 @@ func (s *Server) checkStart(ctx context.Context, p *parsedStart) (rej *rejection
 			return reject(http.StatusBadRequest, api.CodeInvalidWorkflowID, "workflow_id", "workflow_id "+err.Error())
 		}
 	}
-	if len(p.req.SearchAttributes) > 0 {
-		if err := s.cfg.SearchAttributes.Check(p.name, p.req.SearchAttributes); err != nil {
-			var bad *searchattr.Error
-			field := "search_attributes"
-			if errors.As(err, &bad) {
-				field += "." + bad.Name
-			}
-			return reject(http.StatusBadRequest, api.CodeInvalidSearchAttribute, field, err.Error())
-		}
+	if rej := s.checkSearchAttributes(p.name, p.req.SearchAttributes); rej != nil {
+		return rej
 	}
 	if !wire.ValidReusePolicy(p.req.ReusePolicy) {
 		return reject(http.StatusBadRequest, api.CodeInvalidReusePolicy, "reuse_policy",
@@ -357,4 +351,22 @@ func (s *Server) checkPolicy(p *parsedStart) *rejection {
 	}
 	p.policy = sp
 	return nil
+}
+
+// checkSearchAttributes refuses search attributes a start of workflow
+// sets that it does not declare, or of another type than declared.
+func (s *Server) checkSearchAttributes(workflow string, attrs map[string]json.RawMessage) *rejection {
+	if len(attrs) == 0 {
+		return nil
+	}
+	err := s.cfg.SearchAttributes.Check(workflow, attrs)
+	if err == nil {
+		return nil
+	}
+	var bad *searchattr.Error
+	field := "search_attributes"
+	if errors.As(err, &bad) {
+		field += "." + bad.Name
+	}
+	return reject(http.StatusBadRequest, api.CodeInvalidSearchAttribute, field, err.Error())
 }

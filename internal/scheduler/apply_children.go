@@ -103,6 +103,9 @@ func (b *batch) startChild(e *store.Execution, rec decide.Recorded, served bool)
 		b.appendEvent(e, wire.EventChildWorkflowStartFailed, wire.ChildAttrs{ChildID: c.ChildID, Error: code, Message: msg})
 		b.needWorkflowTask(e)
 	}
+	// The child's workflow declares its search attributes: refused here,
+	// the parent's code is told why, where its shard would leave them out.
+	badAttrs := b.searchAttrs.Check(c.WorkflowName, c.SearchAttributes)
 	switch {
 	case dedup.ValidateName(c.WorkflowName) != nil:
 		refuse(api.CodeInvalidWorkflowName, fmt.Sprintf("child workflow name %q is not 1 to 128 letters, digits, '_' or '-'", c.WorkflowName))
@@ -125,6 +128,9 @@ func (b *batch) startChild(e *store.Execution, rec decide.Recorded, served bool)
 	case c.Priority != 0 && validPriority(c.Priority) != c.Priority:
 		refuse(api.CodeInvalidPriority, fmt.Sprintf("child priority %d: want %d (lowest) to %d (highest)", c.Priority, wire.MinPriority, wire.MaxPriority))
 		return
+	case badAttrs != nil:
+		refuse(api.CodeInvalidSearchAttribute, "child "+badAttrs.Error())
+		return
 	case !served && b.knownWorkflow != nil && !b.knownWorkflow(c.WorkflowName, queue):
 		refuse(api.CodeUnknownWorkflow, fmt.Sprintf("no worker serves workflow %q on task queue %q and the configuration does not declare it", c.WorkflowName, queue))
 		return
@@ -139,7 +145,8 @@ func (b *batch) startChild(e *store.Execution, rec decide.Recorded, served bool)
 	s := &wire.StartCommand{WorkflowName: c.WorkflowName, WorkflowID: c.WorkflowID, Input: c.Input, IdempotencyKey: key, TaskQueue: queue,
 		ReusePolicy: c.ReusePolicy, AcceptedAt: b.now, Fingerprint: dedup.Fingerprint(c.Input),
 		Parent:       &wire.ParentRef{ExecutionID: e.ExecutionID, ChildID: c.ChildID, ClosePolicy: c.ParentClosePolicy},
-		RunTimeoutMS: c.RunTimeoutMS, ExecutionTimeoutMS: c.ExecutionTimeoutMS, Priority: cmp.Or(c.Priority, e.Priority)}
+		RunTimeoutMS: c.RunTimeoutMS, ExecutionTimeoutMS: c.ExecutionTimeoutMS, Priority: cmp.Or(c.Priority, e.Priority),
+		SearchAttributes: c.SearchAttributes}
 	if e.StartedBy != nil {
 		s.StartedBy = *e.StartedBy
 	}

@@ -99,7 +99,9 @@ func (b *batch) signalWithStart(c seqCommand) {
 	b.writes.NewExecutions = append(b.writes.NewExecutions, e)
 	b.appendEvent(e, wire.EventWorkflowStarted, wire.WorkflowStartedAttrs{
 		WorkflowName: st.WorkflowName, WorkflowID: st.WorkflowID, Input: st.Input, TaskQueue: st.TaskQueue,
+		SearchAttributes: st.SearchAttributes,
 	})
+	b.setSearchAttributes(e, st.SearchAttributes)
 	b.setTimeouts(e, st, nil, b.now)
 	sg.ExecutionID = id
 	b.deliverSignal(e, sg)

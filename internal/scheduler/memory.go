@@ -74,6 +74,9 @@ type Memory struct {
 	updateKeys map[store.UpdateKeyRef]string
 	// states are the executions' query states, by execution and name.
 	states map[string]map[string]store.StateRow
+	// search are the executions' search attributes, by execution and
+	// name, as indexed.
+	search map[string]map[string]wire.SearchValue
 	// schedules and fires are the shard's schedules and their ledgers.
 	schedules map[string]*store.Schedule
 	fires     map[store.FireRef]*store.ScheduleFire
@@ -107,6 +110,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		env: env, execs: map[string]*store.Execution{}, latest: map[store.WorkflowRef]*store.Execution{},
 		activities: map[store.ActivityRef]*store.Activity{}, history: map[string][]wire.Event{}, timers: map[int64]store.Timer{},
 		claims: map[store.ClaimRef]store.Claim{}, signals: map[store.SignalRef]bool{}, states: map[string]map[string]store.StateRow{},
+		search:  map[string]map[string]wire.SearchValue{},
 		updates: map[string]*store.Update{}, updateKeys: map[store.UpdateKeyRef]string{},
 		schedules: map[string]*store.Schedule{}, fires: map[store.FireRef]*store.ScheduleFire{},
 	}, nil
@@ -273,6 +277,7 @@ func (m *Memory) Prune(now time.Time) []string {
 		delete(m.execs, id)
 		delete(m.history, id)
 		delete(m.states, id)
+		delete(m.search, id)
 		for ref := range m.activities {
 			if ref.ExecutionID == id {
 				delete(m.activities, ref)
@@ -344,6 +349,22 @@ func (m *Memory) States(id string) []store.StateRow {
 	return out
 }
 
+// SearchAttributes returns an execution's search attributes, by name, as
+// the API answers them; nil for none.
+func (m *Memory) SearchAttributes(id string) map[string]any {
+	e := m.execs[id]
+	if e == nil || len(m.search[id]) == 0 {
+		return nil
+	}
+	out := map[string]any{}
+	for name, v := range m.search[id] {
+		if val := store.SearchAttributeValue(v, m.env.searchAttrs[e.WorkflowName][name]); val != nil {
+			out[name] = val
+		}
+	}
+	return out
+}
+
 // LiveClaim returns the execution a start key resolves to at now.
 func (m *Memory) LiveClaim(workflowName, key string, now time.Time) (string, bool) {
 	c, ok := m.claims[store.ClaimRef{WorkflowName: workflowName, IdempotencyKey: key}]
@@ -399,6 +420,13 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 		if u := m.updates[c.UpdateID]; u != nil {
 			u.ExecutionID, u.Status, u.Result, u.Failure, u.ErrorCode, u.UpdatedAt = c.ExecutionID, c.Status, c.Result, c.Failure, c.ErrorCode, m.at
 		}
+	}
+	for _, a := range w.SearchAttributes {
+		// As store.Write's upsert: the last value of a name wins.
+		if m.search[a.ExecutionID] == nil {
+			m.search[a.ExecutionID] = map[string]wire.SearchValue{}
+		}
+		m.search[a.ExecutionID][a.Name] = a.Value
 	}
 	for _, st := range w.States {
 		// As store.Write's upsert: a greater seq replaces.

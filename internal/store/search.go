@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/harvest-engine/harvest/internal/searchattr"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // SearchAttributeRow is one search attribute of an execution, as
@@ -85,17 +86,8 @@ func (r *Reads) SearchAttributes(executionID string, types map[string]string, ou
 		var num *float64
 		var ts *time.Time
 		_, err := pgx.ForEachRow(rows, []any{&name, &keyword, &num, &ts}, func() error {
-			switch {
-			case keyword != nil && types[name] == "bool":
-				m[name] = *keyword == "true"
-			case keyword != nil:
-				m[name] = *keyword
-			case num != nil && types[name] == "int":
-				m[name] = int64(*num)
-			case num != nil:
-				m[name] = *num
-			case ts != nil:
-				m[name] = ts.UTC().Format(time.RFC3339Nano)
+			if v := SearchAttributeValue(wire.SearchValue{Keyword: keyword, Num: num, Time: ts}, types[name]); v != nil {
+				m[name] = v
 			}
 			return nil
 		})
@@ -107,6 +99,25 @@ func (r *Reads) SearchAttributes(executionID string, types map[string]string, ou
 		}
 		return nil
 	})
+}
+
+// SearchAttributeValue is v, an attribute of type typ as indexed, as the
+// API answers it: a time as RFC 3339, a keyword as a string, an int or
+// double as a number, a bool as a bool; nil for no value.
+func SearchAttributeValue(v wire.SearchValue, typ string) any {
+	switch {
+	case v.Keyword != nil && typ == "bool":
+		return *v.Keyword == "true"
+	case v.Keyword != nil:
+		return *v.Keyword
+	case v.Num != nil && typ == "int":
+		return int64(*v.Num)
+	case v.Num != nil:
+		return *v.Num
+	case v.Time != nil:
+		return v.Time.UTC().Format(time.RFC3339Nano)
+	}
+	return nil
 }
 
 // listWhere is the WHERE of a listing or count of executions by f, its

@@ -107,6 +107,9 @@ type ChildAttrs struct {
 	// Priority is the child's (MinPriority to MaxPriority); 0 means its
 	// parent's.
 	Priority int `json:"priority,omitempty"`
+	// SearchAttributes are the child's, as a start's
+	// (StartCommand.SearchAttributes).
+	SearchAttributes map[string]json.RawMessage `json:"search_attributes,omitempty"`
 	// Served, in a start_child decision, says that the worker that took
 	// it registers the child's workflow on its task queue: the child can
 	// run, whatever the registrations the scheduler sees say at that

@@ -82,6 +82,11 @@ type trialResult struct {
 	// the reset requests sent, retries and doubles included.
 	ResetsExact   int `json:"resets_exact"`
 	ResetRequests int `json:"reset_requests"`
+	// BatchDone counts the executions the trial's batch signalled, each
+	// exactly once (see batchInvariants), BatchRequests the batch
+	// requests sent, retries and doubles included.
+	BatchDone     int `json:"batch_done"`
+	BatchRequests int `json:"batch_requests"`
 	// FamiliesExact counts the trial's chaos_family starts that came out
 	// exact (see familyInvariants), FamiliesContinued those of them that
 	// continued as new, FamiliesHit those a fault fell on while they
@@ -158,6 +163,9 @@ func (r *trialResult) line() string {
 	}
 	if r.ResetsExact > 0 {
 		s += fmt.Sprintf("; %d resets exact, each step's effect once (%d reset requests)", r.ResetsExact, r.ResetRequests)
+	}
+	if r.BatchDone > 0 {
+		s += fmt.Sprintf("; a batch signalled %d executions once each (%d batch requests)", r.BatchDone, r.BatchRequests)
 	}
 	if r.FamiliesExact > 0 {
 		s += fmt.Sprintf("; %d child-workflow families exact (%d continued as new, %d hit by a fault while they ran, the longest took %s; %d children once each, %d waiters closed by their parent's policy, %d abandoned ones terminated by the check)",

@@ -371,10 +371,10 @@ type PendingActivity struct {
 }
 
 // Waiting is what an execution's workflow code waits for: each of its
-// goroutines that is blocked, and on what, as the workflow task that
-// completed at Seq left them. A signal, a timer or an activity's result
-// that came since is in the history after Seq, and the next workflow
-// task takes it.
+// goroutines that is blocked, and on what, as its last workflow task
+// left them, the one that completed at Seq. A signal, a timer or an
+// activity's result that came since is in the history after Seq, and
+// the next workflow task takes it.
 type Waiting struct {
 	// Seq is the WorkflowTaskCompleted of that task.
 	Seq   int    `json:"seq"`

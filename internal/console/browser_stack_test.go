@@ -130,6 +130,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// delivered once.
 	require.EqualValues(t, http.StatusOK, b.Load(chromedp.Navigate(s.URL()+"/ui/executions/"+waiting.ExecutionID)))
 	require.Contains(t, browsertest.Get(b, chromedp.Text("#waiting-for")), `its code (workflow function) waits for signal "item"`)
+	b.Screenshot("execution-waiting")
 	signals := browsertest.Get(b, chromedp.Text("#signals"))
 	require.Contains(t, signals, "console-signal-1")
 	require.Contains(t, signals, "deduplicated")

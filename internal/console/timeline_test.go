@@ -77,7 +77,7 @@ func TestAnExecutionPageShowsItsTimelineAndWhatItWaitsFor(t *testing.T) {
 	require.NotContains(t, history, "<b>x</b>")
 
 	waiting := section(t, body, `<div class="waiting" id="waiting-for"`, "</div>")
-	require.Contains(t, waiting, `its code (<span class="mono">workflow function</span>) waits for signal &#34;approve&lt;now&gt;&#34; <small class="hint">as its workflow task at event 9 left it</small>`)
+	require.Contains(t, waiting, `its code (<span class="mono">workflow function</span>) waits for signal &#34;approve&lt;now&gt;&#34; <small class="hint">as its last workflow task (event 9) left it</small>`)
 	require.Contains(t, waiting, `its code (<span class="mono">workflow goroutine 1</span>) waits for one of: activity &#34;ship&#34; (id 2); timer 1, until 2026-12-06T12:30:00Z`)
 	require.Contains(t, waiting, "activity <strong>ship</strong> #2")
 	require.Contains(t, waiting, "no live worker registers it")

@@ -81,7 +81,8 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	for i := range r.Rejections {
 		b.rejectUpdate(e, &r.Rejections[i])
 	}
-	if !r.Idle || len(r.Decisions) > 0 || len(r.Eager) > 0 {
+	recorded := !r.Idle || len(r.Decisions) > 0 || len(r.Eager) > 0
+	if recorded {
 		typ, attrs := decide.TaskCompleted(r.TaskID, r.BaseSeq, taskTime, storableText(r.BuildID))
 		attrs.ContinueAsNewSuggested = r.ContinueAsNewSuggested // what its code read (checkHistories)
 		b.appendEvent(e, typ, attrs)
@@ -91,7 +92,7 @@ func (b *batch) workflowTaskCompleted(r *wire.WorkflowTaskResult) {
 	// Its states, if any, are those a replay sent again: the seq they get
 	// is not greater than the one they have, so they change nothing.
 	b.setStates(e, r.States)
-	b.setWaiting(e, r.Waiting)
+	b.setWaiting(e, r.Waiting, recorded)
 	for i := range r.Decisions {
 		if e.Status != wire.StatusRunning {
 			break
@@ -229,13 +230,22 @@ func (b *batch) setStates(e *store.Execution, states []wire.StateValue) {
 }
 
 // setWaiting keeps on e what its workflow code waits for, as the task
-// whose WorkflowTaskCompleted is e's last event left it; nil changes
-// nothing (the worker sent it before). Like a state, it is a projection
-// beside the history: one a worker should not have sent (too many waits,
-// too large, text PostgreSQL cannot store) is dropped, and e keeps
-// none, so that what a worker sends cannot fail the batch.
-func (b *batch) setWaiting(e *store.Execution, w *api.Waiting) {
-	if w == nil || e.Status != wire.StatusRunning {
+// whose WorkflowTaskCompleted is e's last event (recorded says the task
+// has one) left it. nil says the waits did not change: the worker ran
+// the task before this one too, and sent them then (its cache continues
+// an execution only from the task it ran last), so they hold as of this
+// task. Like a state, it is a projection beside the history: one a
+// worker should not have sent (too many waits, too large, text
+// PostgreSQL cannot store) is dropped, and e keeps none, so that what a
+// worker sends cannot fail the batch.
+func (b *batch) setWaiting(e *store.Execution, w *api.Waiting, recorded bool) {
+	if e.Status != wire.StatusRunning {
+		return
+	}
+	if w == nil {
+		if e.Waiting != nil && recorded {
+			e.Waiting = &api.Waiting{Seq: e.LastSeq, Waits: e.Waiting.Waits}
+		}
 		return
 	}
 	if err := validWaiting(w); err != nil {

@@ -104,6 +104,19 @@ func (s *Scheduler) pruneLoop(ctx context.Context) {
 			if res.Executions == int64(s.cfg.PruneBatchSize) {
 				busy = true
 			}
+			// A finished batch operation goes after the default
+			// retention, as an execution does after its workflow's.
+			batches, err := store.PruneBatches(ctx, s.cfg.DB, s.cfg.Owner, l, s.cfg.Now().Add(-retention.Default), s.cfg.PruneBatchSize)
+			if err != nil {
+				s.warnPrune(ctx, l, err)
+				continue
+			}
+			if batches > 0 {
+				s.log.Debug("pruned batch operations past their retention", "shard", l.Shard, "batches", batches)
+			}
+			if batches == int64(s.cfg.PruneBatchSize) {
+				busy = true
+			}
 		}
 		timer.Reset(s.pruneWait(busy, time.Since(began), pruned, due.perSecond))
 	}

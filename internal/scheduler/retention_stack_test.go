@@ -41,7 +41,8 @@ func rowsNaming(t *testing.T, s *devstack.Stack, table, id string) int {
 // clock past their retention, and checks that each is gone with every row
 // naming it, while running executions, however old, stay; that reads and
 // signals then answer 404 and lists leave it out; and that its start key
-// starts afresh.
+// starts afresh. A finished batch operation is pruned after the
+// deployment's retention too.
 func TestRetentionPrunesClosedExecutions(t *testing.T) {
 	t.Parallel()
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
@@ -89,8 +90,20 @@ func TestRetentionPrunesClosedExecutions(t *testing.T) {
 		require.Positive(t, rowsNaming(t, s, table, id), "%s has a row of %s before the prune", table, id)
 	}
 
-	// Past charge's retention (48h), not collect's (96h).
+	// A batch operation that finished at once (it matches nothing).
+	batch := stacktest.Call(t, "POST", s.URL()+"/api/harvest/batches", nil, `{"operation": "terminate", "filter": {"workflow_id_prefix": "no-such-"}}`)
+	require.Equal(t, 201, batch.Status, batch.Body)
+	batchURL := s.URL() + "/api/harvest/batches/" + batch.Body["batch_id"].(string)
+	probe.Until(t, 30*time.Second, "the batch to complete", func() bool {
+		return stacktest.Call(t, "GET", batchURL, nil, "").Body["state"] == "completed"
+	})
+
+	// Past charge's retention (48h), not collect's (96h); the batch goes
+	// after the deployment's.
 	clk.Advance(49 * time.Hour)
+	probe.Until(t, 30*time.Second, "the finished batch to be pruned", func() bool {
+		return stacktest.Call(t, "GET", batchURL, nil, "").Status == 404
+	})
 	probe.Until(t, 30*time.Second, "charge's execution to be pruned", func() bool { return rowsNaming(t, s, "executions", chargeID) == 0 })
 	require.Equal(t, 1, rowsNaming(t, s, "executions", collectID), "collect keeps its own, longer retention")
 	for _, table := range store.PrunedTables {

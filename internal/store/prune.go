@@ -213,3 +213,38 @@ func ListPastRetention(ctx context.Context, db DBTX, shards []int, asOf time.Tim
 	}
 	return out, nil
 }
+
+// PruneBatches deletes, in one transaction, up to limit batch parts of
+// the lease's shard that finished (completed or cancelled) before
+// before, with the per-execution rows of their batches in this store
+// (a batch has one part per store, on one shard of it). Like PruneShard
+// it deletes only while owner holds the lease at its epoch. It returns
+// how many parts it deleted.
+func PruneBatches(ctx context.Context, db *pgxpool.Pool, owner string, lease Lease, before time.Time, limit int) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			DELETE FROM batches AS b WHERE b.ctid IN (
+				SELECT ctid FROM batches WHERE shard = $1 AND state <> 'running' AND finished_at < $2
+					AND EXISTS (SELECT 1 FROM shard_leases AS l WHERE l.shard = $1 AND l.owner = $3 AND l.epoch = $4)
+				LIMIT $5 FOR UPDATE SKIP LOCKED)
+			RETURNING b.batch_id::text`, lease.Shard, before, owner, lease.Epoch, limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		n = int64(len(ids))
+		if n == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM batch_items WHERE batch_id = ANY($1::uuid[])`, ids)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune batches of shard %d: %w", lease.Shard, err)
+	}
+	return n, nil
+}

@@ -215,3 +215,62 @@ func TestComingDueCountsTheRange(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 5, n, "only the shards asked about")
 }
+
+// PruneBatches deletes the batch parts that finished before the time
+// asked, a batch at a time, with their per-execution rows, only for the
+// lease's holder at its epoch; a running part, and one finished since,
+// stay.
+func TestPruneBatchesDeletesFinishedOnes(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	old, recent := now.Add(-8*24*time.Hour), now.Add(-time.Hour)
+	insert := func(id, state string, finished *time.Time) {
+		t.Helper()
+		_, err := db.Exec(ctx, `INSERT INTO batches (batch_id, shard, spec, state, created_at, updated_at, finished_at)
+			VALUES ($1, 0, '{}', $2, $3, $3, $4)`, id, state, old, finished)
+		require.NoError(t, err)
+		_, err = db.Exec(ctx, `INSERT INTO batch_items (batch_id, execution_id, at) VALUES ($1, $2, $3)`, id, placement.MintExecutionID(1, 0), old)
+		require.NoError(t, err)
+	}
+	const (
+		completed = "6f1c7d7e-0000-4000-8000-000000000001"
+		cancelled = "6f1c7d7e-0000-4000-8000-000000000002"
+		running   = "6f1c7d7e-0000-4000-8000-000000000003"
+		fresh     = "6f1c7d7e-0000-4000-8000-000000000004"
+	)
+	insert(completed, "completed", &old)
+	insert(cancelled, "cancelled", &old)
+	insert(running, "running", nil)
+	insert(fresh, "completed", &recent)
+
+	leases, err := store.AcquireLeases(ctx, db, "owner-a", time.Minute, 1)
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	l := leases[0]
+	before := now.Add(-7 * 24 * time.Hour)
+	n, err := store.PruneBatches(ctx, db, "owner-b", l, before, 10)
+	require.NoError(t, err)
+	require.Zero(t, n, "not the lease's holder")
+	n, err = store.PruneBatches(ctx, db, "owner-a", l, before, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "a batch at a time")
+	n, err = store.PruneBatches(ctx, db, "owner-a", l, before, 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	n, err = store.PruneBatches(ctx, db, "owner-a", l, before, 10)
+	require.NoError(t, err)
+	require.Zero(t, n, "none left")
+	for id, kept := range map[string]bool{completed: false, cancelled: false, running: true, fresh: true} {
+		_, err := store.GetBatch(ctx, db, id)
+		if kept {
+			require.NoError(t, err, id)
+		} else {
+			require.ErrorIs(t, err, store.ErrBatchNotFound, id)
+		}
+		var items int
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM batch_items WHERE batch_id = $1`, id).Scan(&items))
+		require.Equal(t, kept, items == 1, id)
+	}
+}

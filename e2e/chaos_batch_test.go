@@ -212,11 +212,14 @@ func (c *trialCheck) batchExecutions(ctx context.Context, prefix string) ([]batc
 	return out, err
 }
 
-// batchRow is the batch as PostgreSQL holds it, its parts summed.
+// batchRow is the batch as PostgreSQL holds it, its parts (one in each
+// store) summed.
 type batchRow struct {
 	parts, completed      int
 	matched, done, failed int64
-	createdAt             time.Time
+	// createdAt is when ingest took it: it matches the executions created
+	// before.
+	createdAt time.Time
 }
 
 func (c *trialCheck) readBatch(ctx context.Context, id string) (batchRow, error) {
@@ -225,14 +228,20 @@ func (c *trialCheck) readBatch(ctx context.Context, id string) (batchRow, error)
 	var b batchRow
 	err := c.st.queryAll(qctx, `
 		SELECT count(*), count(*) FILTER (WHERE state = 'completed'), coalesce(sum(matched), 0), coalesce(sum(done), 0),
-			coalesce(sum(failed), 0), coalesce(min(created_at), 'epoch')
+			coalesce(sum(failed), 0), coalesce(min((spec->>'before')::timestamptz), 'epoch')
 		FROM batches WHERE batch_id = $1`, []any{id}, func(rows pgx.Rows) error {
-		var parts, completed int64
-		if err := rows.Scan(&parts, &completed, &b.matched, &b.done, &b.failed, &b.createdAt); err != nil {
+		// A row from each store: its parts, summed here.
+		var parts, completed, matched, done, failed int64
+		var created time.Time
+		if err := rows.Scan(&parts, &completed, &matched, &done, &failed, &created); err != nil {
 			return err
 		}
 		b.parts += int(parts)
 		b.completed += int(completed)
+		b.matched, b.done, b.failed = b.matched+matched, b.done+done, b.failed+failed
+		if parts > 0 && (b.createdAt.IsZero() || created.Before(b.createdAt)) {
+			b.createdAt = created
+		}
 		return nil
 	})
 	return b, err

@@ -88,6 +88,10 @@ type ScheduleRequest struct {
 	// Paused creates (or replaces) the schedule paused, with Note.
 	Paused bool   `json:"paused,omitempty" yaml:"paused"`
 	Note   string `json:"note,omitempty" yaml:"note"`
+	// SearchAttributes are each fire's execution's search attributes,
+	// as a start's (StartRequest.SearchAttributes; 400
+	// invalid_search_attribute).
+	SearchAttributes map[string]json.RawMessage `json:"search_attributes,omitempty" yaml:"-"`
 }
 
 // Schedule is a schedule as GET /api/harvest/schedules/{id} answers it,
@@ -104,6 +108,9 @@ type Schedule struct {
 	WorkflowIDTemplate string          `json:"workflow_id_template"`
 	Paused             bool            `json:"paused"`
 	Note               string          `json:"note,omitempty"`
+	// SearchAttributes are each fire's execution's, if the schedule
+	// sets any.
+	SearchAttributes map[string]json.RawMessage `json:"search_attributes,omitempty"`
 	// Source is "api", or "config" for a schedule the configuration
 	// declares (reconciled at start-up).
 	Source string `json:"source"`

@@ -13,6 +13,7 @@ import (
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/schedspec"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/wire"
 )
 
@@ -44,6 +45,9 @@ func (e *Env) PutSchedule(ctx context.Context, id string, req api.ScheduleReques
 	}
 	if err := checkJSON(req.Input); err != nil {
 		return api.Schedule{}, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodePayloadUnstorable, Field: "input", Message: "input " + err.Error()}
+	}
+	if err := searchattr.Schema(e.cfg.SearchAttributes).Check(req.Workflow, req.SearchAttributes); err != nil {
+		return api.Schedule{}, &client.APIError{StatusCode: http.StatusBadRequest, Code: client.CodeInvalidSearchAttribute, Field: "search_attributes", Message: err.Error()}
 	}
 	req.TaskQueue = cmp.Or(req.TaskQueue, wire.DefaultTaskQueue)
 	req.Overlap = cmp.Or(req.Overlap, api.OverlapSkip)

@@ -2,12 +2,14 @@ package harvesttest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/api"
 	"github.com/harvest-engine/harvest/client"
 	"github.com/harvest-engine/harvest/harvesttest"
 )
@@ -118,4 +120,18 @@ func TestStartsAndChildrenCarrySearchAttributes(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, p.Result(&out))
 	require.Equal(t, client.CodeInvalidSearchAttribute, out, "the child's start is refused, and the parent reads why")
+
+	// A schedule's fires carry its search attributes.
+	_, err = env.PutSchedule(ctx, "tagged-hourly", api.ScheduleRequest{Workflow: "tagged", Spec: api.ScheduleSpec{Every: "1h"},
+		SearchAttributes: map[string]json.RawMessage{"region": json.RawMessage(`"sched"`)}})
+	require.NoError(t, err)
+	require.NoError(t, env.TriggerSchedule(ctx, "tagged-hourly"))
+	fires, err := env.ScheduleFires("tagged-hourly")
+	require.NoError(t, err)
+	require.NotEmpty(t, fires)
+	require.NotEmpty(t, fires[0].ExecutionID)
+	require.Equal(t, map[string]any{"region": "sched"}, attrsOf(env.Execution(fires[0].ExecutionID)))
+	_, err = env.PutSchedule(ctx, "bad", api.ScheduleRequest{Workflow: "tagged", Spec: api.ScheduleSpec{Every: "1h"},
+		SearchAttributes: map[string]json.RawMessage{"planet": json.RawMessage(`"mars"`)}})
+	require.ErrorIs(t, err, &client.APIError{Code: client.CodeInvalidSearchAttribute})
 }

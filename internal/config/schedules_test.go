@@ -14,10 +14,14 @@ import (
 func TestSchedulesAreDeclaredInTheConfiguration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "harvest.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(`
+workflows:
+  report:
+    search_attributes: {region: keyword}
 schedules:
   nightly-report:
     workflow: report
     input: {region: eu, days: 1}
+    search_attributes: {region: eu}
     spec:
       cron: ["0 3 * * *"]
       timezone: Europe/Berlin
@@ -39,15 +43,17 @@ schedules:
 	require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), got.Spec.StartAt.UTC())
 	require.Equal(t, "buffer_one", got.Overlap)
 	require.True(t, got.PauseOnFailure)
+	require.JSONEq(t, `"eu"`, string(got.SearchAttributes["region"]))
 }
 
 func TestABadScheduleInTheConfigurationIsRefusedNamingIt(t *testing.T) {
 	for body, want := range map[string]string{
-		"schedules: {r: {workflow: report, spec: {cron: ['0 3 * * 8']}}}":               "config: schedules.r.spec.cron[0]",
-		"schedules: {r: {workflow: report, spec: {every: 1h, timezone: Nowhere/Land}}}": "config: schedules.r.spec.timezone",
-		"schedules: {r: {workflow: report, spec: {every: 1h}, overlap: never}}":         "config: schedules.r.overlap",
-		"schedules: {'a b': {workflow: report, spec: {every: 1h}}}":                     "config: schedules.a b",
-		"schedules: {r: {workflow: report, spec: {every: 1h}, overlapp: skip}}":         "overlapp",
+		"schedules: {r: {workflow: report, spec: {cron: ['0 3 * * 8']}}}":                        "config: schedules.r.spec.cron[0]",
+		"schedules: {r: {workflow: report, spec: {every: 1h, timezone: Nowhere/Land}}}":          "config: schedules.r.spec.timezone",
+		"schedules: {r: {workflow: report, spec: {every: 1h}, overlap: never}}":                  "config: schedules.r.overlap",
+		"schedules: {'a b': {workflow: report, spec: {every: 1h}}}":                              "config: schedules.a b",
+		"schedules: {r: {workflow: report, spec: {every: 1h}, overlapp: skip}}":                  "overlapp",
+		"schedules: {r: {workflow: report, spec: {every: 1h}, search_attributes: {region: eu}}}": "config: schedules.r.search_attributes: search attribute region",
 	} {
 		path := filepath.Join(t.TempDir(), "harvest.yaml")
 		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))

@@ -175,7 +175,8 @@ func (c Config) byWorkflow(field func(WorkflowConfig) string) map[string]string 
 // input as YAML.
 type ScheduleConfig struct {
 	api.ScheduleRequest `yaml:",inline"`
-	Input               any `yaml:"input"`
+	Input               any            `yaml:"input"`
+	SearchAttributes    map[string]any `yaml:"search_attributes"`
 }
 
 // ScheduleRequests are the declared schedules as the API takes them, by
@@ -193,6 +194,16 @@ func (c *Config) ScheduleRequests() (map[string]api.ScheduleRequest, error) {
 				return nil, fmt.Errorf("config: schedules.%s.input: %w", id, err)
 			}
 			req.Input = raw
+		}
+		for name, v := range sc.SearchAttributes {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("config: schedules.%s.search_attributes.%s: %w", id, name, err)
+			}
+			if req.SearchAttributes == nil {
+				req.SearchAttributes = map[string]json.RawMessage{}
+			}
+			req.SearchAttributes[name] = raw
 		}
 		out[id] = req
 	}
@@ -222,6 +233,9 @@ func (c *Config) validateSchedules() error {
 				return fmt.Errorf("config: schedules.%s.%s: %s", id, fe.Field, strings.TrimPrefix(fe.Message, fe.Field+": "))
 			}
 			return fmt.Errorf("config: schedules.%s: %w", id, err)
+		}
+		if err := c.SearchAttributes().Check(req.Workflow, req.SearchAttributes); err != nil {
+			return fmt.Errorf("config: schedules.%s.search_attributes: %w", id, err)
 		}
 	}
 	return nil

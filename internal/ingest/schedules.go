@@ -107,6 +107,9 @@ func (s *Server) checkSchedule(ctx context.Context, id string, req *api.Schedule
 		rej.body.Field = "workflow"
 		return rej
 	}
+	if rej := s.checkSearchAttributes(req.Workflow, req.SearchAttributes); rej != nil {
+		return rej
+	}
 	req.Overlap = cmp.Or(req.Overlap, api.OverlapSkip)
 	req.CatchupWindow = cmp.Or(req.CatchupWindow, schedspec.DefaultCatchupWindow.String())
 	req.WorkflowIDTemplate = cmp.Or(req.WorkflowIDTemplate, schedspec.DefaultWorkflowIDTemplate)

@@ -354,7 +354,7 @@ func (b *batch) startFire(sc *store.Schedule, t time.Time, trigger string) {
 		return
 	}
 	s := &wire.StartCommand{WorkflowName: def.Workflow, WorkflowID: wfid, Input: def.Input, IdempotencyKey: key, TaskQueue: cmp0(def.TaskQueue, wire.DefaultTaskQueue),
-		AcceptedAt: b.now, Fingerprint: dedup.Fingerprint(def.Input), StartedBy: "schedule:" + sc.ScheduleID,
+		AcceptedAt: b.now, Fingerprint: dedup.Fingerprint(def.Input), StartedBy: "schedule:" + sc.ScheduleID, SearchAttributes: def.SearchAttributes,
 		Parent: &wire.ParentRef{Schedule: &wire.ScheduleRef{ScheduleID: sc.ScheduleID, Shard: b.shard, Nominal: t}}}
 	// Each fire is its own command: one sent again for the same nominal
 	// time (a backfill after a refused start) must not be taken for the

@@ -7,6 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
+	"github.com/harvest-engine/harvest/internal/ingest"
+	"github.com/harvest-engine/harvest/internal/scheduler"
+	"github.com/harvest-engine/harvest/internal/searchattr"
 	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
 )
@@ -161,6 +164,7 @@ func TestBadSchedulesAreRefusedNamingTheField(t *testing.T) {
 		{`{"workflow": "no_such_workflow", "spec": {"every": "1m"}}`, "unknown_workflow", "workflow", 404},
 		{`{"workflow": "charge", "spec": {"every": "1m"}, "workflow_id_template": "x-{when}"}`, "invalid_schedule_spec", "workflow_id_template", 400},
 		{`{"workflow": "charge", "spec": {"every": "1m"}, "overlapp": "skip"}`, "unknown_field", "overlapp", 400},
+		{`{"workflow": "charge", "spec": {"every": "1m"}, "search_attributes": {"region": "eu"}}`, "invalid_search_attribute", "search_attributes.region", 400},
 	} {
 		a := stacktest.Call(t, "PUT", s.URL()+"/api/harvest/schedules/bad", nil, tc.body)
 		require.Equal(t, tc.status, a.Status, "%s: %v", tc.body, a.Body)
@@ -201,4 +205,30 @@ func TestAScheduleRowThatCannotBeReadIsSetAsideAndStopsNoOther(t *testing.T) {
 		`{"workflow": "charge", `+stacktest.ChargeInput+`, "spec": {"every": "1h"}}`)
 	require.Equal(t, 201, again.Status, again.Body)
 	require.Equal(t, 200, stacktest.Call(t, "GET", s.URL()+"/api/harvest/schedules/broken", nil, "").Status)
+}
+
+// TestAScheduleSetsItsFiresSearchAttributes: a schedule's
+// search_attributes are each fire's execution's, and its GET shows them.
+func TestAScheduleSetsItsFiresSearchAttributes(t *testing.T) {
+	t.Parallel()
+	schema := searchattr.Schema{"charge": {"customer_id": "keyword"}}
+	s := stacktest.Start(t, devstack.Config{Ingest: ingest.Config{SearchAttributes: schema}, Scheduler: scheduler.Config{SearchAttributes: schema}})
+	put := stacktest.Call(t, "PUT", s.URL()+"/api/harvest/schedules/tagged", nil,
+		`{"workflow": "charge", `+stacktest.ChargeInput+`, "spec": {"every": "1h"}, "search_attributes": {"customer_id": "cus_sched"}}`)
+	require.Equal(t, 201, put.Status, put.Body)
+	require.Equal(t, map[string]any{"customer_id": "cus_sched"}, put.Body["search_attributes"])
+	require.Equal(t, 200, stacktest.Call(t, "POST", s.URL()+"/api/harvest/schedules/tagged/trigger", nil, "").Status)
+	var id string
+	probe.Until(t, 30*time.Second, "the trigger's execution", func() bool {
+		for _, f := range fires(t, s, "tagged") {
+			if f["outcome"] == "started" {
+				id, _ = f["execution_id"].(string)
+			}
+		}
+		return id != ""
+	})
+	e := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+id, nil, "")
+	require.Equal(t, map[string]any{"customer_id": "cus_sched"}, e.Body["search_attributes"])
+	n := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/count?attr.customer_id=cus_sched", nil, "")
+	require.Equal(t, float64(1), n.Body["count"], n.Body)
 }

@@ -409,7 +409,8 @@ func (sc *Schedule) View(last *ScheduleFire) api.Schedule {
 	d := sc.Definition
 	v := api.Schedule{ScheduleID: sc.ScheduleID, Workflow: d.Workflow, Input: d.Input, TaskQueue: d.TaskQueue, Spec: d.Spec, Overlap: d.Overlap,
 		CatchupWindow: d.CatchupWindow, PauseOnFailure: d.PauseOnFailure, WorkflowIDTemplate: d.WorkflowIDTemplate, Paused: sc.Paused, Note: sc.Note,
-		Source: sc.Source, NextFires: []api.ScheduleNextFire{}, Running: []api.ScheduleFire{}, Buffered: []time.Time{},
+		SearchAttributes: d.SearchAttributes,
+		Source:           sc.Source, NextFires: []api.ScheduleNextFire{}, Running: []api.ScheduleFire{}, Buffered: []time.Time{},
 		CreatedAt: sc.CreatedAt.UTC(), UpdatedAt: sc.UpdatedAt.UTC()}
 	if spec, err := schedspec.Parse(d.Spec); err == nil {
 		t := sc.FiredThrough

@@ -17,16 +17,8 @@ import (
 // all; the same key sent again to the first run is a duplicate, and
 // another reaches the new run, and so does a cancel.
 func TestAContinuedRunPassesOnWhatItDidNotSee(t *testing.T) {
-	m, err := NewMemory(MemoryConfig{})
-	require.NoError(t, err)
-	ctx := t.Context()
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	apply := func(cmd *wire.Command) Dispatched {
-		t.Helper()
-		d, err := m.Apply(ctx, now, cmd)
-		require.NoError(t, err)
-		return d
-	}
+	m, apply := memoryShard(t, now)
 	d := apply(&wire.Command{CommandID: "start", Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: "loop", WorkflowID: "loop-1", TaskQueue: "default", Input: json.RawMessage(`1`), CompletionCallback: "https://example.com/cb"}})
 	first := d.WorkflowTasks[0].ExecutionID
@@ -108,4 +100,18 @@ func types(events []wire.Event) []string {
 		out[i] = ev.Type
 	}
 	return out
+}
+
+// memoryShard is an empty Memory shard, and apply, which applies a
+// command to it at now and fails the test on an error.
+func memoryShard(t *testing.T, now time.Time) (m *Memory, apply func(*wire.Command) Dispatched) {
+	t.Helper()
+	m, err := NewMemory(MemoryConfig{})
+	require.NoError(t, err)
+	return m, func(cmd *wire.Command) Dispatched {
+		t.Helper()
+		d, err := m.Apply(t.Context(), now, cmd)
+		require.NoError(t, err)
+		return d
+	}
 }

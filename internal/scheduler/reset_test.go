@@ -26,16 +26,8 @@ import (
 // reset of the old run to another point, of an unknown execution, and to
 // a point that is no workflow task are refused and change nothing.
 func TestAResetSetsAgainWhatTheKeptEventsLeftOpen(t *testing.T) {
-	m, err := NewMemory(MemoryConfig{})
-	require.NoError(t, err)
-	ctx := t.Context()
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	apply := func(cmd *wire.Command) Dispatched {
-		t.Helper()
-		d, err := m.Apply(ctx, now, cmd)
-		require.NoError(t, err)
-		return d
-	}
+	m, apply := memoryShard(t, now)
 	d := apply(&wire.Command{CommandID: "start", Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: "order", WorkflowID: "order-1", TaskQueue: "default", Input: json.RawMessage(`1`)}})
 	id := d.WorkflowTasks[0].ExecutionID
@@ -153,16 +145,8 @@ func TestAResetSetsAgainWhatTheKeptEventsLeftOpen(t *testing.T) {
 // the run it made, and another batch's is refused: the run is no longer
 // its chain's newest.
 func TestABatchResetAppliesOncePerExecution(t *testing.T) {
-	m, err := NewMemory(MemoryConfig{})
-	require.NoError(t, err)
-	ctx := t.Context()
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	apply := func(cmd *wire.Command) Dispatched {
-		t.Helper()
-		d, err := m.Apply(ctx, now, cmd)
-		require.NoError(t, err)
-		return d
-	}
+	m, apply := memoryShard(t, now)
 	d := apply(&wire.Command{CommandID: "start", Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: "order", WorkflowID: "order-b", TaskQueue: "default"}})
 	id := d.WorkflowTasks[0].ExecutionID

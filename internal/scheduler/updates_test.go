@@ -19,16 +19,8 @@ import (
 // its key dedupes across the chain, asked of either run; a task that
 // takes an update not in flight is dropped.
 func TestUpdatesMoveToTheRunTheirRunContinuedAs(t *testing.T) {
-	m, err := NewMemory(MemoryConfig{})
-	require.NoError(t, err)
-	ctx := t.Context()
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	apply := func(cmd *wire.Command) Dispatched {
-		t.Helper()
-		d, err := m.Apply(ctx, now, cmd)
-		require.NoError(t, err)
-		return d
-	}
+	m, apply := memoryShard(t, now)
 	d := apply(&wire.Command{CommandID: "start", Kind: wire.KindStart, Start: &wire.StartCommand{
 		WorkflowName: "loop", WorkflowID: "loop-1", TaskQueue: "default", Input: json.RawMessage(`1`)}})
 	first := d.WorkflowTasks[0].ExecutionID

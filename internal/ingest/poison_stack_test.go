@@ -33,7 +33,8 @@ const poisonArcFlowSecret = "arcflow-poison-secret"
 // and raw, unpaired surrogates, bytes that are not UTF-8, numbers beyond
 // numeric's range or that grow too much written out, deep nesting, huge
 // strings near the body limit) at every entry point: start, signal,
-// signal-with-start, cancel, /v1/runs and its external callback, a
+// signal-with-start (its search attributes too), a schedule's search
+// attributes, cancel, /v1/runs and its external callback, a
 // signed and an unsigned webhook source, and a NATS binding. Each is
 // refused at the edge (400 with its code, or a dead letter), a keyed
 // replay of a committed start is still answered, documents that can be
@@ -170,6 +171,10 @@ func TestPoisonIsRefusedAtEveryEdge(t *testing.T) {
 			`{"operation": "cancel", "filter": {"workflow": "poison_inbox"}, "reason": `+jsonString(badText(rng))+`}`), 400, "invalid_reason")
 		refused(what("start search attribute"), stacktest.StartWorkflow(t, s, "poison_echo", "", `{"search_attributes": {"x": `+v+`}}`),
 			400, append(slices.Clone(payload), "invalid_search_attribute")...)
+		refused(what("signal-with-start search attribute"), stacktest.Call(t, "POST", api+"/workflows/poison_inbox/signal-with-start", nil,
+			`{"workflow_id": "inbox-new", "signal_name": "note", "search_attributes": {"x": `+v+`}}`), 400, append(slices.Clone(payload), "invalid_search_attribute")...)
+		refused(what("schedule search attribute"), stacktest.Call(t, "PUT", api+"/schedules/poison", nil,
+			`{"workflow": "poison_echo", "spec": {"every": "1h"}, "search_attributes": {"x": `+v+`}}`), 400, append(slices.Clone(payload), "invalid_search_attribute")...)
 
 		refused(what("run input"), stacktest.Call(t, "POST", s.URL()+"/v1/runs", nil, `{"workflow": "poison_echo", "input": `+v+`}`), 400, payload...)
 		refused(what("external callback"), external("", v), 400, payload...)

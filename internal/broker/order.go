@@ -23,8 +23,12 @@ import (
 // holds back nothing meanwhile.
 //
 // What it cannot order is what a lower lane already holds when a higher
-// one's messages arrive: at most that lane's window. Safe for concurrent
-// use.
+// one's messages arrive: at most that lane's window. Nor what the server
+// stored but its consumer has not counted yet (the server tells a
+// consumer of a new message asynchronously, and answers a no_wait
+// request 404 while it counts none pending): a probe answered in that gap
+// ends the lane's backlog early, and a lower lane asks once before the
+// higher one's next request is filled. Safe for concurrent use.
 type Order struct {
 	mu sync.Mutex
 	// busy counts, by level, the lanes that may have a backlog.

@@ -41,6 +41,17 @@ func TestPullOrderedTakesAHigherLanesBacklogFirst(t *testing.T) {
 		}
 	}
 
+	// A consumer learns of a stored message asynchronously, and a no_wait
+	// request is answered 404 at once while its consumer counts nothing
+	// pending, which would end the higher lane's backlog early: wait until
+	// each counts its three.
+	for _, c := range []jetstream.Consumer{high, low} {
+		require.Eventually(t, func() bool {
+			info, err := c.Info(ctx)
+			return err == nil && info.NumPending == 3
+		}, 10*time.Second, 5*time.Millisecond)
+	}
+
 	order := broker.NewOrder()
 	// Made together, as a worker makes its lanes: neither puller can run
 	// ahead of the other's first answer.

@@ -39,8 +39,8 @@ import (
 //
 // TestChaos runs it on one NATS server, TestChaosCluster on a 3-node
 // cluster with nats_replicas 3 (where a NATS fault hits any node). The
-// default run (CI) is two trials per fault kind of each, about two and a
-// half minutes each. Run more with
+// default run (CI) is one trial per fault kind of each, about a minute
+// and a half each. Run more with
 //
 //	go test ./e2e -run '^TestChaos$' -timeout 0 -chaos.trials 200 -chaos.report chaos.md
 //	go test ./e2e -run '^TestChaosCluster$' -timeout 0 -chaos.trials 200 -chaos.report chaos-cluster.md
@@ -50,7 +50,7 @@ import (
 // is not replayed).
 
 var (
-	chaosTrials        = flag.Int("chaos.trials", 2, "chaos: trials per fault kind")
+	chaosTrials        = flag.Int("chaos.trials", 1, "chaos: trials per fault kind")
 	chaosKinds         = flag.String("chaos.kinds", "", "chaos: comma-separated fault kinds to run, e.g. sigkill-nats,sigterm-worker (default all)")
 	chaosSeed          = flag.Uint64("chaos.seed", 0, "chaos: base seed, trial i uses seed+i (default: from the clock)")
 	chaosBound         = flag.Duration("chaos.bound", 90*time.Second, "chaos: every execution completes within this of the last restart")
@@ -145,8 +145,8 @@ func TestChaosCluster(t *testing.T) { runChaos(t, 3, 1, *chaosTrials, *chaosKind
 // TestChaosStores runs it with the executions spread over two PostgreSQL
 // stores (two databases of the one server, a scheduler for each in every
 // scheduler process): half the trials per fault kind of the others, at
-// least one, and by default only the kinds that hit what the stores
-// change (the schedulers, PostgreSQL, NATS).
+// least one (one by default), and by default only the kinds that hit
+// what the stores change (the schedulers, PostgreSQL, NATS).
 func TestChaosStores(t *testing.T) {
 	kinds := *chaosKinds
 	if kinds == "" {

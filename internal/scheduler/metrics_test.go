@@ -127,6 +127,17 @@ func TestShardBacklogIsReadAtScrapeTime(t *testing.T) {
 		_, err := top.PublishCommand(ctx, 3, &cmd)
 		require.NoError(t, err)
 	}
+	// The server counts a stored message for its consumer
+	// asynchronously: counted waits until the consumer counts n pending,
+	// delivered or not.
+	counted := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			info, err := cons.Info(ctx)
+			return err == nil && info.NumPending+uint64(info.NumAckPending) == uint64(n)
+		}, 10*time.Second, 5*time.Millisecond)
+	}
+	counted(5)
 	// Two delivered and not acknowledged: still pending.
 	batch, err := cons.FetchNoWait(2)
 	require.NoError(t, err)
@@ -164,6 +175,7 @@ harvest_scheduler_timers_pending{shard="3"} 3
 	_, err = top.PublishCommand(ctx, 3, &cmd)
 	require.NoError(t, err)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), names...))
+	counted(6)
 	now = now.Add(shardStatsTTL + time.Millisecond)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(strings.Replace(want, `{shard="3"} 5`, `{shard="3"} 6`, 1)), names...))
 }

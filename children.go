@@ -179,7 +179,7 @@ func ExecuteChildWorkflow(ctx *WorkflowContext, name string, input any, opts ...
 		f.encodeErr = fmt.Errorf("input of child workflow %q: %w", name, err)
 		return f
 	}
-	attrs, err := encodeSearchAttributes(o.SearchAttributes)
+	attrs, err := encodeSearchAttributes(o.SearchAttributes, false)
 	if err != nil {
 		f.encodeErr = fmt.Errorf("search attributes of child workflow %q: %w", name, err)
 		return f

@@ -20,7 +20,9 @@ import (
 // time.Time for a time. A value of any other Go type is refused here,
 // and sets nothing; a name the workflow does not declare, or a value of
 // another type than declared, fails the workflow task, which goes again
-// once code or configuration that agree are deployed. The call is
+// once code or configuration that agree are deployed. A nil value
+// removes the attribute: lists, counts and batches no longer find the
+// execution by it, and describe no longer shows it. The call is
 // recorded in the history (SearchAttributesUpserted), so a replay sets
 // the same values; a later call replaces what an earlier one set of the
 // same names.
@@ -28,7 +30,7 @@ func UpsertSearchAttributes(ctx *WorkflowContext, attrs map[string]any) error {
 	if len(attrs) == 0 {
 		return nil
 	}
-	raw, err := encodeSearchAttributes(attrs)
+	raw, err := encodeSearchAttributes(attrs, true)
 	if err != nil {
 		return fmt.Errorf("harvest: UpsertSearchAttributes: %w", err)
 	}
@@ -37,8 +39,9 @@ func UpsertSearchAttributes(ctx *WorkflowContext, attrs map[string]any) error {
 }
 
 // encodeSearchAttributes encodes search attribute values as JSON: a
-// string, a bool, a number or a time.Time each; nil for none.
-func encodeSearchAttributes(attrs map[string]any) (map[string]json.RawMessage, error) {
+// string, a bool, a number or a time.Time each, or, when removable, nil
+// (JSON null: the attribute is removed); nil for none.
+func encodeSearchAttributes(attrs map[string]any, removable bool) (map[string]json.RawMessage, error) {
 	if len(attrs) == 0 {
 		return nil, nil
 	}
@@ -46,6 +49,10 @@ func encodeSearchAttributes(attrs map[string]any) (map[string]json.RawMessage, e
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		v := attrs[name]
 		switch t := v.(type) {
+		case nil:
+			if !removable {
+				return nil, fmt.Errorf("%s: nil is no search attribute value here: want a string, a bool, a number or a time.Time", name)
+			}
 		case string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
 		case time.Time:
 			v = t.UTC().Format(time.RFC3339Nano)

@@ -135,3 +135,79 @@ func TestStartsAndChildrenCarrySearchAttributes(t *testing.T) {
 		SearchAttributes: map[string]json.RawMessage{"planet": json.RawMessage(`"mars"`)}})
 	require.ErrorIs(t, err, &client.APIError{Code: client.CodeInvalidSearchAttribute})
 }
+
+// TestTheKitRemovesASearchAttributeUpsertedAsNil: workflow code that
+// upserts an attribute as nil removes it, in the kit as in a deployment;
+// a replay of the run sets the same, and the run it continues as keeps
+// what is left; a nil for a child's attribute is
+// refused by the SDK, and a start's by the kit as by ingest.
+func TestTheKitRemovesASearchAttributeUpsertedAsNil(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	register := func(w *harvest.Worker) {
+		harvest.RegisterWorkflow(w, "staged", func(ctx *harvest.WorkflowContext, in struct{ Run int }) (string, error) {
+			if in.Run > 0 {
+				return "done", nil
+			}
+			if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"stage": "open", "region": "eu"}); err != nil {
+				return "", err
+			}
+			if _, err := harvest.NewSignal[string]("next").Receive(ctx); err != nil {
+				return "", err
+			}
+			if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"stage": nil}); err != nil {
+				return "", err
+			}
+			if _, err := harvest.NewSignal[string]("next").Receive(ctx); err != nil {
+				return "", err
+			}
+			return "", harvest.ContinueAsNew(ctx, struct{ Run int }{1})
+		})
+		harvest.RegisterWorkflow(w, "nil_child", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+			err := harvest.ExecuteChildWorkflow(ctx, "staged", struct{}{}, harvest.ChildOptions{
+				SearchAttributes: map[string]any{"stage": nil}}).Get(nil)
+			if err == nil {
+				return "", errors.New("a child's nil search attribute was taken")
+			}
+			return err.Error(), nil
+		})
+	}
+	env, err := harvesttest.New(register, harvesttest.Config{SearchAttributes: map[string]map[string]string{
+		"staged": {"stage": "keyword", "region": "keyword"}}, WorkflowCacheSize: -1})
+	require.NoError(t, err)
+	t.Cleanup(env.Close)
+	attrsOf := func(x *harvesttest.Execution) map[string]any {
+		t.Helper()
+		d, err := x.Describe()
+		require.NoError(t, err)
+		return d.SearchAttributes
+	}
+
+	x, err := env.Start(ctx, "staged", struct{}{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"stage": "open", "region": "eu"}, attrsOf(x))
+	_, err = x.Signal(ctx, "next", "remove")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(x))
+	// With the cache off the last signal's task replays the whole run,
+	// the removal included; the run it continues as keeps what is left.
+	_, err = x.Signal(ctx, "next", "end")
+	require.NoError(t, err)
+	d, err := x.Describe()
+	require.NoError(t, err)
+	require.Equal(t, client.StatusContinuedAsNew, d.Status)
+	require.Equal(t, map[string]any{"region": "eu"}, d.SearchAttributes)
+	next := env.Execution(d.ContinuedAs)
+	var out string
+	require.NoError(t, next.Result(&out))
+	require.Equal(t, "done", out)
+	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(next))
+
+	_, err = env.Start(ctx, "staged", struct{}{}, harvesttest.StartOptions{SearchAttributes: map[string]any{"stage": nil}})
+	require.ErrorIs(t, err, &client.APIError{Code: client.CodeInvalidSearchAttribute})
+
+	p, err := env.Start(ctx, "nil_child", struct{}{})
+	require.NoError(t, err)
+	require.NoError(t, p.Result(&out))
+	require.Contains(t, out, "nil is no search attribute value")
+}

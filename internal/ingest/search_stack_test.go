@@ -200,3 +200,112 @@ func TestSignalWithStartAndTheClientSetSearchAttributes(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 }
+
+// TestASearchAttributeRemovedIsFoundNoMore: workflow code that upserts
+// an attribute as nil removes it: describe no longer shows it, and the
+// list, the count and a batch no longer find the execution by it; a run
+// that continues as new does not have it back, and setting it again
+// finds the execution again. A start cannot remove one (400
+// invalid_search_attribute), and the SDK refuses nil for a child's.
+func TestASearchAttributeRemovedIsFoundNoMore(t *testing.T) {
+	t.Parallel()
+	schema := searchattr.Schema{"sa_stage": {"stage": "keyword", "region": "keyword"}}
+	s := stacktest.Start(t, devstack.Config{
+		Ingest:    ingest.Config{SearchAttributes: schema},
+		Scheduler: scheduler.Config{SearchAttributes: schema},
+		Register: func(w *harvest.Worker) {
+			harvest.RegisterWorkflow(w, "sa_stage", func(ctx *harvest.WorkflowContext, in struct{ Run int }) (string, error) {
+				next := harvest.NewSignal[string]("next")
+				if in.Run == 0 {
+					if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"stage": "open", "region": "eu"}); err != nil {
+						return "", err
+					}
+					if _, err := next.Receive(ctx); err != nil {
+						return "", err
+					}
+					if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"stage": nil}); err != nil {
+						return "", err
+					}
+					if _, err := next.Receive(ctx); err != nil {
+						return "", err
+					}
+					return "", harvest.ContinueAsNew(ctx, struct{ Run int }{1})
+				}
+				if _, err := next.Receive(ctx); err != nil {
+					return "", err
+				}
+				if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"stage": "reopened"}); err != nil {
+					return "", err
+				}
+				_, err := next.Receive(ctx)
+				return "done", err
+			})
+		},
+	})
+	r := stacktest.StartWorkflow(t, s, "sa_stage", "", `{"search_attributes": {"stage": null}}`)
+	require.Equal(t, 400, r.Status, r.Body)
+	require.Equal(t, "invalid_search_attribute", r.Body["error"], r.Body)
+	require.Equal(t, "search_attributes.stage", r.Body["field"], r.Body)
+
+	r = stacktest.StartWorkflow(t, s, "sa_stage", "", `{"workflow_id": "stage-1"}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	first := r.Body["execution_id"].(string)
+	attrsOf := func(id string) any {
+		return stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+id, nil, "").Body["search_attributes"]
+	}
+	count := func(query string) float64 {
+		t.Helper()
+		r := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/count?workflow=sa_stage&"+query, nil, "")
+		require.Equal(t, 200, r.Status, r.Body)
+		return r.Body["count"].(float64)
+	}
+	// waitFor waits until describe shows want.
+	waitFor := func(id string, want map[string]any) {
+		t.Helper()
+		probe.Until(t, 30*time.Second, fmt.Sprintf("search attributes %v", want), func() bool {
+			got, _ := attrsOf(id).(map[string]any)
+			return fmt.Sprint(got) == fmt.Sprint(want)
+		})
+	}
+	waitFor(first, map[string]any{"stage": "open", "region": "eu"})
+	require.Equal(t, float64(1), count("attr.stage=open"))
+
+	require.Equal(t, 202, stacktest.Signal(t, s, first, "next", "", "", `"remove"`).Status)
+	waitFor(first, map[string]any{"region": "eu"})
+	require.Equal(t, float64(0), count("attr.stage=open"), "a removed attribute finds nothing")
+	require.Equal(t, float64(1), count("attr.region=eu"), "the others stay")
+	list := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions?workflow=sa_stage&attr.stage=open", nil, "")
+	require.Equal(t, 200, list.Status, list.Body)
+	require.Empty(t, list.Body["executions"])
+	b := stacktest.Call(t, "POST", s.URL()+"/api/harvest/batches", nil,
+		`{"operation": "terminate", "filter": {"workflow": "sa_stage", "search_attributes": {"stage": "open"}}}`)
+	require.Equal(t, 201, b.Status, b.Body)
+	var batch map[string]any
+	probe.Until(t, 30*time.Second, "the batch to complete", func() bool {
+		batch = stacktest.Call(t, "GET", s.URL()+"/api/harvest/batches/"+b.Body["batch_id"].(string), nil, "").Body
+		return batch["state"] == "completed"
+	})
+	require.Equal(t, float64(0), batch["matched"], batch)
+
+	// It continues as new: the new run keeps region, not stage.
+	require.Equal(t, 202, stacktest.Signal(t, s, first, "next", "", "", `"continue"`).Status)
+	stacktest.WaitStatus(t, s, first, "ContinuedAsNew")
+	var second string
+	probe.Until(t, 30*time.Second, "the new run", func() bool {
+		l := stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions?workflow=sa_stage&status=Running", nil, "").Body
+		xs, _ := l["executions"].([]any)
+		if len(xs) != 1 {
+			return false
+		}
+		second = xs[0].(map[string]any)["execution_id"].(string)
+		return true
+	})
+	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(second))
+
+	// Set again, it is found again.
+	require.Equal(t, 202, stacktest.Signal(t, s, second, "next", "", "", `"reopen"`).Status)
+	waitFor(second, map[string]any{"stage": "reopened", "region": "eu"})
+	require.Equal(t, float64(1), count("attr.stage=reopened"))
+	require.Equal(t, 202, stacktest.Signal(t, s, second, "next", "", "", `"end"`).Status)
+	stacktest.WaitCompleted(t, s, second)
+}

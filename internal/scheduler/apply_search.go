@@ -24,6 +24,12 @@ func (b *batch) setSearchAttributes(e *store.Execution, attrs map[string]json.Ra
 		if !ok {
 			continue
 		}
+		if searchattr.Removed(raw) {
+			// A row without a value: no filter matches it, and reads
+			// leave it out, as if there were none (store.SearchAttributes).
+			b.writes.SearchAttributes = append(b.writes.SearchAttributes, store.SearchAttributeRow{ExecutionID: e.ExecutionID, Name: name})
+			continue
+		}
 		v, err := searchattr.Store(typ, raw)
 		if err != nil {
 			continue
@@ -39,7 +45,7 @@ func (b *batch) badSearchAttributes(e *store.Execution, r *wire.WorkflowTaskResu
 		if d.Type != wire.DecisionUpsertSearchAttributes {
 			continue
 		}
-		if err := b.searchAttrs.Check(e.WorkflowName, d.SearchAttributes); err != nil {
+		if err := b.searchAttrs.CheckUpsert(e.WorkflowName, d.SearchAttributes); err != nil {
 			return err.Error()
 		}
 	}

@@ -428,6 +428,18 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 		}
 		m.search[a.ExecutionID][a.Name] = a.Value
 	}
+	for _, c := range w.SearchAttributeCopies {
+		// As store.Write's copy: after the rows, and what the new run
+		// set itself stays.
+		for name, v := range m.search[c.From] {
+			if m.search[c.To] == nil {
+				m.search[c.To] = map[string]wire.SearchValue{}
+			}
+			if _, ok := m.search[c.To][name]; !ok {
+				m.search[c.To][name] = v
+			}
+		}
+	}
 	for _, st := range w.States {
 		// As store.Write's upsert: a greater seq replaces.
 		byName := m.states[st.ExecutionID]

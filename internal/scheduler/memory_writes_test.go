@@ -56,11 +56,11 @@ var memoryWrites = map[string]bool{
 	// Batch operations are an operator's, through the HTTP API, which the
 	// kit has none of.
 	"Batches": false,
-	// Search attributes are indexed for the API's lists and counts, which
-	// the kit has none of; what workflow code sets is checked all the
-	// same (MemoryConfig.SearchAttributes).
-	"SearchAttributes":      false,
-	"SearchAttributeCopies": false,
+	// Search attributes are kept for describe (Memory.SearchAttributes),
+	// a continued run's copied from the run it continues; the kit has no
+	// lists or counts to filter by them.
+	"SearchAttributes":      true,
+	"SearchAttributeCopies": true,
 	// Counted by a deployment's scheduler metrics; the executions' rows,
 	// which hold the history's size and warning, are the shard's own.
 	"HistoryCrossings": false,

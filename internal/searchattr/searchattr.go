@@ -71,6 +71,20 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 // the workflow, each value of its type. It names the first attribute at
 // fault, in name order.
 func (s Schema) Check(workflow string, attrs map[string]json.RawMessage) error {
+	return s.check(workflow, attrs, false)
+}
+
+// CheckUpsert is Check for what workflow code upserts, where a JSON null
+// removes a declared attribute (Removed).
+func (s Schema) CheckUpsert(workflow string, attrs map[string]json.RawMessage) error {
+	return s.check(workflow, attrs, true)
+}
+
+// Removed says whether raw, an upserted value, removes its attribute: a
+// JSON null.
+func Removed(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+func (s Schema) check(workflow string, attrs map[string]json.RawMessage, removable bool) error {
 	declared := s[workflow]
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		typ, ok := declared[name]
@@ -80,6 +94,9 @@ func (s Schema) Check(workflow string, attrs map[string]json.RawMessage) error {
 				reason += "; it declares " + strings.Join(slices.Sorted(maps.Keys(declared)), ", ")
 			}
 			return &Error{Name: name, Reason: reason}
+		}
+		if removable && Removed(attrs[name]) {
+			continue
 		}
 		if _, err := Store(typ, attrs[name]); err != nil {
 			return &Error{Name: name, Reason: err.Error()}
@@ -94,6 +111,11 @@ type Stored = wire.SearchValue
 // Store checks raw, a JSON value, against typ and returns it as indexed.
 func Store(typ string, raw json.RawMessage) (Stored, error) {
 	raw = bytes.TrimSpace(raw)
+	if Removed(raw) || len(raw) == 0 {
+		// JSON's null decodes into a string, a bool or a number as their
+		// zero value, without an error: refused here, not stored as one.
+		return Stored{}, fmt.Errorf("want a %s value, not %s (only workflow code removes an attribute, upserting it as nil)", typ, shown(raw))
+	}
 	switch typ {
 	case wire.SearchKeyword:
 		var s string
@@ -237,7 +259,8 @@ func (s Schema) ParseCondition(workflow, key, value string) (Condition, error) {
 }
 
 // Fold applies to attrs (nil: a new map) the search attributes history
-// events set: a start's and each upsert's, in order.
+// events set: a start's and each upsert's, in order; an upsert's null
+// removes its attribute.
 func Fold(attrs map[string]json.RawMessage, events []wire.Event) map[string]json.RawMessage {
 	if attrs == nil {
 		attrs = map[string]json.RawMessage{}
@@ -256,7 +279,13 @@ func Fold(attrs map[string]json.RawMessage, events []wire.Event) map[string]json
 				set = a.SearchAttributes
 			}
 		}
-		maps.Copy(attrs, set)
+		for name, raw := range set {
+			if Removed(raw) {
+				delete(attrs, name)
+				continue
+			}
+			attrs[name] = raw
+		}
 	}
 	return attrs
 }

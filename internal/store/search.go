@@ -12,7 +12,9 @@ import (
 )
 
 // SearchAttributeRow is one search attribute of an execution, as
-// indexed (searchattr.Stored).
+// indexed (searchattr.Stored). A Value with no field set is an attribute
+// removed: its row stays, without a value, so no filter matches it and
+// no read shows it.
 type SearchAttributeRow struct {
 	ExecutionID, Name string
 	Value             searchattr.Stored

@@ -60,7 +60,8 @@ type Config struct {
 	// configuration's workflows.<name>.search_attributes: a workflow task
 	// whose code sets another (harvest.UpsertSearchAttributes), or a value
 	// of another type, fails as it does in a deployment. The kit checks
-	// them; it indexes nothing.
+	// them, and its describe shows them; it has no list to filter by
+	// them.
 	SearchAttributes map[string]map[string]string
 	// WorkflowTaskTimeout is how long a workflow task may go unreported
 	// before the scheduler looks for it, default 10 s.

@@ -228,6 +228,12 @@ func batchFilter(in *api.BatchFilter, schema searchattr.Schema) (wire.BatchFilte
 			if op != "" {
 				key += "." + op
 			}
+			if searchattr.Removed(bounds[op]) {
+				// JSON's null would decode as "": no attribute's value is
+				// null, and none that is absent can be filtered on.
+				return wire.BatchFilter{}, reject(http.StatusBadRequest, api.CodeInvalidFilter, "filter.search_attributes."+name,
+					fmt.Sprintf("search attribute %s: null matches nothing: give a value, or bounds (gt, gte, lt, lte)", name))
+			}
 			value := string(bounds[op])
 			var text string
 			if json.Unmarshal(bounds[op], &text) == nil {

@@ -306,6 +306,26 @@ func TestASearchAttributeRemovedIsFoundNoMore(t *testing.T) {
 	require.Equal(t, 202, stacktest.Signal(t, s, second, "next", "", "", `"reopen"`).Status)
 	waitFor(second, map[string]any{"stage": "reopened", "region": "eu"})
 	require.Equal(t, float64(1), count("attr.stage=reopened"))
-	require.Equal(t, 202, stacktest.Signal(t, s, second, "next", "", "", `"end"`).Status)
-	stacktest.WaitCompleted(t, s, second)
+
+	// Reset to its first task, the run has what it had then: what the
+	// run it continued passed on (not in its history), without what it
+	// set after.
+	r = stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+second+"/reset", nil, `{"to": "first_task", "reapply_signals": false}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	third := r.Body["execution_id"].(string)
+	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(third))
+	require.Equal(t, float64(1), count("attr.stage=reopened"), "the old run, terminated, keeps its own")
+	require.Equal(t, 202, stacktest.Signal(t, s, third, "next", "", "", `"reopen"`).Status)
+	waitFor(third, map[string]any{"stage": "reopened", "region": "eu"})
+	require.Equal(t, float64(2), count("attr.stage=reopened"))
+	require.Equal(t, 202, stacktest.Signal(t, s, third, "next", "", "", `"end"`).Status)
+	stacktest.WaitCompleted(t, s, third)
+
+	// A batch's filter refuses null: no value is null, and an absent
+	// attribute cannot be filtered on.
+	b = stacktest.Call(t, "POST", s.URL()+"/api/harvest/batches", nil,
+		`{"operation": "terminate", "filter": {"workflow": "sa_stage", "search_attributes": {"stage": null}}}`)
+	require.Equal(t, 400, b.Status, b.Body)
+	require.Equal(t, "invalid_filter", b.Body["error"], b.Body)
+	require.Equal(t, "filter.search_attributes.stage", b.Body["field"], b.Body)
 }

@@ -162,8 +162,13 @@ func (b *batch) resetRun(e *store.Execution, events []wire.Event, plan *decide.R
 		b.appendKept(next, ev)
 		kept++
 	}
-	// Its search attributes are those the kept events set.
+	// Its search attributes are those the kept events set (a removal
+	// too), over those the chain's earlier run passed on when this one
+	// continued it, which its history does not hold.
 	b.setSearchAttributes(next, searchattr.Fold(nil, events[:kept]))
+	if e.ContinuedFrom != "" {
+		b.writes.SearchAttributeCopies = append(b.writes.SearchAttributeCopies, store.SearchAttributeCopy{From: e.ContinuedFrom, To: id})
+	}
 	var s wire.StartCommand
 	if e.Timeouts != nil {
 		s.RunTimeoutMS = e.Timeouts.RunMS

@@ -37,7 +37,8 @@ type MemoryConfig struct {
 	CancelGraceByWorkflow map[string]time.Duration
 	TimeoutsByWorkflow    map[string]WorkflowTimeouts
 	// SearchAttributes are as Config's: the kit checks what workflow code
-	// sets against them, though it indexes nothing.
+	// sets against them, and keeps them for describe (SearchAttributes);
+	// it has no list to filter by them.
 	SearchAttributes searchattr.Schema
 	// KnownWorkflow says whether a child workflow's start of name on
 	// taskQueue can run (a worker serves it); nil: every one.
@@ -361,6 +362,9 @@ func (m *Memory) SearchAttributes(id string) map[string]any {
 		if val := store.SearchAttributeValue(v, m.env.searchAttrs[e.WorkflowName][name]); val != nil {
 			out[name] = val
 		}
+	}
+	if len(out) == 0 {
+		return nil // every one removed: as a deployment's describe
 	}
 	return out
 }

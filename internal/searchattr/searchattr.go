@@ -111,10 +111,10 @@ type Stored = wire.SearchValue
 // Store checks raw, a JSON value, against typ and returns it as indexed.
 func Store(typ string, raw json.RawMessage) (Stored, error) {
 	raw = bytes.TrimSpace(raw)
-	if Removed(raw) || len(raw) == 0 {
+	if Removed(raw) {
 		// JSON's null decodes into a string, a bool or a number as their
 		// zero value, without an error: refused here, not stored as one.
-		return Stored{}, fmt.Errorf("want a %s value, not %s (only workflow code removes an attribute, upserting it as nil)", typ, shown(raw))
+		return Stored{}, fmt.Errorf("want a value of type %s, not null (only workflow code removes an attribute, upserting it as nil)", typ)
 	}
 	switch typ {
 	case wire.SearchKeyword:
@@ -259,8 +259,9 @@ func (s Schema) ParseCondition(workflow, key, value string) (Condition, error) {
 }
 
 // Fold applies to attrs (nil: a new map) the search attributes history
-// events set: a start's and each upsert's, in order; an upsert's null
-// removes its attribute.
+// events set: a start's and each upsert's, in order. An upsert's null
+// stays, as null: the attribute was removed (Removed), which a run
+// that also copies another's attributes must write over them.
 func Fold(attrs map[string]json.RawMessage, events []wire.Event) map[string]json.RawMessage {
 	if attrs == nil {
 		attrs = map[string]json.RawMessage{}
@@ -279,13 +280,7 @@ func Fold(attrs map[string]json.RawMessage, events []wire.Event) map[string]json
 				set = a.SearchAttributes
 			}
 		}
-		for name, raw := range set {
-			if Removed(raw) {
-				delete(attrs, name)
-				continue
-			}
-			attrs[name] = raw
-		}
+		maps.Copy(attrs, set)
 	}
 	return attrs
 }

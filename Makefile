@@ -13,7 +13,7 @@ chaos: ## the fault-injection suite at length: 200 trials per fault kind, report
 	go test ./e2e -run '^TestChaos$$' -count=1 -timeout 0 -chaos.trials 200 -chaos.report chaos-report.md
 
 chaos-cluster: ## the same on a 3-node NATS cluster with nats_replicas 3, report in chaos-cluster-report.md
-	go test ./e2e -run '^TestChaosCluster$$' -count=1 -timeout 0 -chaos.trials 200 -chaos.report chaos-cluster-report.md
+	go test ./e2e -run '^TestChaosCluster$$' -count=1 -timeout 0 -chaos.kinds all -chaos.trials 200 -chaos.report chaos-cluster-report.md
 
 lint: ## gofmt, go vet, golangci-lint (.golangci.yml; .ci/run installs it) and go mod tidy must leave no diff
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)

@@ -19,6 +19,7 @@ import (
 // end and prints it; list, describe and cancel show it; a batch with no
 // filter condition is refused with the API's code.
 func TestBatchCommands(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	for i := range 2 {
 		_, _, err := runCLI(t, "workflow", "start", "collect", "--workflow-id", fmt.Sprintf("cli-batch-%d", i), "--input", `{"count": 1}`, "--addr", s.URL())
@@ -56,6 +57,7 @@ func TestBatchCommands(t *testing.T) {
 // with --json, and takes every filter the API has, search attributes
 // included; `harvest workflow count` counts what they match.
 func TestWorkflowListPagesAndCount(t *testing.T) {
+	t.Parallel()
 	schema := searchattr.Schema{"collect": {"customer_id": "keyword"}}
 	s := startStack(t, devstack.Config{Ingest: ingest.Config{SearchAttributes: schema}, Scheduler: scheduler.Config{SearchAttributes: schema}})
 	for i := range 2 {
@@ -115,6 +117,7 @@ func TestWorkflowListPagesAndCount(t *testing.T) {
 // TestAdmissionPrintsForPeopleAndJSON: `harvest admission` prints a line
 // or a table, and the API's answer with --json.
 func TestAdmissionPrintsForPeopleAndJSON(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	out, _, err := runCLI(t, "admission", "close", "onboarding", "--reason", "maintenance", "--addr", s.URL())
 	require.NoError(t, err)

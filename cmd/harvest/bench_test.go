@@ -57,6 +57,7 @@ func requireBenchJSON(t *testing.T, out string, workload string, n int) map[stri
 }
 
 func TestBenchAgainstAddr(t *testing.T) {
+	t.Parallel()
 	l, err := bench.StartLocal(natstest.Context(t), devstack.Config{
 		NATSURL:     natstest.RunServer(t, natstest.Options{}).ClientURL(),
 		DatabaseURL: pgtest.NewDatabase(t),
@@ -116,6 +117,7 @@ func TestBenchInProcess(t *testing.T) {
 }
 
 func TestBenchFlags(t *testing.T) {
+	t.Parallel()
 	_, _, err := runCLI(t, "bench", "--addr", "http://127.0.0.1:1")
 	require.ErrorContains(t, err, "workload")
 	_, _, err = runCLI(t, "bench", "--workload", "W9", "--addr", "http://127.0.0.1:1")

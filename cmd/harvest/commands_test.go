@@ -28,6 +28,7 @@ func startStack(t *testing.T, cfg devstack.Config) *devstack.Stack {
 // set aside, `harvest commands dead <id>` shows its message, and
 // `harvest commands get` its outcome.
 func TestCommandsDead(t *testing.T) {
+	t.Parallel()
 	ctx := natstest.Context(t)
 	s := startStack(t, devstack.Config{})
 	cmd := wire.Command{CommandID: dedup.NewID(), Kind: wire.KindStart, Start: &wire.StartCommand{

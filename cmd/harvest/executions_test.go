@@ -32,6 +32,7 @@ func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 // left. The stack's pruner sleeps for an hour, so only the command wakes
 // it, and its clock is moved past the retention.
 func TestExecutionsPrune(t *testing.T) {
+	t.Parallel()
 	a, err := auth.New([]auth.Token{
 		{Name: "ops", SHA256: auth.Hash("t-ops"), Scopes: []auth.Scope{auth.ScopeAdmin}},
 		{Name: "reader", SHA256: auth.Hash("t-reader"), Scopes: []auth.Scope{auth.ScopeRead}},

@@ -12,6 +12,7 @@ import (
 )
 
 func TestVersionText(t *testing.T) {
+	t.Parallel()
 	info := &debug.BuildInfo{
 		Main: debug.Module{Path: "github.com/harvest-engine/harvest", Version: "v0.4.0"},
 		Settings: []debug.BuildSetting{

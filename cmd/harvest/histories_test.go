@@ -46,6 +46,7 @@ func order(change string) func(w *harvest.Worker) {
 // break them is reported with where it diverges, and the same change
 // behind harvest.Patched passes.
 func TestExportedHistoriesStopABadDeploy(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{Register: order("")})
 	addr := []string{"--addr", s.URL()}
 	c, err := client.New(client.Config{BaseURL: s.URL()})

@@ -18,6 +18,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // TestTheREADMEListsEveryDevFlag: the README's "Flags:" list for harvest
 // dev names every flag it takes, and no other.
 func TestTheREADMEListsEveryDevFlag(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	readme := string(data)

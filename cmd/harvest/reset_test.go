@@ -19,6 +19,7 @@ import (
 // before anything is sent, and one the history has no such point for
 // names the API's code and the valid points.
 func TestWorkflowReset(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	out, _, err := runCLI(t, "workflow", "start", "collect", "--input", `{"count": 5}`, "--addr", s.URL(), "--json")
 	require.NoError(t, err)
@@ -62,6 +63,7 @@ func TestWorkflowReset(t *testing.T) {
 // and returns when the execution closes; describe prints the key, its
 // claim and the signal keys.
 func TestWorkflowStartWaitSignalWithStartShowFollowAndDescribe(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	out, _, err := runCLI(t, "workflow", "start", "collect", "--input", `{"count": 0}`, "--wait", "--addr", s.URL())
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 // spec is refused naming the API's code, and a deleted schedule is
 // schedule_not_found.
 func TestScheduleCreateDescribeFiresPauseDelete(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	addr := []string{"--addr", s.URL()}
 	run := func(args ...string) string {
@@ -146,6 +147,7 @@ func TestScheduleCreateDescribeFiresPauseDelete(t *testing.T) {
 // given an address where nothing listens says to start harvest dev or
 // to point --addr at a Harvest, as every API command does.
 func TestScheduleCommandsSayWhatToDoWhenNothingAnswers(t *testing.T) {
+	t.Parallel()
 	addr := closedAddr(t)
 	for _, args := range [][]string{
 		{"schedule", "list"},

@@ -13,6 +13,7 @@ import (
 )
 
 func TestTokenNewAndHash(t *testing.T) {
+	t.Parallel()
 	token, _, err := runCLI(t, "token", "new")
 	require.NoError(t, err)
 	token = strings.TrimSpace(token)

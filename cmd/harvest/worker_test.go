@@ -26,6 +26,7 @@ import (
 // JSON; `harvest task-queue show` shows a queue's names with their
 // backlogs and workers, and says which name has tasks and no worker.
 func TestWorkerListAndTaskQueueShow(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	ctx := natstest.Context(t)
 	addr := []string{"--addr", s.URL()}
@@ -86,6 +87,7 @@ func TestWorkerListShowsReplayRefusals(t *testing.T) {
 // workflow's open executions by the build that ran them last, and the
 // route's answer with --json.
 func TestWorkflowVersions(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	addr := []string{"--addr", s.URL()}
 	out, _, err := runCLI(t, append([]string{"workflow", "start", examples.WorkflowCollect, "--input", `{"count": 2}`}, addr...)...)

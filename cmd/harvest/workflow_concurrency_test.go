@@ -17,6 +17,7 @@ import (
 // `describe` says what it waits for. A --start-policy with a member the
 // policy does not have is refused before anything is sent.
 func TestWorkflowConcurrency(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	const policy = `{"concurrency": {"limit": 2, "key": "/customer"}}`
 	start := func() (string, string) {

@@ -21,6 +21,7 @@ import (
 // execution, how it had closed; --json prints the server's answer; an
 // unknown execution is an error naming execution_not_found.
 func TestWorkflowCancelAndTerminate(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	startCollect := func() string {
 		t.Helper()
@@ -81,6 +82,7 @@ func TestWorkflowCancelAndTerminate(t *testing.T) {
 // unknown_workflow and the queue, and a name no task queue can have one
 // naming invalid_task_queue.
 func TestWorkflowStartTaskQueue(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{Ingest: ingest.Config{
 		DeclaredWorkflows: []string{"tq_declared"}, TaskQueues: map[string]string{"tq_declared": "mine"}}})
 	startOn := func(args ...string) string {
@@ -111,6 +113,7 @@ func TestWorkflowStartTaskQueue(t *testing.T) {
 // past the warning threshold; and what its code waits for, the signal
 // "item" by name.
 func TestWorkflowDescribeShowsTheHistory(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{Scheduler: scheduler.Config{HistoryLimits: scheduler.HistoryLimits{WarnEvents: 2}}})
 	out, _, err := runCLI(t, "workflow", "start", "collect", "--input", `{"count": 5}`, "--addr", s.URL(), "--json")
 	require.NoError(t, err)
@@ -135,6 +138,7 @@ func TestWorkflowDescribeShowsTheHistory(t *testing.T) {
 // name it prints every state; an unknown state is an error naming
 // state_not_found, and a bad --wait one naming invalid_wait.
 func TestWorkflowState(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, devstack.Config{})
 	out, _, err := runCLI(t, "workflow", "start", "tally", "--input", `{"every": 10}`, "--addr", s.URL(), "--json")
 	require.NoError(t, err)

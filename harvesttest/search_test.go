@@ -211,3 +211,38 @@ func TestTheKitRemovesASearchAttributeUpsertedAsNil(t *testing.T) {
 	require.NoError(t, p.Result(&out))
 	require.Contains(t, out, "nil is no search attribute value")
 }
+
+// TestARunOfAnotherWorkflowKeepsOnlyWhatItDeclaresAlike: a run that
+// continues as another workflow keeps the attributes that workflow
+// declares with a type of the same kind, and none other.
+func TestARunOfAnotherWorkflowKeepsOnlyWhatItDeclaresAlike(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	register := func(w *harvest.Worker) {
+		harvest.RegisterWorkflow(w, "first_stage", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+			if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"region": "eu", "tier": 5, "stage": "one"}); err != nil {
+				return "", err
+			}
+			return "", harvest.ContinueAsNew(ctx, struct{}{}, harvest.ContinueAsNewOptions{WorkflowName: "second_stage"})
+		})
+		harvest.RegisterWorkflow(w, "second_stage", func(*harvest.WorkflowContext, struct{}) (string, error) {
+			return "done", nil
+		})
+	}
+	env, err := harvesttest.New(register, harvesttest.Config{SearchAttributes: map[string]map[string]string{
+		"first_stage":  {"region": "keyword", "tier": "int", "stage": "keyword"},
+		"second_stage": {"region": "keyword", "tier": "keyword"},
+	}})
+	require.NoError(t, err)
+	t.Cleanup(env.Close)
+	x, err := env.Start(ctx, "first_stage", struct{}{})
+	require.NoError(t, err)
+	d, err := x.Describe()
+	require.NoError(t, err)
+	require.Equal(t, client.StatusContinuedAsNew, d.Status)
+	next, err := env.Execution(d.ContinuedAs).Describe()
+	require.NoError(t, err)
+	require.Equal(t, "second_stage", next.WorkflowName)
+	require.Equal(t, map[string]any{"region": "eu"}, next.SearchAttributes,
+		"tier is an int there and a keyword here; stage is not declared here")
+}

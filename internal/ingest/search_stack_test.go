@@ -329,3 +329,48 @@ func TestASearchAttributeRemovedIsFoundNoMore(t *testing.T) {
 	require.Equal(t, "invalid_filter", b.Body["error"], b.Body)
 	require.Equal(t, "filter.search_attributes.stage", b.Body["field"], b.Body)
 }
+
+// TestARunOfAnotherWorkflowKeepsOnlyWhatItDeclaresAlike: a run that
+// continues as another workflow keeps the attributes that workflow
+// declares with a type of the same kind, and none other; a reset of it
+// keeps the same.
+func TestARunOfAnotherWorkflowKeepsOnlyWhatItDeclaresAlike(t *testing.T) {
+	t.Parallel()
+	schema := searchattr.Schema{
+		"sa_first":  {"region": "keyword", "tier": "int", "stage": "keyword"},
+		"sa_second": {"region": "keyword", "tier": "keyword"},
+	}
+	s := stacktest.Start(t, devstack.Config{
+		Ingest:    ingest.Config{SearchAttributes: schema},
+		Scheduler: scheduler.Config{SearchAttributes: schema},
+		Register: func(w *harvest.Worker) {
+			harvest.RegisterWorkflow(w, "sa_first", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+				if err := harvest.UpsertSearchAttributes(ctx, map[string]any{"region": "eu", "tier": 5, "stage": "one"}); err != nil {
+					return "", err
+				}
+				return "", harvest.ContinueAsNew(ctx, struct{}{}, harvest.ContinueAsNewOptions{WorkflowName: "sa_second"})
+			})
+			harvest.RegisterWorkflow(w, "sa_second", func(ctx *harvest.WorkflowContext, _ struct{}) (string, error) {
+				return harvest.NewSignal[string]("go").Receive(ctx)
+			})
+		},
+	})
+	r := stacktest.StartWorkflow(t, s, "sa_first", "", `{}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	first := stacktest.WaitStatus(t, s, r.Body["execution_id"].(string), "ContinuedAsNew")
+	second := first["continued_as"].(string)
+	attrsOf := func(id string) any {
+		return stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+id, nil, "").Body["search_attributes"]
+	}
+	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(second), "tier is an int there and a keyword here; stage is not declared here")
+	rows := func(id string) int {
+		return stacktest.DBCount(t, s, `SELECT count(*) FROM search_attributes WHERE execution_id = $1`, id)
+	}
+	require.Equal(t, 1, rows(second), "nothing else is copied, to be read as what it is not")
+
+	r = stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+second+"/reset", nil, `{"to": "first_task", "reapply_signals": false}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	third := r.Body["execution_id"].(string)
+	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(third))
+	require.Equal(t, 1, rows(third))
+}

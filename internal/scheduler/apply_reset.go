@@ -166,8 +166,11 @@ func (b *batch) resetRun(e *store.Execution, events []wire.Event, plan *decide.R
 	// too), over those the chain's earlier run passed on when this one
 	// continued it, which its history does not hold.
 	b.setSearchAttributes(next, searchattr.Fold(nil, events[:kept]))
-	if e.ContinuedFrom != "" {
-		b.writes.SearchAttributeCopies = append(b.writes.SearchAttributeCopies, store.SearchAttributeCopy{From: e.ContinuedFrom, To: id})
+	if declared := b.searchAttrs[e.WorkflowName]; e.ContinuedFrom != "" && len(declared) > 0 {
+		// That run may be of another workflow: only what this one
+		// declares, as the continue-as-new copied.
+		b.writes.SearchAttributeCopies = append(b.writes.SearchAttributeCopies,
+			store.SearchAttributeCopy{From: e.ContinuedFrom, To: id, Only: declared})
 	}
 	var s wire.StartCommand
 	if e.Timeouts != nil {

@@ -164,8 +164,13 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 	b.setSearchAttributes(e, s.SearchAttributes)
 	if from != nil {
 		e.ChainID, e.ContinuedFrom, started.ContinuedFrom = from.Chain(), from.ExecutionID, from.ExecutionID
-		// The run keeps the search attributes of the run it continues.
-		b.writes.SearchAttributeCopies = append(b.writes.SearchAttributeCopies, store.SearchAttributeCopy{From: from.ExecutionID, To: id})
+		// The run keeps the search attributes of the run it continues:
+		// of another workflow, those its own declares alike.
+		if cp := (store.SearchAttributeCopy{From: from.ExecutionID, To: id}); from.WorkflowName == s.WorkflowName {
+			b.writes.SearchAttributeCopies = append(b.writes.SearchAttributeCopies, cp)
+		} else if cp.Only = b.searchAttrs[s.WorkflowName]; len(cp.Only) > 0 {
+			b.writes.SearchAttributeCopies = append(b.writes.SearchAttributeCopies, cp)
+		}
 		// The chain is its parent's child, and keeps the children of its
 		// runs still open: their policy applies when the chain closes.
 		e.Parent, e.Children = from.Parent, from.Children.OpenOnly()

@@ -436,6 +436,9 @@ func (m *Memory) write(w *store.Writes) (Dispatched, error) {
 		// As store.Write's copy: after the rows, and what the new run
 		// set itself stays.
 		for name, v := range m.search[c.From] {
+			if c.Only != nil && !searchattr.Holds(v, c.Only[name]) {
+				continue
+			}
 			if m.search[c.To] == nil {
 				m.search[c.To] = map[string]wire.SearchValue{}
 			}

@@ -51,6 +51,34 @@ func ValidName(name string) error {
 	return nil
 }
 
+// Column is the column of the search_attributes table a value of type
+// typ is indexed in: keyword (a keyword, a bool), num (an int, a
+// double) or ts (a time); "" for no type.
+func Column(typ string) string {
+	switch typ {
+	case wire.SearchKeyword, wire.SearchBool:
+		return "keyword"
+	case wire.SearchInt, wire.SearchDouble:
+		return "num"
+	case wire.SearchTime:
+		return "ts"
+	}
+	return ""
+}
+
+// Holds says whether v, as indexed, has a value in the column of typ.
+func Holds(v Stored, typ string) bool {
+	switch Column(typ) {
+	case "keyword":
+		return v.Keyword != nil
+	case "num":
+		return v.Num != nil
+	case "ts":
+		return v.Time != nil
+	}
+	return false
+}
+
 // ValidType says whether typ is one of Types.
 func ValidType(typ string) bool { return slices.Contains(Types, typ) }
 

@@ -20,10 +20,14 @@ type SearchAttributeRow struct {
 	Value             searchattr.Stored
 }
 
-// SearchAttributeCopy copies every search attribute of From to To (a
-// run that continues From).
+// SearchAttributeCopy copies the search attributes of From to To (a
+// run that continues From): every one, or with Only those To's workflow
+// declares (name to type) whose value is of a column of that type, for
+// a run of another workflow than From's, or one whose workflow is not
+// known to be From's.
 type SearchAttributeCopy struct {
 	From, To string
+	Only     map[string]string
 }
 
 // queueSearchAttributeWrites upserts rows, then copies what copies say,
@@ -43,11 +47,26 @@ func queueSearchAttributeWrites(b *pgx.Batch, rows []SearchAttributeRow, copies 
 			ON CONFLICT (execution_id, name) DO UPDATE SET keyword = excluded.keyword, num = excluded.num, ts = excluded.ts`,
 			ids, names, keywords, nums, times)
 	}
-	if len(copies) > 0 {
-		from, to := make([]string, len(copies)), make([]string, len(copies))
-		for i, c := range copies {
-			from[i], to[i] = c.From, c.To
+	var from, to []string
+	for _, c := range copies {
+		if c.Only == nil {
+			from, to = append(from, c.From), append(to, c.To)
+			continue
 		}
+		// Seldom (a continue-as-new to another workflow, a reset of a
+		// continued run): a statement of its own.
+		names, cols := make([]string, 0, len(c.Only)), make([]string, 0, len(c.Only))
+		for name, typ := range c.Only {
+			names, cols = append(names, name), append(cols, searchattr.Column(typ))
+		}
+		b.Queue(`INSERT INTO search_attributes (execution_id, name, keyword, num, ts)
+			SELECT $2::uuid, s.name, s.keyword, s.num, s.ts
+			FROM search_attributes AS s JOIN unnest($3::text[], $4::text[]) AS d(name, col) ON d.name = s.name
+			WHERE s.execution_id = $1::uuid
+			  AND (d.col = 'keyword' AND s.keyword IS NOT NULL OR d.col = 'num' AND s.num IS NOT NULL OR d.col = 'ts' AND s.ts IS NOT NULL)
+			ON CONFLICT (execution_id, name) DO NOTHING`, c.From, c.To, names, cols)
+	}
+	if len(from) > 0 {
 		b.Queue(`INSERT INTO search_attributes (execution_id, name, keyword, num, ts)
 			SELECT c.to_id, s.name, s.keyword, s.num, s.ts
 			FROM unnest($1::uuid[], $2::uuid[]) AS c(from_id, to_id) JOIN search_attributes AS s ON s.execution_id = c.from_id

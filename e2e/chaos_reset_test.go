@@ -10,12 +10,15 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/harvest-engine/harvest/api"
 )
 
 // The chaos suite's load of resets (docs/reset.md): each trial starts a
@@ -38,6 +41,13 @@ import (
 // Search attributes ride along: the start sets order, the code upserts
 // stage and steps after each step, so the failed run must hold order, a,
 // 1 and the reset run order (from the kept start), c, 3.
+//
+// Every other start is under a concurrency policy of limit 1 keyed by
+// its order: its failed run gave its slot back when it closed, so its
+// reset takes the key's slot again, in the transaction that makes the
+// reset run. Both runs must name the key, the reset run with the time it
+// began, and afterwards the key must run nothing and queue nothing: a
+// reset that took the slot twice, or not at all, leaves a count behind.
 
 const workflowReset = "chaos_reset"
 
@@ -63,6 +73,9 @@ var resetSteps = []string{"a", "b", "c"}
 type resetPlan struct {
 	sideStart
 	twice bool
+	// policy says the start is under a concurrency policy of limit 1,
+	// keyed by its order (its key).
+	policy bool
 }
 
 // planResets plans n chaos_reset starts, each in the first half of
@@ -73,9 +86,14 @@ func planResets(seed uint64, kind, prefix string, n int, window time.Duration) [
 	plans := make([]resetPlan, n)
 	for j := range plans {
 		key := fmt.Sprintf("reset-%sr%02d", prefix, j)
-		raw, _ := json.Marshal(map[string]any{"input": map[string]string{"order": key}, "search_attributes": map[string]string{"order": key}})
+		body := map[string]any{"input": map[string]string{"order": key}, "search_attributes": map[string]string{"order": key}}
+		policy := j%2 == 1
+		if policy {
+			body["start_policy"] = map[string]any{"concurrency": map[string]any{"limit": 1, "key": "/order"}}
+		}
+		raw, _ := json.Marshal(body)
 		plans[j] = resetPlan{sideStart: sideStart{key: key, body: string(raw), at: time.Duration(rng.Int64N(int64(window/2) + 1)),
-			ingest: rng.IntN(2)}, twice: rng.IntN(2) == 0}
+			ingest: rng.IntN(2)}, twice: rng.IntN(2) == 0, policy: policy}
 	}
 	return plans
 }
@@ -156,8 +174,8 @@ func (s *stack) runResets(ctx context.Context, plans []resetPlan, giveUp, resets
 					o.record(a)
 					return a
 				}, func(a answer) bool {
-					// A 202 is sent again: the same reset is the same
-					// command, answered with the run it made.
+					// A 202 is sent again: the same reset again is
+					// answered with the run the first one made.
 					return a.status == http.StatusCreated || !(a.retryable() || a.status == http.StatusAccepted)
 				})
 			}
@@ -214,6 +232,10 @@ type resetRun struct {
 	bKeys []string
 	// attrs are its search attributes, as text.
 	attrs map[string]string
+	// policyKey is its concurrency policy's key, "" for none; began
+	// says it records when it took its slot.
+	policyKey string
+	began     bool
 }
 
 // resetRuns reads the chaos_reset runs whose keys start with prefix.
@@ -226,12 +248,13 @@ func (c *trialCheck) resetRuns(ctx context.Context, prefix string) ([]resetRun, 
 			(SELECT coalesce(json_agg(h.attrs->>'idempotency_key' ORDER BY h.seq), '[]')::text FROM history_events h
 				WHERE h.execution_id = e.execution_id AND h.type = 'ActivityScheduled' AND h.attrs->>'activity_name' = 'chaos_reset_b'),
 			(SELECT coalesce(json_object_agg(s.name, coalesce(s.keyword, s.num::text)), '{}')::text FROM search_attributes s
-				WHERE s.execution_id = e.execution_id)
+				WHERE s.execution_id = e.execution_id),
+			coalesce(e.concurrency->>'key', ''), e.concurrency->>'began_at' IS NOT NULL
 		FROM executions e WHERE e.workflow_name = $1 AND starts_with(e.idempotency_key, $2)`,
 		[]any{workflowReset, prefix}, func(rows pgx.Rows) error {
 			var r resetRun
 			var bKeys, attrs string
-			if err := rows.Scan(&r.id, &r.key, &r.status, &r.resetFrom, &r.resetTo, &bKeys, &attrs); err != nil {
+			if err := rows.Scan(&r.id, &r.key, &r.status, &r.resetFrom, &r.resetTo, &bKeys, &attrs, &r.policyKey, &r.began); err != nil {
 				return err
 			}
 			if err := json.Unmarshal([]byte(attrs), &r.attrs); err != nil {
@@ -257,6 +280,15 @@ func resetWrong(o *resetOutcome, runs []resetRun, charges map[string]int) []stri
 	if len(answered) > 1 {
 		bad("the reset's 201s named %d runs: %v", len(answered), answered)
 	}
+	o.mu.Lock()
+	for _, a := range o.resets {
+		if a.status == http.StatusConflict {
+			// The same point every time, and, under a policy, a key of
+			// its own whose slot the failed run gave back.
+			bad("a reset was refused %d %s", a.status, a.code)
+		}
+	}
+	o.mu.Unlock()
 	switch {
 	case !o.start.acked():
 		if len(runs) > 1 {
@@ -311,6 +343,13 @@ func resetWrong(o *resetOutcome, runs []resetRun, charges map[string]int) []stri
 		if charges[step] != 1 {
 			bad("step %s made %d effects at the provider, want 1 (%v)", step, charges[step], charges)
 		}
+	}
+	if o.plan.policy {
+		if first.policyKey != key || second.policyKey != key || !second.began {
+			bad("concurrency: the first run's key %q, the reset run's %q (began: %v): want %q, begun", first.policyKey, second.policyKey, second.began, key)
+		}
+	} else if first.policyKey != "" || second.policyKey != "" {
+		bad("concurrency: runs of a start without a policy name keys %q and %q", first.policyKey, second.policyKey)
 	}
 	return wrong
 }
@@ -376,6 +415,24 @@ func (c *trialCheck) resetInvariants(ctx context.Context, outcomes []*resetOutco
 		c.res.ResetRequests += len(o.resets)
 		if len(o.answered()) == 1 {
 			c.res.ResetsExact++
+		}
+	}
+	// The keys of the starts under a policy run nothing and queue
+	// nothing once their runs closed.
+	for i, o := range outcomes {
+		if !o.plan.policy || len(byKey[o.plan.key]) == 0 {
+			continue
+		}
+		var r api.ConcurrencyResponse
+		path := "/api/harvest/workflows/" + workflowReset + "/concurrency?key=" + url.QueryEscape(o.plan.key)
+		found, err := c.st.scheduleGet(ctx, i, path, &r)
+		switch {
+		case err != nil:
+			bad = append(bad, fmt.Sprintf("%s: %v", o.plan.key, err))
+		case !found:
+			bad = append(bad, fmt.Sprintf("%s: GET %s: 404", o.plan.key, path))
+		case r.Running != 0 || r.Pending != 0:
+			bad = append(bad, fmt.Sprintf("%s: its key runs %d and queues %d after its runs closed, want none", o.plan.key, r.Running, r.Pending))
 		}
 	}
 	if len(bad) > 0 {

@@ -150,14 +150,6 @@ func TerminateCommandID(executionID string) string {
 	return derive("terminate", executionID)
 }
 
-// ResetCommandID identifies the reset of an execution to the workflow
-// task recorded at event pointSeq: a retry, or a batch run again, is the
-// same command, which the broker drops in its window and the scheduler
-// answers with the run the first one made.
-func ResetCommandID(executionID string, pointSeq int) string {
-	return derive("reset", executionID, fmt.Sprint(pointSeq))
-}
-
 // BatchItemCommandID identifies the command batch batchID sends to
 // execution executionID: a part that sends it again (its outbox
 // published twice) sends the same command.

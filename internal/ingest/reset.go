@@ -95,7 +95,11 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, planView(e, events, &plan, reapply))
 		return
 	}
-	cmd := &wire.Command{CommandID: dedup.ResetCommandID(executionID, point), Kind: wire.KindReset,
+	// Each request is a command of its own: a reset refused while its
+	// key had no free slot may be asked again, and is applied then. A
+	// retry of one that was applied is answered by the scheduler with
+	// the run the first one made (the execution records its reset).
+	cmd := &wire.Command{CommandID: dedup.NewID(), Kind: wire.KindReset,
 		Reset: &wire.ResetCommand{ExecutionID: executionID, PointSeq: point, ReapplySignals: reapply, Reason: req.Reason}}
 	shard := s.cfg.Topology.Layout().ExecutionShard(executionID)
 	out, duplicate, err := s.submit(r.Context(), shard, cmd, cmd.CommandID)

@@ -369,6 +369,20 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 			}
 		}
 	}
+	// A reset of a closed run under a concurrency policy takes a slot
+	// of its key again: the key's state is read.
+	var resetKeys []store.PolicyRef
+	for _, c := range pending {
+		if c.cmd.Kind != wire.KindReset {
+			continue
+		}
+		if e := b.execs[c.cmd.Reset.ExecutionID]; e != nil && e.Concurrency != nil && e.Status != wire.StatusRunning && e.Status != wire.StatusPending {
+			if ref := concurrencyRef(e); b.policyKeys[ref] == nil && !slices.Contains(resetKeys, ref) {
+				resetKeys = append(resetKeys, ref)
+			}
+		}
+	}
+	reads.LoadPolicyKeys(resetKeys, b.policyKeys)
 	// A signal, cancel or terminate naming a run that continued as new,
 	// or that a reset replaced, reaches the newest run of its chain.
 	for _, e := range b.execs {

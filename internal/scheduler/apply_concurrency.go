@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -55,6 +56,32 @@ func (b *batch) concurrencyStart(c seqCommand, ref store.PolicyRef, st *store.Po
 		// the oldest waiting, this one after them.
 		b.writes.Concurrency.Release = true
 	}
+}
+
+// concurrencyRef is the key of e's concurrency policy.
+func concurrencyRef(e *store.Execution) store.PolicyRef {
+	return store.PolicyRef{WorkflowName: e.WorkflowName, Kind: wire.PolicyConcurrency, Key: e.Concurrency.Key}
+}
+
+// concurrencyRetake takes a slot of the key of e, a closed run under a
+// concurrency policy that a reset runs again, when one is free and no
+// execution waits for one; false, taking nothing, when none is.
+func (b *batch) concurrencyRetake(e *store.Execution) bool {
+	ref := concurrencyRef(e)
+	st := b.policyKeys[ref]
+	if st == nil {
+		// No state: the key runs nothing and queues nothing.
+		st = &store.PolicyState{Limit: e.Concurrency.Limit}
+		b.policyKeys[ref] = st
+	}
+	limit := cmp.Or(st.Limit, e.Concurrency.Limit)
+	if st.Queued > 0 || st.Running >= limit {
+		return false
+	}
+	st.Limit, st.StaleAt = limit, b.now
+	st.Running++
+	b.keyChanged(ref, st)
+	return true
 }
 
 // concurrencyClosed gives back the slot of e's chain, which closes, or

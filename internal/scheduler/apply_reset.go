@@ -65,13 +65,6 @@ func (b *batch) resetCommand(c seqCommand) {
 		return
 	}
 	closed := e.Status != wire.StatusRunning && e.Status != wire.StatusPending
-	if closed && e.Concurrency != nil {
-		// Its slot was given back when it closed; a new run would have to
-		// take one again, which a reset does not yet do.
-		b.refuse(out, http.StatusConflict, api.CodeResetUnsupported,
-			fmt.Sprintf("execution %s ran under a concurrency start policy and has closed: resetting it is not supported yet", e.ExecutionID))
-		return
-	}
 	events, err := b.eventsAfter(e, 0)
 	if err != nil {
 		b.err = err
@@ -93,6 +86,15 @@ func (b *batch) resetCommand(c seqCommand) {
 			return
 		}
 		b.refuse(out, http.StatusUnprocessableEntity, api.CodeInvalidResetPoint, err.Error())
+		return
+	}
+	if closed && e.Concurrency != nil && !b.concurrencyRetake(e) {
+		// Its slot was given back when it closed, and its key has none
+		// free now: a new run would have to wait for one, which a reset
+		// does not do yet.
+		b.refuse(out, http.StatusConflict, api.CodeResetUnsupported,
+			fmt.Sprintf("execution %s ran under a concurrency start policy and has closed, and its key %q has no free slot (or executions wait for one): reset it once one is free",
+				e.ExecutionID, e.Concurrency.Key))
 		return
 	}
 	next := b.resetRun(e, events, &plan, rc, by)
@@ -121,7 +123,8 @@ func (b *batch) resetRun(e *store.Execution, events []wire.Event, plan *decide.R
 	b.changed[e.ExecutionID] = true
 
 	requested := takeRequested(e)
-	if e.Status == wire.StatusRunning || e.Status == wire.StatusPending {
+	ran := e.Status == wire.StatusRunning || e.Status == wire.StatusPending
+	if ran {
 		reason := "reset"
 		if rc.Reason != "" {
 			reason = "reset: " + rc.Reason
@@ -141,8 +144,13 @@ func (b *batch) resetRun(e *store.Execution, events []wire.Event, plan *decide.R
 		Reset: &wire.ResetInfo{From: e.ExecutionID, FromSeq: plan.PointSeq, Keys: keys},
 	}
 	if e.Concurrency != nil {
-		// The chain keeps its slot (e ran: a closed e is refused).
+		// The chain keeps its slot, or, e closed, took one again
+		// (concurrencyRetake), from now.
 		ref := *e.Concurrency
+		if !ran {
+			began := b.now
+			ref.BeganAt = &began
+		}
 		next.Concurrency = &ref
 	}
 	if !next.CreatedAt.After(e.CreatedAt) {

@@ -152,3 +152,65 @@ func TestAPendingExecutionIsOpenToSignalWithStartAndARaisedLimitBeginsTheWaiting
 	stacktest.WaitCompleted(t, s, b.Body["execution_id"].(string)) // it had its signal
 	stacktest.WaitStatus(t, s, c.Body["execution_id"].(string), "Running")
 }
+
+// TestAClosedRunUnderAConcurrencyPolicyIsResetIntoAFreeSlot: a reset of
+// a closed execution that ran under a concurrency policy takes a slot of
+// its key again, when one is free and nothing waits for one; while the
+// key is full it is refused (409 reset_unsupported), and nothing
+// changes. The new run holds its slot until it closes: a start behind it
+// waits, and begins when it closes.
+func TestAClosedRunUnderAConcurrencyPolicyIsResetIntoAFreeSlot(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{})
+	running := func(key string) (float64, float64) {
+		c := concurrencyOf(t, s, key)
+		return c["running"].(float64), c["pending"].(float64)
+	}
+	start := func() string {
+		t.Helper()
+		a := startTally(t, s, "c9", "")
+		require.Equal(t, 201, a.Status, a.Body)
+		return a.Body["execution_id"].(string)
+	}
+	complete := func(id string) {
+		t.Helper()
+		require.Equal(t, 202, stacktest.Signal(t, s, id, "add", "", "", "1").Status)
+		stacktest.WaitCompleted(t, s, id)
+	}
+	reset := func(id string) stacktest.Answer {
+		return stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/reset", nil, `{"to": "first_task", "reapply_signals": false}`)
+	}
+
+	done := start()
+	complete(done)
+	b, c := start(), start()
+	require.Equal(t, "Running", stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+c, nil, "").Body["status"])
+	r := reset(done)
+	require.Equal(t, 409, r.Status, r.Body)
+	require.Equal(t, "reset_unsupported", r.Body["error"], r.Body)
+	require.Contains(t, r.Body["message"], "no free slot")
+	require.Equal(t, "Completed", stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+done, nil, "").Body["status"], "nothing changed")
+
+	complete(b)
+	probe.Until(t, 30*time.Second, "the key to run one", func() bool {
+		n, _ := running("c9")
+		return n == 1
+	})
+	r = reset(done)
+	require.Equal(t, 201, r.Status, r.Body)
+	again := r.Body["execution_id"].(string)
+	require.Equal(t, "Running", stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+again, nil, "").Body["status"])
+	n, p := running("c9")
+	require.Equal(t, []float64{2, 0}, []float64{n, p}, "the new run took the free slot")
+
+	behind := start()
+	require.Equal(t, "Pending", stacktest.Call(t, "GET", s.URL()+"/api/harvest/executions/"+behind, nil, "").Body["status"])
+	complete(again)
+	stacktest.WaitStatus(t, s, behind, "Running")
+	complete(c)
+	complete(behind)
+	probe.Until(t, 30*time.Second, "the key's slots to be free", func() bool {
+		n, p := running("c9")
+		return n == 0 && p == 0
+	})
+}

@@ -49,7 +49,7 @@ func TestAResetSetsAgainWhatTheKeptEventsLeftOpen(t *testing.T) {
 		return apply(&wire.Command{CommandID: cmdID, Kind: wire.KindReset,
 			Reset: &wire.ResetCommand{ExecutionID: execID, PointSeq: point, ReapplySignals: true, Reason: "outage"}})
 	}
-	d = reset(dedup.ResetCommandID(id, 6), id, 6)
+	d = reset("reset-1", id, 6)
 	require.Len(t, d.Outcomes, 1)
 	out := d.Outcomes[0]
 	require.Empty(t, out.Error)

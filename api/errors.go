@@ -176,7 +176,10 @@ const (
 	// (docs/reset.md). The message names the run to reset.
 	CodeExecutionNotLatest = "execution_not_latest"
 	// CodeResetUnsupported refuses a reset Harvest does not do yet: of a
-	// closed execution that ran under a concurrency start policy.
+	// closed execution that ran under a concurrency start policy while
+	// its key has no free slot, or executions wait for one (a reset does
+	// not wait in the key's queue). Asked again once one is free, it is
+	// applied.
 	CodeResetUnsupported = "reset_unsupported"
 
 	// 408 Request Timeout.

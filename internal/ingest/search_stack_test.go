@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -367,6 +368,9 @@ func TestARunOfAnotherWorkflowKeepsOnlyWhatItDeclaresAlike(t *testing.T) {
 		return stacktest.DBCount(t, s, `SELECT count(*) FROM search_attributes WHERE execution_id = $1`, id)
 	}
 	require.Equal(t, 1, rows(second), "nothing else is copied, to be read as what it is not")
+	probe.Until(t, 30*time.Second, "the run's first task to complete", func() bool {
+		return slices.Contains(stacktest.HistoryTypes(t, s, second), "WorkflowTaskCompleted")
+	})
 
 	r = stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+second+"/reset", nil, `{"to": "first_task", "reapply_signals": false}`)
 	require.Equal(t, 201, r.Status, r.Body)

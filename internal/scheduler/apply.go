@@ -111,6 +111,9 @@ type batch struct {
 	// command ids had before the batch, policyCmds the command ids the
 	// batch applied (see policyStart).
 	policyKeys map[store.PolicyRef]*store.PolicyState
+	// resetKeysRead are the concurrency keys read for the batch's
+	// resets (concurrencyRetake).
+	resetKeysRead map[store.PolicyRef]bool
 	// schedules are the schedules the batch read (nil: read, and absent
 	// or deleted), schedChanged those it changed; priorFires the ledger
 	// rows read or written that name an execution.
@@ -370,15 +373,23 @@ func apply(ctx context.Context, tx store.Tx, env applyEnv, applied int64, cmds [
 		}
 	}
 	// A reset of a closed run under a concurrency policy takes a slot
-	// of its key again: the key's state is read.
+	// of its key again: the key's state is read, for a run that is
+	// running too, which may close earlier in the batch.
 	var resetKeys []store.PolicyRef
 	for _, c := range pending {
 		if c.cmd.Kind != wire.KindReset {
 			continue
 		}
-		if e := b.execs[c.cmd.Reset.ExecutionID]; e != nil && e.Concurrency != nil && e.Status != wire.StatusRunning && e.Status != wire.StatusPending {
-			if ref := concurrencyRef(e); b.policyKeys[ref] == nil && !slices.Contains(resetKeys, ref) {
-				resetKeys = append(resetKeys, ref)
+		if e := b.execs[c.cmd.Reset.ExecutionID]; e != nil && e.Concurrency != nil {
+			ref := concurrencyRef(e)
+			if b.resetKeysRead == nil {
+				b.resetKeysRead = map[store.PolicyRef]bool{}
+			}
+			if !b.resetKeysRead[ref] {
+				b.resetKeysRead[ref] = true
+				if b.policyKeys[ref] == nil {
+					resetKeys = append(resetKeys, ref)
+				}
 			}
 		}
 	}

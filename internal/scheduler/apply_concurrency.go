@@ -60,22 +60,36 @@ func (b *batch) concurrencyStart(c seqCommand, ref store.PolicyRef, st *store.Po
 
 // concurrencyRef is the key of e's concurrency policy.
 func concurrencyRef(e *store.Execution) store.PolicyRef {
-	return store.PolicyRef{WorkflowName: e.WorkflowName, Kind: wire.PolicyConcurrency, Key: e.Concurrency.Key}
+	return store.PolicyRef{WorkflowName: cmp.Or(e.Concurrency.Workflow, e.WorkflowName), Kind: wire.PolicyConcurrency, Key: e.Concurrency.Key}
 }
 
 // concurrencyRetake takes a slot of the key of e, a closed run under a
 // concurrency policy that a reset runs again, when one is free and no
-// execution waits for one; false, taking nothing, when none is.
+// execution waits for one; false, taking nothing, when none is. The
+// key's state was read for the reset (resetKeys), or the batch wrote it.
 func (b *batch) concurrencyRetake(e *store.Execution) bool {
 	ref := concurrencyRef(e)
 	st := b.policyKeys[ref]
 	if st == nil {
-		// No state: the key runs nothing and queues nothing.
+		if !b.resetKeysRead[ref] {
+			// Never read: what the key holds is not known here, and a
+			// write of a guess would overwrite it.
+			return false
+		}
+		// Read, and no row: the key runs nothing and queues nothing.
 		st = &store.PolicyState{Limit: e.Concurrency.Limit}
 		b.policyKeys[ref] = st
 	}
+	// The counts as they stand after the batch's closes so far, which
+	// adjust the row after it is written (store.ConcurrencyWrites).
+	running, queued := st.Running, st.Queued
+	for _, adj := range b.writes.Concurrency.Adjust {
+		if adj.WorkflowName == ref.WorkflowName && adj.Key == ref.Key {
+			running, queued = running+adj.Running, queued+adj.Queued
+		}
+	}
 	limit := cmp.Or(st.Limit, e.Concurrency.Limit)
-	if st.Queued > 0 || st.Running >= limit {
+	if queued > 0 || running >= limit {
 		return false
 	}
 	st.Limit, st.StaleAt = limit, b.now
@@ -87,7 +101,8 @@ func (b *batch) concurrencyRetake(e *store.Execution) bool {
 // concurrencyClosed gives back the slot of e's chain, which closes, or
 // its place in the queue if it was Pending.
 func (b *batch) concurrencyClosed(e *store.Execution, pending bool) {
-	adj := store.ConcurrencyAdjust{WorkflowName: e.WorkflowName, Key: e.Concurrency.Key, Running: -1}
+	ref := concurrencyRef(e)
+	adj := store.ConcurrencyAdjust{WorkflowName: ref.WorkflowName, Key: ref.Key, Running: -1}
 	if pending {
 		adj.Running, adj.Queued = 0, -1
 		b.writes.Concurrency.Begun = append(b.writes.Concurrency.Begun, e.ExecutionID)

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -121,8 +122,13 @@ func (b *batch) newExecutionFrom(s *wire.StartCommand, id string, from *store.Ex
 	pending := false
 	switch {
 	case from != nil && from.Concurrency != nil:
-		// The chain keeps its slot.
+		// The chain keeps its slot, of its key's workflow, whatever
+		// workflow this run is.
 		ref := *from.Concurrency
+		ref.Workflow = cmp.Or(ref.Workflow, from.WorkflowName)
+		if ref.Workflow == s.WorkflowName {
+			ref.Workflow = ""
+		}
 		e.Concurrency = &ref
 	case from == nil && b.concurrency != nil:
 		ref := *b.concurrency

@@ -2,11 +2,13 @@ package scheduler_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/harvest-engine/harvest"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
@@ -213,4 +215,71 @@ func TestAClosedRunUnderAConcurrencyPolicyIsResetIntoAFreeSlot(t *testing.T) {
 		n, p := running("c9")
 		return n == 0 && p == 0
 	})
+}
+
+// TestAChainKeepsItsFirstWorkflowsSlotAcrossWorkflows: a chain under a
+// concurrency policy that continues as another workflow holds its first
+// workflow's slot until it closes, and gives that one back; a reset of
+// its running run keeps the slot, and a terminate and a reset sent back
+// to back take it back once.
+func TestAChainKeepsItsFirstWorkflowsSlotAcrossWorkflows(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, devstack.Config{Register: func(w *harvest.Worker) {
+		harvest.RegisterWorkflow(w, "cc_first", func(ctx *harvest.WorkflowContext, in struct{ Customer string }) (string, error) {
+			return "", harvest.ContinueAsNew(ctx, in, harvest.ContinueAsNewOptions{WorkflowName: "cc_second"})
+		})
+		harvest.RegisterWorkflow(w, "cc_second", func(ctx *harvest.WorkflowContext, _ struct{ Customer string }) (string, error) {
+			return harvest.NewSignal[string]("go").Receive(ctx)
+		})
+	}})
+	counts := func(workflow string) (float64, float64) {
+		a := stacktest.Call(t, "GET", s.URL()+"/api/harvest/workflows/"+workflow+"/concurrency?key=k1", nil, "")
+		require.Equal(t, 200, a.Status, a.Body)
+		return a.Body["running"].(float64), a.Body["pending"].(float64)
+	}
+	start := func() string {
+		t.Helper()
+		a := stacktest.StartWorkflow(t, s, "cc_first", "", `{"input": {"Customer": "k1"}, "start_policy": {"concurrency": {"limit": 1, "key": "/Customer"}}}`)
+		require.Equal(t, 201, a.Status, a.Body)
+		return stacktest.WaitStatus(t, s, a.Body["execution_id"].(string), "ContinuedAsNew")["continued_as"].(string)
+	}
+	waitTask := func(id string) {
+		t.Helper()
+		probe.Until(t, 30*time.Second, "the run's first task to complete", func() bool {
+			return slices.Contains(stacktest.HistoryTypes(t, s, id), "WorkflowTaskCompleted")
+		})
+	}
+	settled := func(want float64) {
+		t.Helper()
+		probe.Until(t, 30*time.Second, fmt.Sprintf("cc_first's key to run %v", want), func() bool {
+			n, p := counts("cc_first")
+			return n == want && p == 0
+		})
+		n, p := counts("cc_second")
+		require.Equal(t, []float64{0, 0}, []float64{n, p}, "cc_second's key is not the chain's")
+	}
+
+	second := start()
+	settled(1)
+	// A reset of the running run keeps the chain's slot.
+	waitTask(second)
+	r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+second+"/reset", nil, `{"to": "first_task"}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	third := r.Body["execution_id"].(string)
+	settled(1)
+	require.Equal(t, 202, stacktest.Signal(t, s, third, "go", "", "", `"now"`).Status)
+	stacktest.WaitCompleted(t, s, third)
+	settled(0)
+
+	// A terminate and a reset of the same run, back to back: the reset,
+	// of a run closed by then, takes the slot back once.
+	fourth := start()
+	waitTask(fourth)
+	require.Equal(t, 200, stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+fourth+"/terminate", nil, `{}`).Status)
+	r = stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+fourth+"/reset", nil, `{"to": "first_task", "reapply_signals": false}`)
+	require.Equal(t, 201, r.Status, r.Body)
+	settled(1)
+	require.Equal(t, 202, stacktest.Signal(t, s, r.Body["execution_id"].(string), "go", "", "", `"now"`).Status)
+	stacktest.WaitCompleted(t, s, r.Body["execution_id"].(string))
+	settled(0)
 }

@@ -121,9 +121,13 @@ func (e *Execution) ResetKeys() map[int]wire.ResetKey {
 // under: the value of its key, its limit, and when the execution began
 // (took a slot), nil while it is Pending.
 type ConcurrencyRef struct {
-	Key     string     `json:"key"`
-	Limit   int        `json:"limit"`
-	BeganAt *time.Time `json:"began_at,omitempty"`
+	// Workflow is the workflow whose policy the key is of, when it is
+	// not the execution's own: a chain that continued as another
+	// workflow keeps its first workflow's slot.
+	Workflow string     `json:"workflow,omitempty"`
+	Key      string     `json:"key"`
+	Limit    int        `json:"limit"`
+	BeganAt  *time.Time `json:"began_at,omitempty"`
 	// RunTimeoutMS and ExecutionTimeoutMS are a Pending execution's
 	// start's own timeouts, armed when it begins.
 	RunTimeoutMS       int64 `json:"run_timeout_ms,omitempty"`

@@ -77,20 +77,14 @@ func TestStartsAndChildrenCarrySearchAttributes(t *testing.T) {
 		"tagged": {"region": "keyword", "tier": "int"}}})
 	require.NoError(t, err)
 	t.Cleanup(env.Close)
-	attrsOf := func(x *harvesttest.Execution) map[string]any {
-		t.Helper()
-		d, err := x.Describe()
-		require.NoError(t, err)
-		return d.SearchAttributes
-	}
 
 	x, err := env.Start(ctx, "tagged", struct{}{}, harvesttest.StartOptions{SearchAttributes: map[string]any{"region": "eu", "tier": 2}})
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{"region": "eu", "tier": float64(2)}, attrsOf(x))
+	require.Equal(t, map[string]any{"region": "eu", "tier": float64(2)}, attrsOf(t, x))
 
 	sws, err := env.SignalWithStart(ctx, "tagged", "sws-1", "go", "now", struct{}{}, harvesttest.StartOptions{SearchAttributes: map[string]any{"region": "us"}})
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{"region": "us"}, attrsOf(sws))
+	require.Equal(t, map[string]any{"region": "us"}, attrsOf(t, sws))
 
 	for _, bad := range []map[string]any{{"planet": "mars"}, {"tier": "gold"}} {
 		_, err = env.Start(ctx, "tagged", struct{}{}, harvesttest.StartOptions{SearchAttributes: bad})
@@ -114,7 +108,7 @@ func TestStartsAndChildrenCarrySearchAttributes(t *testing.T) {
 	var out string
 	require.NoError(t, p.Result(&out))
 	require.Equal(t, "done", out)
-	require.Equal(t, map[string]any{"region": "ap"}, attrsOf(child))
+	require.Equal(t, map[string]any{"region": "ap"}, attrsOf(t, child))
 
 	p, err = env.Start(ctx, "parent", map[string]any{"planet": "mars"})
 	require.NoError(t, err)
@@ -130,7 +124,7 @@ func TestStartsAndChildrenCarrySearchAttributes(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, fires)
 	require.NotEmpty(t, fires[0].ExecutionID)
-	require.Equal(t, map[string]any{"region": "sched"}, attrsOf(env.Execution(fires[0].ExecutionID)))
+	require.Equal(t, map[string]any{"region": "sched"}, attrsOf(t, env.Execution(fires[0].ExecutionID)))
 	_, err = env.PutSchedule(ctx, "bad", api.ScheduleRequest{Workflow: "tagged", Spec: api.ScheduleSpec{Every: "1h"},
 		SearchAttributes: map[string]json.RawMessage{"planet": json.RawMessage(`"mars"`)}})
 	require.ErrorIs(t, err, &client.APIError{Code: client.CodeInvalidSearchAttribute})
@@ -176,19 +170,13 @@ func TestTheKitRemovesASearchAttributeUpsertedAsNil(t *testing.T) {
 		"staged": {"stage": "keyword", "region": "keyword"}}, WorkflowCacheSize: -1})
 	require.NoError(t, err)
 	t.Cleanup(env.Close)
-	attrsOf := func(x *harvesttest.Execution) map[string]any {
-		t.Helper()
-		d, err := x.Describe()
-		require.NoError(t, err)
-		return d.SearchAttributes
-	}
 
 	x, err := env.Start(ctx, "staged", struct{}{})
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{"stage": "open", "region": "eu"}, attrsOf(x))
+	require.Equal(t, map[string]any{"stage": "open", "region": "eu"}, attrsOf(t, x))
 	_, err = x.Signal(ctx, "next", "remove")
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(x))
+	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(t, x))
 	// With the cache off the last signal's task replays the whole run,
 	// the removal included; the run it continues as keeps what is left.
 	_, err = x.Signal(ctx, "next", "end")
@@ -201,7 +189,7 @@ func TestTheKitRemovesASearchAttributeUpsertedAsNil(t *testing.T) {
 	var out string
 	require.NoError(t, next.Result(&out))
 	require.Equal(t, "done", out)
-	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(next))
+	require.Equal(t, map[string]any{"region": "eu"}, attrsOf(t, next))
 
 	_, err = env.Start(ctx, "staged", struct{}{}, harvesttest.StartOptions{SearchAttributes: map[string]any{"stage": nil}})
 	require.ErrorIs(t, err, &client.APIError{Code: client.CodeInvalidSearchAttribute})
@@ -245,4 +233,12 @@ func TestARunOfAnotherWorkflowKeepsOnlyWhatItDeclaresAlike(t *testing.T) {
 	require.Equal(t, "second_stage", next.WorkflowName)
 	require.Equal(t, map[string]any{"region": "eu"}, next.SearchAttributes,
 		"tier is an int there and a keyword here; stage is not declared here")
+}
+
+// attrsOf is x's search attributes, as its describe shows them.
+func attrsOf(t *testing.T, x *harvesttest.Execution) map[string]any {
+	t.Helper()
+	d, err := x.Describe()
+	require.NoError(t, err)
+	return d.SearchAttributes
 }

@@ -58,6 +58,10 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusCreated
 		}
 	}
+	if out.Kind == wire.KindReset && out.Error == "" {
+		status, body = http.StatusCreated, api.ResetResponse{ExecutionID: out.ExecutionID, Status: out.Status, WorkflowID: out.WorkflowID,
+			WorkflowName: out.WorkflowName, ResetFrom: out.ResetFrom, PointSeq: out.PointSeq, Deduplicated: out.Deduplicated}
+	}
 	if out.Kind == wire.KindSignal {
 		status, body = http.StatusAccepted, api.SignalResponse{OK: true, SignalDelivered: &out.SignalDelivered}
 		if out.Error != "" {

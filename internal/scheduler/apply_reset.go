@@ -51,6 +51,7 @@ func (b *batch) resetCommand(c seqCommand) {
 		}
 		// The same reset again (a retry, a batch run again after a
 		// crash): answered with the run it made.
+		out.ResetFrom, out.PointSeq = e.ExecutionID, r.ToSeq
 		if next := b.newest(e); next.ExecutionID == r.To {
 			b.outcome(out, next, false, true)
 			return
@@ -98,6 +99,7 @@ func (b *batch) resetCommand(c seqCommand) {
 		return
 	}
 	next := b.resetRun(e, events, &plan, rc, by)
+	out.ResetFrom, out.PointSeq = e.ExecutionID, plan.PointSeq
 	b.outcome(out, next, true, false)
 }
 

@@ -10,9 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/harvest-engine/harvest"
+	"github.com/harvest-engine/harvest/internal/dedup"
 	"github.com/harvest-engine/harvest/internal/dev/devstack"
 	"github.com/harvest-engine/harvest/internal/testing/probe"
 	"github.com/harvest-engine/harvest/internal/testing/stacktest"
+	"github.com/harvest-engine/harvest/internal/wire"
 )
 
 // provider is a payment provider's fake: it records each call by its
@@ -214,6 +216,21 @@ func TestResetOfARunningExecutionTerminatesIt(t *testing.T) {
 	r := stacktest.Call(t, "POST", s.URL()+"/api/harvest/executions/"+id+"/reset", nil, `{"to": "first_task", "reason": "bad deploy"}`)
 	require.Equal(t, 201, r.Status, r.Body)
 	newID := r.Body["execution_id"].(string)
+	// The same reset as a command of its own, as a retry whose first
+	// answer was a 202: its outcome, read by its id, is the reset's
+	// answer, naming the run it made.
+	point := int(r.Body["point_seq"].(float64))
+	cmd := wire.Command{CommandID: dedup.NewID(), Kind: wire.KindReset, Reset: &wire.ResetCommand{ExecutionID: id, PointSeq: point}}
+	_, err := s.Topology.PublishCommand(t.Context(), s.Topology.Layout().ExecutionShard(id), &cmd)
+	require.NoError(t, err)
+	var got map[string]any
+	probe.Until(t, 30*time.Second, "the retried reset's outcome", func() bool {
+		got = stacktest.Call(t, "GET", s.URL()+"/api/harvest/commands/"+cmd.CommandID, nil, "").Body
+		return got["status"] == "applied"
+	})
+	require.Equal(t, float64(201), got["http_status"], got)
+	require.Equal(t, map[string]any{"execution_id": newID, "status": "Running", "workflow_id": "order-2", "workflow_name": "order",
+		"reset_from": id, "point_seq": float64(point), "deduplicated": true}, got["outcome"])
 	old := waitStatus(t, s, id, "Terminated")
 	require.Equal(t, newID, old["reset_to"])
 	types := stacktest.HistoryTypes(t, s, id)

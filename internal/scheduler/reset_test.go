@@ -53,6 +53,8 @@ func TestAResetSetsAgainWhatTheKeptEventsLeftOpen(t *testing.T) {
 	require.Len(t, d.Outcomes, 1)
 	out := d.Outcomes[0]
 	require.Empty(t, out.Error)
+	require.Equal(t, id, out.ResetFrom, "the outcome names the run it replaced")
+	require.Equal(t, 6, out.PointSeq)
 	newID := out.ExecutionID
 	require.NotEqual(t, id, newID)
 	require.Equal(t, wire.StatusRunning, out.Status)

@@ -886,7 +886,11 @@ type Outcome struct {
 	UpdateID string `json:"update_id,omitempty"`
 	// Deferred says a start's policy holds it back: the outcome is
 	// replaced by the execution's when the policy lets it begin.
-	Deferred  bool      `json:"deferred,omitempty"`
+	Deferred bool `json:"deferred,omitempty"`
+	// ResetFrom and PointSeq are a reset's: the run it replaced, and the
+	// workflow task it went to.
+	ResetFrom string    `json:"reset_from,omitempty"`
+	PointSeq  int       `json:"point_seq,omitempty"`
 	AppliedAt time.Time `json:"applied_at,omitzero"`
 }
 
